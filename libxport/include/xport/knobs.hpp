@@ -1,0 +1,28 @@
+// Knobs: typed XPORT_* environment variables, each with a default, a description,
+// and the source of its current value. docs/knobs.md lists every one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "xport/status.hpp"
+
+namespace xport {
+
+struct KnobInfo {
+  std::string name;           // XPORT_...
+  std::string type;           // bool, int, size, string, duration_ms
+  std::string default_value;  // as text
+  std::string value;          // current value, as text
+  std::string source;         // "default" or "environment"
+  std::string description;
+};
+
+// Every knob libxport reads, in a stable order.
+std::vector<KnobInfo> knob_list();
+
+// Checks every XPORT_* variable in the environment: an unknown name or a value that does not
+// parse gives an error naming the variable and what was wrong. Context::open calls this.
+Status validate_knobs();
+
+}  // namespace xport

@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Writes docs/knobs.md from libxport/src/core/knob_table.inc (run after adding a knob)."""
+import pathlib
+import re
+
+root = pathlib.Path(__file__).resolve().parent.parent
+table = "\n".join(l for l in (root / "libxport/src/core/knob_table.inc").read_text().splitlines() if not l.lstrip().startswith("//"))
+types = {"boolean": "bool", "integer": "int", "size": "size", "string": "string",
+         "duration_ms": "duration_ms"}
+rows = []
+for m in re.finditer(r'XPORT_KNOB\(\s*(\w+),\s*(\w+),\s*"([^"]+)",\s*"([^"]*)",\s*((?:"[^"]*"\s*)+)\)', table):
+    _, typ, name, default, desc = m.groups()
+    text = " ".join(re.findall(r'"([^"]*)"', desc)).replace("  ", " ")
+    rows.append(f"| `{name}` | {types[typ]} | `{default}` | {text.replace('|', '/')} |")
+doc = """# Knobs
+
+Every `XPORT_*` environment variable libxport reads. Each is typed, has a default, and reports
+where its current value came from (`default` or `environment`): `xport::knob_list()` returns
+them, and `xport-probe` prints those in effect. A value that does not parse makes
+`Context::open` fail with an error naming the variable; an unknown `XPORT_*` name is logged as a
+warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or `s`.
+
+This file is generated from `libxport/src/core/knob_table.inc` by `scripts/gen-knobs-md.py`;
+a unit test fails when a knob is missing here.
+
+| knob | type | default | meaning |
+|---|---|---|---|
+""" + "\n".join(rows) + "\n"
+(root / "docs/knobs.md").write_text(doc)
+print(f"docs/knobs.md: {len(rows)} knobs")

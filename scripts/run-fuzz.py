@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Runs every libFuzzer target of a fuzz build for a bounded time; a crash fails the run."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+build = pathlib.Path(sys.argv[1])
+seconds = int(sys.argv[2])
+root = pathlib.Path(__file__).resolve().parent.parent
+targets = sorted(p for p in (build / "tests" / "fuzz").glob("fuzz-*") if os.access(p, os.X_OK) and p.is_file())
+results = []
+for t in targets:
+    corpus = root / "tests" / "fuzz" / "corpus" / t.name.removeprefix("fuzz-")
+    work = build / "fuzz-work" / t.name
+    work.mkdir(parents=True, exist_ok=True)
+    cmd = [str(t), f"-max_total_time={seconds}", "-rss_limit_mb=2048", "-timeout=10",
+           f"-artifact_prefix={work}/", str(work)]
+    if corpus.is_dir():
+        cmd.append(str(corpus))
+    print("== " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ok = proc.returncode == 0
+    tail = proc.stdout.strip().splitlines()[-3:]
+    print("\n".join(tail) if ok else proc.stdout[-6000:], flush=True)
+    results.append({"name": t.name, "result": "OK" if ok else "FAIL"})
+(build / "fuzz-results.json").write_text(json.dumps(results))
+if not targets:
+    print("no fuzz targets built", flush=True)
+sys.exit(0 if all(r["result"] == "OK" for r in results) else 1)

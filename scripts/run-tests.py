@@ -1,0 +1,9 @@
+#!/usr/bin/env python3
+"""Runs the Meson test suite of one build directory and prints failures' logs."""
+import subprocess
+import sys
+
+build = sys.argv[1]
+cmd = ["meson", "test", "-C", build, "--print-errorlogs", "--num-processes", "2"]
+print("== " + " ".join(cmd), flush=True)
+sys.exit(subprocess.call(cmd))

@@ -1,0 +1,92 @@
+// Knobs: parsing, sources, validation errors, and docs/knobs.md completeness.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/knob.hpp"
+#include "xport/deadline.hpp"
+#include "xport/knobs.hpp"
+
+namespace xport {
+namespace {
+
+class KnobEnv : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv("XPORT_EAGER_MAX");
+    unsetenv("XPORT_TIMEOUT_MS");
+    unsetenv("XPORT_PROVIDER");
+    core::reload_knobs();
+  }
+};
+
+TEST_F(KnobEnv, DefaultsParseAndHaveDescriptions) {
+  core::reload_knobs();
+  for (const KnobInfo& k : knob_list()) {
+    EXPECT_EQ(k.source, "default") << k.name;
+    EXPECT_EQ(k.value, k.default_value) << k.name;
+    EXPECT_FALSE(k.description.empty()) << k.name;
+    EXPECT_EQ(k.name.rfind("XPORT_", 0), 0u) << k.name;
+  }
+  EXPECT_TRUE(validate_knobs().ok());
+}
+
+TEST_F(KnobEnv, SizesDurationsAndSources) {
+  setenv("XPORT_EAGER_MAX", "16K", 1);
+  setenv("XPORT_TIMEOUT_MS", "2s", 1);
+  setenv("XPORT_PROVIDER", "shm", 1);
+  core::reload_knobs();
+  EXPECT_EQ(core::knob_int(core::KnobId::eager_max), 16384);
+  EXPECT_EQ(core::knob_int(core::KnobId::timeout_ms), 2000);
+  EXPECT_EQ(core::knob_string(core::KnobId::provider), "shm");
+  EXPECT_TRUE(core::knob_from_environment(core::KnobId::provider));
+  EXPECT_FALSE(core::knob_from_environment(core::KnobId::cq_batch));
+  bool found = false;
+  for (const KnobInfo& k : knob_list()) {
+    if (k.name == "XPORT_EAGER_MAX") {
+      found = true;
+      EXPECT_EQ(k.source, "environment");
+      EXPECT_EQ(k.value, "16K");
+    }
+  }
+  EXPECT_TRUE(found);
+  Deadline d = Deadline::from_knob();
+  EXPECT_GT(d.remaining().count(), 1'000'000'000);
+  EXPECT_LE(d.remaining().count(), 2'000'000'000);
+}
+
+TEST_F(KnobEnv, BadValuesAreNamedAndFallBackToDefault) {
+  setenv("XPORT_EAGER_MAX", "12X", 1);
+  core::reload_knobs();
+  Status s = validate_knobs();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("XPORT_EAGER_MAX='12X'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("suffix"), std::string::npos) << s.message();
+  EXPECT_EQ(core::knob_int(core::KnobId::eager_max), 8192);
+  setenv("XPORT_EAGER_MAX", "-5", 1);
+  core::reload_knobs();
+  EXPECT_NE(validate_knobs().message().find("negative"), std::string::npos);
+}
+
+TEST(KnobDocs, EveryKnobIsInDocsKnobsMd) {
+  const char* root = std::getenv("XPORT_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr) << "XPORT_SOURCE_ROOT must point at the source tree";
+  std::ifstream in(std::string(root) + "/docs/knobs.md");
+  ASSERT_TRUE(in.good()) << "docs/knobs.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (const KnobInfo& k : knob_list()) {
+    EXPECT_NE(doc.find("`" + k.name + "`"), std::string::npos)
+        << k.name << " is not documented in docs/knobs.md";
+    EXPECT_NE(doc.find("`" + k.name + "` | " + k.type + " | `" + k.default_value + "`"),
+              std::string::npos)
+        << k.name << ": docs/knobs.md row must read `NAME` | type | `default`";
+  }
+}
+
+}  // namespace
+}  // namespace xport
