@@ -12,7 +12,7 @@ root = pathlib.Path(__file__).resolve().parent.parent
 targets = sorted(p for p in (build / "tests" / "fuzz").glob("fuzz-*") if os.access(p, os.X_OK) and p.is_file())
 results = []
 for t in targets:
-    corpus = root / "tests" / "fuzz" / "corpus" / t.name.removeprefix("fuzz-")
+    corpus = root / "tests" / "fuzz" / "corpus" / t.name.removeprefix("fuzz-").replace("-", "_")
     work = build / "fuzz-work" / t.name
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(t), f"-max_total_time={seconds}", "-rss_limit_mb=2048", "-timeout=10",
