@@ -1,10 +1,16 @@
 // libxport: a GPU-aware, multi-rail RDMA transport over libfabric. Include this one header.
 #pragma once
 
+#include "xport/comm.hpp"
+#include "xport/context.hpp"
 #include "xport/deadline.hpp"
 #include "xport/knobs.hpp"
 #include "xport/log.hpp"
+#include "xport/provider.hpp"
+#include "xport/region.hpp"
+#include "xport/stats.hpp"
 #include "xport/status.hpp"
+#include "xport/window.hpp"
 
 namespace xport {
 

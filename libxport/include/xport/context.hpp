@@ -1,0 +1,64 @@
+// Entry points: a Context chooses the provider; a Device is the group of NICs (rails) that
+// serves one GPU or the host — one rail until multi-rail lands.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "xport/comm.hpp"
+#include "xport/provider.hpp"
+#include "xport/region.hpp"
+#include "xport/stats.hpp"
+#include "xport/status.hpp"
+#include "xport/window.hpp"
+
+namespace xport {
+
+struct ContextOptions {
+  std::string provider;        // empty: XPORT_PROVIDER, else the best available
+  std::string domain;          // empty: XPORT_DOMAIN, else chosen with the provider
+  bool peers_on_host = false;  // all peers are processes of this host (shm becomes first choice)
+  bool thread_safe = true;     // false: the caller promises one thread at a time (no locks)
+};
+
+class Device;
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> open(const ContextOptions& options = {});
+  ~Context();
+
+  const ProviderReport& provider() const;
+  Result<std::unique_ptr<Device>> open_device();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+class Device {
+ public:
+  ~Device();
+
+  const Capabilities& capabilities() const;
+
+  // Registers [buf, buf+len) on every rail (host memory).
+  Result<Region> register_memory(void* buf, size_t len);
+  // Validates a peer's exported key (version, checksum, range) and makes it usable here.
+  Result<RemoteRegion> import_key(std::span<const uint8_t> bytes);
+
+  Result<std::unique_ptr<Listener>> listen();
+  Result<std::unique_ptr<SendComm>> connect(const ConnectionHandle& handle, Deadline deadline);
+
+  // One progress pass: bounded batches from every CQ and event queue. Blocking calls drive
+  // progress themselves; call this when polling test() from a loop that does nothing else.
+  Status progress();
+
+  Stats stats() const;
+
+ private:
+  friend class Context;
+  std::shared_ptr<proto::Engine> engine_;
+};
+
+}  // namespace xport

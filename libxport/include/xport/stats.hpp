@@ -1,0 +1,43 @@
+// Counter snapshots, read through the public API (relaxed reads of hot-path atomics).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xport {
+
+// Operations libfabric carries for us: send, recv, write, read, atomic.
+inline constexpr int kStatOps = 5;
+const char* stat_op_name(int op);
+
+struct EndpointStats {
+  std::string name;     // "rail lo", "rail lo connection"
+  std::string rail;     // domain name
+  uint64_t ops[kStatOps] = {};
+  uint64_t bytes[kStatOps] = {};
+  uint64_t posted = 0;             // operations handed to the provider
+  uint64_t completed = 0;          // their completions (successful or not)
+  uint64_t error_completions = 0;
+  uint64_t eagain_retries = 0;
+};
+
+struct CqStats {
+  std::string name;  // "cq lo"
+  uint64_t polls = 0;
+  uint64_t empty_polls = 0;
+  uint64_t completions = 0;
+  uint64_t error_completions = 0;
+  uint64_t max_batch = 0;
+};
+
+struct Stats {
+  std::vector<EndpointStats> endpoints;
+  std::vector<CqStats> cqs;
+  uint64_t comms_open = 0;
+  uint64_t registrations = 0;
+  uint64_t registered_bytes = 0;
+  uint64_t routing_misses = 0;  // messages or completions for no known communicator/request
+};
+
+}  // namespace xport

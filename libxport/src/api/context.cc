@@ -1,0 +1,174 @@
+// The public API: thin handles over the protocol engine (design.md §1).
+#include "xport/context.hpp"
+
+#include "core/knob.hpp"
+#include "core/log.hpp"
+#include "fabric/provider.hpp"
+#include "proto/engine.hpp"
+
+namespace xport {
+
+struct Context::State {
+  fabric::InfoPtr info;
+  ProviderReport report;
+  bool thread_safe = true;
+};
+
+Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
+  XPORT_RETURN_IF_ERROR(validate_knobs());
+  fabric::ProviderRequest req;
+  req.provider = !options.provider.empty() ? options.provider
+                                           : core::knob_string(core::KnobId::provider);
+  req.domain = !options.domain.empty() ? options.domain : core::knob_string(core::KnobId::domain);
+  req.peers_on_host = options.peers_on_host;
+  const std::string& progress = core::knob_string(core::KnobId::progress);
+  if (progress != "auto" && progress != "manual") {
+    return core::error(Code::invalid_argument, "XPORT_PROGRESS='", progress,
+                       "': expected auto or manual");
+  }
+  req.want_auto_progress = progress == "auto";
+  auto sel = fabric::select_provider(req);
+  if (!sel.ok()) return sel.status().with_context("Context::open");
+  auto ctx = std::unique_ptr<Context>(new Context());
+  ctx->state_ = std::make_unique<State>();
+  ctx->state_->info = std::move(sel->info);
+  ctx->state_->report = std::move(sel->report);
+  ctx->state_->thread_safe = options.thread_safe;
+  return ctx;
+}
+
+Context::~Context() = default;
+
+const ProviderReport& Context::provider() const { return state_->report; }
+
+Result<std::unique_ptr<Device>> Context::open_device() {
+  proto::EngineConfig cfg = proto::EngineConfig::from_knobs();
+  cfg.thread_safe = state_->thread_safe;
+  auto engine = proto::Engine::open(state_->info.get(), state_->report.caps, cfg);
+  if (!engine.ok()) return engine.status().with_context("open_device");
+  auto d = std::unique_ptr<Device>(new Device());
+  d->engine_ = std::move(engine).value();
+  return d;
+}
+
+Device::~Device() = default;
+
+const Capabilities& Device::capabilities() const { return engine_->caps(); }
+
+Result<Region> Device::register_memory(void* buf, size_t len) {
+  return engine_->register_memory(buf, len);
+}
+
+Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
+  return engine_->import_key(bytes);
+}
+
+Result<std::unique_ptr<Listener>> Device::listen() { return engine_->listen(); }
+
+Result<std::unique_ptr<SendComm>> Device::connect(const ConnectionHandle& handle,
+                                                  Deadline deadline) {
+  return engine_->connect(handle, deadline);
+}
+
+Status Device::progress() { return engine_->progress(); }
+
+Stats Device::stats() const { return engine_->stats(); }
+
+// ---- regions ----
+
+void* Region::base() const { return state_ ? state_->base : nullptr; }
+size_t Region::length() const { return state_ ? state_->length : 0; }
+
+std::vector<uint8_t> Region::export_key() const {
+  return state_ ? state_->engine->export_key(*state_) : std::vector<uint8_t>{};
+}
+
+bool Region::contains(const void* p, size_t len) const {
+  if (!state_) return false;
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto b = reinterpret_cast<uintptr_t>(state_->base);
+  return a >= b && a - b <= state_->length && len <= state_->length - (a - b);
+}
+
+// ---- communicators ----
+
+Listener::~Listener() {
+  if (engine_) engine_->close_listener(token_);
+}
+
+Result<std::unique_ptr<RecvComm>> Listener::accept(Deadline deadline) {
+  return engine_->accept(token_, deadline);
+}
+
+SendComm::~SendComm() {
+  if (engine_) engine_->close_comm(id_);
+}
+
+Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region) {
+  return engine_->isend(id_, buf, len, region);
+}
+
+Result<Completion> SendComm::test(Request r) { return engine_->test(id_, r); }
+
+Result<size_t> SendComm::wait(Request r, Deadline d) { return engine_->wait(id_, r, d); }
+
+RecvComm::~RecvComm() {
+  if (engine_) engine_->close_comm(id_);
+}
+
+Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region) {
+  return engine_->irecv(id_, buf, len, region);
+}
+
+Result<Completion> RecvComm::test(Request r) { return engine_->test(id_, r); }
+
+Result<size_t> RecvComm::wait(Request r, Deadline d) { return engine_->wait(id_, r, d); }
+
+// ---- windows ----
+
+namespace {
+Result<std::unique_ptr<Window>> make_window(const std::shared_ptr<proto::Engine>& engine,
+                                            uint16_t comm, std::unique_ptr<Window> w,
+                                            std::shared_ptr<proto::Engine>* slot, uint32_t* id) {
+  XPORT_ASSIGN_OR_RETURN(*id, engine->open_window(comm));
+  *slot = engine;
+  return w;
+}
+}  // namespace
+
+Result<std::unique_ptr<Window>> Window::open(const SendComm& comm) {
+  auto w = std::unique_ptr<Window>(new Window());
+  auto* raw = w.get();
+  return make_window(comm.engine_, comm.id_, std::move(w), &raw->engine_, &raw->id_);
+}
+
+Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm) {
+  auto w = std::unique_ptr<Window>(new Window());
+  auto* raw = w.get();
+  return make_window(comm.engine_, comm.id_, std::move(w), &raw->engine_, &raw->id_);
+}
+
+Window::~Window() {
+  if (engine_) engine_->close_window(id_);
+}
+
+Status Window::put(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
+                   size_t len) {
+  return engine_->put(id_, local, loff, remote, roff, len);
+}
+
+Status Window::get(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
+                   size_t len) {
+  return engine_->get(id_, local, loff, remote, roff, len);
+}
+
+Status Window::quiet(Deadline deadline) { return engine_->quiet(id_, deadline); }
+
+uint64_t Window::issued() const { return engine_->window_issued(id_); }
+uint64_t Window::completed() const { return engine_->window_completed(id_); }
+
+const char* stat_op_name(int op) {
+  return fabric::op_name(static_cast<fabric::OpKind>(op));
+}
+
+}  // namespace xport

@@ -1,0 +1,223 @@
+// Opening, binding and registering libfabric objects.
+#include "fabric/objects.hpp"
+
+#include <cstring>
+
+#include "core/log.hpp"
+
+namespace xport::fabric {
+
+const char* op_name(OpKind op) {
+  switch (op) {
+    case OpKind::send: return "send";
+    case OpKind::recv: return "recv";
+    case OpKind::write: return "write";
+    case OpKind::read: return "read";
+    case OpKind::atomic: return "atomic";
+    case OpKind::count: break;
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Domain>> Domain::open(const fi_info* info) {
+  auto d = std::unique_ptr<Domain>(new Domain());
+  d->info_ = dup_info(info);
+  d->name_ = info->domain_attr->name != nullptr ? info->domain_attr->name : "?";
+  int ret = fi_fabric(d->info_->fabric_attr, d->fabric_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_fabric for ", d->name_));
+  ret = fi_domain(d->fabric_.get(), d->info_.get(), d->domain_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_domain ", d->name_));
+  if (d->connected_endpoints()) {
+    fi_eq_attr attr{};
+    attr.size = 256;
+    attr.wait_obj = FI_WAIT_UNSPEC;
+    ret = fi_eq_open(d->fabric_.get(), &attr, d->eq_.out(), nullptr);
+    if (ret != 0) return fi_status(ret, core::str("fi_eq_open on ", d->name_));
+  }
+  return d;
+}
+
+Result<std::unique_ptr<CompletionQueue>> CompletionQueue::open(Domain& domain, size_t size) {
+  auto cq = std::make_unique<CompletionQueue>();
+  fi_cq_attr attr{};
+  attr.format = FI_CQ_FORMAT_DATA;
+  attr.size = size;
+  attr.wait_obj = FI_WAIT_NONE;
+  int ret = fi_cq_open(domain.domain(), &attr, cq->cq_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_cq_open on ", domain.name()));
+  return cq;
+}
+
+Status CompletionQueue::read_error(void** context) {
+  fi_cq_err_entry err{};
+  ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
+  if (ret < 0) {
+    *context = nullptr;
+    return fi_status(static_cast<int>(ret), "fi_cq_readerr");
+  }
+  *context = err.op_context;
+  char buf[256] = {0};
+  const char* prov = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+  Status s = fi_status(-err.err, "operation");
+  return Status(s.code(), core::str("completion error: ", fi_strerror(err.err), " (provider: ",
+                                    prov != nullptr ? prov : "no detail", ", prov_errno ",
+                                    err.prov_errno, ")"));
+}
+
+Result<std::unique_ptr<AddressVector>> AddressVector::open(Domain& domain) {
+  auto av = std::make_unique<AddressVector>();
+  fi_av_attr attr{};
+  attr.type = FI_AV_TABLE;
+  attr.count = 64;
+  int ret = fi_av_open(domain.domain(), &attr, av->av_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_av_open on ", domain.name()));
+  return av;
+}
+
+Result<fi_addr_t> AddressVector::insert(const std::vector<uint8_t>& address) {
+  fi_addr_t out = FI_ADDR_NOTAVAIL;
+  int ret = fi_av_insert(av_.get(), address.data(), 1, &out, 0, nullptr);
+  if (ret != 1 || out == FI_ADDR_NOTAVAIL) {
+    return core::error(Code::invalid_argument, "fi_av_insert rejected a peer address of ",
+                       address.size(), " bytes (ret ", ret, ")");
+  }
+  return out;
+}
+
+Status AddressVector::remove(fi_addr_t addr) {
+  int ret = fi_av_remove(av_.get(), &addr, 1, 0);
+  if (ret != 0) return fi_status(ret, "fi_av_remove");
+  return Status::success();
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::open(Domain& domain, fi_info* info,
+                                                 CompletionQueue& cq, AddressVector* av,
+                                                 std::string name) {
+  auto ep = std::unique_ptr<Endpoint>(new Endpoint());
+  ep->name_ = std::move(name);
+  int ret = fi_endpoint(domain.domain(), info, ep->ep_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_endpoint ", ep->name_));
+  ret = fi_ep_bind(ep->ep_.get(), &cq.get()->fid, FI_TRANSMIT | FI_RECV);
+  if (ret != 0) return fi_status(ret, core::str("fi_ep_bind(cq) ", ep->name_));
+  if (av != nullptr) {
+    ret = fi_ep_bind(ep->ep_.get(), &av->get()->fid, 0);
+    if (ret != 0) return fi_status(ret, core::str("fi_ep_bind(av) ", ep->name_));
+  }
+  if (domain.eq() != nullptr) {
+    ret = fi_ep_bind(ep->ep_.get(), &domain.eq()->fid, 0);
+    if (ret != 0) return fi_status(ret, core::str("fi_ep_bind(eq) ", ep->name_));
+  }
+  ret = fi_enable(ep->ep_.get());
+  if (ret != 0) return fi_status(ret, core::str("fi_enable ", ep->name_));
+  return ep;
+}
+
+namespace {
+Result<std::vector<uint8_t>> get_name(fid_t fid, const char* what) {
+  std::vector<uint8_t> addr(64);
+  size_t len = addr.size();
+  int ret = fi_getname(fid, addr.data(), &len);
+  if (ret == -FI_ETOOSMALL) {
+    addr.resize(len);
+    ret = fi_getname(fid, addr.data(), &len);
+  }
+  if (ret != 0) return fi_status(ret, core::str("fi_getname of ", what));
+  addr.resize(len);
+  return addr;
+}
+}  // namespace
+
+Result<std::vector<uint8_t>> Endpoint::address() const {
+  return get_name(&ep_.get()->fid, name_.c_str());
+}
+
+Status Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx,
+                      bool retry) {
+  return post(OpKind::send, len, "fi_send", retry,
+              [&] { return fi_send(ep_.get(), buf, len, desc, dest, ctx); });
+}
+
+Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest, bool retry) {
+  Status s = post(OpKind::send, len, "fi_inject", retry,
+                  [&] { return fi_inject(ep_.get(), buf, len, dest); });
+  if (s.ok()) counters_.completed.add();  // an inject completes when it returns
+  return s;
+}
+
+Status Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry) {
+  // Posted receives are counted as buffers, not as traffic: bytes are counted on arrival.
+  std::chrono::steady_clock::time_point until{};
+  for (int64_t tries = 0;; ++tries) {
+    ssize_t ret = fi_recv(ep_.get(), buf, len, desc, src, ctx);
+    if (ret == 0) return Status::success();
+    if (ret != -FI_EAGAIN) return fi_status(static_cast<int>(ret), core::str("fi_recv on ", name_));
+    if (tries == 0) until = std::chrono::steady_clock::now() + retry_bound_;
+    if (!retry || std::chrono::steady_clock::now() >= until) {
+      return core::error(Code::again, "fi_recv on ", name_, ": provider busy (-FI_EAGAIN)");
+    }
+    counters_.eagain_retries.add();
+    if (hook_ != nullptr) hook_(hook_arg_);
+  }
+}
+
+Status Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,
+                       uint64_t key, void* ctx, bool with_data, uint64_t data, bool retry) {
+  if (with_data) {
+    return post(OpKind::write, len, "fi_writedata", retry, [&] {
+      return fi_writedata(ep_.get(), buf, len, desc, data, dest, raddr, key, ctx);
+    });
+  }
+  return post(OpKind::write, len, "fi_write", retry,
+              [&] { return fi_write(ep_.get(), buf, len, desc, dest, raddr, key, ctx); });
+}
+
+Status Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr,
+                      uint64_t key, void* ctx, bool retry) {
+  return post(OpKind::read, len, "fi_read", retry,
+              [&] { return fi_read(ep_.get(), buf, len, desc, src, raddr, key, ctx); });
+}
+
+Result<std::unique_ptr<PassiveEndpoint>> PassiveEndpoint::listen(Domain& domain) {
+  auto pep = std::make_unique<PassiveEndpoint>();
+  int ret = fi_passive_ep(domain.fabric(), domain.info(), pep->pep_.out(), nullptr);
+  if (ret != 0) return fi_status(ret, core::str("fi_passive_ep on ", domain.name()));
+  ret = fi_pep_bind(pep->pep_.get(), &domain.eq()->fid, 0);
+  if (ret != 0) return fi_status(ret, "fi_pep_bind(eq)");
+  ret = fi_listen(pep->pep_.get());
+  if (ret != 0) return fi_status(ret, core::str("fi_listen on ", domain.name()));
+  return pep;
+}
+
+Result<std::vector<uint8_t>> PassiveEndpoint::address() const {
+  return get_name(&pep_.get()->fid, "passive endpoint");
+}
+
+Result<std::unique_ptr<MemoryRegistration>> MemoryRegistration::create(
+    Domain& domain, const void* buf, size_t len, uint64_t access, uint64_t requested_key,
+    Endpoint* bind_to) {
+  auto m = std::unique_ptr<MemoryRegistration>(new MemoryRegistration());
+  int ret = fi_mr_reg(domain.domain(), buf, len, access, 0, requested_key, 0, m->mr_.out(),
+                      nullptr);
+  if (ret != 0) {
+    return fi_status(ret, core::str("fi_mr_reg of ", len, " bytes at ", buf, " on ",
+                                    domain.name()));
+  }
+  if (domain.mr_mode() & FI_MR_ENDPOINT) {
+    if (bind_to == nullptr) {
+      return core::error(Code::internal, "FI_MR_ENDPOINT registration without an endpoint");
+    }
+    ret = fi_mr_bind(m->mr_.get(), &bind_to->get()->fid, 0);
+    if (ret != 0) return fi_status(ret, core::str("fi_mr_bind to ", bind_to->name()));
+    ret = fi_mr_enable(m->mr_.get());
+    if (ret != 0) return fi_status(ret, core::str("fi_mr_enable on ", bind_to->name()));
+  }
+  m->desc_ = fi_mr_desc(m->mr_.get());
+  m->key_ = (domain.mr_mode() & FI_MR_PROV_KEY) ? fi_mr_key(m->mr_.get()) : requested_key;
+  if (m->key_ == FI_KEY_NOTAVAIL) {
+    return core::error(Code::unsupported, "provider returned no MR key (FI_MR_RAW keys are not "
+                                          "supported yet) on ", domain.name());
+  }
+  return m;
+}
+
+}  // namespace xport::fabric

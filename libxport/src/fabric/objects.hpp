@@ -1,0 +1,209 @@
+// The libfabric objects of one rail: fabric+domain, event queue, completion queue, address
+// vector, endpoints (active and passive) and memory registrations, each owning its fid.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/counters.hpp"
+#include "fabric/error.hpp"
+#include "fabric/fid.hpp"
+#include "xport/status.hpp"
+
+namespace xport::fabric {
+
+class Domain {
+ public:
+  static Result<std::unique_ptr<Domain>> open(const fi_info* info);
+
+  fi_info* info() const { return info_.get(); }
+  fid_fabric* fabric() const { return fabric_.get(); }
+  fid_domain* domain() const { return domain_.get(); }
+  fid_eq* eq() const { return eq_.get(); }  // connection events (FI_EP_MSG only)
+  const std::string& name() const { return name_; }
+  bool connected_endpoints() const { return info_->ep_attr->type == FI_EP_MSG; }
+  int mr_mode() const { return info_->domain_attr->mr_mode; }
+  bool manual_progress() const {
+    return info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+  }
+
+ private:
+  InfoPtr info_;
+  Owned<fid_fabric> fabric_;
+  Owned<fid_domain> domain_;
+  Owned<fid_eq> eq_;
+  std::string name_;
+};
+
+class CompletionQueue {
+ public:
+  static Result<std::unique_ptr<CompletionQueue>> open(Domain& domain, size_t size);
+
+  fid_cq* get() const { return cq_.get(); }
+  CqCounters& counters() { return counters_; }
+  const CqCounters& counters() const { return counters_; }
+
+  // Reads at most `batch` entries. on_ok(const fi_cq_data_entry&) for each success;
+  // on_error(void* op_context, Status) for an error entry (read with fi_cq_readerr, the
+  // provider's message included). Returns how many entries were handled.
+  template <typename OnOk, typename OnError>
+  Result<size_t> poll(size_t batch, OnOk&& on_ok, OnError&& on_error);
+
+ private:
+  Status read_error(void** context);
+
+  Owned<fid_cq> cq_;
+  CqCounters counters_;
+};
+
+class AddressVector {
+ public:
+  static Result<std::unique_ptr<AddressVector>> open(Domain& domain);
+  fid_av* get() const { return av_.get(); }
+  Result<fi_addr_t> insert(const std::vector<uint8_t>& address);
+  Status remove(fi_addr_t addr);
+
+ private:
+  Owned<fid_av> av_;
+};
+
+// An active endpoint: RDM (with an address vector) or connected MSG.
+class Endpoint {
+ public:
+  // `info` may differ from the domain's (an FI_CONNREQ's info for accepted MSG endpoints).
+  static Result<std::unique_ptr<Endpoint>> open(Domain& domain, fi_info* info,
+                                                CompletionQueue& cq, AddressVector* av,
+                                                std::string name);
+  ~Endpoint() = default;
+
+  fid_ep* get() const { return ep_.get(); }
+  const std::string& name() const { return name_; }
+  Result<std::vector<uint8_t>> address() const;
+  EndpointCounters& counters() { return counters_; }
+  const EndpointCounters& counters() const { return counters_; }
+
+  // Progress hook called between -FI_EAGAIN retries, for at most `bound` in total.
+  void set_retry(void (*hook)(void*), void* arg, std::chrono::nanoseconds bound) {
+    hook_ = hook;
+    hook_arg_ = arg;
+    retry_bound_ = bound;
+  }
+
+  Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx, bool retry);
+  Status inject(const void* buf, size_t len, fi_addr_t dest, bool retry);
+  Status recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry);
+  Status write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,
+               uint64_t key, void* ctx, bool with_data, uint64_t data, bool retry);
+  Status read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr, uint64_t key,
+              void* ctx, bool retry);
+
+  // A completion (success or error) for an operation this endpoint posted.
+  void count_completion(bool error) {
+    counters_.completed.add();
+    if (error) counters_.error_completions.add();
+  }
+
+ private:
+  template <typename F>
+  Status post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn);
+
+  Owned<fid_ep> ep_;
+  std::string name_;
+  EndpointCounters counters_;
+  void (*hook_)(void*) = nullptr;
+  void* hook_arg_ = nullptr;
+  std::chrono::nanoseconds retry_bound_{0};
+};
+
+class PassiveEndpoint {
+ public:
+  static Result<std::unique_ptr<PassiveEndpoint>> listen(Domain& domain);
+  fid_pep* get() const { return pep_.get(); }
+  Result<std::vector<uint8_t>> address() const;
+
+ private:
+  Owned<fid_pep> pep_;
+};
+
+// One registration of [buf, buf+len) on one domain (bound to one endpoint under FI_MR_ENDPOINT).
+class MemoryRegistration {
+ public:
+  static Result<std::unique_ptr<MemoryRegistration>> create(Domain& domain, const void* buf,
+                                                            size_t len, uint64_t access,
+                                                            uint64_t requested_key,
+                                                            Endpoint* bind_to);
+  void* desc() const { return desc_; }
+  uint64_t key() const { return key_; }
+  fid_mr* get() const { return mr_.get(); }
+
+ private:
+  Owned<fid_mr> mr_;
+  void* desc_ = nullptr;
+  uint64_t key_ = 0;
+};
+
+// ---- template bodies ----
+
+template <typename OnOk, typename OnError>
+Result<size_t> CompletionQueue::poll(size_t batch, OnOk&& on_ok, OnError&& on_error) {
+  constexpr size_t kChunk = 16;
+  fi_cq_data_entry entries[kChunk];
+  size_t handled = 0;
+  while (handled < batch) {
+    size_t want = batch - handled < kChunk ? batch - handled : kChunk;
+    counters_.polls.add();
+    ssize_t n = fi_cq_read(cq_.get(), entries, want);
+    if (n == -FI_EAGAIN) {
+      if (handled == 0) counters_.empty_polls.add();
+      break;
+    }
+    if (n == -FI_EAVAIL) {
+      void* ctx = nullptr;
+      Status s = read_error(&ctx);
+      counters_.error_completions.add();
+      ++handled;
+      on_error(ctx, std::move(s));
+      continue;
+    }
+    if (n < 0) return fi_status(static_cast<int>(n), "fi_cq_read");
+    for (ssize_t i = 0; i < n; ++i) on_ok(entries[i]);
+    counters_.completions.add(static_cast<uint64_t>(n));
+    handled += static_cast<size_t>(n);
+    if (static_cast<size_t>(n) < want) break;
+  }
+  counters_.max_batch.max(handled);
+  return handled;
+}
+
+template <typename F>
+Status Endpoint::post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn) {
+  std::chrono::steady_clock::time_point until{};
+  for (int64_t tries = 0;; ++tries) {
+    ssize_t ret = fn();
+    if (ret == 0) {
+      counters_.count_post(op, bytes);
+      return Status::success();
+    }
+    if (ret != -FI_EAGAIN) return fi_status(static_cast<int>(ret), core::str(what, " on ", name_));
+    if (tries == 0) until = std::chrono::steady_clock::now() + retry_bound_;
+    if (!retry || std::chrono::steady_clock::now() >= until) {
+      return core::error(Code::again, what, " on ", name_, ": provider busy (-FI_EAGAIN) after ",
+                         tries + 1, " tries");
+    }
+    counters_.eagain_retries.add();
+    if (hook_ != nullptr) hook_(hook_arg_);
+  }
+}
+
+}  // namespace xport::fabric

@@ -1,0 +1,272 @@
+// Provider selection: candidates from fi_getinfo, ranked hardware first, loopback-aware,
+// with progress/threading negotiation (auto + completion, else manual + safe).
+#include "fabric/provider.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/log.hpp"
+#include "fabric/error.hpp"
+
+namespace xport::fabric {
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+constexpr uint64_t kRequiredCaps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_RECV | FI_SEND |
+                                   FI_REMOTE_READ | FI_REMOTE_WRITE;
+// MR modes libxport knows how to honour (FI_MR_RAW keys and FI_MR_HMEM come later).
+constexpr int kMrModeSupported =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+
+// Lower is better. Hardware providers first, then tcp;ofi_rxm, then the rest.
+int rank_of(const std::string& prov, bool peers_on_host) {
+  static const char* kOrder[] = {"efa",  "cxi",  "verbs;ofi_rxm", "verbs", "psm3",
+                                 "opx",  "psm2", "tcp;ofi_rxm",   "tcp",   "sockets"};
+  if (peers_on_host && prov == "shm") return -1;
+  for (size_t i = 0; i < sizeof(kOrder) / sizeof(kOrder[0]); ++i) {
+    if (prov == kOrder[i]) return static_cast<int>(i);
+  }
+  return 100;  // unknown providers, and shm when peers are remote (it cannot reach them)
+}
+
+bool is_loopback_domain(const fi_info* i) {
+  const char* d = i->domain_attr->name;
+  return d != nullptr && std::strcmp(d, "lo") == 0;
+}
+
+bool is_ipv4_fabric(const fi_info* i) {
+  const char* f = i->fabric_attr->name;
+  return f != nullptr && std::strchr(f, '.') != nullptr;
+}
+
+InfoPtr make_hints(fi_ep_type ep_type, bool progress_auto) {
+  InfoPtr h(fi_allocinfo());
+  h->caps = kRequiredCaps;
+  h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+  h->ep_attr->type = ep_type;
+  h->domain_attr->mr_mode = kMrModeSupported;
+  h->domain_attr->data_progress = progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+  h->domain_attr->control_progress = progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+  h->domain_attr->threading = progress_auto ? FI_THREAD_COMPLETION : FI_THREAD_SAFE;
+  return h;
+}
+
+struct Candidate {
+  const fi_info* info;
+  bool progress_auto;
+  int rank;
+};
+
+std::string prov_of(const fi_info* i) {
+  return i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
+}
+std::string domain_of(const fi_info* i) {
+  return i->domain_attr->name != nullptr ? i->domain_attr->name : "";
+}
+
+const char* progress_name(fi_progress p) {
+  switch (p) {
+    case FI_PROGRESS_AUTO: return "auto";
+    case FI_PROGRESS_MANUAL: return "manual";
+    default: return "unspecified";
+  }
+}
+
+const char* threading_name(fi_threading t) {
+  switch (t) {
+    case FI_THREAD_SAFE: return "FI_THREAD_SAFE";
+    case FI_THREAD_FID: return "FI_THREAD_FID";
+    case FI_THREAD_DOMAIN: return "FI_THREAD_DOMAIN";
+    case FI_THREAD_COMPLETION: return "FI_THREAD_COMPLETION";
+    case FI_THREAD_ENDPOINT: return "FI_THREAD_ENDPOINT";
+    default: return "FI_THREAD_UNSPEC";
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> list_providers() {
+  fi_info* list = nullptr;
+  std::vector<std::string> out;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &list) != 0) return out;
+  std::set<std::string> seen;
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    std::string p = prov_of(i);
+    if (seen.insert(p).second) out.push_back(p);
+  }
+  fi_freeinfo(list);
+  return out;
+}
+
+Capabilities describe(const fi_info* info) {
+  Capabilities c;
+  c.provider = prov_of(info);
+  c.fabric = info->fabric_attr->name != nullptr ? info->fabric_attr->name : "";
+  c.domain = domain_of(info);
+  c.endpoint_type = info->ep_attr->type == FI_EP_MSG ? "msg" : "rdm";
+  c.api_version = info->fabric_attr->prov_version;
+  c.rma = (info->caps & FI_RMA) != 0;
+  c.remote_cq_data_size = info->domain_attr->cq_data_size;
+  const int mr = info->domain_attr->mr_mode;
+  struct {
+    int bit;
+    const char* name;
+  } const bits[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},         {FI_MR_RAW, "FI_MR_RAW"},
+                    {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"}, {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+                    {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},   {FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
+                    {FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"}, {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"},
+                    {FI_MR_HMEM, "FI_MR_HMEM"},           {FI_MR_COLLECTIVE, "FI_MR_COLLECTIVE"}};
+  for (const auto& b : bits) {
+    if (mr & b.bit) c.mr_mode.push_back(b.name);
+  }
+  c.data_progress = progress_name(info->domain_attr->data_progress);
+  c.control_progress = progress_name(info->domain_attr->control_progress);
+  c.threading = threading_name(info->domain_attr->threading);
+  c.inject_size = info->tx_attr->inject_size;
+  c.max_msg_size = info->ep_attr->max_msg_size;
+  c.iov_limit = info->tx_attr->iov_limit;
+  c.rma_iov_limit = info->tx_attr->rma_iov_limit;
+
+  // What the provider offers beyond what we asked for (atomics, FI_HMEM, FI_FENCE).
+  InfoPtr hints(fi_allocinfo());
+  hints->ep_attr->type = info->ep_attr->type;
+  hints->fabric_attr->prov_name = strdup(c.provider.c_str());
+  hints->domain_attr->mr_mode = ~0 & ~(FI_MR_BASIC | FI_MR_SCALABLE);
+  fi_info* all = nullptr;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &all) == 0) {
+    for (fi_info* i = all; i != nullptr; i = i->next) {
+      if (prov_of(i) != c.provider || domain_of(i) != c.domain) continue;
+      c.atomics = c.atomics || (i->caps & FI_ATOMIC) != 0;
+      c.hmem = c.hmem || (i->caps & FI_HMEM) != 0;
+      c.fence = c.fence || (i->caps & FI_FENCE) != 0;
+    }
+    fi_freeinfo(all);
+  }
+  return c;
+}
+
+std::string to_string(const Capabilities& c) {
+  std::string mr;
+  for (const auto& m : c.mr_mode) mr += (mr.empty() ? "" : "|") + m;
+  return core::str("provider ", c.provider, " fabric ", c.fabric, " domain ", c.domain, " (",
+                   c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " hmem ", c.hmem,
+                   " fence ", c.fence, " remote_cq_data ", c.remote_cq_data_size,
+                   "B\n  mr_mode ", mr.empty() ? "none" : mr, "\n  progress data ",
+                   c.data_progress, " control ", c.control_progress, " threading ", c.threading,
+                   "\n  inject ", c.inject_size, "B max_msg ", c.max_msg_size, "B iov ",
+                   c.iov_limit, " rma_iov ", c.rma_iov_limit);
+}
+
+Result<SelectedProvider> select_provider(const ProviderRequest& req) {
+  // Gather candidates for both endpoint types and both progress modes.
+  std::vector<InfoPtr> lists;
+  std::vector<Candidate> cands;
+  for (bool progress_auto : {true, false}) {
+    if (progress_auto && !req.want_auto_progress) continue;
+    for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG}) {
+      InfoPtr hints = make_hints(type, progress_auto);
+      if (!req.provider.empty()) hints->fabric_attr->prov_name = strdup(req.provider.c_str());
+      fi_info* list = nullptr;
+      int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
+      if (ret == -FI_ENODATA) continue;
+      if (ret != 0) return fi_status(ret, "fi_getinfo");
+      lists.emplace_back(list);
+      for (fi_info* i = list; i != nullptr; i = i->next) {
+        std::string prov = prov_of(i);
+        if (!req.provider.empty() && prov != req.provider) continue;
+        if (prov == "ofi_rxd" || prov.find("ofi_mrail") != std::string::npos) continue;
+        if (i->domain_attr->cq_data_size < 4) continue;  // we route by 32+ bits of CQ data
+        if (!req.domain.empty() && domain_of(i) != req.domain) continue;
+        int rank = rank_of(prov, req.peers_on_host) * 4 + (type == FI_EP_MSG ? 2 : 0) +
+                   (progress_auto ? 0 : 1);
+        cands.push_back({i, progress_auto, rank});
+      }
+    }
+  }
+  if (cands.empty()) {
+    std::string names;
+    for (const auto& p : list_providers()) names += (names.empty() ? "" : ", ") + p;
+    if (!req.provider.empty()) {
+      return core::error(Code::not_found, "provider '", req.provider, "'",
+                         req.domain.empty() ? "" : core::str(" with domain '", req.domain, "'"),
+                         " is not available with RMA and remote CQ data (libfabric lists: ",
+                         names, ")");
+    }
+    return core::error(Code::not_found,
+                       "no libfabric provider offers messages, RMA and remote CQ data",
+                       req.domain.empty() ? "" : core::str(" on domain '", req.domain, "'"),
+                       " (libfabric lists: ", names, ")");
+  }
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
+  const std::string best_prov = prov_of(cands.front().info);
+  const bool best_auto = cands.front().progress_auto;
+  const fi_ep_type best_type = cands.front().info->ep_attr->type;
+
+  // Among the best provider's domains: loopback when all peers are local, else a real NIC.
+  const fi_info* chosen = nullptr;
+  std::string domain_reason;
+  std::vector<const fi_info*> same;
+  for (const Candidate& c : cands) {
+    if (prov_of(c.info) == best_prov && c.progress_auto == best_auto &&
+        c.info->ep_attr->type == best_type)
+      same.push_back(c.info);
+  }
+  if (!req.domain.empty()) {
+    chosen = same.front();
+    domain_reason = core::str("domain '", req.domain, "' as requested");
+  } else if (req.peers_on_host) {
+    for (const fi_info* i : same) {
+      if (is_loopback_domain(i) && is_ipv4_fabric(i)) {
+        chosen = i;
+        break;
+      }
+    }
+    if (chosen != nullptr) domain_reason = "loopback interface because all peers are on this host";
+  } else {
+    for (const fi_info* i : same) {
+      if (!is_loopback_domain(i) && is_ipv4_fabric(i)) {
+        chosen = i;
+        break;
+      }
+    }
+    if (chosen != nullptr) domain_reason = "first non-loopback domain";
+  }
+  if (chosen == nullptr) {
+    chosen = same.front();
+    domain_reason = "the provider's first domain";
+  }
+
+  SelectedProvider out;
+  out.info = dup_info(chosen);
+  out.report.caps = describe(chosen);
+  std::set<std::string> seen;
+  for (const Candidate& c : cands) {
+    if (seen.insert(prov_of(c.info)).second) out.report.candidates.push_back(prov_of(c.info));
+  }
+  std::string why;
+  if (!req.provider.empty()) {
+    why = core::str("provider '", req.provider, "' as requested (XPORT_PROVIDER or option)");
+  } else if (req.peers_on_host && best_prov == "shm") {
+    why = "shm because all peers are on this host";
+  } else if (rank_of(best_prov, false) < rank_of("tcp;ofi_rxm", false)) {
+    why = core::str("hardware provider ", best_prov, " is the best available");
+  } else {
+    why = core::str(best_prov, " is the best available provider");
+  }
+  out.report.progress_fallback = req.want_auto_progress && !best_auto;
+  out.report.reason = core::str(
+      why, "; ", domain_reason, "; progress ", out.report.caps.data_progress,
+      out.report.progress_fallback ? " (auto not offered, fell back to manual + FI_THREAD_SAFE)"
+                                   : "",
+      "; ", best_type == FI_EP_MSG ? "connected (FI_EP_MSG) endpoints" : "reliable datagram endpoints");
+  XPORT_LOG(info, "selected ", out.report.caps.provider, " on ", out.report.caps.domain, ": ",
+            out.report.reason);
+  return out;
+}
+
+}  // namespace xport::fabric

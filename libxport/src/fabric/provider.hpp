@@ -1,0 +1,36 @@
+// Provider selection and progress/threading negotiation over fi_getinfo.
+#pragma once
+
+#include <string>
+
+#include "fabric/fid.hpp"
+#include "xport/provider.hpp"
+#include "xport/status.hpp"
+
+namespace xport::fabric {
+
+struct ProviderRequest {
+  std::string provider;        // exact libfabric provider name; empty: choose
+  std::string domain;          // exact domain name; empty: choose
+  bool peers_on_host = false;  // every peer is a process of this host
+  bool want_auto_progress = true;
+};
+
+struct SelectedProvider {
+  InfoPtr info;  // the fi_info to open (progress and threading as negotiated)
+  ProviderReport report;
+};
+
+// Picks a provider and domain: the request's names when given (an unknown name is an error
+// that lists what exists), else the best candidate (hardware first, then tcp;ofi_rxm; shm first
+// when all peers are on this host). Asks FI_PROGRESS_AUTO + FI_THREAD_COMPLETION, falling back to
+// FI_PROGRESS_MANUAL + FI_THREAD_SAFE.
+Result<SelectedProvider> select_provider(const ProviderRequest& request);
+
+// Fills a capability report from an fi_info (and the provider's unrestricted caps).
+Capabilities describe(const fi_info* info);
+
+// Every provider name libfabric lists on this host, whatever its capabilities.
+std::vector<std::string> list_providers();
+
+}  // namespace xport::fabric

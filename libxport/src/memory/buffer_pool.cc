@@ -1,0 +1,59 @@
+// Bounce-buffer pools.
+#include "memory/buffer_pool.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace xport::memory {
+
+Result<std::unique_ptr<BufferPool>> BufferPool::create(fabric::Domain& domain,
+                                                       fabric::Endpoint* endpoint, size_t count,
+                                                       size_t size, uint64_t requested_key,
+                                                       fabric::OpType type, void* owner) {
+  auto pool = std::unique_ptr<BufferPool>(new BufferPool());
+  pool->size_ = (size + 63) & ~size_t{63};
+  const size_t total = pool->size_ * count;
+  if (posix_memalign(reinterpret_cast<void**>(&pool->mem_), 4096, total) != 0) {
+    return core::error(Code::resource, "cannot allocate ", total, " bytes of bounce buffers");
+  }
+  std::memset(pool->mem_, 0, total);
+  auto mr = fabric::MemoryRegistration::create(
+      domain, pool->mem_, total,
+      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, requested_key,
+      endpoint);
+  if (!mr.ok()) return mr.status().with_context("registering bounce buffers");
+  pool->mr_ = std::move(mr).value();
+  pool->bufs_.resize(count);
+  pool->free_.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    Buffer& b = pool->bufs_[i];
+    b.data = pool->mem_ + i * pool->size_;
+    b.index = static_cast<uint32_t>(i);
+    b.ctx.type = type;
+    b.ctx.index = static_cast<uint32_t>(i);
+    b.ctx.owner = owner;
+    pool->free_.push_back(static_cast<uint32_t>(count - 1 - i));
+  }
+  return pool;
+}
+
+BufferPool::~BufferPool() {
+  mr_.reset();  // the registration closes before the memory goes
+  std::free(mem_);
+}
+
+Buffer* BufferPool::take() {
+  if (free_.empty()) return nullptr;
+  Buffer* b = &bufs_[free_.back()];
+  free_.pop_back();
+  b->in_use = true;
+  return b;
+}
+
+void BufferPool::give_back(Buffer* b) {
+  if (!b->in_use) return;
+  b->in_use = false;
+  free_.push_back(b->index);
+}
+
+}  // namespace xport::memory

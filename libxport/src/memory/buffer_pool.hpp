@@ -1,0 +1,47 @@
+// Registered bounce buffers of one endpoint (control messages and eager payloads): one
+// allocation, one registration bound to that endpoint, fixed-size slots, a free list.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fabric/objects.hpp"
+#include "fabric/op_context.hpp"
+
+namespace xport::memory {
+
+struct Buffer {
+  fabric::OpContext ctx;
+  uint8_t* data = nullptr;
+  uint32_t index = 0;
+  bool in_use = false;
+};
+
+class BufferPool {
+ public:
+  // `type` tags every buffer's context (rx_buffer or tx_buffer); `owner` is stored in it.
+  static Result<std::unique_ptr<BufferPool>> create(fabric::Domain& domain,
+                                                    fabric::Endpoint* endpoint, size_t count,
+                                                    size_t size, uint64_t requested_key,
+                                                    fabric::OpType type, void* owner);
+  ~BufferPool();
+
+  Buffer* take();  // nullptr when all are in use
+  void give_back(Buffer* b);
+  Buffer& at(uint32_t i) { return bufs_[i]; }
+  size_t count() const { return bufs_.size(); }
+  size_t size() const { return size_; }
+  size_t available() const { return free_.size(); }
+  void* desc() const { return mr_ ? mr_->desc() : nullptr; }
+
+ private:
+  BufferPool() = default;
+  uint8_t* mem_ = nullptr;
+  size_t size_ = 0;
+  std::vector<Buffer> bufs_;
+  std::vector<uint32_t> free_;
+  std::unique_ptr<fabric::MemoryRegistration> mr_;
+};
+
+}  // namespace xport::memory

@@ -1,0 +1,30 @@
+// A channel: the path to one peer on one rail (a connected FI_EP_MSG endpoint, or the rail's
+// RDM endpoint plus the peer's address), refcounted by the communicators that use it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "fabric/objects.hpp"
+#include "memory/buffer_pool.hpp"
+
+namespace xport::pool {
+
+struct Channel {
+  // Owned only for connected endpoints; declared before the pools so the pools' MRs close first.
+  std::unique_ptr<fabric::Endpoint> owned_endpoint;
+  std::unique_ptr<memory::BufferPool> owned_rx;
+  std::unique_ptr<memory::BufferPool> owned_tx;
+
+  fabric::Endpoint* endpoint = nullptr;
+  memory::BufferPool* rx = nullptr;
+  memory::BufferPool* tx = nullptr;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  int refs = 0;
+  bool connected = false;  // connected endpoints: FI_CONNECTED seen
+  bool failed = false;     // shutdown or fatal error: every comm on it fails
+  std::string failure;
+  std::string label;       // for messages: "rail lo -> peer 3"
+};
+
+}  // namespace xport::pool

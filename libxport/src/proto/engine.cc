@@ -1,0 +1,447 @@
+// Engine core: opening, registration, the progress loop, and routing of completions.
+#include "proto/engine.hpp"
+
+#include <random>
+#include <thread>
+
+#include "core/knob.hpp"
+#include "core/log.hpp"
+
+namespace xport::proto {
+
+EngineConfig EngineConfig::from_knobs() {
+  using core::KnobId;
+  using core::knob_int;
+  EngineConfig c;
+  c.eager_max = static_cast<size_t>(knob_int(KnobId::eager_max));
+  c.max_requests = static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, 4096));
+  c.rx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::rx_buffers), 16));
+  c.tx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::tx_buffers), 16));
+  c.cq_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_batch), 1));
+  c.max_comms = static_cast<size_t>(std::clamp<int64_t>(knob_int(KnobId::max_comms), 1, 65535));
+  c.listen_backlog = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::listen_backlog), 1));
+  c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
+  c.first_key = static_cast<uint64_t>(knob_int(KnobId::mr_key_base));
+  return c;
+}
+
+Result<std::shared_ptr<Engine>> Engine::open(const fi_info* info, const Capabilities& caps,
+                                             const EngineConfig& config) {
+  auto e = std::shared_ptr<Engine>(new Engine());
+  e->config_ = config;
+  e->caps_ = caps;
+  e->cq_data_bytes_ = info->domain_attr->cq_data_size;
+  e->inject_size_ = info->tx_attr->inject_size;
+  e->device_token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  if (config.eager_max + sizeof(MsgHeader) < sizeof(MsgHeader) + sizeof(ConnBody)) {
+    e->config_.eager_max = sizeof(ConnBody);  // a buffer must hold a connection request
+  }
+  if (e->config_.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
+    e->config_.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
+  }
+  rail::RailConfig rc;
+  rc.rx_buffers = e->config_.rx_buffers;
+  rc.tx_buffers = e->config_.tx_buffers;
+  rc.buffer_bytes = sizeof(MsgHeader) + e->config_.eager_max;
+  rc.first_key = e->config_.first_key;
+  rc.cq_size = 4 * (rc.rx_buffers + rc.tx_buffers);
+  XPORT_ASSIGN_OR_RETURN(e->rail_, rail::Rail::open(info, rc));
+  e->comms_ = std::make_unique<pool::CommTable<CommState>>(e->config_.max_comms);
+  if (pool::Channel* ch = e->rail_->shared_channel()) {
+    ch->endpoint->set_retry(&Engine::retry_hook, e.get(), e->config_.eagain_timeout);
+    XPORT_RETURN_IF_ERROR(e->post_all_rx(ch));
+  }
+  return e;
+}
+
+Engine::~Engine() {
+  // Communicators and windows reference channels; channels' endpoints close before the rail.
+  windows_.clear();
+  for (auto& [ch, b] : pending_rx_) (void)b;
+  comms_.reset();
+  channels_.clear();
+  rail_.reset();
+}
+
+RegionState::~RegionState() {
+  if (engine) engine->deregister(*this);
+}
+
+void Engine::deregister(RegionState& r) {
+  auto l = lock();
+  r.mrs.clear();
+  registrations_ -= 1;
+  registered_bytes_ -= r.length;
+}
+
+Result<Region> Engine::register_memory(void* buf, size_t len) {
+  if (buf == nullptr || len == 0) {
+    return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
+                       " bytes)");
+  }
+  auto l = lock();
+  auto state = std::make_shared<RegionState>();
+  state->base = static_cast<uint8_t*>(buf);
+  state->length = len;
+  state->virt_addr = (rail_->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0;
+  const uint64_t access =
+      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  fabric::Endpoint* bind = nullptr;
+  if (rail_->domain().mr_mode() & FI_MR_ENDPOINT) {
+    if (rail_->shared_channel() == nullptr) {
+      return core::error(Code::unsupported, "provider ", caps_.provider,
+                         " requires FI_MR_ENDPOINT with connected endpoints: not supported");
+    }
+    bind = rail_->shared_channel()->endpoint;
+  }
+  auto mr = fabric::MemoryRegistration::create(rail_->domain(), buf, len, access,
+                                               rail_->next_key(), bind);
+  if (!mr.ok()) return mr.status().with_context("register_memory");
+  state->mrs.push_back(std::move(mr).value());
+  state->engine = shared_from_this();
+  registrations_ += 1;
+  registered_bytes_ += len;
+  Region r;
+  r.state_ = std::move(state);
+  return r;
+}
+
+std::vector<uint8_t> Engine::export_key(const RegionState& r) const {
+  RemoteKey k;
+  k.virt_addr = r.virt_addr;
+  k.base = reinterpret_cast<uint64_t>(r.base);
+  k.length = r.length;
+  k.device_token = device_token_;
+  for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
+  return encode_key(k);
+}
+
+Result<RemoteRegion> Engine::import_key(std::span<const uint8_t> bytes) const {
+  auto k = decode_key(bytes);
+  if (!k.ok()) return k.status().with_context("import_key");
+  if (k->keys.size() != 1) {
+    return core::error(Code::invalid_argument, "import_key: the key describes ", k->keys.size(),
+                       " rails, this device has 1");
+  }
+  if (k->virt_addr != ((rail_->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
+    return core::error(Code::invalid_argument,
+                       "import_key: the key's addressing (virtual or offset) does not match this "
+                       "provider's FI_MR_VIRT_ADDR mode: was it exported by another provider?");
+  }
+  RemoteRegion r;
+  r.virt_addr_ = k->virt_addr;
+  r.base_ = k->base;
+  r.length_ = k->length;
+  r.keys_ = k->keys;
+  return r;
+}
+
+Result<void*> Engine::local_desc(const Region& region, const void* buf, size_t len,
+                                 const char* what) {
+  if (!region.valid()) return core::error(Code::invalid_argument, what, ": empty Region");
+  if (region.state_->engine.get() != this) {
+    return core::error(Code::invalid_argument, what, ": the Region was registered on another "
+                                                     "device");
+  }
+  if (!region.contains(buf, len)) {
+    return core::error(Code::invalid_argument, what, ": buffer [", buf, ", +", len,
+                       ") is not inside the registered region [",
+                       static_cast<void*>(region.state_->base), ", +", region.state_->length,
+                       ")");
+  }
+  return region.state_->mrs[0]->desc();
+}
+
+// ---- progress ----
+
+void Engine::retry_hook(void* self) {
+  auto* e = static_cast<Engine*>(self);
+  if (!e->in_progress_) (void)e->progress_locked();
+}
+
+Status Engine::progress() {
+  auto l = lock();
+  return progress_locked();
+}
+
+Status Engine::progress_locked() {
+  if (in_progress_) return Status::success();
+  in_progress_ = true;
+  auto r = rail_->cq().poll(
+      config_.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
+      [this](void* ctx, Status s) { on_error(ctx, std::move(s)); });
+  Status st = r.ok() ? Status::success() : r.status();
+  if (st.ok() && rail_->connected_endpoints()) st = progress_events();
+  flush_pending();
+  in_progress_ = false;
+  return st;
+}
+
+void Engine::on_completion(const fi_cq_data_entry& e) {
+  auto* ctx = fabric::op_context_of(e.op_context);
+  XPORT_LOG(trace, "completion on ", rail_->name(), ": flags 0x", std::hex, e.flags, " len ",
+            std::dec, e.len, " data 0x", std::hex, e.data, " ctx ", e.op_context);
+  // Target side of a write with data. (sockets also flags the initiator's own write completion
+  // with FI_REMOTE_CQ_DATA, so initiator flags exclude it.)
+  if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND))) {
+    {
+      on_write_data(e.data, e.len);
+      // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
+      if (ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
+        auto* ch = static_cast<pool::Channel*>(ctx->owner);
+        repost(ch, &ch->rx->at(ctx->index));
+      }
+      return;
+    }
+  }
+  if (ctx == nullptr) {
+    ++routing_misses_;
+    return;
+  }
+  switch (ctx->type) {
+    case fabric::OpType::rx_buffer: {
+      auto* ch = static_cast<pool::Channel*>(ctx->owner);
+      memory::Buffer* b = &ch->rx->at(ctx->index);
+      ch->endpoint->counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
+      ch->endpoint->counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
+      bool hold = false;
+      on_message(ch, b, e.len, &hold);
+      if (!hold) repost(ch, b);
+      break;
+    }
+    case fabric::OpType::tx_buffer: {
+      auto* ch = static_cast<pool::Channel*>(ctx->owner);
+      ch->endpoint->count_completion(false);
+      on_eager_sent(ctx, Status::success());
+      ch->tx->give_back(&ch->tx->at(ctx->index));
+      break;
+    }
+    case fabric::OpType::rndv_write: on_write_done(ctx, Status::success()); break;
+    case fabric::OpType::put:
+    case fabric::OpType::get: on_window_done(ctx, Status::success()); break;
+  }
+}
+
+void Engine::on_error(void* context, Status status) {
+  auto* ctx = fabric::op_context_of(context);
+  if (ctx == nullptr) {
+    XPORT_LOG(warn, "error completion without context on ", rail_->name(), ": ",
+              status.to_string());
+    ++routing_misses_;
+    return;
+  }
+  switch (ctx->type) {
+    case fabric::OpType::rx_buffer: {
+      auto* ch = static_cast<pool::Channel*>(ctx->owner);
+      ch->endpoint->counters().error_completions.add();
+      XPORT_LOG(debug, "receive buffer error on ", ch->label, ": ", status.to_string());
+      if (status.code() == Code::peer_lost || ch->failed) {
+        fail_channel(ch, status);
+      } else {
+        repost(ch, &ch->rx->at(ctx->index));
+      }
+      break;
+    }
+    case fabric::OpType::tx_buffer: {
+      auto* ch = static_cast<pool::Channel*>(ctx->owner);
+      ch->endpoint->count_completion(true);
+      on_eager_sent(ctx, status);
+      ch->tx->give_back(&ch->tx->at(ctx->index));
+      break;
+    }
+    case fabric::OpType::rndv_write: on_write_done(ctx, std::move(status)); break;
+    case fabric::OpType::put:
+    case fabric::OpType::get: on_window_done(ctx, std::move(status)); break;
+  }
+}
+
+void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* hold) {
+  auto h = decode_header(b->data, len);
+  if (!h.ok()) {
+    ++routing_misses_;
+    XPORT_LOG(warn, "dropping malformed message on ", ch->label, ": ", h.status().to_string());
+    return;
+  }
+  switch (static_cast<MsgType>(h->type)) {
+    case MsgType::conn_req:
+      on_conn_req(ch, *h, b->data + sizeof(MsgHeader), len - sizeof(MsgHeader));
+      break;
+    case MsgType::conn_ack: on_conn_ack(*h); break;
+    case MsgType::conn_reject: on_conn_reject(*h); break;
+    case MsgType::cts: on_cts(*h); break;
+    case MsgType::eager: on_eager(ch, b, *h, hold); break;
+    case MsgType::abort: on_abort(*h); break;
+    case MsgType::close: on_close(*h); break;
+  }
+}
+
+void Engine::repost(pool::Channel* ch, memory::Buffer* b) {
+  if (ch->failed) return;
+  Status s = ch->endpoint->recv(b->data, ch->rx->size(), ch->rx->desc(), FI_ADDR_UNSPEC, &b->ctx,
+                                false);
+  if (s.code() == Code::again) {
+    pending_rx_.emplace_back(ch, b);
+  } else if (!s.ok()) {
+    XPORT_LOG(warn, "cannot repost a receive buffer on ", ch->label, ": ", s.to_string());
+  }
+}
+
+Status Engine::post_all_rx(pool::Channel* ch) {
+  for (size_t i = 0; i < ch->rx->count(); ++i) {
+    memory::Buffer* b = ch->rx->take();
+    Status s = ch->endpoint->recv(b->data, ch->rx->size(), ch->rx->desc(), FI_ADDR_UNSPEC,
+                                  &b->ctx, true);
+    if (!s.ok()) return s.with_context(core::str("posting receive buffers on ", ch->label));
+  }
+  return Status::success();
+}
+
+Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnBody* body,
+                            bool retry, bool queue_if_busy) {
+  if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
+  const size_t len = sizeof(MsgHeader) + (body != nullptr ? sizeof(ConnBody) : 0);
+  memory::Buffer* b = ch->tx->take();
+  for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && retry && !until.expired();) {
+    if (!in_progress_) (void)progress_locked();
+    b = ch->tx->take();
+  }
+  Status s;
+  if (b == nullptr) {
+    s = core::error(Code::again, "no free send buffer on ", ch->label);
+  } else {
+    std::memcpy(b->data, &hdr, sizeof(hdr));
+    if (body != nullptr) std::memcpy(b->data + sizeof(hdr), body, sizeof(ConnBody));
+    b->ctx.comm = 0;  // a control message: no request waits for its completion
+    if (len <= inject_size_) {
+      s = ch->endpoint->inject(b->data, len, ch->peer, retry);
+      ch->tx->give_back(b);
+    } else {
+      s = ch->endpoint->send(b->data, len, ch->tx->desc(), ch->peer, &b->ctx, retry);
+      if (!s.ok()) ch->tx->give_back(b);
+    }
+  }
+  if (s.code() == Code::again && queue_if_busy) {
+    PendingControl p;
+    p.ch = ch;
+    p.hdr = hdr;
+    p.has_body = body != nullptr;
+    if (body != nullptr) p.body = *body;
+    pending_control_.push_back(p);
+    return Status::success();
+  }
+  return s;
+}
+
+void Engine::flush_pending() {
+  for (size_t n = pending_rx_.size(); n > 0 && !pending_rx_.empty(); --n) {
+    auto [ch, b] = pending_rx_.front();
+    pending_rx_.erase(pending_rx_.begin());
+    repost(ch, b);
+  }
+  for (size_t n = pending_control_.size(); n > 0; --n) {
+    PendingControl p = pending_control_.front();
+    pending_control_.pop_front();
+    Status s = send_control(p.ch, p.hdr, p.has_body ? &p.body : nullptr, false, true);
+    if (!s.ok()) XPORT_LOG(warn, "dropping control message for ", p.ch->label, ": ", s.to_string());
+  }
+  for (size_t n = pending_writes_.size(); n > 0; --n) {
+    PendingWrite w = pending_writes_.front();
+    pending_writes_.pop_front();
+    CommState* c = comms_->find(w.comm);
+    if (c == nullptr) continue;
+    SendSlot& s = c->sends[w.slot];
+    if (!s.active || s.seq != w.seq || s.done) continue;
+    post_rendezvous_write(*c, s, w.slot, w.raddr, w.key);
+  }
+}
+
+void Engine::fail_comm(CommState& c, Status why) {
+  if (c.phase == CommPhase::failed) return;
+  c.phase = CommPhase::failed;
+  c.error = why;
+  for (auto& s : c.sends) {
+    if (s.active && !s.done) {
+      s.error = why;
+      s.done = true;
+    }
+  }
+  for (auto& r : c.recvs) {
+    if (r.active && !r.done) {
+      r.error = why;
+      r.done = true;
+    }
+  }
+  XPORT_LOG(info, "communicator ", c.id, " failed: ", why.to_string());
+}
+
+void Engine::fail_channel(pool::Channel* ch, Status why) {
+  if (!ch->failed) {
+    ch->failed = true;
+    ch->failure = why.message();
+  }
+  comms_->for_each([&](uint16_t, CommState& c) {
+    if (c.ch == ch) fail_comm(c, why);
+  });
+  for (auto& [id, w] : windows_) {
+    if (w->ch == ch && w->first_error.ok()) w->first_error = why;
+  }
+}
+
+void Engine::maybe_erase(CommState& c) {
+  if (!c.user_closed || c.inflight > 0) return;
+  for (auto& e : c.early_eager) {
+    if (e.buffer != nullptr) repost(e.owner, e.buffer);
+    e.buffer = nullptr;
+  }
+  if (c.ch != nullptr) c.ch->refs -= 1;
+  comms_->erase(c.id);
+}
+
+CommState* Engine::comm_for(uint16_t id, bool is_send, const char* op, Status* err) {
+  CommState* c = comms_->find(id);
+  if (c == nullptr || c->is_send != is_send || c->user_closed) {
+    *err = core::error(Code::invalid_argument, op, ": communicator ", id, " is not open");
+    return nullptr;
+  }
+  return c;
+}
+
+Stats Engine::stats() const {
+  auto l = lock();
+  Stats s;
+  auto add_ep = [&](const fabric::Endpoint& ep) {
+    EndpointStats es;
+    es.name = ep.name();
+    es.rail = rail_->name();
+    const auto& c = ep.counters();
+    for (int i = 0; i < kStatOps; ++i) {
+      es.ops[i] = c.ops[i].get();
+      es.bytes[i] = c.bytes[i].get();
+    }
+    es.posted = c.posted.get();
+    es.completed = c.completed.get();
+    es.error_completions = c.error_completions.get();
+    es.eagain_retries = c.eagain_retries.get();
+    s.endpoints.push_back(es);
+  };
+  if (pool::Channel* ch = rail_->shared_channel()) add_ep(*ch->endpoint);
+  for (const auto& ch : channels_) {
+    if (ch->owned_endpoint) add_ep(*ch->owned_endpoint);
+  }
+  CqStats cs;
+  cs.name = "cq " + rail_->name();
+  const auto& cc = rail_->cq().counters();
+  cs.polls = cc.polls.get();
+  cs.empty_polls = cc.empty_polls.get();
+  cs.completions = cc.completions.get();
+  cs.error_completions = cc.error_completions.get();
+  cs.max_batch = cc.max_batch.get();
+  s.cqs.push_back(cs);
+  s.comms_open = comms_->size();
+  s.registrations = registrations_;
+  s.registered_bytes = registered_bytes_;
+  s.routing_misses = routing_misses_;
+  return s;
+}
+
+}  // namespace xport::proto

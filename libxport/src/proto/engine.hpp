@@ -1,0 +1,284 @@
+// The protocol engine of one device: connection set-up, two-sided eager and rendezvous,
+// one-sided put/get, and the progress loop that routes every completion by its op context
+// and remote CQ data. The public classes (Device, SendComm, ...) are thin handles onto it.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fabric/objects.hpp"
+#include "fabric/op_context.hpp"
+#include "pool/channel.hpp"
+#include "pool/comm_table.hpp"
+#include "proto/wire.hpp"
+#include "rail/rail.hpp"
+#include "xport/comm.hpp"
+#include "xport/provider.hpp"
+#include "xport/region.hpp"
+#include "xport/stats.hpp"
+#include "xport/window.hpp"
+
+namespace xport::proto {
+
+struct RegionState {
+  std::shared_ptr<Engine> engine;  // keeps the rails open while the registration lives
+  uint8_t* base = nullptr;
+  size_t length = 0;
+  bool virt_addr = false;
+  std::vector<std::unique_ptr<fabric::MemoryRegistration>> mrs;  // one per rail
+  ~RegionState();
+};
+
+struct SendSlot {
+  bool active = false;
+  uint64_t seq = 0;
+  const uint8_t* buf = nullptr;
+  size_t len = 0;
+  void* desc = nullptr;
+  bool eager = false;
+  bool local_done = false;  // the source buffer may be reused
+  bool cts_done = false;    // the receiver posted the matching receive
+  bool done = false;
+  Status error;
+  fabric::OpContext write_ctx{};
+};
+
+struct RecvSlot {
+  bool active = false;
+  uint64_t seq = 0;
+  uint8_t* buf = nullptr;
+  size_t cap = 0;
+  size_t bytes = 0;
+  bool done = false;
+  Status error;
+};
+
+struct EarlyCts {
+  bool valid = false;
+  uint64_t seq = 0;
+  uint64_t raddr = 0;
+  uint64_t key = 0;
+  uint64_t length = 0;
+};
+
+struct EarlyEager {
+  memory::Buffer* buffer = nullptr;  // held receive buffer, reposted once consumed
+  pool::Channel* owner = nullptr;
+  uint64_t seq = 0;
+  size_t len = 0;
+};
+
+enum class CommPhase { connecting, ready, failed };
+
+struct CommState {
+  bool is_send = false;
+  CommPhase phase = CommPhase::connecting;
+  uint16_t id = 0;
+  uint16_t peer_id = 0;
+  pool::Channel* ch = nullptr;
+  uint16_t depth = 0;         // outstanding requests agreed with the peer
+  size_t eager_max = 0;       // largest eager message (min of both sides)
+  uint64_t next_seq = 0;
+  std::vector<SendSlot> sends;
+  std::vector<RecvSlot> recvs;
+  std::vector<EarlyCts> early_cts;
+  std::vector<EarlyEager> early_eager;
+  Status error;               // why the communicator failed
+  uint64_t listener_token = 0;
+  bool user_closed = false;
+  int inflight = 0;           // posted operations whose contexts name this comm
+};
+
+struct ListenerState {
+  uint64_t token = 0;
+  std::deque<uint16_t> ready;  // accepted recv comms, not yet taken by accept()
+  size_t pending = 0;          // connected endpoints: accepted, waiting for FI_CONNECTED
+};
+
+struct WindowState {
+  uint32_t id = 0;
+  uint16_t comm = 0;
+  pool::Channel* ch = nullptr;
+  uint64_t issued = 0;
+  uint64_t completed = 0;
+  uint64_t quiet_mark = 0;  // issued count at the last quiet
+  Status first_error;
+  std::vector<fabric::OpContext> ctxs;
+  std::vector<uint32_t> free;
+  bool closed = false;
+};
+
+struct PendingControl {
+  pool::Channel* ch = nullptr;
+  MsgHeader hdr{};
+  bool has_body = false;
+  ConnBody body{};
+};
+
+struct PendingWrite {
+  uint16_t comm = 0;
+  uint16_t slot = 0;
+  uint64_t seq = 0;
+  uint64_t raddr = 0;
+  uint64_t key = 0;
+};
+
+struct EngineConfig {
+  size_t eager_max = 8192;
+  uint16_t max_requests = 64;
+  size_t rx_buffers = 256;
+  size_t tx_buffers = 256;
+  size_t cq_batch = 32;
+  size_t max_comms = 4096;
+  size_t listen_backlog = 128;
+  std::chrono::nanoseconds eagain_timeout{std::chrono::seconds(10)};
+  uint64_t first_key = 1;
+  bool thread_safe = true;
+  static EngineConfig from_knobs();
+};
+
+class Engine : public std::enable_shared_from_this<Engine> {
+ public:
+  static Result<std::shared_ptr<Engine>> open(const fi_info* info, const Capabilities& caps,
+                                              const EngineConfig& config);
+  ~Engine();
+
+  const Capabilities& caps() const { return caps_; }
+
+  // memory
+  Result<Region> register_memory(void* buf, size_t len);
+  Result<RemoteRegion> import_key(std::span<const uint8_t> bytes) const;
+  std::vector<uint8_t> export_key(const RegionState& r) const;
+  void deregister(RegionState& r);
+
+  // connections (connection.cc)
+  Result<std::unique_ptr<Listener>> listen();
+  Result<std::unique_ptr<RecvComm>> accept(uint64_t token, Deadline deadline);
+  void close_listener(uint64_t token);
+  Result<std::unique_ptr<SendComm>> connect(const ConnectionHandle& handle, Deadline deadline);
+  void close_comm(uint16_t id);
+
+  // two-sided (two_sided.cc)
+  Result<Request> isend(uint16_t comm, const void* buf, size_t len, const Region& region);
+  Result<Request> irecv(uint16_t comm, void* buf, size_t len, const Region& region);
+  Result<Completion> test(uint16_t comm, Request request);
+  Result<size_t> wait(uint16_t comm, Request request, Deadline deadline);
+
+  // one-sided (one_sided.cc)
+  Result<uint32_t> open_window(uint16_t comm);
+  void close_window(uint32_t id);
+  Status put(uint32_t window, const Region& local, size_t loff, const RemoteRegion& remote,
+             size_t roff, size_t len);
+  Status get(uint32_t window, const Region& local, size_t loff, const RemoteRegion& remote,
+             size_t roff, size_t len);
+  Status quiet(uint32_t window, Deadline deadline);
+  uint64_t window_issued(uint32_t window) const;
+  uint64_t window_completed(uint32_t window) const;
+
+  Status progress();
+  Stats stats() const;
+
+ private:
+  Engine() = default;
+  std::unique_lock<std::mutex> lock() const {
+    return config_.thread_safe ? std::unique_lock<std::mutex>(mu_) : std::unique_lock<std::mutex>();
+  }
+
+  // progress and dispatch (engine.cc)
+  Status progress_locked();
+  static void retry_hook(void* self);
+  void on_completion(const fi_cq_data_entry& e);
+  void on_error(void* context, Status status);
+  void on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* hold);
+  void repost(pool::Channel* ch, memory::Buffer* b);
+  Status post_all_rx(pool::Channel* ch);
+  // Sends a control message; `retry` drives progress on -FI_EAGAIN (user calls only).
+  // Queues it when resources are short and `queue_if_busy` is set.
+  Status send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnBody* body, bool retry,
+                      bool queue_if_busy);
+  Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
+  void flush_pending();
+  template <typename Pred>
+  Status wait_until(Deadline deadline, Pred&& done, const char* what);
+  void fail_comm(CommState& c, Status why);
+  void fail_channel(pool::Channel* ch, Status why);
+  void maybe_erase(CommState& c);
+  CommState* comm_for(uint16_t id, bool is_send, const char* op, Status* err);
+  Result<void*> local_desc(const Region& region, const void* buf, size_t len, const char* what);
+
+  // connection messages (connection.cc)
+  void on_conn_req(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_conn_ack(const MsgHeader& h);
+  void on_conn_reject(const MsgHeader& h);
+  Status progress_events();
+  Result<std::unique_ptr<CommState>> make_comm(bool is_send, pool::Channel* ch, uint16_t depth);
+  Result<pool::Channel*> peer_channel(const std::vector<uint8_t>& address);
+
+  // two-sided messages (two_sided.cc)
+  void on_cts(const MsgHeader& h);
+  void on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold);
+  void on_abort(const MsgHeader& h);
+  void on_close(const MsgHeader& h);
+  void on_write_data(uint64_t data, size_t len);
+  void on_write_done(fabric::OpContext* ctx, Status status);
+  void on_eager_sent(fabric::OpContext* ctx, Status status);
+  void consume_cts(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr, uint64_t key,
+                   uint64_t length);
+  void post_rendezvous_write(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr,
+                             uint64_t key);
+  void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
+  void maybe_complete_send(CommState& c, SendSlot& s);
+
+  // one-sided (one_sided.cc)
+  void on_window_done(fabric::OpContext* ctx, Status status);
+  Status rma(uint32_t window, fabric::OpType op, const Region& local, size_t loff,
+             const RemoteRegion& remote, size_t roff, size_t len);
+  Result<uint64_t> remote_address(const RemoteRegion& remote, size_t roff, size_t len) const;
+
+  EngineConfig config_;
+  Capabilities caps_;
+  uint64_t device_token_ = 0;
+  size_t cq_data_bytes_ = 0;
+  size_t inject_size_ = 0;
+  mutable std::mutex mu_;
+  bool in_progress_ = false;
+
+  // Declaration order is teardown order reversed: comms, then channels, then the rail.
+  std::unique_ptr<rail::Rail> rail_;
+  std::vector<std::unique_ptr<pool::Channel>> channels_;  // peer channels (RDM) and connections
+  std::map<std::vector<uint8_t>, pool::Channel*> peers_;  // RDM: peer address -> channel
+  std::map<fid_t, pool::Channel*> connecting_;  // connected endpoints by fid
+  std::unique_ptr<pool::CommTable<CommState>> comms_;
+  std::map<uint64_t, ListenerState> listeners_;
+  std::map<uint32_t, std::unique_ptr<WindowState>> windows_;
+  uint32_t next_window_ = 1;
+  std::deque<PendingControl> pending_control_;
+  std::deque<PendingWrite> pending_writes_;
+  std::vector<std::pair<pool::Channel*, memory::Buffer*>> pending_rx_;
+
+  // process-level counters (read by stats())
+  uint64_t registrations_ = 0;
+  uint64_t registered_bytes_ = 0;
+  uint64_t routing_misses_ = 0;
+};
+
+template <typename Pred>
+Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
+  for (;;) {
+    {
+      auto l = lock();
+      XPORT_RETURN_IF_ERROR(progress_locked());
+      if (done()) return Status::success();
+    }
+    if (deadline.expired()) return Status(Code::timeout, what);
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace xport::proto

@@ -1,0 +1,372 @@
+// Two-sided messages: eager copies for small ones, rendezvous (clear-to-send, then an RDMA write
+// with remote CQ data) for large ones; matching in posting order by sequence number.
+#include "core/log.hpp"
+#include "proto/engine.hpp"
+
+namespace xport::proto {
+namespace {
+
+MsgHeader header(MsgType t, const CommState& c, uint16_t slot, uint64_t seq) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(t);
+  h.version = kWireVersion;
+  h.dst_comm = c.peer_id;
+  h.src_comm = c.id;
+  h.slot = slot;
+  h.seq = seq;
+  return h;
+}
+
+enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2 };
+
+}  // namespace
+
+Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const Region& region) {
+  auto l = lock();
+  Status err;
+  CommState* c = comm_for(comm, true, "isend", &err);
+  if (c == nullptr) return err;
+  if (c->phase == CommPhase::failed) return c->error;
+  XPORT_ASSIGN_OR_RETURN(void* desc, local_desc(region, buf, len, "isend"));
+  const uint64_t seq = c->next_seq;
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  SendSlot& s = c->sends[slot];
+  if (s.active) {
+    return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
+                       comm, " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  s = SendSlot{};
+  s.active = true;
+  s.seq = seq;
+  s.buf = static_cast<const uint8_t*>(buf);
+  s.len = len;
+  s.desc = desc;
+  s.eager = len <= c->eager_max;
+  if (s.eager) {
+    Status st = send_eager(*c, s, slot);
+    if (!st.ok()) {
+      s.active = false;
+      return st.with_context("isend");
+    }
+  }
+  c->next_seq += 1;
+  EarlyCts& e = c->early_cts[slot];
+  if (e.valid && e.seq == seq) {
+    e.valid = false;
+    consume_cts(*c, s, slot, e.raddr, e.key, e.length);
+  }
+  return Request{seq};
+}
+
+Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
+  pool::Channel* ch = c.ch;
+  if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
+  memory::Buffer* b = ch->tx->take();
+  for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && !until.expired();) {
+    (void)progress_locked();
+    b = ch->tx->take();
+  }
+  if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
+  MsgHeader h = header(MsgType::eager, c, slot, s.seq);
+  h.length = s.len;
+  std::memcpy(b->data, &h, sizeof(h));
+  if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
+  const size_t total = sizeof(h) + s.len;
+  Status st;
+  if (total <= inject_size_) {
+    st = ch->endpoint->inject(b->data, total, ch->peer, true);
+    ch->tx->give_back(b);
+    if (st.ok()) s.local_done = true;
+  } else {
+    b->ctx.comm = c.id;
+    b->ctx.slot = slot;
+    b->ctx.seq = s.seq;
+    st = ch->endpoint->send(b->data, total, ch->tx->desc(), ch->peer, &b->ctx, true);
+    if (st.ok()) {
+      c.inflight += 1;
+    } else {
+      ch->tx->give_back(b);
+    }
+  }
+  return st;
+}
+
+void Engine::on_eager_sent(fabric::OpContext* ctx, Status status) {
+  if (ctx->comm == 0) {
+    if (!status.ok()) XPORT_LOG(info, "control message failed: ", status.to_string());
+    return;
+  }
+  CommState* c = comms_->find(ctx->comm);
+  ctx->comm = 0;
+  if (c == nullptr) return;
+  c->inflight -= 1;
+  SendSlot& s = c->sends[ctx->slot % c->depth];
+  if (s.active && s.seq == ctx->seq && !s.done) {
+    if (!status.ok()) {
+      s.error = std::move(status).with_context(core::str("eager send of message ", s.seq));
+      s.done = true;
+    } else {
+      s.local_done = true;
+      maybe_complete_send(*c, s);
+    }
+  }
+  maybe_erase(*c);
+}
+
+void Engine::maybe_complete_send(CommState&, SendSlot& s) {
+  if (s.local_done && s.cts_done && !s.done) s.done = true;
+}
+
+void Engine::on_cts(const MsgHeader& h) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || !c->is_send || c->peer_id != h.src_comm || c->depth == 0 ||
+      h.slot != h.seq % c->depth) {
+    ++routing_misses_;
+    return;
+  }
+  SendSlot& s = c->sends[h.slot];
+  if (s.active && s.seq == h.seq && !s.cts_done) {
+    consume_cts(*c, s, h.slot, h.aux, h.aux2, h.length);
+  } else if (h.seq >= c->next_seq) {
+    c->early_cts[h.slot] = EarlyCts{true, h.seq, h.aux, h.aux2, h.length};
+  } else {
+    ++routing_misses_;
+  }
+}
+
+void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr, uint64_t key,
+                         uint64_t length) {
+  s.cts_done = true;
+  if (s.done) return;
+  if (s.eager) {
+    maybe_complete_send(c, s);
+    return;
+  }
+  if (s.len > length) {
+    MsgHeader a = header(MsgType::abort, c, slot, s.seq);
+    a.aux = kTooLarge;
+    a.length = s.len;
+    (void)send_control(c.ch, a, nullptr, false, true);
+    s.error = core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
+                          " bytes is larger than the receiver's buffer of ", length, " bytes");
+    s.done = true;
+    return;
+  }
+  post_rendezvous_write(c, s, slot, raddr, key);
+}
+
+void Engine::post_rendezvous_write(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr,
+                                   uint64_t key) {
+  s.write_ctx = fabric::OpContext{};
+  s.write_ctx.type = fabric::OpType::rndv_write;
+  s.write_ctx.comm = c.id;
+  s.write_ctx.slot = slot;
+  s.write_ctx.seq = s.seq;
+  const uint64_t data = encode_cq_data(c.peer_id, slot, s.len, cq_data_bytes_);
+  Status st = c.ch->endpoint->write(s.buf, s.len, s.desc, c.ch->peer, raddr, key, &s.write_ctx,
+                                    true, data, !in_progress_);
+  if (st.code() == Code::again) {
+    pending_writes_.push_back(PendingWrite{c.id, slot, s.seq, raddr, key});
+    return;
+  }
+  if (!st.ok()) {
+    MsgHeader a = header(MsgType::abort, c, slot, s.seq);
+    a.aux = kWriteFailed;
+    (void)send_control(c.ch, a, nullptr, false, true);
+    s.error = std::move(st).with_context(core::str("rendezvous write of message ", s.seq));
+    s.done = true;
+    return;
+  }
+  c.inflight += 1;
+}
+
+void Engine::on_write_done(fabric::OpContext* ctx, Status status) {
+  CommState* c = comms_->find(ctx->comm);
+  if (c == nullptr) return;
+  c->inflight -= 1;
+  c->ch->endpoint->count_completion(!status.ok());
+  SendSlot& s = c->sends[ctx->slot % c->depth];
+  if (s.active && s.seq == ctx->seq && !s.done) {
+    if (!status.ok()) {
+      MsgHeader a = header(MsgType::abort, *c, ctx->slot, s.seq);
+      a.aux = kWriteFailed;
+      (void)send_control(c->ch, a, nullptr, false, true);
+      s.error = std::move(status).with_context(core::str("rendezvous write of message ", s.seq));
+      s.done = true;
+    } else {
+      s.local_done = true;
+      maybe_complete_send(*c, s);
+    }
+  }
+  maybe_erase(*c);
+}
+
+Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region& region) {
+  auto l = lock();
+  Status err;
+  CommState* c = comm_for(comm, false, "irecv", &err);
+  if (c == nullptr) return err;
+  if (c->phase == CommPhase::failed) return c->error;
+  XPORT_RETURN_IF_ERROR(local_desc(region, buf, len, "irecv").status());
+  const uint64_t seq = c->next_seq;
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  RecvSlot& r = c->recvs[slot];
+  if (r.active) {
+    return core::error(Code::again, "irecv: ", c->depth,
+                       " receives are outstanding on communicator ", comm,
+                       " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  const RegionState& rs = *region.state_;
+  MsgHeader h = header(MsgType::cts, *c, slot, seq);
+  h.length = len;
+  h.aux = rs.virt_addr ? reinterpret_cast<uint64_t>(buf)
+                       : static_cast<uint64_t>(static_cast<uint8_t*>(buf) - rs.base);
+  h.aux2 = rs.mrs[0]->key();
+  Status st = send_control(c->ch, h, nullptr, true, true);
+  if (!st.ok()) return st.with_context("irecv: clear-to-send");
+  r = RecvSlot{};
+  r.active = true;
+  r.seq = seq;
+  r.buf = static_cast<uint8_t*>(buf);
+  r.cap = len;
+  c->next_seq += 1;
+  EarlyEager& e = c->early_eager[slot];
+  if (e.buffer != nullptr && e.seq == seq) {
+    deliver(*c, r, e.buffer->data + sizeof(MsgHeader), e.len);
+    repost(e.owner, e.buffer);
+    e.buffer = nullptr;
+  }
+  return Request{seq};
+}
+
+void Engine::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {
+  if (len > r.cap) {
+    r.error = core::error(Code::truncated, "irecv: message ", r.seq, " of ", len,
+                          " bytes does not fit the ", r.cap, "-byte receive buffer of comm ",
+                          c.id);
+  } else if (len > 0) {
+    std::memcpy(r.buf, data, len);
+  }
+  r.bytes = len;
+  r.done = true;
+}
+
+void Engine::on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || c->is_send || c->peer_id != h.src_comm || c->depth == 0 ||
+      h.slot != h.seq % c->depth) {
+    ++routing_misses_;
+    return;
+  }
+  RecvSlot& r = c->recvs[h.slot];
+  if (r.active && r.seq == h.seq && !r.done) {
+    deliver(*c, r, b->data + sizeof(MsgHeader), h.length);
+  } else if (h.seq >= c->next_seq && c->early_eager[h.slot].buffer == nullptr) {
+    c->early_eager[h.slot] = EarlyEager{b, owner, h.seq, h.length};
+    *hold = true;
+  } else {
+    ++routing_misses_;
+  }
+}
+
+void Engine::on_abort(const MsgHeader& h) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || c->is_send || c->peer_id != h.src_comm || c->depth == 0) {
+    ++routing_misses_;
+    return;
+  }
+  RecvSlot& r = c->recvs[h.seq % c->depth];
+  if (!r.active || r.seq != h.seq || r.done) return;
+  r.error = h.aux == kTooLarge
+                ? core::error(Code::truncated, "irecv: the sender's message ", h.seq, " of ",
+                              h.length, " bytes is larger than this ", r.cap,
+                              "-byte receive buffer")
+                : core::error(Code::peer_lost, "irecv: the sender failed to write message ",
+                              h.seq);
+  r.done = true;
+}
+
+void Engine::on_close(const MsgHeader& h) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || c->peer_id != h.src_comm) {
+    ++routing_misses_;
+    return;
+  }
+  fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id));
+}
+
+void Engine::on_write_data(uint64_t data, size_t len) {
+  const CqData d = decode_cq_data(data);
+  CommState* c = comms_->find(d.comm);
+  if (c == nullptr || c->is_send || d.slot >= c->depth) {
+    ++routing_misses_;
+    return;
+  }
+  RecvSlot& r = c->recvs[d.slot];
+  if (!r.active || r.done) {
+    ++routing_misses_;
+    return;
+  }
+  size_t bytes = len;
+  if (cq_data_bytes_ >= 8 && d.length != kLengthUnknown) bytes = d.length;
+  if (bytes > r.cap) {
+    r.error = core::error(Code::protocol, "irecv: a write of ", bytes, " bytes into the ", r.cap,
+                          "-byte buffer of message ", r.seq);
+  }
+  r.bytes = bytes;
+  r.done = true;
+}
+
+Result<Completion> Engine::test(uint16_t comm, Request req) {
+  auto l = lock();
+  XPORT_RETURN_IF_ERROR(progress_locked());
+  CommState* c = comms_->find(comm);
+  if (c == nullptr || c->user_closed || c->depth == 0) {
+    return core::error(Code::invalid_argument, "test: communicator ", comm, " is not open");
+  }
+  const uint16_t slot = static_cast<uint16_t>(req.seq % c->depth);
+  bool active, done;
+  uint64_t seq;
+  if (c->is_send) {
+    active = c->sends[slot].active;
+    done = c->sends[slot].done;
+    seq = c->sends[slot].seq;
+  } else {
+    active = c->recvs[slot].active;
+    done = c->recvs[slot].done;
+    seq = c->recvs[slot].seq;
+  }
+  if (!active || seq != req.seq) {
+    return core::error(Code::invalid_argument, "test: request ", req.seq,
+                       " is not outstanding on communicator ", comm,
+                       " (completed already, or never issued)");
+  }
+  if (!done) return Completion{false, 0};
+  Status e;
+  size_t n;
+  if (c->is_send) {
+    e = std::move(c->sends[slot].error);
+    n = c->sends[slot].len;
+    c->sends[slot].active = false;
+  } else {
+    e = std::move(c->recvs[slot].error);
+    n = c->recvs[slot].bytes;
+    c->recvs[slot].active = false;
+  }
+  if (!e.ok()) return e;
+  return Completion{true, n};
+}
+
+Result<size_t> Engine::wait(uint16_t comm, Request req, Deadline deadline) {
+  for (;;) {
+    XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, req));
+    if (done.done) return done.bytes;
+    if (deadline.expired()) {
+      return core::error(Code::timeout, "wait: request ", req.seq, " on communicator ", comm,
+                         " did not complete before the deadline");
+    }
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace xport::proto

@@ -1,0 +1,236 @@
+// Encoders and validating decoders of the wire formats.
+#include "proto/wire.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "core/format.hpp"
+
+namespace xport::proto {
+
+uint32_t crc32(const uint8_t* data, size_t len) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < len; ++i) c = table[(c ^ data[i]) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+namespace {
+void put_crc(std::vector<uint8_t>& out) {
+  uint32_t c = crc32(out.data(), out.size());
+  const auto* p = reinterpret_cast<const uint8_t*>(&c);
+  out.insert(out.end(), p, p + sizeof(c));
+}
+
+Status check_crc(std::span<const uint8_t> bytes, const char* what) {
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+  if (crc32(bytes.data(), bytes.size() - 4) != stored) {
+    return core::error(Code::protocol, what, " is corrupted (checksum mismatch)");
+  }
+  return Status::success();
+}
+}  // namespace
+
+std::vector<uint8_t> encode_handle(const Handle& h) {
+  HandleHeader hdr{};
+  hdr.magic = kHandleMagic;
+  hdr.version = kWireVersion;
+  hdr.header_bytes = sizeof(HandleHeader);
+  hdr.endpoint_type = h.endpoint_type;
+  hdr.rail_count = static_cast<uint8_t>(h.rail_addresses.size());
+  hdr.address_bytes = h.rail_addresses.empty() ? 0 : h.rail_addresses[0].size();
+  hdr.listener_token = h.listener_token;
+  std::memcpy(hdr.provider, h.provider.data(), std::min(h.provider.size(), kProviderNameBytes - 1));
+  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
+                           reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
+  for (const auto& a : h.rail_addresses) {
+    std::vector<uint8_t> padded(a);
+    padded.resize(hdr.address_bytes, 0);
+    out.insert(out.end(), padded.begin(), padded.end());
+  }
+  put_crc(out);
+  return out;
+}
+
+Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 8) {
+    return core::error(Code::protocol, "connection handle is truncated: ", bytes.size(),
+                       " bytes, a handle has at least ", sizeof(HandleHeader) + 4);
+  }
+  uint32_t magic;
+  uint16_t version;
+  std::memcpy(&magic, bytes.data(), 4);
+  std::memcpy(&version, bytes.data() + 4, 2);
+  if (magic != kHandleMagic) {
+    return core::error(Code::protocol, "not a libxport connection handle (bad magic 0x",
+                       std::hex, magic, ")");
+  }
+  if (version != kWireVersion) {
+    return core::error(Code::protocol, "connection handle version ", version,
+                       " is not supported (this libxport speaks version ", kWireVersion, ")");
+  }
+  if (bytes.size() < sizeof(HandleHeader) + 4) {
+    return core::error(Code::protocol, "connection handle is truncated: ", bytes.size(),
+                       " bytes, the header alone needs ", sizeof(HandleHeader) + 4);
+  }
+  HandleHeader hdr;
+  std::memcpy(&hdr, bytes.data(), sizeof(hdr));
+  if (hdr.header_bytes != sizeof(HandleHeader)) {
+    return core::error(Code::protocol, "connection handle header is ", hdr.header_bytes,
+                       " bytes, expected ", sizeof(HandleHeader));
+  }
+  if (hdr.rail_count == 0 || hdr.address_bytes == 0 || hdr.address_bytes > kMaxAddressBytes) {
+    return core::error(Code::protocol, "connection handle describes ", int(hdr.rail_count),
+                       " rails of ", hdr.address_bytes, "-byte addresses (need 1+ rails, 1..",
+                       kMaxAddressBytes, " bytes)");
+  }
+  if (hdr.endpoint_type > 1) {
+    return core::error(Code::protocol, "connection handle has unknown endpoint type ",
+                       int(hdr.endpoint_type));
+  }
+  const size_t need = sizeof(HandleHeader) + size_t{hdr.rail_count} * hdr.address_bytes + 4;
+  if (bytes.size() != need) {
+    return core::error(Code::protocol, "connection handle is ", bytes.size(),
+                       " bytes but its header describes ", need,
+                       bytes.size() < need ? " (truncated)" : " (trailing bytes)");
+  }
+  XPORT_RETURN_IF_ERROR(check_crc(bytes, "connection handle"));
+  if (std::find(hdr.provider, hdr.provider + kProviderNameBytes, '\0') ==
+      hdr.provider + kProviderNameBytes) {
+    return core::error(Code::protocol, "connection handle provider name is not terminated");
+  }
+  Handle h;
+  h.endpoint_type = hdr.endpoint_type;
+  h.listener_token = hdr.listener_token;
+  h.provider = hdr.provider;
+  const uint8_t* p = bytes.data() + sizeof(HandleHeader);
+  for (int i = 0; i < hdr.rail_count; ++i, p += hdr.address_bytes) {
+    h.rail_addresses.emplace_back(p, p + hdr.address_bytes);
+  }
+  return h;
+}
+
+Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
+  if (len < sizeof(MsgHeader)) {
+    return core::error(Code::protocol, "message of ", len, " bytes is shorter than its ",
+                       sizeof(MsgHeader), "-byte header");
+  }
+  MsgHeader h;
+  std::memcpy(&h, data, sizeof(h));
+  if (h.version != kWireVersion) {
+    return core::error(Code::protocol, "message version ", int(h.version), " (expected ",
+                       kWireVersion, ")");
+  }
+  const size_t body = len - sizeof(MsgHeader);
+  switch (static_cast<MsgType>(h.type)) {
+    case MsgType::conn_req:
+      // RDM requests carry the sender's address; connection-manager requests carry none.
+      if (body != sizeof(ConnBody) && body != 0) {
+        return core::error(Code::protocol, "CONN_REQ body is ", body, " bytes, expected ",
+                           sizeof(ConnBody), " or 0");
+      }
+      break;
+    case MsgType::eager:
+      if (h.length != body) {
+        return core::error(Code::protocol, "eager message announces ", h.length,
+                           " bytes but carries ", body);
+      }
+      break;
+    case MsgType::conn_ack:
+    case MsgType::conn_reject:
+    case MsgType::cts:
+    case MsgType::abort:
+    case MsgType::close:
+      if (body != 0) {
+        return core::error(Code::protocol, "control message type ", int(h.type), " carries ",
+                           body, " unexpected bytes");
+      }
+      break;
+    default:
+      return core::error(Code::protocol, "unknown message type ", int(h.type));
+  }
+  return h;
+}
+
+Result<ConnBody> decode_conn_body(const uint8_t* data, size_t len) {
+  if (len != sizeof(ConnBody)) {
+    return core::error(Code::protocol, "connection request body is ", len, " bytes, expected ",
+                       sizeof(ConnBody));
+  }
+  ConnBody b;
+  std::memcpy(&b, data, sizeof(b));
+  if (b.address_bytes == 0 || b.address_bytes > kMaxAddressBytes) {
+    return core::error(Code::protocol, "connection request carries a ", b.address_bytes,
+                       "-byte address (1..", kMaxAddressBytes, " allowed)");
+  }
+  if (b.max_requests == 0) {
+    return core::error(Code::protocol, "connection request allows 0 outstanding requests");
+  }
+  return b;
+}
+
+std::vector<uint8_t> encode_key(const RemoteKey& k) {
+  KeyHeader hdr{};
+  hdr.magic = kKeyMagic;
+  hdr.version = kWireVersion;
+  hdr.rail_count = static_cast<uint8_t>(k.keys.size());
+  hdr.flags = k.virt_addr ? 1 : 0;
+  hdr.base = k.base;
+  hdr.length = k.length;
+  hdr.device_token = k.device_token;
+  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
+                           reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
+  for (uint64_t key : k.keys) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&key);
+    out.insert(out.end(), p, p + 8);
+  }
+  put_crc(out);
+  return out;
+}
+
+Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
+  if (bytes.size() < sizeof(KeyHeader) + 4) {
+    return core::error(Code::protocol, "remote key is truncated: ", bytes.size(), " bytes");
+  }
+  KeyHeader hdr;
+  std::memcpy(&hdr, bytes.data(), sizeof(hdr));
+  if (hdr.magic != kKeyMagic) return core::error(Code::protocol, "not a libxport remote key");
+  if (hdr.version != kWireVersion) {
+    return core::error(Code::protocol, "remote key version ", hdr.version, " is not supported");
+  }
+  if (hdr.rail_count == 0 || hdr.flags > 1) {
+    return core::error(Code::protocol, "remote key has ", int(hdr.rail_count), " rails and flags ",
+                       int(hdr.flags));
+  }
+  const size_t need = sizeof(KeyHeader) + size_t{hdr.rail_count} * 8 + 4;
+  if (bytes.size() != need) {
+    return core::error(Code::protocol, "remote key is ", bytes.size(), " bytes, expected ", need);
+  }
+  XPORT_RETURN_IF_ERROR(check_crc(bytes, "remote key"));
+  if (hdr.length == 0 || hdr.base + hdr.length < hdr.base) {
+    return core::error(Code::protocol, "remote key describes an invalid range: base 0x", std::hex,
+                       hdr.base, " length ", std::dec, hdr.length);
+  }
+  RemoteKey k;
+  k.virt_addr = hdr.flags & 1;
+  k.base = hdr.base;
+  k.length = hdr.length;
+  k.device_token = hdr.device_token;
+  for (int i = 0; i < hdr.rail_count; ++i) {
+    uint64_t key;
+    std::memcpy(&key, bytes.data() + sizeof(KeyHeader) + 8 * i, 8);
+    k.keys.push_back(key);
+  }
+  return k;
+}
+
+}  // namespace xport::proto

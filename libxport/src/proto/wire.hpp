@@ -1,0 +1,139 @@
+// Versioned, fixed-size, little-endian wire formats: the connection handle, the control and
+// eager messages, and exported remote keys. Every decoder validates lengths and ranges first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "xport/status.hpp"
+
+namespace xport::proto {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire formats are little-endian");
+
+inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
+inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr size_t kMaxAddressBytes = 256;
+inline constexpr size_t kProviderNameBytes = 32;
+
+uint32_t crc32(const uint8_t* data, size_t len);
+
+// ---- connection handle: what a listener gives the runtime to ship out of band ----
+struct HandleHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t header_bytes;   // sizeof(HandleHeader): lets a reader skip future fields
+  uint8_t endpoint_type;   // 0 rdm, 1 msg
+  uint8_t rail_count;      // rails described after the header (1 until multi-rail)
+  uint16_t address_bytes;  // length of each rail address
+  uint32_t reserved;
+  uint64_t listener_token; // names the listener inside its process
+  char provider[kProviderNameBytes];  // NUL-padded provider name
+};
+static_assert(sizeof(HandleHeader) == 56);
+static_assert(offsetof(HandleHeader, listener_token) == 16);
+static_assert(offsetof(HandleHeader, provider) == 24);
+
+struct Handle {
+  uint8_t endpoint_type = 0;
+  uint64_t listener_token = 0;
+  std::string provider;
+  std::vector<std::vector<uint8_t>> rail_addresses;
+};
+
+std::vector<uint8_t> encode_handle(const Handle& h);
+// Layout: HandleHeader, rail_count * address_bytes, then CRC-32 of everything before it.
+Result<Handle> decode_handle(std::span<const uint8_t> bytes);
+
+// ---- messages on the control path and eager payloads ----
+enum class MsgType : uint8_t {
+  conn_req = 1,    // sender -> listener: open a communicator
+  conn_ack = 2,    // listener -> sender: accepted, here is the receiver's comm id
+  conn_reject = 3, // listener -> sender: refused (reason in `aux`)
+  cts = 4,         // receiver -> sender: clear to send message `seq` into this buffer
+  eager = 5,       // sender -> receiver: message `seq` inline after the header
+  abort = 6,       // either way: message `seq` failed at the peer (reason in `aux`)
+  close = 7,       // either way: the communicator is closed
+};
+
+struct MsgHeader {
+  uint8_t type;        // MsgType
+  uint8_t version;     // kWireVersion
+  uint16_t dst_comm;   // comm id at the receiver of this message
+  uint16_t src_comm;   // comm id at the sender of this message
+  uint16_t slot;       // request slot the message refers to
+  uint64_t seq;        // message sequence number within the communicator
+  uint64_t length;     // payload / buffer length in bytes
+  uint64_t aux;        // type-specific: CTS remote address, reject/abort reason
+  uint64_t aux2;       // type-specific: CTS key; CONN_* listener token
+};
+static_assert(sizeof(MsgHeader) == 40);
+static_assert(offsetof(MsgHeader, seq) == 8);
+static_assert(offsetof(MsgHeader, aux2) == 32);
+
+// CONN_REQ body (after the header): who is asking and how to reach them.
+struct ConnBody {
+  uint16_t max_requests;
+  uint16_t address_bytes;
+  uint32_t reserved;
+  uint8_t address[kMaxAddressBytes];
+};
+static_assert(sizeof(ConnBody) == 264);
+
+// Validates a received message: size, version, type, and type-specific lengths.
+Result<MsgHeader> decode_header(const uint8_t* data, size_t len);
+Result<ConnBody> decode_conn_body(const uint8_t* data, size_t len);
+
+// ---- remote CQ data of a rendezvous write ----
+// Low 32 bits: (request_slot << 16) | receiver_comm_id, which routes the completion.
+// High 32 bits (providers with 8-byte CQ data): the message length, because several providers
+// (tcp, ofi_rxm, sockets) report len = 0 for remote writes; kLengthUnknown when it does not fit,
+// and the receiver then uses the completion's len (hardware providers report it).
+inline constexpr uint32_t kLengthUnknown = 0xffffffffu;
+inline uint64_t encode_cq_data(uint16_t comm, uint16_t slot, uint64_t length, size_t data_bytes) {
+  uint64_t d = (static_cast<uint64_t>(slot) << 16) | comm;
+  if (data_bytes >= 8) {
+    const uint64_t l = length < kLengthUnknown ? length : kLengthUnknown;
+    d |= l << 32;
+  }
+  return d;
+}
+struct CqData {
+  uint16_t comm;
+  uint16_t slot;
+  uint32_t length;  // kLengthUnknown, or 0 with 4-byte CQ data
+};
+inline CqData decode_cq_data(uint64_t d) {
+  return {static_cast<uint16_t>(d & 0xffff), static_cast<uint16_t>((d >> 16) & 0xffff),
+          static_cast<uint32_t>(d >> 32)};
+}
+
+// ---- exported remote keys ----
+struct KeyHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t rail_count;
+  uint8_t flags;        // bit 0: remote addresses are virtual (FI_MR_VIRT_ADDR)
+  uint64_t base;        // region address in the owner's process
+  uint64_t length;      // region length in bytes
+  uint64_t device_token; // identifies the device that registered it
+};
+static_assert(sizeof(KeyHeader) == 32);
+
+struct RemoteKey {
+  bool virt_addr = false;
+  uint64_t base = 0;
+  uint64_t length = 0;
+  uint64_t device_token = 0;
+  std::vector<uint64_t> keys;  // one per rail
+};
+
+std::vector<uint8_t> encode_key(const RemoteKey& k);
+Result<RemoteKey> decode_key(std::span<const uint8_t> bytes);
+
+}  // namespace xport::proto

@@ -1,0 +1,307 @@
+// xport-loopback: the main job on one machine. Two devices of one context (two endpoints), a
+// peer thread on the receiving side; send/recv and put/get from 1 B up to --bytes, every byte
+// verified; prints the counters and the bandwidth. Exit 0 only when everything matched.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "xport/xport.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string provider;
+  size_t max_bytes = 4 << 20;
+  int iterations = 8;
+  bool json = false;
+};
+
+uint8_t pattern(size_t size, int iter, size_t i) {
+  return static_cast<uint8_t>((i * 131 + size * 7 + iter * 29 + 1) & 0xff);
+}
+
+std::vector<size_t> sizes_up_to(size_t max) {
+  std::vector<size_t> out;
+  for (size_t s = 1; s <= max; s *= 4) out.push_back(s);
+  if (out.empty() || out.back() != max) out.push_back(max);
+  return out;
+}
+
+struct Failure {
+  std::string what;
+};
+
+template <typename T>
+T must(xport::Result<T> r, const std::string& what) {
+  if (!r.ok()) throw Failure{what + ": " + r.status().to_string()};
+  return std::move(r).value();
+}
+void must(const xport::Status& s, const std::string& what) {
+  if (!s.ok()) throw Failure{what + ": " + s.to_string()};
+}
+
+struct Phase {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t ops = 0;
+  double seconds = 0;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o;
+}
+
+void print_stats(const std::string& device, const xport::Stats& st, bool json, std::ostream& os,
+                 bool first) {
+  if (json) {
+    os << (first ? "" : ",") << "{\"device\":\"" << device << "\",\"endpoints\":[";
+    for (size_t i = 0; i < st.endpoints.size(); ++i) {
+      const auto& e = st.endpoints[i];
+      os << (i ? "," : "") << "{\"name\":\"" << json_escape(e.name) << "\"";
+      for (int op = 0; op < xport::kStatOps; ++op) {
+        os << ",\"" << xport::stat_op_name(op) << "_ops\":" << e.ops[op] << ",\""
+           << xport::stat_op_name(op) << "_bytes\":" << e.bytes[op];
+      }
+      os << ",\"posted\":" << e.posted << ",\"completed\":" << e.completed
+         << ",\"error_completions\":" << e.error_completions
+         << ",\"eagain_retries\":" << e.eagain_retries << "}";
+    }
+    os << "],\"cqs\":[";
+    for (size_t i = 0; i < st.cqs.size(); ++i) {
+      const auto& c = st.cqs[i];
+      os << (i ? "," : "") << "{\"name\":\"" << json_escape(c.name) << "\",\"polls\":" << c.polls
+         << ",\"empty_polls\":" << c.empty_polls << ",\"completions\":" << c.completions
+         << ",\"error_completions\":" << c.error_completions << ",\"max_batch\":" << c.max_batch
+         << "}";
+    }
+    os << "],\"routing_misses\":" << st.routing_misses << "}";
+    return;
+  }
+  char line[256];
+  os << "device " << device << "\n";
+  std::snprintf(line, sizeof(line), "  %-26s %6s %12s %14s %10s %8s %8s\n", "endpoint", "op",
+                "ops", "bytes", "completed", "errors", "eagain");
+  os << line;
+  for (const auto& e : st.endpoints) {
+    for (int op = 0; op < xport::kStatOps; ++op) {
+      if (e.ops[op] == 0) continue;
+      std::snprintf(line, sizeof(line), "  %-26s %6s %12llu %14llu %10llu %8llu %8llu\n",
+                    e.name.c_str(), xport::stat_op_name(op),
+                    static_cast<unsigned long long>(e.ops[op]),
+                    static_cast<unsigned long long>(e.bytes[op]),
+                    static_cast<unsigned long long>(e.completed),
+                    static_cast<unsigned long long>(e.error_completions),
+                    static_cast<unsigned long long>(e.eagain_retries));
+      os << line;
+    }
+  }
+  for (const auto& c : st.cqs) {
+    std::snprintf(line, sizeof(line),
+                  "  %-26s polls %llu empty %llu completions %llu errors %llu max_batch %llu\n",
+                  c.name.c_str(), static_cast<unsigned long long>(c.polls),
+                  static_cast<unsigned long long>(c.empty_polls),
+                  static_cast<unsigned long long>(c.completions),
+                  static_cast<unsigned long long>(c.error_completions),
+                  static_cast<unsigned long long>(c.max_batch));
+    os << line;
+  }
+  os << "  routing misses " << st.routing_misses << "\n";
+}
+
+int run(const Options& opt) {
+  xport::ContextOptions co;
+  co.provider = opt.provider;
+  co.peers_on_host = true;
+  auto ctx = must(xport::Context::open(co), "opening the context");
+  const auto& rep = ctx->provider();
+  auto dev_a = must(ctx->open_device(), "opening device A");
+  auto dev_b = must(ctx->open_device(), "opening device B");
+
+  const size_t max = opt.max_bytes;
+  // B receives messages into dst; puts land in target, a separate buffer, so A's one-sided phase
+  // never races B's verification of the last message.
+  std::vector<uint8_t> src(max), dst(max), check(max), target(max);
+  auto reg_src = must(dev_a->register_memory(src.data(), max), "registering A's buffer");
+  auto reg_chk = must(dev_a->register_memory(check.data(), max), "registering A's check buffer");
+  auto reg_dst = must(dev_b->register_memory(dst.data(), max), "registering B's buffer");
+  auto reg_target = must(dev_b->register_memory(target.data(), max), "registering B's target");
+
+  auto listener = must(dev_b->listen(), "listening on B");
+  const auto handle = listener->handle();
+  const auto sizes = sizes_up_to(max);
+  const auto deadline = [] { return xport::Deadline::from_knob(); };
+
+  // Peer thread: accepts, then receives and verifies every message in order.
+  std::string peer_error;
+  uint64_t peer_bytes = 0;
+  std::thread peer([&] {
+    try {
+      auto recv = must(listener->accept(deadline()), "accept on B");
+      for (size_t size : sizes) {
+        for (int it = 0; it < opt.iterations; ++it) {
+          auto req = must(recv->irecv(dst.data(), size, reg_dst), "irecv");
+          size_t got = must(recv->wait(req, deadline()), "receive of " + std::to_string(size) +
+                                                             " bytes");
+          if (got != size) {
+            throw Failure{"received " + std::to_string(got) + " bytes, expected " +
+                          std::to_string(size)};
+          }
+          for (size_t i = 0; i < size; ++i) {
+            if (dst[i] != pattern(size, it, i)) {
+              throw Failure{"send/recv data mismatch at byte " + std::to_string(i) + " of a " +
+                            std::to_string(size) + "-byte message"};
+            }
+          }
+          peer_bytes += got;
+        }
+      }
+      // Stay open (and progressing) until A finished its one-sided phase.
+      auto done_req = must(recv->irecv(dst.data(), 1, reg_dst), "final irecv");
+      must(recv->wait(done_req, deadline()), "final message");
+    } catch (const Failure& f) {
+      peer_error = f.what;
+    }
+  });
+
+  std::vector<Phase> phases;
+  std::string error;
+  try {
+    auto send = must(dev_a->connect(handle, deadline()), "connecting A to B");
+    Phase two{"send/recv"};
+    auto t0 = Clock::now();
+    for (size_t size : sizes) {
+      for (int it = 0; it < opt.iterations; ++it) {
+        for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it, i);
+        auto req = must(send->isend(src.data(), size, reg_src), "isend");
+        must(send->wait(req, deadline()), "send of " + std::to_string(size) + " bytes");
+        two.bytes += size;
+        two.ops += 1;
+      }
+    }
+    two.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    phases.push_back(two);
+
+    // One-sided: B's buffer is the target; its key travels out of band (here: memory).
+    auto remote = must(dev_a->import_key(reg_target.export_key()), "importing B's key");
+    auto win = must(xport::Window::open(*send), "opening a window");
+    Phase put{"put"}, get{"get"};
+    for (size_t size : sizes) {
+      for (int it = 0; it < opt.iterations; ++it) {
+        for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it + 1000, i);
+        auto p0 = Clock::now();
+        must(win->put(reg_src, 0, remote, 0, size), "put");
+        must(win->quiet(deadline()), "quiet after put");
+        put.seconds += std::chrono::duration<double>(Clock::now() - p0).count();
+        put.bytes += size;
+        put.ops += 1;
+        auto g0 = Clock::now();
+        must(win->get(reg_chk, 0, remote, 0, size), "get");
+        must(win->quiet(deadline()), "quiet after get");
+        get.seconds += std::chrono::duration<double>(Clock::now() - g0).count();
+        get.bytes += size;
+        get.ops += 1;
+        if (std::memcmp(check.data(), src.data(), size) != 0) {
+          throw Failure{"put/get data mismatch for a " + std::to_string(size) + "-byte transfer"};
+        }
+      }
+    }
+    phases.push_back(put);
+    phases.push_back(get);
+    src[0] = 1;
+    auto fin = must(send->isend(src.data(), 1, reg_src), "final isend");
+    must(send->wait(fin, deadline()), "final send");
+  } catch (const Failure& f) {
+    error = f.what;
+  }
+  peer.join();
+  if (!peer_error.empty()) error = error.empty() ? "peer: " + peer_error
+                                                  : error + " (peer: " + peer_error + ")";
+
+  std::ostringstream os;
+  if (opt.json) {
+    os << "{\"provider\":\"" << json_escape(rep.caps.provider) << "\",\"domain\":\""
+       << json_escape(rep.caps.domain) << "\",\"reason\":\"" << json_escape(rep.reason)
+       << "\",\"ok\":" << (error.empty() ? "true" : "false") << ",\"error\":\""
+       << json_escape(error) << "\",\"phases\":[";
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const auto& p = phases[i];
+      os << (i ? "," : "") << "{\"name\":\"" << p.name << "\",\"ops\":" << p.ops
+         << ",\"bytes\":" << p.bytes << ",\"seconds\":" << p.seconds
+         << ",\"bw_bytes_per_s\":" << (p.seconds > 0 ? p.bytes / p.seconds : 0) << "}";
+    }
+    os << "],\"stats\":[";
+    print_stats("A", dev_a->stats(), true, os, true);
+    print_stats("B", dev_b->stats(), true, os, false);
+    os << "]}\n";
+  } else {
+    os << "xport-loopback " << xport::version() << ": provider " << rep.caps.provider
+       << " domain " << rep.caps.domain << "\n  why: " << rep.reason << "\n";
+    os << "sizes 1 B .. " << max << " B, " << opt.iterations << " iterations each\n\n";
+    char line[160];
+    std::snprintf(line, sizeof(line), "%-10s %8s %14s %10s %12s\n", "phase", "ops", "bytes",
+                  "seconds", "MB/s");
+    os << line;
+    for (const auto& p : phases) {
+      std::snprintf(line, sizeof(line), "%-10s %8llu %14llu %10.4f %12.1f\n", p.name.c_str(),
+                    static_cast<unsigned long long>(p.ops),
+                    static_cast<unsigned long long>(p.bytes), p.seconds,
+                    p.seconds > 0 ? p.bytes / p.seconds / 1e6 : 0.0);
+      os << line;
+    }
+    os << "\n";
+    print_stats("A", dev_a->stats(), false, os, true);
+    print_stats("B", dev_b->stats(), false, os, false);
+    os << (error.empty() ? "\nOK: every byte verified\n" : "\nFAILED: " + error + "\n");
+  }
+  std::cout << os.str();
+  if (!error.empty()) std::cerr << "xport-loopback: " << error << "\n";
+  return error.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xport-loopback: send/recv and put/get through every layer on this host, verified"};
+  Options opt;
+  std::string bytes = "4M";
+  app.add_option("--provider", opt.provider, "libfabric provider (default: XPORT_PROVIDER, else "
+                                             "shm or the best local provider)");
+  app.add_option("--bytes", bytes, "largest transfer (e.g. 4M, 64K, 1000)");
+  app.add_option("--iterations", opt.iterations, "transfers per size")->check(CLI::Range(1, 100000));
+  app.add_flag("--json", opt.json, "one JSON object instead of tables");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(bytes.c_str(), &end, 10);
+  std::string suf(end);
+  if (suf == "K" || suf == "k") v <<= 10;
+  else if (suf == "M") v <<= 20;
+  else if (suf == "G") v <<= 30;
+  else if (!suf.empty() || end == bytes.c_str() || v == 0) {
+    std::cerr << "xport-loopback: --bytes '" << bytes << "' is not a size (examples: 8, 4K, 1M)\n";
+    return 2;
+  }
+  if (v > (1ull << 32)) {
+    std::cerr << "xport-loopback: --bytes " << bytes << " is larger than 4 GiB\n";
+    return 2;
+  }
+  opt.max_bytes = v;
+  return run(opt);
+}
