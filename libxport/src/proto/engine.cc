@@ -32,6 +32,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const fi_info* info, const Capabili
   e->caps_ = caps;
   e->cq_data_bytes_ = info->domain_attr->cq_data_size;
   e->inject_size_ = info->tx_attr->inject_size;
+  e->rx_cq_data_mode_ = (info->mode & FI_RX_CQ_DATA) != 0;
   e->device_token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   if (config.eager_max + sizeof(MsgHeader) < sizeof(MsgHeader) + sizeof(ConnBody)) {
     e->config_.eager_max = sizeof(ConnBody);  // a buffer must hold a connection request
@@ -187,7 +188,8 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
     {
       on_write_data(e.data, e.len);
       // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
-      if (ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
+      // Otherwise op_context is undefined for remote completions and must not be read.
+      if (rx_cq_data_mode_ && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
         auto* ch = static_cast<pool::Channel*>(ctx->owner);
         repost(ch, &ch->rx->at(ctx->index));
       }
@@ -235,7 +237,9 @@ void Engine::on_error(void* context, Status status) {
       auto* ch = static_cast<pool::Channel*>(ctx->owner);
       ch->endpoint->counters().error_completions.add();
       XPORT_LOG(debug, "receive buffer error on ", ch->label, ": ", status.to_string());
-      if (status.code() == Code::peer_lost || ch->failed) {
+      // A connected endpoint serves one peer: its loss fails that channel. The shared RDM
+      // endpoint serves every peer: one peer's failure must not stop receives for the others.
+      if (ch != rail_->shared_channel() && (status.code() == Code::peer_lost || ch->failed)) {
         fail_channel(ch, status);
       } else {
         repost(ch, &ch->rx->at(ctx->index));

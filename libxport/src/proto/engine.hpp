@@ -246,6 +246,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t device_token_ = 0;
   size_t cq_data_bytes_ = 0;
   size_t inject_size_ = 0;
+  bool rx_cq_data_mode_ = false;  // writes with data consume a posted receive
   mutable std::mutex mu_;
   bool in_progress_ = false;
 

@@ -1,0 +1,18 @@
+// Fuzzes the connection-handle and remote-key decoders: any bytes, no crash, no overread.
+#include <cstddef>
+#include <cstdint>
+
+#include "proto/wire.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::span<const uint8_t> bytes(data, size);
+  auto h = xport::proto::decode_handle(bytes);
+  if (h.ok()) {
+    // A handle that decodes must re-encode to the same bytes.
+    auto again = xport::proto::encode_handle(*h);
+    if (again.size() != size) __builtin_trap();
+  }
+  auto k = xport::proto::decode_key(bytes);
+  if (k.ok() && k->length == 0) __builtin_trap();
+  return 0;
+}

@@ -1,0 +1,141 @@
+// Child processes and hex helpers for the integration tests.
+#include "harness.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+extern char** environ;
+
+namespace xport::test {
+
+std::string to_hex(const std::vector<uint8_t>& b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t c : b) {
+    s += d[c >> 4];
+    s += d[c & 15];
+  }
+  return s;
+}
+
+std::vector<uint8_t> from_hex(const std::string& s) {
+  std::vector<uint8_t> out;
+  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(v(s[i]) * 16 + v(s[i + 1]));
+  return out;
+}
+
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env) {
+  ChildProcess c;
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return c;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
+  for (const auto& e : env) envs.push_back(e);
+  std::vector<char*> envp;
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    return c;
+  }
+  c.pid_ = pid;
+  c.in_ = in[1];
+  c.out_ = out[0];
+  return c;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& o) noexcept
+    : pid_(o.pid_), in_(o.in_), out_(o.out_), buffer_(std::move(o.buffer_)) {
+  o.pid_ = o.in_ = o.out_ = -1;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (in_ >= 0) close(in_);
+  if (out_ >= 0) close(out_);
+}
+
+std::string ChildProcess::read_line(int timeout_ms, std::string* error) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    until - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      *error = "no line from the peer process within " + std::to_string(timeout_ms) + " ms";
+      return {};
+    }
+    pollfd p{out_, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(out_, buf, sizeof(buf));
+    if (n <= 0) {
+      *error = "the peer process closed its output (exited?)";
+      return {};
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+bool ChildProcess::write_line(const std::string& line) {
+  std::string l = line + "\n";
+  return ::write(in_, l.data(), l.size()) == static_cast<ssize_t>(l.size());
+}
+
+void ChildProcess::kill_now() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+int ChildProcess::wait_exit(int timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int st = 0;
+    pid_t r = waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      return -1;
+    }
+    pollfd p{out_, 0, 0};
+    poll(&p, 0, 10);  // a bounded pause between reaps, not synchronisation
+  }
+}
+
+}  // namespace xport::test

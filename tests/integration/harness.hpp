@@ -1,0 +1,68 @@
+// Shared by the integration tests and their peer process: data patterns, message sizes,
+// hex encoding of handles and keys, and a child process with line I/O under deadlines.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace xport::test {
+
+inline uint8_t pattern_byte(uint64_t msg, size_t i) {
+  uint64_t x = (msg + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull);
+  return static_cast<uint8_t>((x >> 29) ^ (x >> 47) ^ i);
+}
+
+inline void fill(uint8_t* p, size_t n, uint64_t msg) {
+  for (size_t i = 0; i < n; ++i) p[i] = pattern_byte(msg, i);
+}
+
+// Index of the first wrong byte, or -1.
+inline long long first_mismatch(const uint8_t* p, size_t n, uint64_t msg) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != pattern_byte(msg, i)) return static_cast<long long>(i);
+  return -1;
+}
+
+// Random sizes both sides derive from one seed: mostly small (eager), some rendezvous.
+inline std::vector<size_t> message_sizes(uint32_t seed, size_t count, size_t max) {
+  std::mt19937 rng(seed);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t r = rng();
+    size_t s = (r % 10 == 0) ? rng() % (max + 1) : rng() % 4097;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string to_hex(const std::vector<uint8_t>& b);
+std::vector<uint8_t> from_hex(const std::string& s);
+
+class ChildProcess {
+ public:
+  // Starts `argv` with extra environment entries; stdin/stdout are pipes.
+  static ChildProcess spawn(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env);
+  ~ChildProcess();
+  ChildProcess(ChildProcess&& o) noexcept;
+  ChildProcess& operator=(ChildProcess&&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  // A line from the child's stdout, or an empty string with `error` set at the deadline/EOF.
+  std::string read_line(int timeout_ms, std::string* error);
+  bool write_line(const std::string& line);
+  void kill_now();
+  // Exit status, or -1 when it did not exit in time (then it is killed).
+  int wait_exit(int timeout_ms);
+
+ private:
+  ChildProcess() = default;
+  int pid_ = -1;
+  int in_ = -1;   // to the child's stdin
+  int out_ = -1;  // from the child's stdout
+  std::string buffer_;
+};
+
+}  // namespace xport::test
