@@ -62,7 +62,10 @@ case "$mode" in
         python3 scripts/run-tests.py "$build_dir-asan" || status=1
     fi
     if [ "${XPORT_SKIP_FUZZ:-0}" != 1 ]; then
+      # The library is instrumented too (fuzzer-no-link), or the fuzzer would be nearly blind.
       CC=clang CXX=clang++ configure_build "$build_dir-fuzz" -Dfuzz=true -Dtests=disabled \
+        -Dcpp_args=-fsanitize=fuzzer-no-link,address,undefined \
+        -Dcpp_link_args=-fsanitize=address,undefined \
         -Dexporter=disabled -Dcuda=disabled -Db_lundef=false
       python3 scripts/run-fuzz.py "$build_dir-fuzz" "${XPORT_FUZZ_SECONDS:-30}" || status=1
     fi

@@ -10,6 +10,7 @@
 #include "xport/region.hpp"
 #include "xport/stats.hpp"
 #include "xport/status.hpp"
+#include "xport/topology.hpp"
 #include "xport/window.hpp"
 
 namespace xport {

@@ -1,0 +1,298 @@
+// xport-bench: latency, bandwidth and message rate of send/recv and put between two processes
+// on this host (local mode: it spawns its own peer). One JSON object per measured point with
+// --json. Two-host and MPI modes, get/atomics and sweeps over rails come with later issues.
+#include <CLI/CLI.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "xport/xport.hpp"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace xport;
+
+struct Options {
+  std::string op = "send";
+  std::vector<size_t> sizes{8};
+  std::string provider;
+  int iterations = 10000;
+  int warmup = 1000;
+  int window = 16;
+  bool json = false;
+  bool check = false;
+  std::string role = "client";
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::cerr << "xport-bench: " << what << "\n";
+  std::exit(1);
+}
+template <typename T>
+T must(Result<T> r, const std::string& what) {
+  if (!r.ok()) die(what + ": " + r.status().to_string());
+  return std::move(r).value();
+}
+void must(const Status& s, const std::string& what) {
+  if (!s.ok()) die(what + ": " + s.to_string());
+}
+
+bool parse_size(const std::string& t, size_t* out) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+  if (end == t.c_str()) return false;
+  std::string suf(end);
+  if (suf == "K" || suf == "k") v <<= 10;
+  else if (suf == "M") v <<= 20;
+  else if (suf == "G") v <<= 30;
+  else if (!suf.empty()) return false;
+  *out = v;
+  return true;
+}
+
+std::string hex(const std::vector<uint8_t>& b) {
+  std::string s;
+  char t[3];
+  for (uint8_t c : b) {
+    std::snprintf(t, sizeof(t), "%02x", c);
+    s += t;
+  }
+  return s;
+}
+std::vector<uint8_t> unhex(const std::string& s) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(std::stoi(s.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+Deadline dl() { return Deadline::after(std::chrono::seconds(60)); }
+
+// The peer: accepts, then serves each measured point (echo for send, target for put).
+int run_peer(const Options& opt, Device& dev) {
+  const size_t max = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+  std::vector<uint8_t> buf(std::max<size_t>(max, 8));
+  auto reg = must(dev.register_memory(buf.data(), buf.size()), "register");
+  auto listener = must(dev.listen(), "listen");
+  std::cout << "HANDLE " << hex(listener->handle()) << "\nKEY " << hex(reg.export_key())
+            << std::endl;
+  auto recv = must(listener->accept(dl()), "accept");
+  std::string line;
+  if (!std::getline(std::cin, line) || line.rfind("HANDLE ", 0) != 0) die("no client handle");
+  auto send = must(dev.connect(unhex(line.substr(7)), dl()), "connect back");
+  for (size_t size : opt.sizes) {
+    const int n = opt.warmup + opt.iterations;
+    if (opt.op == "send") {
+      for (int i = 0; i < n; ++i) {  // ping-pong
+        auto r = must(recv->irecv(buf.data(), size, reg), "irecv");
+        must(recv->wait(r, dl()), "recv");
+        auto s = must(send->isend(buf.data(), size, reg), "isend");
+        must(send->wait(s, dl()), "send");
+      }
+    }
+    // Both ops end a point with a 1-byte message from the client, answered with one.
+    auto r = must(recv->irecv(buf.data(), buf.size(), reg), "irecv");
+    must(recv->wait(r, dl()), "end of point");
+    auto s = must(send->isend(buf.data(), 1, reg), "isend");
+    must(send->wait(s, dl()), "ack");
+  }
+  return 0;
+}
+
+struct Point {
+  size_t size;
+  double p50_us, p99_us, max_us, bw, rate;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int run_client(const Options& opt, const char* self) {
+  // Spawn the peer with pipes on its stdin/stdout.
+  int to_peer[2], from_peer[2];
+  if (pipe(to_peer) != 0 || pipe(from_peer) != 0) die("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, to_peer[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from_peer[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to_peer[1]);
+  posix_spawn_file_actions_addclose(&fa, from_peer[0]);
+  std::vector<std::string> args{self, "--role", "peer", "--op", opt.op, "--iterations",
+                                std::to_string(opt.iterations), "--warmup",
+                                std::to_string(opt.warmup)};
+  std::string sizes;
+  for (size_t s : opt.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+  args.push_back("--size");
+  args.push_back(sizes);
+  if (!opt.provider.empty()) {
+    args.push_back("--provider");
+    args.push_back(opt.provider);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, self, &fa, nullptr, argv.data(), environ) != 0) die("cannot spawn peer");
+  close(to_peer[0]);
+  close(from_peer[1]);
+  FILE* in = fdopen(from_peer[0], "r");
+  FILE* out = fdopen(to_peer[1], "w");
+  char line[8192];
+  std::string handle, key;
+  for (int i = 0; i < 2 && std::fgets(line, sizeof(line), in); ++i) {
+    std::string l(line);
+    l.erase(l.find_last_not_of("\r\n") + 1);
+    if (l.rfind("HANDLE ", 0) == 0) handle = l.substr(7);
+    if (l.rfind("KEY ", 0) == 0) key = l.substr(4);
+  }
+  if (handle.empty() || key.empty()) die("the peer did not start (see its error above)");
+
+  ContextOptions co;
+  co.provider = opt.provider;
+  co.peers_on_host = true;
+  auto ctx = must(Context::open(co), "context");
+  auto dev = must(ctx->open_device(), "device");
+  const auto& caps = dev->capabilities();
+  auto send = must(dev->connect(unhex(handle), dl()), "connect");
+  auto listener = must(dev->listen(), "listen");
+  std::fprintf(out, "HANDLE %s\n", hex(listener->handle()).c_str());
+  std::fflush(out);
+  auto recv = must(listener->accept(dl()), "accept");
+  auto remote = must(dev->import_key(unhex(key)), "import key");
+  auto win = must(Window::open(*send), "window");
+  const size_t max = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+  std::vector<uint8_t> buf(std::max<size_t>(max, 8), 0x5a);
+  auto reg = must(dev->register_memory(buf.data(), buf.size()), "register");
+
+  std::vector<Point> points;
+  for (size_t size : opt.sizes) {
+    std::vector<double> lat;
+    lat.reserve(opt.iterations);
+    const int n = opt.warmup + opt.iterations;
+    Clock::time_point start;
+    if (opt.op == "send") {
+      for (int i = 0; i < n; ++i) {
+        if (i == opt.warmup) start = Clock::now();
+        auto t0 = Clock::now();
+        auto s = must(send->isend(buf.data(), size, reg), "isend");
+        auto r = must(recv->irecv(buf.data(), size, reg), "irecv");
+        must(send->wait(s, dl()), "send");
+        must(recv->wait(r, dl()), "recv");
+        if (i >= opt.warmup) {
+          lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2);
+        }
+      }
+    } else {  // put: `window` puts in flight, then quiet; latency = one put + quiet
+      for (int i = 0; i < opt.warmup; ++i) {
+        must(win->put(reg, 0, remote, 0, size), "put");
+        must(win->quiet(dl()), "quiet");
+      }
+      for (int i = 0; i < std::min(opt.iterations, 1000); ++i) {
+        auto t0 = Clock::now();
+        must(win->put(reg, 0, remote, 0, size), "put");
+        must(win->quiet(dl()), "quiet");
+        lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+      start = Clock::now();
+      for (int i = 0; i < opt.iterations; i += opt.window) {
+        for (int j = 0; j < opt.window && i + j < opt.iterations; ++j) {
+          must(win->put(reg, 0, remote, 0, size), "put");
+        }
+        must(win->quiet(dl()), "quiet");
+      }
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    auto s = must(send->isend(buf.data(), 1, reg), "end of point");
+    must(send->wait(s, dl()), "end of point");
+    auto r = must(recv->irecv(buf.data(), buf.size(), reg), "ack");
+    must(recv->wait(r, dl()), "ack");
+    const double msgs = opt.iterations * (opt.op == "send" ? 2.0 : 1.0);
+    points.push_back(Point{size, percentile(lat, 0.5), percentile(lat, 0.99),
+                           lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end()),
+                           size * msgs / secs, msgs / secs});
+  }
+  std::fclose(out);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("the peer process failed");
+
+  if (!opt.json) {
+    std::printf("xport-bench %s: op %s, provider %s, domain %s, 1 rail, %d iterations\n",
+                version(), opt.op.c_str(), caps.provider.c_str(), caps.domain.c_str(),
+                opt.iterations);
+    std::printf("%10s %10s %10s %10s %14s %12s\n", "size", "p50_us", "p99_us", "max_us",
+                "MB/s", "msg/s");
+  }
+  for (const auto& p : points) {
+    if (opt.json) {
+      std::printf(
+          "{\"op\":\"%s\",\"size\":%zu,\"rails\":1,\"provider\":\"%s\",\"lat_us_p50\":%.3f,"
+          "\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,"
+          "\"iterations\":%d}\n",
+          opt.op.c_str(), p.size, caps.provider.c_str(), p.p50_us, p.p99_us, p.max_us, p.bw,
+          p.rate, opt.iterations);
+    } else {
+      std::printf("%10zu %10.2f %10.2f %10.2f %14.1f %12.0f\n", p.size, p.p50_us, p.p99_us,
+                  p.max_us, p.bw / 1e6, p.rate);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xport-bench: latency and bandwidth between two processes on this host"};
+  Options opt;
+  std::string sizes = "8";
+  app.add_option("--op", opt.op, "send (ping-pong) or put")->check(CLI::IsMember({"send", "put"}));
+  app.add_option("--size", sizes, "sizes, comma-separated: 8,4K,1M");
+  app.add_option("--provider", opt.provider, "libfabric provider (default: as Context chooses)");
+  app.add_option("--iterations", opt.iterations, "measured iterations per size")
+      ->check(CLI::Range(1, 100000000));
+  app.add_option("--warmup", opt.warmup, "unmeasured iterations first")->check(CLI::Range(0, 100000000));
+  app.add_option("--window", opt.window, "puts in flight per quiet")->check(CLI::Range(1, 256));
+  app.add_flag("--json", opt.json, "one JSON object per measured point");
+  app.add_option("--role", opt.role, "internal: client or peer")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  opt.sizes.clear();
+  std::stringstream ss(sizes);
+  std::string t;
+  while (std::getline(ss, t, ',')) {
+    size_t v;
+    if (!parse_size(t, &v) || v == 0) {
+      std::cerr << "xport-bench: --size '" << t << "' is not a size (examples: 8, 4K, 1M)\n";
+      return 2;
+    }
+    opt.sizes.push_back(v);
+  }
+  if (opt.role == "peer") {
+    ContextOptions co;
+    co.provider = opt.provider;
+    co.peers_on_host = true;
+    auto ctx = must(Context::open(co), "context");
+    auto dev = must(ctx->open_device(), "device");
+    return run_peer(opt, *dev);
+  }
+  // Spawn ourselves as the peer: /proc/self/exe works however we were started.
+  return run_client(opt, "/proc/self/exe");
+}
