@@ -34,6 +34,8 @@ class BufferPool {
   size_t size() const { return size_; }
   size_t available() const { return free_.size(); }
   void* desc() const { return mr_ ? mr_->desc() : nullptr; }
+  // Closes the registration now (the memory stays until the pool is destroyed).
+  void close_registration() { mr_.reset(); }
 
  private:
   BufferPool() = default;

@@ -11,7 +11,14 @@
 namespace xport::pool {
 
 struct Channel {
-  // Owned only for connected endpoints; declared before the pools so the pools' MRs close first.
+  Channel() = default;
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+  // Teardown order: cancel posted receives; under FI_MR_ENDPOINT close the pools' MRs (bound to
+  // the endpoint) before it, else after it; free the buffers' memory only when both are gone.
+  ~Channel();
+
+  // Owned by the rail's shared channel and by connected channels; peer channels borrow.
   std::unique_ptr<fabric::Endpoint> owned_endpoint;
   std::unique_ptr<memory::BufferPool> owned_rx;
   std::unique_ptr<memory::BufferPool> owned_tx;
@@ -21,6 +28,7 @@ struct Channel {
   memory::BufferPool* tx = nullptr;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   int refs = 0;
+  bool mr_endpoint = false;  // the provider binds MRs to endpoints (FI_MR_ENDPOINT)
   bool connected = false;  // connected endpoints: FI_CONNECTED seen
   bool failed = false;     // shutdown or fatal error: every comm on it fails
   std::string failure;

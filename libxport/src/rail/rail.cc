@@ -14,6 +14,7 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   XPORT_ASSIGN_OR_RETURN(r->av_, fabric::AddressVector::open(*r->domain_));
   auto ch = std::make_unique<pool::Channel>();
   ch->label = "rail " + r->name();
+  ch->mr_endpoint = (r->domain_->mr_mode() & FI_MR_ENDPOINT) != 0;
   XPORT_ASSIGN_OR_RETURN(ch->owned_endpoint,
                          fabric::Endpoint::open(*r->domain_, r->domain_->info(), *r->cq_,
                                                 r->av_.get(), "rail " + r->name()));
@@ -52,6 +53,7 @@ Result<std::unique_ptr<pool::Channel>> Rail::open_connected_channel(fi_info* inf
                                                                     size_t tx) {
   auto ch = std::make_unique<pool::Channel>();
   ch->label = "rail " + name() + " connection";
+  ch->mr_endpoint = (domain_->mr_mode() & FI_MR_ENDPOINT) != 0;
   XPORT_ASSIGN_OR_RETURN(ch->owned_endpoint,
                          fabric::Endpoint::open(*domain_, info, *cq_, nullptr, ch->label));
   ch->endpoint = ch->owned_endpoint.get();

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs libxport into a scratch root and builds the README example outside the tree twice:
+# with `pkg-config --static --cflags --libs xport`, and with CMake's find_package(xport).
+# Both programs must run and move data.
+set -euo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet
+prefix=$(meson introspect "$build" --buildoptions |
+  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
+root="$tmp$prefix"
+pc=$(find "$root" -name xport.pc | head -1)
+[ -n "$pc" ] || { echo "FAIL: xport.pc was not installed"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc")
+flags=$(pkg-config --define-variable=prefix="$root" --static --cflags --libs xport)
+echo "pkg-config --static --cflags --libs xport: $flags"
+c++ -std=c++20 -Wall -Wextra -Werror "$src/examples/hello_xport.cc" $flags -o "$tmp/hello-pc"
+"$tmp/hello-pc" | tee "$tmp/out-pc"
+grep -q "received 20 bytes: hello over libxport" "$tmp/out-pc"
+cmake -S "$src/examples" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$root" >"$tmp/cmake.log" 2>&1 ||
+  { cat "$tmp/cmake.log"; exit 1; }
+cmake --build "$tmp/cmake" >"$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cmake-build.log"; exit 1; }
+"$tmp/cmake/hello_xport" | tee "$tmp/out-cmake"
+grep -q "put: ok" "$tmp/out-cmake"
+echo "install check: pkg-config and CMake consumers built and ran"
