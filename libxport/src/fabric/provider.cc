@@ -149,18 +149,6 @@ Capabilities describe(const fi_info* info) {
   return c;
 }
 
-std::string to_string(const Capabilities& c) {
-  std::string mr;
-  for (const auto& m : c.mr_mode) mr += (mr.empty() ? "" : "|") + m;
-  return core::str("provider ", c.provider, " fabric ", c.fabric, " domain ", c.domain, " (",
-                   c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " hmem ", c.hmem,
-                   " fence ", c.fence, " remote_cq_data ", c.remote_cq_data_size,
-                   "B\n  mr_mode ", mr.empty() ? "none" : mr, "\n  progress data ",
-                   c.data_progress, " control ", c.control_progress, " threading ", c.threading,
-                   "\n  inject ", c.inject_size, "B max_msg ", c.max_msg_size, "B iov ",
-                   c.iov_limit, " rma_iov ", c.rma_iov_limit);
-}
-
 Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   // Gather candidates for both endpoint types and both progress modes.
   std::vector<InfoPtr> lists;
@@ -270,3 +258,19 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
 }
 
 }  // namespace xport::fabric
+
+namespace xport {
+
+std::string to_string(const Capabilities& c) {
+  std::string mr;
+  for (const auto& m : c.mr_mode) mr += (mr.empty() ? "" : "|") + m;
+  return core::str("provider ", c.provider, " fabric ", c.fabric, " domain ", c.domain, " (",
+                   c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " hmem ", c.hmem,
+                   " fence ", c.fence, " remote_cq_data ", c.remote_cq_data_size,
+                   "B\n  mr_mode ", mr.empty() ? "none" : mr, "\n  progress data ",
+                   c.data_progress, " control ", c.control_progress, " threading ", c.threading,
+                   "\n  inject ", c.inject_size, "B max_msg ", c.max_msg_size, "B iov ",
+                   c.iov_limit, " rma_iov ", c.rma_iov_limit);
+}
+
+}  // namespace xport
