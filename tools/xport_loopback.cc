@@ -93,19 +93,19 @@ void print_stats(const std::string& device, const xport::Stats& st, bool json, s
   }
   char line[256];
   os << "device " << device << "\n";
-  std::snprintf(line, sizeof(line), "  %-26s %6s %12s %14s %10s %8s %8s\n", "endpoint", "op",
-                "ops", "bytes", "completed", "errors", "eagain");
-  os << line;
   for (const auto& e : st.endpoints) {
+    std::snprintf(line, sizeof(line),
+                  "  %s: posted %llu completed %llu error completions %llu eagain retries %llu\n",
+                  e.name.c_str(), static_cast<unsigned long long>(e.posted),
+                  static_cast<unsigned long long>(e.completed),
+                  static_cast<unsigned long long>(e.error_completions),
+                  static_cast<unsigned long long>(e.eagain_retries));
+    os << line;
     for (int op = 0; op < xport::kStatOps; ++op) {
       if (e.ops[op] == 0) continue;
-      std::snprintf(line, sizeof(line), "  %-26s %6s %12llu %14llu %10llu %8llu %8llu\n",
-                    e.name.c_str(), xport::stat_op_name(op),
-                    static_cast<unsigned long long>(e.ops[op]),
-                    static_cast<unsigned long long>(e.bytes[op]),
-                    static_cast<unsigned long long>(e.completed),
-                    static_cast<unsigned long long>(e.error_completions),
-                    static_cast<unsigned long long>(e.eagain_retries));
+      std::snprintf(line, sizeof(line), "    %-6s %10llu ops %14llu bytes\n",
+                    xport::stat_op_name(op), static_cast<unsigned long long>(e.ops[op]),
+                    static_cast<unsigned long long>(e.bytes[op]));
       os << line;
     }
   }
