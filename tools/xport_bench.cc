@@ -112,7 +112,7 @@ int run_peer(const Options& opt, Device& dev) {
 
 struct Point {
   size_t size;
-  double p50_us, p99_us, max_us, bw, rate;
+  double p50_us, p99_us, max_us, mean_us, bw, rate;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -222,9 +222,11 @@ int run_client(const Options& opt, const char* self) {
     auto r = must(recv->irecv(buf.data(), buf.size(), reg), "ack");
     must(recv->wait(r, dl()), "ack");
     const double msgs = opt.iterations * (opt.op == "send" ? 2.0 : 1.0);
+    double sum = 0;
+    for (double v : lat) sum += v;
     points.push_back(Point{size, percentile(lat, 0.5), percentile(lat, 0.99),
                            lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end()),
-                           size * msgs / secs, msgs / secs});
+                           lat.empty() ? 0 : sum / lat.size(), size * msgs / secs, msgs / secs});
   }
   std::fclose(out);
   int st = 0;
@@ -235,20 +237,20 @@ int run_client(const Options& opt, const char* self) {
     std::printf("xport-bench %s: op %s, provider %s, domain %s, 1 rail, %d iterations\n",
                 version(), opt.op.c_str(), caps.provider.c_str(), caps.domain.c_str(),
                 opt.iterations);
-    std::printf("%10s %10s %10s %10s %14s %12s\n", "size", "p50_us", "p99_us", "max_us",
-                "MB/s", "msg/s");
+    std::printf("%10s %10s %10s %10s %10s %14s %12s\n", "size", "p50_us", "p99_us", "max_us",
+                "mean_us", "MB/s", "msg/s");
   }
   for (const auto& p : points) {
     if (opt.json) {
       std::printf(
           "{\"op\":\"%s\",\"size\":%zu,\"rails\":1,\"provider\":\"%s\",\"lat_us_p50\":%.3f,"
-          "\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,"
-          "\"iterations\":%d}\n",
-          opt.op.c_str(), p.size, caps.provider.c_str(), p.p50_us, p.p99_us, p.max_us, p.bw,
-          p.rate, opt.iterations);
+          "\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"lat_us_mean\":%.3f,\"bw_bytes_per_s\":%.0f,"
+          "\"msg_per_s\":%.0f,\"iterations\":%d}\n",
+          opt.op.c_str(), p.size, caps.provider.c_str(), p.p50_us, p.p99_us, p.max_us, p.mean_us,
+          p.bw, p.rate, opt.iterations);
     } else {
-      std::printf("%10zu %10.2f %10.2f %10.2f %14.1f %12.0f\n", p.size, p.p50_us, p.p99_us,
-                  p.max_us, p.bw / 1e6, p.rate);
+      std::printf("%10zu %10.2f %10.2f %10.2f %10.2f %14.1f %12.0f\n", p.size, p.p50_us,
+                  p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate);
     }
   }
   return 0;
