@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "xport/context.hpp"
 #include "xport/topology.hpp"
 
 namespace {
@@ -41,7 +42,7 @@ int run(int argc, char** argv) {
   using namespace xport::topology;
   xport::Result<Topology> topo = xport::Status(xport::Code::internal, "unset");
   if (input.empty()) {
-    topo = discover();
+    topo = discover(xport::provider_nics());
   } else {
     Format f = format_name == "hwloc"  ? Format::hwloc_xml
                : format_name == "nccl" ? Format::nccl_xml

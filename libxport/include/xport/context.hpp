@@ -10,6 +10,7 @@
 #include "xport/region.hpp"
 #include "xport/stats.hpp"
 #include "xport/status.hpp"
+#include "xport/topology.hpp"
 #include "xport/window.hpp"
 
 namespace xport {
@@ -22,6 +23,11 @@ struct ContextOptions {
 };
 
 class Device;
+
+// The PCI NICs libfabric reports on this host (its fi_info->nic bus attributes), for
+// topology::discover(): they tie a provider's domain to a PCI function and let Ethernet NICs
+// that libfabric drives count as NICs.
+std::vector<topology::ProviderNic> provider_nics();
 
 class Context {
  public:

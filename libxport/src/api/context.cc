@@ -8,6 +8,12 @@
 
 namespace xport {
 
+std::vector<topology::ProviderNic> provider_nics() {
+  std::vector<topology::ProviderNic> out;
+  for (const auto& a : fabric::nic_attributes()) out.push_back({a.domain, a.pci, a.provider});
+  return out;
+}
+
 struct Context::State {
   fabric::InfoPtr info;
   ProviderReport report;

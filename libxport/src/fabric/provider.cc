@@ -6,6 +6,7 @@
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -97,6 +98,27 @@ std::vector<std::string> list_providers() {
   for (fi_info* i = list; i != nullptr; i = i->next) {
     std::string p = prov_of(i);
     if (seen.insert(p).second) out.push_back(p);
+  }
+  fi_freeinfo(list);
+  return out;
+}
+
+std::vector<NicAttribute> nic_attributes() {
+  std::vector<NicAttribute> out;
+  fi_info* list = nullptr;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &list) != 0) return out;
+  std::set<std::string> seen;
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    const fid_nic* nic = i->nic;
+    if (nic == nullptr || nic->bus_attr == nullptr || nic->bus_attr->bus_type != FI_BUS_PCI) {
+      continue;
+    }
+    const fi_pci_attr& pci = nic->bus_attr->attr.pci;
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id,
+                  pci.device_id, pci.function_id);
+    NicAttribute a{prov_of(i), domain_of(i), addr};
+    if (seen.insert(a.provider + "/" + a.domain + "/" + a.pci).second) out.push_back(a);
   }
   fi_freeinfo(list);
   return out;

@@ -33,4 +33,12 @@ Capabilities describe(const fi_info* info);
 // Every provider name libfabric lists on this host, whatever its capabilities.
 std::vector<std::string> list_providers();
 
+// The PCI NICs libfabric reports (fi_info->nic bus attributes), one per provider and domain.
+struct NicAttribute {
+  std::string provider;
+  std::string domain;
+  std::string pci;  // "0000:4f:00.0"
+};
+std::vector<NicAttribute> nic_attributes();
+
 }  // namespace xport::fabric
