@@ -11,15 +11,21 @@ meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet
 prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
 root="$tmp$prefix"
+# A sanitized build installs a sanitized libxport.a: its consumers need the same runtime.
+sanitize=$(meson introspect "$build" --buildoptions |
+  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="b_sanitize"))')
+extra=""
+[ "$sanitize" = "none" ] || extra="-fsanitize=$sanitize"
 pc=$(find "$root" -name xport.pc | head -1)
 [ -n "$pc" ] || { echo "FAIL: xport.pc was not installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
 flags=$(pkg-config --define-variable=prefix="$root" --static --cflags --libs xport)
 echo "pkg-config --static --cflags --libs xport: $flags"
-c++ -std=c++20 -Wall -Wextra -Werror "$src/examples/hello_xport.cc" $flags -o "$tmp/hello-pc"
+c++ -std=c++20 -Wall -Wextra -Werror $extra "$src/examples/hello_xport.cc" $flags -o "$tmp/hello-pc"
 "$tmp/hello-pc" | tee "$tmp/out-pc"
 grep -q "received 20 bytes: hello over libxport" "$tmp/out-pc"
-cmake -S "$src/examples" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$root" >"$tmp/cmake.log" 2>&1 ||
+cmake -S "$src/examples" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$root" -DCMAKE_CXX_FLAGS="$extra" \
+  >"$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log"; exit 1; }
 cmake --build "$tmp/cmake" >"$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cmake-build.log"; exit 1; }
 "$tmp/cmake/hello_xport" | tee "$tmp/out-cmake"
