@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 extern char** environ;
@@ -41,11 +42,32 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  // XTEST_PEER_WRAP (e.g. "ip netns exec xpb123") runs the peer through a wrapper: the
+  // multi-rail tests put it in another network namespace.
+  std::vector<std::string> full;
+  if (const char* wrap = std::getenv("XTEST_PEER_WRAP"); wrap != nullptr && *wrap != 0) {
+    full.push_back("/usr/bin/env");
+    std::string w(wrap);
+    for (size_t pos = 0; pos < w.size();) {
+      size_t sp = w.find(' ', pos);
+      if (sp == std::string::npos) sp = w.size();
+      if (sp > pos) full.push_back(w.substr(pos, sp - pos));
+      pos = sp + 1;
+    }
+  }
+  full.insert(full.end(), argv.begin(), argv.end());
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : full) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The extra entries override inherited ones of the same name.
   std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& x : env) overridden = overridden || x.rfind(name + "=", 0) == 0;
+    if (!overridden) envs.push_back(entry);
+  }
   for (const auto& e : env) envs.push_back(e);
   std::vector<char*> envp;
   for (auto& e : envs) envp.push_back(e.data());

@@ -24,6 +24,13 @@ struct ContextOptions {
 
 class Device;
 
+struct DeviceOptions {
+  // The rails of the device, by libfabric domain (NIC or interface) name, in rail order: the
+  // peer's rail i pairs with this rail i. Empty: XPORT_RAILS, else the one domain the Context
+  // chose. Multi-rail needs an RDM provider.
+  std::vector<std::string> rails;
+};
+
 // The PCI NICs libfabric reports on this host (its fi_info->nic bus attributes), for
 // topology::discover(): they tie a provider's domain to a PCI function and let Ethernet NICs
 // that libfabric drives count as NICs.
@@ -35,7 +42,9 @@ class Context {
   ~Context();
 
   const ProviderReport& provider() const;
-  Result<std::unique_ptr<Device>> open_device();
+  Result<std::unique_ptr<Device>> open_device(const DeviceOptions& options = {});
+  // Domain names the chosen provider offers (candidates for DeviceOptions::rails).
+  std::vector<std::string> domains() const;
 
  private:
   struct State;
@@ -47,6 +56,8 @@ class Device {
   ~Device();
 
   const Capabilities& capabilities() const;
+  // Rail (domain) names, in rail order.
+  std::vector<std::string> rails() const;
 
   // Registers [buf, buf+len) on every rail (host memory).
   Result<Region> register_memory(void* buf, size_t len);

@@ -31,7 +31,16 @@ struct CqStats {
   uint64_t max_batch = 0;
 };
 
+struct RailStats {
+  std::string name;        // domain (NIC) name
+  std::string state;       // "up" (quarantine states come with rail health)
+  bool low_latency_control = false;  // the control endpoint got FI_TC_LOW_LATENCY
+  uint64_t stripes_out = 0;  // writes of striped messages and puts sent on this rail
+  uint64_t stripes_in = 0;   // striped rendezvous writes that landed here
+};
+
 struct Stats {
+  std::vector<RailStats> rails;
   std::vector<EndpointStats> endpoints;
   std::vector<CqStats> cqs;
   uint64_t comms_open = 0;

@@ -16,6 +16,7 @@ std::vector<topology::ProviderNic> provider_nics() {
 
 struct Context::State {
   fabric::InfoPtr info;
+  std::vector<fabric::InfoPtr> domains;
   ProviderReport report;
   bool thread_safe = true;
 };
@@ -38,6 +39,7 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
   auto ctx = std::unique_ptr<Context>(new Context());
   ctx->state_ = std::make_unique<State>();
   ctx->state_->info = std::move(sel->info);
+  ctx->state_->domains = std::move(sel->domains);
   ctx->state_->report = std::move(sel->report);
   ctx->state_->thread_safe = options.thread_safe;
   return ctx;
@@ -47,10 +49,55 @@ Context::~Context() = default;
 
 const ProviderReport& Context::provider() const { return state_->report; }
 
-Result<std::unique_ptr<Device>> Context::open_device() {
+std::vector<std::string> Context::domains() const {
+  std::vector<std::string> out;
+  for (const auto& d : state_->domains) out.push_back(d->domain_attr->name);
+  return out;
+}
+
+Result<std::unique_ptr<Device>> Context::open_device(const DeviceOptions& options) {
+  std::vector<std::string> names = options.rails;
+  if (names.empty()) {
+    std::string list = core::knob_string(core::KnobId::rails);
+    for (size_t pos = 0; !list.empty();) {
+      size_t comma = list.find(',', pos);
+      std::string name = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+      if (name.empty()) {
+        return core::error(Code::invalid_argument, "XPORT_RAILS='", list,
+                           "': empty rail name (use comma-separated domain names)");
+      }
+      names.push_back(name);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  std::vector<const fi_info*> rails;
+  if (names.empty()) {
+    rails.push_back(state_->info.get());
+  } else {
+    for (const auto& name : names) {
+      const fi_info* found = nullptr;
+      for (const auto& d : state_->domains) {
+        if (name == d->domain_attr->name) found = d.get();
+      }
+      if (found == nullptr) {
+        std::string avail;
+        for (const auto& d : domains()) avail += (avail.empty() ? "" : ", ") + d;
+        return core::error(Code::not_found, "open_device: rail '", name, "' is not a domain of ",
+                           state_->report.caps.provider, " (available: ", avail, ")");
+      }
+      for (const fi_info* r : rails) {
+        if (r == found) {
+          return core::error(Code::invalid_argument, "open_device: rail '", name,
+                             "' is listed twice");
+        }
+      }
+      rails.push_back(found);
+    }
+  }
   proto::EngineConfig cfg = proto::EngineConfig::from_knobs();
   cfg.thread_safe = state_->thread_safe;
-  auto engine = proto::Engine::open(state_->info.get(), state_->report.caps, cfg);
+  auto engine = proto::Engine::open(rails, state_->report.caps, cfg);
   if (!engine.ok()) return engine.status().with_context("open_device");
   auto d = std::unique_ptr<Device>(new Device());
   d->engine_ = std::move(engine).value();
@@ -60,6 +107,12 @@ Result<std::unique_ptr<Device>> Context::open_device() {
 Device::~Device() = default;
 
 const Capabilities& Device::capabilities() const { return engine_->caps(); }
+
+std::vector<std::string> Device::rails() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < engine_->rail_count(); ++i) out.push_back(engine_->rail_name(i));
+  return out;
+}
 
 Result<Region> Device::register_memory(void* buf, size_t len) {
   return engine_->register_memory(buf, len);

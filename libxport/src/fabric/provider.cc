@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "core/log.hpp"
@@ -253,6 +254,30 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
 
   SelectedProvider out;
   out.info = dup_info(chosen);
+  {
+    // One entry per domain, preferring its IPv4 fabric (tcp lists lo and each NIC once per
+    // address family; link-local IPv6 comes first on fresh veth interfaces).
+    std::vector<std::string> order;
+    std::map<std::string, const fi_info*> best;
+    InfoPtr all_hints = make_hints(best_type, best_auto);
+    all_hints->fabric_attr->prov_name = strdup(best_prov.c_str());
+    fi_info* list = nullptr;
+    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, all_hints.get(), &list) == 0) {
+      for (fi_info* i = list; i != nullptr; i = i->next) {
+        if (prov_of(i) != best_prov) continue;
+        auto it = best.find(domain_of(i));
+        if (it == best.end()) {
+          order.push_back(domain_of(i));
+          best[domain_of(i)] = i;
+        } else if (!is_ipv4_fabric(it->second) && is_ipv4_fabric(i)) {
+          it->second = i;
+        }
+      }
+      for (const auto& d : order) out.domains.push_back(dup_info(best[d]));
+      fi_freeinfo(list);
+    }
+    if (out.domains.empty()) out.domains.push_back(dup_info(chosen));
+  }
   out.report.caps = describe(chosen);
   std::set<std::string> seen;
   for (const Candidate& c : cands) {

@@ -19,6 +19,9 @@ struct ProviderRequest {
 struct SelectedProvider {
   InfoPtr info;  // the fi_info to open (progress and threading as negotiated)
   ProviderReport report;
+  // Every domain (NIC) of the chosen provider with the same endpoint type and progress mode:
+  // the rails a multi-rail device may open.
+  std::vector<InfoPtr> domains;
 };
 
 // Picks a provider and domain: the request's names when given (an unknown name is an error

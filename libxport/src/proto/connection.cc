@@ -32,57 +32,101 @@ MsgHeader header(MsgType t, uint16_t dst, uint16_t src) {
 
 }  // namespace
 
-Result<std::unique_ptr<CommState>> Engine::make_comm(bool is_send, pool::Channel* ch,
+Result<std::unique_ptr<CommState>> Engine::make_comm(bool is_send, std::vector<Path> paths,
                                                      uint16_t depth) {
   auto c = std::make_unique<CommState>();
   c->is_send = is_send;
-  c->ch = ch;
+  c->paths = std::move(paths);
   c->depth = depth;
   c->eager_max = config_.eager_max;
+  c->plan = config_.stripe;
   if (is_send) {
     c->sends.resize(depth);
     c->early_cts.resize(depth);
+    for (auto& s : c->sends) s.stripe_ctx.resize(c->paths.size());
   } else {
     c->recvs.resize(depth);
     c->early_eager.resize(depth);
   }
+  for (Path& p : c->paths) {
+    p.data->refs += 1;
+    if (p.control != p.data) p.control->refs += 1;
+  }
   return c;
 }
 
-Result<pool::Channel*> Engine::peer_channel(const std::vector<uint8_t>& address) {
-  auto it = peers_.find(address);
+Result<pool::Channel*> Engine::peer_channel(size_t rail, bool control,
+                                            const std::vector<uint8_t>& address) {
+  auto key = std::make_tuple(rail, control, address);
+  auto it = peers_.find(key);
   if (it != peers_.end()) return it->second;
-  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, rail_->av()->insert(address));
-  pool::Channel* shared = rail_->shared_channel();
+  rail::Rail& r = *rails_[rail];
+  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, r.av()->insert(address));
+  pool::Channel* shared = control ? r.control_channel() : r.data_channel();
   auto ch = std::make_unique<pool::Channel>();
   ch->endpoint = shared->endpoint;
   ch->rx = shared->rx;
   ch->tx = shared->tx;
   ch->peer = a;
   ch->connected = true;
-  ch->label = core::str("rail ", rail_->name(), " peer ", a);
+  ch->label = core::str("rail ", r.name(), control ? " control" : " data", " peer ", a);
   pool::Channel* p = ch.get();
   channels_.push_back(std::move(ch));
-  peers_[address] = p;
+  peers_[key] = p;
   return p;
+}
+
+Result<std::vector<Path>> Engine::peer_paths(const std::vector<RailAddresses>& remote) {
+  // Rail i pairs with the peer's rail i over the rails both sides have.
+  const size_t common = std::min(rails_.size(), remote.size());
+  std::vector<Path> paths;
+  for (size_t i = 0; i < common; ++i) {
+    Path p;
+    XPORT_ASSIGN_OR_RETURN(p.data, peer_channel(i, false, remote[i].data));
+    XPORT_ASSIGN_OR_RETURN(p.control, peer_channel(i, true, remote[i].control));
+    paths.push_back(p);
+  }
+  if (common < std::max(rails_.size(), remote.size())) {
+    XPORT_LOG(info, "pairing over ", common, " common rails (this device has ", rails_.size(),
+              ", the peer ", remote.size(), ")");
+  }
+  return paths;
+}
+
+std::vector<RailAddresses> Engine::local_addresses() {
+  std::vector<RailAddresses> out;
+  for (auto& r : rails_) {
+    RailAddresses a;
+    auto d = r->data_channel()->endpoint->address();
+    auto c = r->control_channel()->endpoint->address();
+    if (d.ok()) a.data = std::move(d).value();
+    if (c.ok()) a.control = std::move(c).value();
+    out.push_back(std::move(a));
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Listener>> Engine::listen() {
   auto l = lock();
   Handle h;
-  h.endpoint_type = rail_->connected_endpoints() ? 1 : 0;
+  h.endpoint_type = connected_endpoints() ? 1 : 0;
   h.provider = caps_.provider;
   std::mt19937_64 rng(std::random_device{}());
   do {
     h.listener_token = rng();
   } while (h.listener_token == 0 || listeners_.count(h.listener_token) != 0);
-  if (rail_->connected_endpoints()) {
-    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, rail_->passive());
-    XPORT_ASSIGN_OR_RETURN(auto addr, pep->address());
-    h.rail_addresses.push_back(std::move(addr));
+  if (connected_endpoints()) {
+    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, rails_[0]->passive());
+    RailAddresses a;
+    XPORT_ASSIGN_OR_RETURN(a.data, pep->address());
+    h.rails.push_back(std::move(a));
   } else {
-    XPORT_ASSIGN_OR_RETURN(auto addr, rail_->shared_channel()->endpoint->address());
-    h.rail_addresses.push_back(std::move(addr));
+    for (auto& r : rails_) {
+      RailAddresses a;
+      XPORT_ASSIGN_OR_RETURN(a.data, r->data_channel()->endpoint->address());
+      XPORT_ASSIGN_OR_RETURN(a.control, r->control_channel()->endpoint->address());
+      h.rails.push_back(std::move(a));
+    }
   }
   listeners_[h.listener_token].token = h.listener_token;
   auto out = std::unique_ptr<Listener>(new Listener());
@@ -130,28 +174,29 @@ Result<std::unique_ptr<SendComm>> Engine::connect(const ConnectionHandle& bytes,
     return core::error(Code::invalid_argument, "connect: the handle is for provider '",
                        h.provider, "', this device uses '", caps_.provider, "'");
   }
-  if ((h.endpoint_type == 1) != rail_->connected_endpoints()) {
+  if ((h.endpoint_type == 1) != connected_endpoints()) {
     return core::error(Code::invalid_argument, "connect: the handle is for ",
                        h.endpoint_type == 1 ? "connected" : "RDM", " endpoints, this device uses ",
-                       rail_->connected_endpoints() ? "connected" : "RDM", " endpoints");
+                       connected_endpoints() ? "connected" : "RDM", " endpoints");
   }
   uint16_t id = 0;
   {
     auto l = lock();
-    pool::Channel* ch = nullptr;
-    if (rail_->connected_endpoints()) {
+    std::vector<Path> paths;
+    if (connected_endpoints()) {
       XPORT_ASSIGN_OR_RETURN(auto owned,
-                             rail_->open_connected_channel(rail_->domain().info(),
-                                                           2 * config_.max_requests + 8,
-                                                           config_.max_requests + 8));
-      ch = owned.get();
+                             rails_[0]->open_connected_channel(rails_[0]->domain().info(),
+                                                               2 * config_.max_requests + 8,
+                                                               config_.max_requests + 8));
+      pool::Channel* ch = owned.get();
       channels_.push_back(std::move(owned));
       ch->endpoint->set_retry(&Engine::retry_hook, this, config_.eagain_timeout);
       XPORT_RETURN_IF_ERROR(post_all_rx(ch));
+      paths.push_back(Path{ch, ch});
     } else {
-      XPORT_ASSIGN_OR_RETURN(ch, peer_channel(h.rail_addresses[0]));
+      XPORT_ASSIGN_OR_RETURN(paths, peer_paths(h.rails));
     }
-    XPORT_ASSIGN_OR_RETURN(auto comm, make_comm(true, ch, config_.max_requests));
+    XPORT_ASSIGN_OR_RETURN(auto comm, make_comm(true, std::move(paths), config_.max_requests));
     id = comms_->insert(std::move(comm));
     if (id == 0) {
       return core::error(Code::resource, "connect: the communicator table is full (",
@@ -159,27 +204,31 @@ Result<std::unique_ptr<SendComm>> Engine::connect(const ConnectionHandle& bytes,
     }
     CommState* c = comms_->find(id);
     c->id = id;
-    ch->refs += 1;
     MsgHeader req = header(MsgType::conn_req, 0, id);
     req.length = config_.max_requests;
     req.aux = config_.eager_max;
     req.aux2 = h.listener_token;
     Status s;
-    if (rail_->connected_endpoints()) {
-      int ret = fi_connect(ch->endpoint->get(), h.rail_addresses[0].data(), &req, sizeof(req));
+    pool::Channel* first = c->paths[0].control;
+    if (connected_endpoints()) {
+      int ret = fi_connect(first->endpoint->get(), h.rails[0].data.data(), &req, sizeof(req));
       if (ret != 0) s = fabric::fi_status(ret, "fi_connect");
-      connecting_[&ch->endpoint->get()->fid] = ch;
+      connecting_[&first->endpoint->get()->fid] = first;
     } else {
-      ConnBody body{};
-      body.max_requests = config_.max_requests;
-      XPORT_ASSIGN_OR_RETURN(auto self, rail_->shared_channel()->endpoint->address());
-      if (self.size() > kMaxAddressBytes) {
-        return core::error(Code::unsupported, "connect: local address of ", self.size(),
-                           " bytes exceeds ", kMaxAddressBytes);
+      ConnRequest r;
+      r.body.max_requests = config_.max_requests;
+      r.body.stripe_threshold = config_.stripe.threshold;
+      r.body.stripe_min = config_.stripe.min;
+      r.body.stripe_align = config_.stripe.align;
+      r.body.stripe_rails = config_.stripe.max_rails;
+      r.rails = local_addresses();
+      std::vector<uint8_t> body = encode_conn_body(r);
+      if (body.size() > sizeof(ConnBody) + kMaxConnAddressBytes) {
+        s = core::error(Code::unsupported, "connect: ", r.rails.size(), " rails of addresses (",
+                        body.size(), " bytes) exceed a connection request");
+      } else {
+        s = send_control(first, req, &body, false, true);
       }
-      body.address_bytes = static_cast<uint16_t>(self.size());
-      std::memcpy(body.address, self.data(), self.size());
-      s = send_control(ch, req, &body, true, false);
     }
     if (!s.ok()) {
       c->user_closed = true;
@@ -209,9 +258,9 @@ void Engine::close_comm(uint16_t id) {
   auto l = lock();
   CommState* c = comms_->find(id);
   if (c == nullptr || c->user_closed) return;
-  if (c->phase == CommPhase::ready && c->ch != nullptr && !c->ch->failed) {
+  if (c->phase == CommPhase::ready && !c->paths.empty() && !c->paths[0].control->failed) {
     MsgHeader h = header(MsgType::close, c->peer_id, c->id);
-    Status s = send_control(c->ch, h, nullptr, false, true);
+    Status s = send_control(control_path(*c), h, nullptr, false, true);
     if (!s.ok()) XPORT_LOG(debug, "close of comm ", id, ": ", s.to_string());
   }
   c->user_closed = true;
@@ -220,23 +269,23 @@ void Engine::close_comm(uint16_t id) {
 
 void Engine::on_conn_req(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len) {
   (void)ch;
-  auto b = decode_conn_body(body, len);
-  if (!b.ok()) {
+  auto req = decode_conn_body(body, len);
+  if (!req.ok()) {
     ++routing_misses_;
-    XPORT_LOG(warn, "dropping connection request: ", b.status().to_string());
+    XPORT_LOG(warn, "dropping connection request: ", req.status().to_string());
     return;
   }
-  auto peer = peer_channel(std::vector<uint8_t>(b->address, b->address + b->address_bytes));
-  if (!peer.ok()) {
+  auto paths = peer_paths(req->rails);
+  if (!paths.ok()) {
     ++routing_misses_;
-    XPORT_LOG(warn, "connection request with an unusable address: ", peer.status().to_string());
+    XPORT_LOG(warn, "connection request with unusable addresses: ", paths.status().to_string());
     return;
   }
-  pool::Channel* pch = *peer;
+  pool::Channel* reply = (*paths)[0].control;
   auto reject = [&](uint64_t why) {
     MsgHeader r = header(MsgType::conn_reject, h.src_comm, 0);
     r.aux = why;
-    (void)send_control(pch, r, nullptr, false, true);
+    (void)send_control(reply, r, nullptr, false, true);
   };
   auto it = listeners_.find(h.aux2);
   if (it == listeners_.end()) return reject(kUnknownListener);
@@ -244,21 +293,25 @@ void Engine::on_conn_req(pool::Channel* ch, const MsgHeader& h, const uint8_t* b
     return reject(kBacklogFull);
   const uint16_t depth = static_cast<uint16_t>(
       std::min<uint64_t>(config_.max_requests, std::max<uint64_t>(h.length, 1)));
-  auto comm = make_comm(false, pch, depth);
+  auto comm = make_comm(false, std::move(paths).value(), depth);
   uint16_t id = comms_->insert(std::move(comm).value());
   if (id == 0) return reject(kTableFull);
   CommState* c = comms_->find(id);
   c->id = id;
   c->peer_id = h.src_comm;
   c->eager_max = std::min<uint64_t>(config_.eager_max, h.aux);
+  c->plan.threshold = req->body.stripe_threshold;  // stripes are counted by the sender's plan
+  c->plan.min = req->body.stripe_min;
+  c->plan.align = req->body.stripe_align;
+  c->plan.max_rails = req->body.stripe_rails;
   c->phase = CommPhase::ready;
   c->listener_token = h.aux2;
-  pch->refs += 1;
   MsgHeader ack = header(MsgType::conn_ack, h.src_comm, id);
   ack.length = depth;
   ack.aux = config_.eager_max;
   ack.aux2 = h.aux2;
-  (void)send_control(pch, ack, nullptr, false, true);
+  ack.slot = static_cast<uint16_t>(rails_.size());  // this side's rail count
+  (void)send_control(reply, ack, nullptr, false, true);
   it->second.ready.push_back(id);
 }
 
@@ -272,6 +325,11 @@ void Engine::on_conn_ack(const MsgHeader& h) {
   c->depth = static_cast<uint16_t>(std::min<uint64_t>(c->depth, std::max<uint64_t>(h.length, 1)));
   c->sends.resize(c->depth);
   c->early_cts.resize(c->depth);
+  if (!connected_endpoints() && h.slot != 0 && h.slot < c->paths.size()) {
+    // The listener has fewer rails than its handle advertised: never the case today, but the
+    // pairing must stay symmetric if it ever happens.
+    c->paths.resize(h.slot);
+  }
   c->eager_max = std::min<uint64_t>(config_.eager_max, h.aux);
   c->phase = CommPhase::ready;
 }
@@ -287,7 +345,7 @@ void Engine::on_conn_reject(const MsgHeader& h) {
 }
 
 Status Engine::progress_events() {
-  fid_eq* eq = rail_->domain().eq();
+  fid_eq* eq = rails_[0]->domain().eq();
   alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 512];
   for (size_t n = 0; n < config_.cq_batch; ++n) {
     uint32_t event = 0;
@@ -318,7 +376,7 @@ Status Engine::progress_events() {
       fabric::InfoPtr info(entry->info);
       auto h = decode_header(data, std::min(data_len, sizeof(MsgHeader)));
       MsgHeader rej = header(MsgType::conn_reject, h.ok() ? h->src_comm : 0, 0);
-      auto pep = rail_->passive();
+      auto pep = rails_[0]->passive();
       if (!h.ok() || h->type != static_cast<uint8_t>(MsgType::conn_req)) {
         ++routing_misses_;
         rej.aux = kUnknownListener;
@@ -332,8 +390,8 @@ Status Engine::progress_events() {
         fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
         continue;
       }
-      auto owned = rail_->open_connected_channel(info.get(), 2 * config_.max_requests + 8,
-                                                 config_.max_requests + 8);
+      auto owned = rails_[0]->open_connected_channel(info.get(), 2 * config_.max_requests + 8,
+                                                     config_.max_requests + 8);
       if (!owned.ok()) {
         XPORT_LOG(warn, "cannot accept a connection: ", owned.status().to_string());
         fi_reject((*pep)->get(), info->handle, nullptr, 0);
@@ -348,7 +406,7 @@ Status Engine::progress_events() {
       }
       const uint16_t depth = static_cast<uint16_t>(
           std::min<uint64_t>(config_.max_requests, std::max<uint64_t>(h->length, 1)));
-      uint16_t id = comms_->insert(std::move(make_comm(false, ch, depth)).value());
+      uint16_t id = comms_->insert(std::move(make_comm(false, {Path{ch, ch}}, depth)).value());
       if (id == 0) {
         rej.aux = kTableFull;
         fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
@@ -360,7 +418,6 @@ Status Engine::progress_events() {
       c->eager_max = std::min<uint64_t>(config_.eager_max, h->aux);
       c->phase = CommPhase::ready;
       c->listener_token = h->aux2;
-      ch->refs += 1;
       MsgHeader ack = header(MsgType::conn_ack, h->src_comm, id);
       ack.length = depth;
       ack.aux = config_.eager_max;
@@ -380,7 +437,7 @@ Status Engine::progress_events() {
       pool::Channel* ch = it->second;
       CommState* comm = nullptr;
       comms_->for_each([&](uint16_t, CommState& c) {
-        if (c.ch == ch) comm = &c;
+        if (uses(c.paths, ch)) comm = &c;
       });
       if (event == FI_SHUTDOWN) {
         fail_channel(ch, Status(Code::peer_lost, "the peer closed the connection"));

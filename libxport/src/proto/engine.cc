@@ -1,4 +1,5 @@
-// Engine core: opening, registration, the progress loop, and routing of completions.
+// Engine core: opening rails, registration on every rail, the progress loop, and routing of
+// completions by op context.
 #include "proto/engine.hpp"
 
 #include <random>
@@ -14,7 +15,8 @@ EngineConfig EngineConfig::from_knobs() {
   using core::knob_int;
   EngineConfig c;
   c.eager_max = static_cast<size_t>(knob_int(KnobId::eager_max));
-  c.max_requests = static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, 4096));
+  c.max_requests =
+      static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, 4096));
   c.rx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::rx_buffers), 16));
   c.tx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::tx_buffers), 16));
   c.cq_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_batch), 1));
@@ -22,11 +24,29 @@ EngineConfig EngineConfig::from_knobs() {
   c.listen_backlog = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::listen_backlog), 1));
   c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
   c.first_key = static_cast<uint64_t>(knob_int(KnobId::mr_key_base));
+  c.stripe.threshold = static_cast<uint64_t>(knob_int(KnobId::stripe_threshold));
+  c.stripe.align = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_align), 1, 1 << 30));
+  if ((c.stripe.align & (c.stripe.align - 1)) != 0) c.stripe.align = 4096;
+  // Each stripe spans at least two alignment units, so rounding never empties one.
+  c.stripe.min = std::max<uint64_t>(knob_int(KnobId::stripe_min), 2ull * c.stripe.align);
+  c.stripe.max_rails = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_rails), 0, kMaxRails));
   return c;
 }
 
-Result<std::shared_ptr<Engine>> Engine::open(const fi_info* info, const Capabilities& caps,
+Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& rails,
+                                             const Capabilities& caps,
                                              const EngineConfig& config) {
+  if (rails.empty()) return core::error(Code::invalid_argument, "a device needs at least one rail");
+  if (rails.size() > kMaxRails) {
+    return core::error(Code::invalid_argument, "a device has at most ", kMaxRails, " rails, ",
+                       rails.size(), " requested");
+  }
+  const fi_info* info = rails[0];
+  if (info->ep_attr->type == FI_EP_MSG && rails.size() > 1) {
+    return core::error(Code::unsupported, "provider ", caps.provider,
+                       " uses connected endpoints: one rail per device (", rails.size(),
+                       " requested)");
+  }
   auto e = std::shared_ptr<Engine>(new Engine());
   e->config_ = config;
   e->caps_ = caps;
@@ -34,34 +54,42 @@ Result<std::shared_ptr<Engine>> Engine::open(const fi_info* info, const Capabili
   e->inject_size_ = info->tx_attr->inject_size;
   e->rx_cq_data_mode_ = (info->mode & FI_RX_CQ_DATA) != 0;
   e->device_token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  if (config.eager_max + sizeof(MsgHeader) < sizeof(MsgHeader) + sizeof(ConnBody)) {
-    e->config_.eager_max = sizeof(ConnBody);  // a buffer must hold a connection request
-  }
   if (e->config_.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
     e->config_.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
   }
   rail::RailConfig rc;
   rc.rx_buffers = e->config_.rx_buffers;
   rc.tx_buffers = e->config_.tx_buffers;
-  rc.buffer_bytes = sizeof(MsgHeader) + e->config_.eager_max;
+  // A buffer holds an eager message or the largest control message (a CONN_REQ).
+  rc.buffer_bytes = sizeof(MsgHeader) +
+                    std::max(e->config_.eager_max, sizeof(ConnBody) + kMaxConnAddressBytes);
   rc.first_key = e->config_.first_key;
-  rc.cq_size = 4 * (rc.rx_buffers + rc.tx_buffers);
-  XPORT_ASSIGN_OR_RETURN(e->rail_, rail::Rail::open(info, rc));
+  rc.cq_size = 8 * (rc.rx_buffers + rc.tx_buffers);
+  for (const fi_info* r : rails) {
+    if (r->domain_attr->cq_data_size != e->cq_data_bytes_) {
+      return core::error(Code::unsupported, "rails differ in remote CQ data size (",
+                         r->domain_attr->cq_data_size, " vs ", e->cq_data_bytes_, " bytes)");
+    }
+    XPORT_ASSIGN_OR_RETURN(auto rail, rail::Rail::open(r, rc));
+    e->rails_.push_back(std::move(rail));
+  }
   e->comms_ = std::make_unique<pool::CommTable<CommState>>(e->config_.max_comms);
-  if (pool::Channel* ch = e->rail_->shared_channel()) {
-    ch->endpoint->set_retry(&Engine::retry_hook, e.get(), e->config_.eagain_timeout);
-    XPORT_RETURN_IF_ERROR(e->post_all_rx(ch));
+  for (auto& r : e->rails_) {
+    for (pool::Channel* ch : {r->data_channel(), r->control_channel()}) {
+      if (ch == nullptr) continue;
+      ch->endpoint->set_retry(&Engine::retry_hook, e.get(), e->config_.eagain_timeout);
+      XPORT_RETURN_IF_ERROR(e->post_all_rx(ch));
+    }
   }
   return e;
 }
 
 Engine::~Engine() {
-  // Communicators and windows reference channels; channels' endpoints close before the rail.
+  // Communicators and windows reference channels; channels' endpoints close before the rails.
   windows_.clear();
-  for (auto& [ch, b] : pending_rx_) (void)b;
   comms_.reset();
   channels_.clear();
-  rail_.reset();
+  rails_.clear();
 }
 
 RegionState::~RegionState() {
@@ -84,27 +112,31 @@ Result<Region> Engine::register_memory(void* buf, size_t len) {
   auto state = std::make_shared<RegionState>();
   state->base = static_cast<uint8_t*>(buf);
   state->length = len;
-  state->virt_addr = (rail_->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0;
+  state->virt_addr = (rails_[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0;
   const uint64_t access =
       FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  fabric::Endpoint* bind = nullptr;
-  if (rail_->domain().mr_mode() & FI_MR_ENDPOINT) {
-    if (rail_->shared_channel() == nullptr) {
-      return core::error(Code::unsupported, "provider ", caps_.provider,
-                         " requires FI_MR_ENDPOINT with connected endpoints: not supported");
+  for (auto& r : rails_) {
+    // Under FI_MR_ENDPOINT a region is bound to the rail's data endpoint, the only endpoint
+    // that moves user memory (control messages use the control endpoint's own buffers).
+    fabric::Endpoint* bind = nullptr;
+    if (r->domain().mr_mode() & FI_MR_ENDPOINT) {
+      if (r->data_channel() == nullptr) {
+        return core::error(Code::unsupported, "provider ", caps_.provider,
+                           " requires FI_MR_ENDPOINT with connected endpoints: not supported");
+      }
+      bind = r->data_channel()->endpoint;
     }
-    bind = rail_->shared_channel()->endpoint;
+    auto mr = fabric::MemoryRegistration::create(r->domain(), buf, len, access, r->next_key(),
+                                                 bind);
+    if (!mr.ok()) return mr.status().with_context(core::str("register_memory on rail ", r->name()));
+    state->mrs.push_back(std::move(mr).value());
   }
-  auto mr = fabric::MemoryRegistration::create(rail_->domain(), buf, len, access,
-                                               rail_->next_key(), bind);
-  if (!mr.ok()) return mr.status().with_context("register_memory");
-  state->mrs.push_back(std::move(mr).value());
   state->engine = shared_from_this();
   registrations_ += 1;
   registered_bytes_ += len;
-  Region r;
-  r.state_ = std::move(state);
-  return r;
+  Region out;
+  out.state_ = std::move(state);
+  return out;
 }
 
 std::vector<uint8_t> Engine::export_key(const RegionState& r) const {
@@ -120,11 +152,11 @@ std::vector<uint8_t> Engine::export_key(const RegionState& r) const {
 Result<RemoteRegion> Engine::import_key(std::span<const uint8_t> bytes) const {
   auto k = decode_key(bytes);
   if (!k.ok()) return k.status().with_context("import_key");
-  if (k->keys.size() != 1) {
+  if (k->keys.size() > kMaxRails) {
     return core::error(Code::invalid_argument, "import_key: the key describes ", k->keys.size(),
-                       " rails, this device has 1");
+                       " rails, at most ", kMaxRails, " are supported");
   }
-  if (k->virt_addr != ((rail_->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
+  if (k->virt_addr != ((rails_[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
     return core::error(Code::invalid_argument,
                        "import_key: the key's addressing (virtual or offset) does not match this "
                        "provider's FI_MR_VIRT_ADDR mode: was it exported by another provider?");
@@ -137,12 +169,11 @@ Result<RemoteRegion> Engine::import_key(std::span<const uint8_t> bytes) const {
   return r;
 }
 
-Result<void*> Engine::local_desc(const Region& region, const void* buf, size_t len,
-                                 const char* what) {
+Status Engine::check_local(const Region& region, const void* buf, size_t len, const char* what) {
   if (!region.valid()) return core::error(Code::invalid_argument, what, ": empty Region");
   if (region.state_->engine.get() != this) {
-    return core::error(Code::invalid_argument, what, ": the Region was registered on another "
-                                                     "device");
+    return core::error(Code::invalid_argument, what,
+                       ": the Region was registered on another device");
   }
   if (!region.contains(buf, len)) {
     return core::error(Code::invalid_argument, what, ": buffer [", buf, ", +", len,
@@ -150,7 +181,7 @@ Result<void*> Engine::local_desc(const Region& region, const void* buf, size_t l
                        static_cast<void*>(region.state_->base), ", +", region.state_->length,
                        ")");
   }
-  return region.state_->mrs[0]->desc();
+  return Status::success();
 }
 
 // ---- progress ----
@@ -168,11 +199,17 @@ Status Engine::progress() {
 Status Engine::progress_locked() {
   if (in_progress_) return Status::success();
   in_progress_ = true;
-  auto r = rail_->cq().poll(
-      config_.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
-      [this](void* ctx, Status s) { on_error(ctx, std::move(s)); });
-  Status st = r.ok() ? Status::success() : r.status();
-  if (st.ok() && rail_->connected_endpoints()) st = progress_events();
+  Status st;
+  // A bounded batch from every rail's CQ per pass: no rail starves another.
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    auto& r = rails_[i];
+    polling_rail_ = i;
+    auto n = r->cq().poll(
+        config_.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
+        [this](void* ctx, Status s) { on_error(ctx, std::move(s)); });
+    if (!n.ok() && st.ok()) st = n.status().with_context(core::str("rail ", r->name()));
+  }
+  if (st.ok() && connected_endpoints()) st = progress_events();
   flush_pending();
   in_progress_ = false;
   return st;
@@ -180,21 +217,19 @@ Status Engine::progress_locked() {
 
 void Engine::on_completion(const fi_cq_data_entry& e) {
   auto* ctx = fabric::op_context_of(e.op_context);
-  XPORT_LOG(trace, "completion on ", rail_->name(), ": flags 0x", std::hex, e.flags, " len ",
-            std::dec, e.len, " data 0x", std::hex, e.data, " ctx ", e.op_context);
+  XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
+            " data 0x", std::hex, e.data, " ctx ", e.op_context);
   // Target side of a write with data. (sockets also flags the initiator's own write completion
   // with FI_REMOTE_CQ_DATA, so initiator flags exclude it.)
   if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND))) {
-    {
-      on_write_data(e.data, e.len);
-      // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
-      // Otherwise op_context is undefined for remote completions and must not be read.
-      if (rx_cq_data_mode_ && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
-        auto* ch = static_cast<pool::Channel*>(ctx->owner);
-        repost(ch, &ch->rx->at(ctx->index));
-      }
-      return;
+    on_write_data(e.data, e.len);
+    // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
+    // Otherwise op_context is undefined for remote completions and must not be read.
+    if (rx_cq_data_mode_ && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
+      auto* ch = static_cast<pool::Channel*>(ctx->owner);
+      repost(ch, &ch->rx->at(ctx->index));
     }
+    return;
   }
   if (ctx == nullptr) {
     ++routing_misses_;
@@ -227,8 +262,7 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
 void Engine::on_error(void* context, Status status) {
   auto* ctx = fabric::op_context_of(context);
   if (ctx == nullptr) {
-    XPORT_LOG(warn, "error completion without context on ", rail_->name(), ": ",
-              status.to_string());
+    XPORT_LOG(warn, "error completion without context: ", status.to_string());
     ++routing_misses_;
     return;
   }
@@ -238,8 +272,9 @@ void Engine::on_error(void* context, Status status) {
       ch->endpoint->counters().error_completions.add();
       XPORT_LOG(debug, "receive buffer error on ", ch->label, ": ", status.to_string());
       // A connected endpoint serves one peer: its loss fails that channel. The shared RDM
-      // endpoint serves every peer: one peer's failure must not stop receives for the others.
-      if (ch != rail_->shared_channel() && (status.code() == Code::peer_lost || ch->failed)) {
+      // endpoints serve every peer: one peer's failure must not stop receives for the others.
+      const bool shared = ch->peer == FI_ADDR_UNSPEC && !connected_endpoints();
+      if (!shared && (status.code() == Code::peer_lost || ch->failed)) {
         fail_channel(ch, status);
       } else {
         repost(ch, &ch->rx->at(ctx->index));
@@ -266,13 +301,22 @@ void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* 
     XPORT_LOG(warn, "dropping malformed message on ", ch->label, ": ", h.status().to_string());
     return;
   }
+  const uint8_t* body = b->data + sizeof(MsgHeader);
+  const size_t body_len = len - sizeof(MsgHeader);
   switch (static_cast<MsgType>(h->type)) {
-    case MsgType::conn_req:
-      on_conn_req(ch, *h, b->data + sizeof(MsgHeader), len - sizeof(MsgHeader));
-      break;
+    case MsgType::conn_req: on_conn_req(ch, *h, body, body_len); break;
     case MsgType::conn_ack: on_conn_ack(*h); break;
     case MsgType::conn_reject: on_conn_reject(*h); break;
-    case MsgType::cts: on_cts(*h); break;
+    case MsgType::cts: {
+      Cts cts;
+      cts.seq = h->seq;
+      cts.raddr = h->aux;
+      cts.length = h->length;
+      cts.rails = static_cast<uint32_t>(body_len / 8);
+      std::memcpy(cts.keys.data(), body, body_len);
+      on_cts(*h, cts);
+      break;
+    }
     case MsgType::eager: on_eager(ch, b, *h, hold); break;
     case MsgType::abort: on_abort(*h); break;
     case MsgType::close: on_close(*h); break;
@@ -300,12 +344,18 @@ Status Engine::post_all_rx(pool::Channel* ch) {
   return Status::success();
 }
 
-Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnBody* body,
-                            bool retry, bool queue_if_busy) {
+Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr,
+                            const std::vector<uint8_t>* body, bool retry, bool queue_if_busy) {
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
-  const size_t len = sizeof(MsgHeader) + (body != nullptr ? sizeof(ConnBody) : 0);
+  const size_t body_len = body != nullptr ? body->size() : 0;
+  const size_t len = sizeof(MsgHeader) + body_len;
+  if (len > ch->tx->size()) {
+    return core::error(Code::internal, "control message of ", len, " bytes exceeds the ",
+                       ch->tx->size(), "-byte buffers of ", ch->label);
+  }
   memory::Buffer* b = ch->tx->take();
-  for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && retry && !until.expired();) {
+  for (auto until = Deadline::after(config_.eagain_timeout);
+       b == nullptr && retry && !until.expired();) {
     if (!in_progress_) (void)progress_locked();
     b = ch->tx->take();
   }
@@ -314,7 +364,7 @@ Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnB
     s = core::error(Code::again, "no free send buffer on ", ch->label);
   } else {
     std::memcpy(b->data, &hdr, sizeof(hdr));
-    if (body != nullptr) std::memcpy(b->data + sizeof(hdr), body, sizeof(ConnBody));
+    if (body_len > 0) std::memcpy(b->data + sizeof(hdr), body->data(), body_len);
     b->ctx.comm = 0;  // a control message: no request waits for its completion
     if (len <= inject_size_) {
       s = ch->endpoint->inject(b->data, len, ch->peer, retry);
@@ -328,12 +378,20 @@ Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnB
     PendingControl p;
     p.ch = ch;
     p.hdr = hdr;
-    p.has_body = body != nullptr;
     if (body != nullptr) p.body = *body;
-    pending_control_.push_back(p);
+    p.since = Deadline::Clock::now();
+    pending_control_.push_back(std::move(p));
     return Status::success();
   }
   return s;
+}
+
+Status Engine::post_rma(const PendingRma& op) {
+  return op.ctx->type == fabric::OpType::put
+             ? op.ch->endpoint->write(op.local, op.len, op.desc, op.ch->peer, op.raddr, op.key,
+                                      op.ctx, false, 0, false)
+             : op.ch->endpoint->read(op.local, op.len, op.desc, op.ch->peer, op.raddr, op.key,
+                                     op.ctx, false);
 }
 
 void Engine::flush_pending() {
@@ -343,10 +401,39 @@ void Engine::flush_pending() {
     repost(ch, b);
   }
   for (size_t n = pending_control_.size(); n > 0; --n) {
-    PendingControl p = pending_control_.front();
+    PendingControl p = std::move(pending_control_.front());
     pending_control_.pop_front();
-    Status s = send_control(p.ch, p.hdr, p.has_body ? &p.body : nullptr, false, true);
-    if (!s.ok()) XPORT_LOG(warn, "dropping control message for ", p.ch->label, ": ", s.to_string());
+    Status s = send_control(p.ch, p.hdr, p.body.empty() ? nullptr : &p.body, false, false);
+    if (s.code() == Code::again && !expired(p.since)) {
+      pending_control_.push_back(std::move(p));
+    } else if (!s.ok()) {
+      XPORT_LOG(warn, "dropping control message for ", p.ch->label, ": ", s.to_string());
+    }
+  }
+  for (size_t n = pending_eager_.size(); n > 0; --n) {
+    PendingEager p = pending_eager_.front();
+    pending_eager_.pop_front();
+    Status s = p.ch->endpoint->send(p.buffer->data, p.len, p.ch->tx->desc(), p.ch->peer,
+                                    &p.buffer->ctx, false);
+    if (s.ok()) continue;
+    if (s.code() == Code::again && !expired(p.since)) {
+      pending_eager_.push_back(p);
+      continue;
+    }
+    on_eager_sent(&p.buffer->ctx, std::move(s).with_context("eager send"));
+    pool::Channel* owner = static_cast<pool::Channel*>(p.buffer->ctx.owner);
+    owner->tx->give_back(p.buffer);
+  }
+  for (size_t n = pending_rma_.size(); n > 0; --n) {
+    PendingRma p = pending_rma_.front();
+    pending_rma_.pop_front();
+    Status s = post_rma(p);
+    if (s.ok()) continue;
+    if (s.code() == Code::again && !expired(p.since)) {
+      pending_rma_.push_back(p);
+      continue;
+    }
+    on_window_done(p.ctx, std::move(s));
   }
   for (size_t n = pending_writes_.size(); n > 0; --n) {
     PendingWrite w = pending_writes_.front();
@@ -355,7 +442,13 @@ void Engine::flush_pending() {
     if (c == nullptr) continue;
     SendSlot& s = c->sends[w.slot];
     if (!s.active || s.seq != w.seq || s.done) continue;
-    post_rendezvous_write(*c, s, w.slot, w.raddr, w.key);
+    if (expired(w.since)) {
+      s.error = core::error(Code::again, "rendezvous write of message ", s.seq,
+                            ": the provider stayed busy (-FI_EAGAIN) for XPORT_EAGAIN_TIMEOUT_MS");
+      s.done = true;
+      continue;
+    }
+    post_stripe(*c, s, w.slot, w.stripe, w.raddr, w.keys, w.since);
   }
 }
 
@@ -384,10 +477,10 @@ void Engine::fail_channel(pool::Channel* ch, Status why) {
     ch->failure = why.message();
   }
   comms_->for_each([&](uint16_t, CommState& c) {
-    if (c.ch == ch) fail_comm(c, why);
+    if (uses(c.paths, ch)) fail_comm(c, why);
   });
   for (auto& [id, w] : windows_) {
-    if (w->ch == ch && w->first_error.ok()) w->first_error = why;
+    if (uses(w->paths, ch) && w->first_error.ok()) w->first_error = why;
   }
 }
 
@@ -397,7 +490,10 @@ void Engine::maybe_erase(CommState& c) {
     if (e.buffer != nullptr) repost(e.owner, e.buffer);
     e.buffer = nullptr;
   }
-  if (c.ch != nullptr) c.ch->refs -= 1;
+  for (Path& p : c.paths) {
+    p.data->refs -= 1;
+    if (p.control != p.data) p.control->refs -= 1;
+  }
   comms_->erase(c.id);
 }
 
@@ -413,10 +509,10 @@ CommState* Engine::comm_for(uint16_t id, bool is_send, const char* op, Status* e
 Stats Engine::stats() const {
   auto l = lock();
   Stats s;
-  auto add_ep = [&](const fabric::Endpoint& ep) {
+  auto add_ep = [&](const fabric::Endpoint& ep, const std::string& rail) {
     EndpointStats es;
     es.name = ep.name();
-    es.rail = rail_->name();
+    es.rail = rail;
     const auto& c = ep.counters();
     for (int i = 0; i < kStatOps; ++i) {
       es.ops[i] = c.ops[i].get();
@@ -428,19 +524,29 @@ Stats Engine::stats() const {
     es.eagain_retries = c.eagain_retries.get();
     s.endpoints.push_back(es);
   };
-  if (pool::Channel* ch = rail_->shared_channel()) add_ep(*ch->endpoint);
-  for (const auto& ch : channels_) {
-    if (ch->owned_endpoint) add_ep(*ch->owned_endpoint);
+  for (const auto& r : rails_) {
+    RailStats rs;
+    rs.name = r->name();
+    rs.state = "up";
+    rs.low_latency_control = r->low_latency_control();
+    rs.stripes_out = r->stripes_out().get();
+    rs.stripes_in = r->stripes_in().get();
+    s.rails.push_back(rs);
+    if (r->data_channel()) add_ep(*r->data_channel()->endpoint, r->name());
+    if (r->control_channel()) add_ep(*r->control_channel()->endpoint, r->name());
+    CqStats cs;
+    cs.name = "cq " + r->name();
+    const auto& cc = r->cq().counters();
+    cs.polls = cc.polls.get();
+    cs.empty_polls = cc.empty_polls.get();
+    cs.completions = cc.completions.get();
+    cs.error_completions = cc.error_completions.get();
+    cs.max_batch = cc.max_batch.get();
+    s.cqs.push_back(cs);
   }
-  CqStats cs;
-  cs.name = "cq " + rail_->name();
-  const auto& cc = rail_->cq().counters();
-  cs.polls = cc.polls.get();
-  cs.empty_polls = cc.empty_polls.get();
-  cs.completions = cc.completions.get();
-  cs.error_completions = cc.error_completions.get();
-  cs.max_batch = cc.max_batch.get();
-  s.cqs.push_back(cs);
+  for (const auto& ch : channels_) {
+    if (ch->owned_endpoint) add_ep(*ch->owned_endpoint, rails_[0]->name());
+  }
   s.comms_open = comms_->size();
   s.registrations = registrations_;
   s.registered_bytes = registered_bytes_;

@@ -3,7 +3,9 @@
 // and remote CQ data. The public classes (Device, SendComm, ...) are thin handles onto it.
 #pragma once
 
+#include <array>
 #include <deque>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,13 +42,17 @@ struct SendSlot {
   uint64_t seq = 0;
   const uint8_t* buf = nullptr;
   size_t len = 0;
-  void* desc = nullptr;
+  void* desc = nullptr;             // rail 0's descriptor (eager copies need none)
+  const RegionState* region = nullptr;  // per-rail descriptors for striped writes
+  uint32_t first_rail = 0;
   bool eager = false;
   bool local_done = false;  // the source buffer may be reused
   bool cts_done = false;    // the receiver posted the matching receive
   bool done = false;
   Status error;
-  fabric::OpContext write_ctx{};
+  uint32_t stripes = 0;       // rendezvous: writes this message was cut into
+  uint32_t stripes_done = 0;  // ... and how many completed locally
+  std::vector<fabric::OpContext> stripe_ctx;  // one per rail of the communicator
 };
 
 struct RecvSlot {
@@ -57,14 +63,27 @@ struct RecvSlot {
   size_t bytes = 0;
   bool done = false;
   Status error;
+  uint32_t stripes_seen = 0;  // rendezvous writes that landed (remote CQ data)
+};
+
+struct Cts {
+  uint64_t seq = 0;
+  uint64_t raddr = 0;
+  uint64_t length = 0;
+  uint32_t rails = 0;                    // keys carried
+  std::array<uint64_t, kMaxRails> keys{};  // the receive buffer's key on each rail
 };
 
 struct EarlyCts {
   bool valid = false;
-  uint64_t seq = 0;
-  uint64_t raddr = 0;
-  uint64_t key = 0;
-  uint64_t length = 0;
+  Cts cts;
+};
+
+// One rail's way to one peer: the data and control channels (the same channel for connected
+// endpoints).
+struct Path {
+  pool::Channel* data = nullptr;
+  pool::Channel* control = nullptr;
 };
 
 struct EarlyEager {
@@ -81,7 +100,11 @@ struct CommState {
   CommPhase phase = CommPhase::connecting;
   uint16_t id = 0;
   uint16_t peer_id = 0;
-  pool::Channel* ch = nullptr;
+  std::vector<Path> paths;    // rails shared with the peer (rail i pairs with the peer's rail i)
+  uint32_t next_data = 0;     // round-robin over paths for eager messages
+  uint32_t next_control = 0;  // round-robin over paths for control messages
+  uint32_t next_stripe = 0;   // rotating first rail of striped writes
+  StripePlan plan;            // the sending side's striping parameters
   uint16_t depth = 0;         // outstanding requests agreed with the peer
   size_t eager_max = 0;       // largest eager message (min of both sides)
   uint64_t next_seq = 0;
@@ -104,7 +127,8 @@ struct ListenerState {
 struct WindowState {
   uint32_t id = 0;
   uint16_t comm = 0;
-  pool::Channel* ch = nullptr;
+  std::vector<Path> paths;
+  uint32_t next_stripe = 0;
   uint64_t issued = 0;
   uint64_t completed = 0;
   uint64_t quiet_mark = 0;  // issued count at the last quiet
@@ -114,19 +138,41 @@ struct WindowState {
   bool closed = false;
 };
 
+// Operations that met -FI_EAGAIN: retried from the progress loop (never by spinning inside a
+// non-blocking call) until posted, or failed once XPORT_EAGAIN_TIMEOUT_MS has passed.
 struct PendingControl {
   pool::Channel* ch = nullptr;
   MsgHeader hdr{};
-  bool has_body = false;
-  ConnBody body{};
+  std::vector<uint8_t> body;
+  Deadline::Clock::time_point since{};
+};
+
+struct PendingEager {
+  pool::Channel* ch = nullptr;
+  memory::Buffer* buffer = nullptr;  // holds header + payload; its context names the request
+  size_t len = 0;
+  Deadline::Clock::time_point since{};
+};
+
+struct PendingRma {
+  pool::Channel* ch = nullptr;
+  fabric::OpContext* ctx = nullptr;  // a window context (put or get)
+  uint8_t* local = nullptr;
+  size_t len = 0;
+  void* desc = nullptr;
+  uint64_t raddr = 0;
+  uint64_t key = 0;
+  Deadline::Clock::time_point since{};
 };
 
 struct PendingWrite {
   uint16_t comm = 0;
   uint16_t slot = 0;
   uint64_t seq = 0;
+  uint32_t stripe = 0;
   uint64_t raddr = 0;
-  uint64_t key = 0;
+  std::array<uint64_t, kMaxRails> keys{};
+  Deadline::Clock::time_point since{};
 };
 
 struct EngineConfig {
@@ -140,16 +186,21 @@ struct EngineConfig {
   std::chrono::nanoseconds eagain_timeout{std::chrono::seconds(10)};
   uint64_t first_key = 1;
   bool thread_safe = true;
+  StripePlan stripe;
   static EngineConfig from_knobs();
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
-  static Result<std::shared_ptr<Engine>> open(const fi_info* info, const Capabilities& caps,
+  // One rail per fi_info (its domain); connected-endpoint providers take exactly one.
+  static Result<std::shared_ptr<Engine>> open(const std::vector<const fi_info*>& rails,
+                                              const Capabilities& caps,
                                               const EngineConfig& config);
   ~Engine();
 
   const Capabilities& caps() const { return caps_; }
+  size_t rail_count() const { return rails_.size(); }
+  const std::string& rail_name(size_t i) const { return rails_[i]->name(); }
 
   // memory
   Result<Region> register_memory(void* buf, size_t len);
@@ -200,38 +251,54 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Status post_all_rx(pool::Channel* ch);
   // Sends a control message; `retry` drives progress on -FI_EAGAIN (user calls only).
   // Queues it when resources are short and `queue_if_busy` is set.
-  Status send_control(pool::Channel* ch, const MsgHeader& hdr, const ConnBody* body, bool retry,
-                      bool queue_if_busy);
+  Status send_control(pool::Channel* ch, const MsgHeader& hdr, const std::vector<uint8_t>* body,
+                      bool retry, bool queue_if_busy);
+  pool::Channel* control_path(CommState& c) {
+    return c.paths[c.next_control++ % c.paths.size()].control;
+  }
+  bool connected_endpoints() const { return rails_[0]->connected_endpoints(); }
   Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
   void flush_pending();
+  bool expired(Deadline::Clock::time_point since) const {
+    return Deadline::Clock::now() - since > config_.eagain_timeout;
+  }
+  Status post_rma(const PendingRma& op);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
   void fail_comm(CommState& c, Status why);
   void fail_channel(pool::Channel* ch, Status why);
+  static bool uses(const std::vector<Path>& paths, const pool::Channel* ch) {
+    for (const Path& p : paths)
+      if (p.data == ch || p.control == ch) return true;
+    return false;
+  }
   void maybe_erase(CommState& c);
   CommState* comm_for(uint16_t id, bool is_send, const char* op, Status* err);
-  Result<void*> local_desc(const Region& region, const void* buf, size_t len, const char* what);
+  Status check_local(const Region& region, const void* buf, size_t len, const char* what);
 
   // connection messages (connection.cc)
   void on_conn_req(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len);
   void on_conn_ack(const MsgHeader& h);
   void on_conn_reject(const MsgHeader& h);
   Status progress_events();
-  Result<std::unique_ptr<CommState>> make_comm(bool is_send, pool::Channel* ch, uint16_t depth);
-  Result<pool::Channel*> peer_channel(const std::vector<uint8_t>& address);
+  Result<std::unique_ptr<CommState>> make_comm(bool is_send, std::vector<Path> paths,
+                                               uint16_t depth);
+  Result<pool::Channel*> peer_channel(size_t rail, bool control, const std::vector<uint8_t>& addr);
+  Result<std::vector<Path>> peer_paths(const std::vector<RailAddresses>& rails);
+  std::vector<RailAddresses> local_addresses();
 
   // two-sided messages (two_sided.cc)
-  void on_cts(const MsgHeader& h);
+  void on_cts(const MsgHeader& h, const Cts& cts);
   void on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold);
   void on_abort(const MsgHeader& h);
   void on_close(const MsgHeader& h);
   void on_write_data(uint64_t data, size_t len);
   void on_write_done(fabric::OpContext* ctx, Status status);
   void on_eager_sent(fabric::OpContext* ctx, Status status);
-  void consume_cts(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr, uint64_t key,
-                   uint64_t length);
-  void post_rendezvous_write(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr,
-                             uint64_t key);
+  void consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts);
+  // Posts stripe `stripe` of message s (queued on -FI_EAGAIN inside a progress pass).
+  void post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
+                   const std::array<uint64_t, kMaxRails>& keys, Deadline::Clock::time_point since);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
   void maybe_complete_send(CommState& c, SendSlot& s);
 
@@ -249,11 +316,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool rx_cq_data_mode_ = false;  // writes with data consume a posted receive
   mutable std::mutex mu_;
   bool in_progress_ = false;
+  size_t polling_rail_ = 0;  // the rail whose CQ is being read
 
-  // Declaration order is teardown order reversed: comms, then channels, then the rail.
-  std::unique_ptr<rail::Rail> rail_;
+  // Declaration order is teardown order reversed: comms, then channels, then the rails.
+  std::vector<std::unique_ptr<rail::Rail>> rails_;
   std::vector<std::unique_ptr<pool::Channel>> channels_;  // peer channels (RDM) and connections
-  std::map<std::vector<uint8_t>, pool::Channel*> peers_;  // RDM: peer address -> channel
+  // RDM: (rail, control?, peer address) -> channel
+  std::map<std::tuple<size_t, bool, std::vector<uint8_t>>, pool::Channel*> peers_;
   std::map<fid_t, pool::Channel*> connecting_;  // connected endpoints by fid
   std::unique_ptr<pool::CommTable<CommState>> comms_;
   std::map<uint64_t, ListenerState> listeners_;
@@ -261,6 +330,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint32_t next_window_ = 1;
   std::deque<PendingControl> pending_control_;
   std::deque<PendingWrite> pending_writes_;
+  std::deque<PendingEager> pending_eager_;
+  std::deque<PendingRma> pending_rma_;
   std::vector<std::pair<pool::Channel*, memory::Buffer*>> pending_rx_;
 
   // process-level counters (read by stats())

@@ -21,14 +21,14 @@ Result<uint32_t> Engine::open_window(uint16_t comm) {
   auto w = std::make_unique<WindowState>();
   w->id = next_window_++;
   w->comm = comm;
-  w->ch = c->ch;
+  w->paths = c->paths;
   w->ctxs.resize(kWindowContexts);
   for (uint32_t i = 0; i < kWindowContexts; ++i) {
     w->ctxs[i].owner = w.get();
     w->ctxs[i].index = i;
     w->free.push_back(kWindowContexts - 1 - i);
   }
-  c->ch->refs += 1;
+  for (Path& p : w->paths) p.data->refs += 1;
   const uint32_t id = w->id;
   windows_[id] = std::move(w);
   return id;
@@ -40,7 +40,7 @@ void Engine::close_window(uint32_t id) {
   if (it == windows_.end()) return;
   it->second->closed = true;
   if (it->second->issued == it->second->completed) {
-    it->second->ch->refs -= 1;
+    for (Path& p : it->second->paths) p.data->refs -= 1;
     windows_.erase(it);
   }
 }
@@ -74,7 +74,9 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
     return core::error(Code::invalid_argument, what, ": window ", window, " is not open");
   }
   WindowState* w = it->second.get();
-  if (w->ch->failed) return core::error(Code::peer_lost, what, ": ", w->ch->failure);
+  for (const Path& p : w->paths) {
+    if (p.data->failed) return core::error(Code::peer_lost, what, ": ", p.data->failure);
+  }
   if (!local.valid() || local.state_->engine.get() != this) {
     return core::error(Code::invalid_argument, what, ": the local Region is empty or from "
                                                      "another device");
@@ -86,28 +88,46 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
   auto raddr = remote_address(remote, roff, len);
   if (!raddr.ok()) return raddr.status().with_context(what);
   if (len == 0) return Status::success();
-  for (auto until = Deadline::after(config_.eagain_timeout); w->free.empty() && !until.expired();) {
-    (void)progress_locked();
+  // Large transfers are striped over the rails both the window and the remote key cover.
+  const uint32_t rails =
+      static_cast<uint32_t>(std::min(w->paths.size(), remote.keys_.size()));
+  const uint32_t n = stripe_count(config_.stripe, len, rails);
+  const uint32_t first = w->next_stripe++ % rails;
+  for (uint32_t i = 0; i < n; ++i) {
+    for (auto until = Deadline::after(config_.eagain_timeout);
+         w->free.empty() && !until.expired();) {
+      (void)progress_locked();
+    }
+    if (w->free.empty()) {
+      return core::error(Code::again, what, ": ", kWindowContexts,
+                         " operations outstanding on the window; call quiet()");
+    }
+    const uint32_t rail = (first + i) % rails;
+    const uint64_t off = stripe_offset(config_.stripe, len, n, i);
+    const uint64_t end = stripe_offset(config_.stripe, len, n, i + 1);
+    fabric::OpContext* ctx = &w->ctxs[w->free.back()];
+    w->free.pop_back();
+    ctx->type = op;
+    ctx->slot = static_cast<uint16_t>(rail);
+    uint8_t* p = local.state_->base + loff + off;
+    void* desc = local.state_->mrs[rail]->desc();
+    pool::Channel* ch = w->paths[rail].data;
+    PendingRma rma{ch, ctx, p, end - off, desc, *raddr + off, remote.keys_[rail],
+                   Deadline::Clock::now()};
+    Status st = post_rma(rma);
+    if (st.code() == Code::again) {
+      pending_rma_.push_back(rma);  // progress posts it; quiet() waits for it
+      st = Status::success();
+    }
+    if (!st.ok()) {
+      w->free.push_back(ctx->index);
+      // Stripes already posted complete (or fail) on their own; quiet() reports them.
+      return st.with_context(core::str(what, " stripe ", i, " of ", n, " on rail ",
+                                        rails_[rail]->name()));
+    }
+    if (n > 1) rails_[rail]->stripes_out().add();
+    w->issued += 1;
   }
-  if (w->free.empty()) {
-    return core::error(Code::again, what, ": ", kWindowContexts,
-                       " operations outstanding on the window; call quiet()");
-  }
-  fabric::OpContext* ctx = &w->ctxs[w->free.back()];
-  w->free.pop_back();
-  ctx->type = op;
-  uint8_t* p = local.state_->base + loff;
-  void* desc = local.state_->mrs[0]->desc();
-  Status st = op == fabric::OpType::put
-                  ? w->ch->endpoint->write(p, len, desc, w->ch->peer, *raddr, remote.keys_[0],
-                                           ctx, false, 0, true)
-                  : w->ch->endpoint->read(p, len, desc, w->ch->peer, *raddr, remote.keys_[0],
-                                          ctx, true);
-  if (!st.ok()) {
-    w->free.push_back(ctx->index);
-    return st.with_context(what);
-  }
-  w->issued += 1;
   return Status::success();
 }
 
@@ -115,13 +135,13 @@ void Engine::on_window_done(fabric::OpContext* ctx, Status status) {
   auto* w = static_cast<WindowState*>(ctx->owner);
   w->completed += 1;
   w->free.push_back(ctx->index);
-  w->ch->endpoint->count_completion(!status.ok());
+  w->paths[ctx->slot % w->paths.size()].data->endpoint->count_completion(!status.ok());
   if (!status.ok() && w->first_error.ok()) {
     w->first_error = std::move(status).with_context(ctx->type == fabric::OpType::put ? "put"
                                                                                      : "get");
   }
   if (w->closed && w->issued == w->completed) {
-    w->ch->refs -= 1;
+    for (Path& p : w->paths) p.data->refs -= 1;
     windows_.erase(w->id);
   }
 }

@@ -27,7 +27,12 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   CommState* c = comm_for(comm, true, "isend", &err);
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
-  XPORT_ASSIGN_OR_RETURN(void* desc, local_desc(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  if (len >= kLengthUnknown && len > c->eager_max) {
+    return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
+                       "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
+                       "of length)");
+  }
   const uint64_t seq = c->next_seq;
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   SendSlot& s = c->sends[slot];
@@ -35,12 +40,15 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
+  std::vector<fabric::OpContext> stripe_ctx = std::move(s.stripe_ctx);  // sized per rail once
   s = SendSlot{};
+  s.stripe_ctx = std::move(stripe_ctx);
   s.active = true;
   s.seq = seq;
   s.buf = static_cast<const uint8_t*>(buf);
   s.len = len;
-  s.desc = desc;
+  s.desc = region.state_->mrs[0]->desc();
+  s.region = region.state_.get();
   s.eager = len <= c->eager_max;
   if (s.eager) {
     Status st = send_eager(*c, s, slot);
@@ -51,15 +59,16 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   }
   c->next_seq += 1;
   EarlyCts& e = c->early_cts[slot];
-  if (e.valid && e.seq == seq) {
+  if (e.valid && e.cts.seq == seq) {
     e.valid = false;
-    consume_cts(*c, s, slot, e.raddr, e.key, e.length);
+    consume_cts(*c, s, slot, e.cts);
   }
   return Request{seq};
 }
 
 Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
-  pool::Channel* ch = c.ch;
+  // Small messages go whole to one rail, round-robin.
+  pool::Channel* ch = c.paths[c.next_data++ % c.paths.size()].data;
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
   memory::Buffer* b = ch->tx->take();
   for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && !until.expired();) {
@@ -74,20 +83,29 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   const size_t total = sizeof(h) + s.len;
   Status st;
   if (total <= inject_size_) {
-    st = ch->endpoint->inject(b->data, total, ch->peer, true);
-    ch->tx->give_back(b);
-    if (st.ok()) s.local_done = true;
-  } else {
-    b->ctx.comm = c.id;
-    b->ctx.slot = slot;
-    b->ctx.seq = s.seq;
-    st = ch->endpoint->send(b->data, total, ch->tx->desc(), ch->peer, &b->ctx, true);
+    st = ch->endpoint->inject(b->data, total, ch->peer, false);
     if (st.ok()) {
-      c.inflight += 1;
-    } else {
       ch->tx->give_back(b);
+      s.local_done = true;
+      return st;
     }
   }
+  b->ctx.comm = c.id;
+  b->ctx.slot = slot;
+  b->ctx.seq = s.seq;
+  if (st.ok() || st.code() == Code::again) {
+    st = ch->endpoint->send(b->data, total, ch->tx->desc(), ch->peer, &b->ctx, false);
+  }
+  if (st.code() == Code::again) {
+    // The provider is busy (or still connecting): progress posts it later; the request stays
+    // open and its wait() deadline bounds the caller.
+    pending_eager_.push_back(PendingEager{ch, b, total, Deadline::Clock::now()});
+    st = Status::success();
+  } else if (!st.ok()) {
+    ch->tx->give_back(b);
+    return st;
+  }
+  c.inflight += 1;
   return st;
 }
 
@@ -117,7 +135,7 @@ void Engine::maybe_complete_send(CommState&, SendSlot& s) {
   if (s.local_done && s.cts_done && !s.done) s.done = true;
 }
 
-void Engine::on_cts(const MsgHeader& h) {
+void Engine::on_cts(const MsgHeader& h, const Cts& cts) {
   CommState* c = comms_->find(h.dst_comm);
   if (c == nullptr || !c->is_send || c->peer_id != h.src_comm || c->depth == 0 ||
       h.slot != h.seq % c->depth) {
@@ -126,57 +144,86 @@ void Engine::on_cts(const MsgHeader& h) {
   }
   SendSlot& s = c->sends[h.slot];
   if (s.active && s.seq == h.seq && !s.cts_done) {
-    consume_cts(*c, s, h.slot, h.aux, h.aux2, h.length);
+    consume_cts(*c, s, h.slot, cts);
   } else if (h.seq >= c->next_seq) {
-    c->early_cts[h.slot] = EarlyCts{true, h.seq, h.aux, h.aux2, h.length};
+    c->early_cts[h.slot] = EarlyCts{true, cts};
   } else {
     ++routing_misses_;
   }
 }
 
-void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr, uint64_t key,
-                         uint64_t length) {
+void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts) {
   s.cts_done = true;
   if (s.done) return;
   if (s.eager) {
     maybe_complete_send(c, s);
     return;
   }
-  if (s.len > length) {
+  if (s.len > cts.length) {
     MsgHeader a = header(MsgType::abort, c, slot, s.seq);
     a.aux = kTooLarge;
     a.length = s.len;
-    (void)send_control(c.ch, a, nullptr, false, true);
+    (void)send_control(control_path(c), a, nullptr, false, true);
     s.error = core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
-                          " bytes is larger than the receiver's buffer of ", length, " bytes");
+                          " bytes is larger than the receiver's buffer of ", cts.length, " bytes");
     s.done = true;
     return;
   }
-  post_rendezvous_write(c, s, slot, raddr, key);
+  if (cts.rails < c.paths.size()) {
+    s.error = core::error(Code::protocol, "isend: clear-to-send for message ", s.seq, " carries ",
+                          cts.rails, " keys for ", c.paths.size(), " rails");
+    s.done = true;
+    return;
+  }
+  // Large messages are striped over the rails (the plan both sides compute from the length),
+  // the first rail rotating from message to message.
+  s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
+  s.stripes_done = 0;
+  s.first_rail = c.next_stripe++ % c.paths.size();
+  const auto now = Deadline::Clock::now();
+  for (uint32_t i = 0; i < s.stripes && !s.done; ++i) {
+    post_stripe(c, s, slot, i, cts.raddr, cts.keys, now);
+  }
 }
 
-void Engine::post_rendezvous_write(CommState& c, SendSlot& s, uint16_t slot, uint64_t raddr,
-                                   uint64_t key) {
-  s.write_ctx = fabric::OpContext{};
-  s.write_ctx.type = fabric::OpType::rndv_write;
-  s.write_ctx.comm = c.id;
-  s.write_ctx.slot = slot;
-  s.write_ctx.seq = s.seq;
+void Engine::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe,
+                         uint64_t raddr, const std::array<uint64_t, kMaxRails>& keys,
+                         Deadline::Clock::time_point since) {
+  const uint32_t rail = (s.first_rail + stripe) % c.paths.size();
+  const uint64_t off = stripe_offset(c.plan, s.len, s.stripes, stripe);
+  const uint64_t end = stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
+  fabric::OpContext& ctx = s.stripe_ctx[stripe];
+  ctx = fabric::OpContext{};
+  ctx.type = fabric::OpType::rndv_write;
+  ctx.comm = c.id;
+  ctx.slot = slot;
+  ctx.seq = s.seq;
+  ctx.index = rail;
   const uint64_t data = encode_cq_data(c.peer_id, slot, s.len, cq_data_bytes_);
-  Status st = c.ch->endpoint->write(s.buf, s.len, s.desc, c.ch->peer, raddr, key, &s.write_ctx,
-                                    true, data, !in_progress_);
+  pool::Channel* ch = c.paths[rail].data;
+  Status st = ch->endpoint->write(s.buf + off, end - off, s.region->mrs[rail]->desc(), ch->peer,
+                                  raddr + off, keys[rail], &ctx, true, data, false);
   if (st.code() == Code::again) {
-    pending_writes_.push_back(PendingWrite{c.id, slot, s.seq, raddr, key});
+    PendingWrite w;
+    w.comm = c.id;
+    w.slot = slot;
+    w.seq = s.seq;
+    w.stripe = stripe;
+    w.raddr = raddr;
+    w.keys = keys;
+    w.since = since;
+    pending_writes_.push_back(w);
     return;
   }
   if (!st.ok()) {
     MsgHeader a = header(MsgType::abort, c, slot, s.seq);
     a.aux = kWriteFailed;
-    (void)send_control(c.ch, a, nullptr, false, true);
+    (void)send_control(control_path(c), a, nullptr, false, true);
     s.error = std::move(st).with_context(core::str("rendezvous write of message ", s.seq));
     s.done = true;
     return;
   }
+  if (s.stripes > 1) rails_[rail]->stripes_out().add();
   c.inflight += 1;
 }
 
@@ -184,16 +231,18 @@ void Engine::on_write_done(fabric::OpContext* ctx, Status status) {
   CommState* c = comms_->find(ctx->comm);
   if (c == nullptr) return;
   c->inflight -= 1;
-  c->ch->endpoint->count_completion(!status.ok());
+  c->paths[ctx->index % c->paths.size()].data->endpoint->count_completion(!status.ok());
   SendSlot& s = c->sends[ctx->slot % c->depth];
   if (s.active && s.seq == ctx->seq && !s.done) {
     if (!status.ok()) {
       MsgHeader a = header(MsgType::abort, *c, ctx->slot, s.seq);
       a.aux = kWriteFailed;
-      (void)send_control(c->ch, a, nullptr, false, true);
-      s.error = std::move(status).with_context(core::str("rendezvous write of message ", s.seq));
+      (void)send_control(control_path(*c), a, nullptr, false, true);
+      s.error = std::move(status).with_context(core::str("rendezvous write of message ", s.seq,
+                                                         " on rail ",
+                                                         rails_[ctx->index]->name()));
       s.done = true;
-    } else {
+    } else if (++s.stripes_done == s.stripes) {
       s.local_done = true;
       maybe_complete_send(*c, s);
     }
@@ -207,7 +256,7 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   CommState* c = comm_for(comm, false, "irecv", &err);
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
-  XPORT_RETURN_IF_ERROR(local_desc(region, buf, len, "irecv").status());
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
   const uint64_t seq = c->next_seq;
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   RecvSlot& r = c->recvs[slot];
@@ -221,8 +270,13 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   h.length = len;
   h.aux = rs.virt_addr ? reinterpret_cast<uint64_t>(buf)
                        : static_cast<uint64_t>(static_cast<uint8_t*>(buf) - rs.base);
-  h.aux2 = rs.mrs[0]->key();
-  Status st = send_control(c->ch, h, nullptr, true, true);
+  // The buffer's key on every rail shared with the peer: any rail may carry a stripe.
+  std::vector<uint8_t> keys(8 * c->paths.size());
+  for (size_t i = 0; i < c->paths.size(); ++i) {
+    const uint64_t k = rs.mrs[i]->key();
+    std::memcpy(keys.data() + 8 * i, &k, 8);
+  }
+  Status st = send_control(control_path(*c), h, &keys, false, true);
   if (!st.ok()) return st.with_context("irecv: clear-to-send");
   r = RecvSlot{};
   r.active = true;
@@ -312,7 +366,15 @@ void Engine::on_write_data(uint64_t data, size_t len) {
   if (bytes > r.cap) {
     r.error = core::error(Code::protocol, "irecv: a write of ", bytes, " bytes into the ", r.cap,
                           "-byte buffer of message ", r.seq);
+    r.done = true;
+    return;
   }
+  // The message is complete when every stripe of the sender's plan has landed.
+  const uint32_t stripes =
+      cq_data_bytes_ >= 8 ? stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()))
+                          : 1;
+  if (stripes > 1) rails_[polling_rail_]->stripes_in().add();
+  if (++r.stripes_seen < stripes) return;
   r.bytes = bytes;
   r.done = true;
 }

@@ -46,16 +46,23 @@ std::vector<uint8_t> encode_handle(const Handle& h) {
   hdr.version = kWireVersion;
   hdr.header_bytes = sizeof(HandleHeader);
   hdr.endpoint_type = h.endpoint_type;
-  hdr.rail_count = static_cast<uint8_t>(h.rail_addresses.size());
-  hdr.address_bytes = h.rail_addresses.empty() ? 0 : h.rail_addresses[0].size();
+  hdr.rail_count = static_cast<uint8_t>(h.rails.size());
+  hdr.per_rail = h.endpoint_type == 1 ? 1 : 2;
+  size_t longest = 0;
+  for (const auto& r : h.rails) longest = std::max({longest, r.data.size(), r.control.size()});
+  hdr.address_bytes = static_cast<uint16_t>(longest);
   hdr.listener_token = h.listener_token;
   std::memcpy(hdr.provider, h.provider.data(), std::min(h.provider.size(), kProviderNameBytes - 1));
   std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
                            reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
-  for (const auto& a : h.rail_addresses) {
+  auto put = [&](const std::vector<uint8_t>& a) {
     std::vector<uint8_t> padded(a);
     padded.resize(hdr.address_bytes, 0);
     out.insert(out.end(), padded.begin(), padded.end());
+  };
+  for (const auto& r : h.rails) {
+    put(r.data);
+    if (hdr.per_rail == 2) put(r.control);
   }
   put_crc(out);
   return out;
@@ -88,16 +95,19 @@ Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
     return core::error(Code::protocol, "connection handle header is ", hdr.header_bytes,
                        " bytes, expected ", sizeof(HandleHeader));
   }
-  if (hdr.rail_count == 0 || hdr.address_bytes == 0 || hdr.address_bytes > kMaxAddressBytes) {
+  if (hdr.rail_count == 0 || hdr.rail_count > kMaxRails || hdr.address_bytes == 0 ||
+      hdr.address_bytes > kMaxAddressBytes) {
     return core::error(Code::protocol, "connection handle describes ", int(hdr.rail_count),
-                       " rails of ", hdr.address_bytes, "-byte addresses (need 1+ rails, 1..",
-                       kMaxAddressBytes, " bytes)");
+                       " rails of ", hdr.address_bytes, "-byte addresses (need 1..", kMaxRails,
+                       " rails, 1..", kMaxAddressBytes, " bytes)");
   }
-  if (hdr.endpoint_type > 1) {
-    return core::error(Code::protocol, "connection handle has unknown endpoint type ",
-                       int(hdr.endpoint_type));
+  if (hdr.endpoint_type > 1 || hdr.per_rail != (hdr.endpoint_type == 1 ? 1 : 2)) {
+    return core::error(Code::protocol, "connection handle has endpoint type ",
+                       int(hdr.endpoint_type), " with ", int(hdr.per_rail),
+                       " addresses per rail");
   }
-  const size_t need = sizeof(HandleHeader) + size_t{hdr.rail_count} * hdr.address_bytes + 4;
+  const size_t need =
+      sizeof(HandleHeader) + size_t{hdr.rail_count} * hdr.per_rail * hdr.address_bytes + 4;
   if (bytes.size() != need) {
     return core::error(Code::protocol, "connection handle is ", bytes.size(),
                        " bytes but its header describes ", need,
@@ -113,8 +123,15 @@ Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
   h.listener_token = hdr.listener_token;
   h.provider = hdr.provider;
   const uint8_t* p = bytes.data() + sizeof(HandleHeader);
-  for (int i = 0; i < hdr.rail_count; ++i, p += hdr.address_bytes) {
-    h.rail_addresses.emplace_back(p, p + hdr.address_bytes);
+  for (int i = 0; i < hdr.rail_count; ++i) {
+    RailAddresses r;
+    r.data.assign(p, p + hdr.address_bytes);
+    p += hdr.address_bytes;
+    if (hdr.per_rail == 2) {
+      r.control.assign(p, p + hdr.address_bytes);
+      p += hdr.address_bytes;
+    }
+    h.rails.push_back(std::move(r));
   }
   return h;
 }
@@ -133,10 +150,16 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
   const size_t body = len - sizeof(MsgHeader);
   switch (static_cast<MsgType>(h.type)) {
     case MsgType::conn_req:
-      // RDM requests carry the sender's address; connection-manager requests carry none.
-      if (body != sizeof(ConnBody) && body != 0) {
-        return core::error(Code::protocol, "CONN_REQ body is ", body, " bytes, expected ",
-                           sizeof(ConnBody), " or 0");
+      // RDM requests carry the sender's addresses; connection-manager requests carry none.
+      if (body != 0 && (body < sizeof(ConnBody) || body > sizeof(ConnBody) + kMaxConnAddressBytes)) {
+        return core::error(Code::protocol, "CONN_REQ body is ", body, " bytes, expected 0 or ",
+                           sizeof(ConnBody), "..", sizeof(ConnBody) + kMaxConnAddressBytes);
+      }
+      break;
+    case MsgType::cts:
+      if (body == 0 || body % 8 != 0 || body / 8 > kMaxRails) {
+        return core::error(Code::protocol, "CTS carries ", body, " bytes of keys, expected 8 per "
+                           "rail for 1..", kMaxRails, " rails");
       }
       break;
     case MsgType::eager:
@@ -147,7 +170,6 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
       break;
     case MsgType::conn_ack:
     case MsgType::conn_reject:
-    case MsgType::cts:
     case MsgType::abort:
     case MsgType::close:
       if (body != 0) {
@@ -161,21 +183,78 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
   return h;
 }
 
-Result<ConnBody> decode_conn_body(const uint8_t* data, size_t len) {
-  if (len != sizeof(ConnBody)) {
-    return core::error(Code::protocol, "connection request body is ", len, " bytes, expected ",
-                       sizeof(ConnBody));
+std::vector<uint8_t> encode_conn_body(const ConnRequest& r) {
+  ConnBody b = r.body;
+  size_t longest = 0;
+  for (const auto& a : r.rails) longest = std::max({longest, a.data.size(), a.control.size()});
+  b.address_bytes = static_cast<uint16_t>(longest);
+  b.rail_count = static_cast<uint8_t>(r.rails.size());
+  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&b), reinterpret_cast<uint8_t*>(&b) + sizeof(b));
+  for (const auto& a : r.rails) {
+    for (const auto* v : {&a.data, &a.control}) {
+      std::vector<uint8_t> padded(*v);
+      padded.resize(longest, 0);
+      out.insert(out.end(), padded.begin(), padded.end());
+    }
   }
-  ConnBody b;
-  std::memcpy(&b, data, sizeof(b));
+  return out;
+}
+
+Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len) {
+  if (len < sizeof(ConnBody)) {
+    return core::error(Code::protocol, "connection request body is ", len, " bytes, at least ",
+                       sizeof(ConnBody), " expected");
+  }
+  ConnRequest r;
+  std::memcpy(&r.body, data, sizeof(ConnBody));
+  const ConnBody& b = r.body;
   if (b.address_bytes == 0 || b.address_bytes > kMaxAddressBytes) {
-    return core::error(Code::protocol, "connection request carries a ", b.address_bytes,
-                       "-byte address (1..", kMaxAddressBytes, " allowed)");
+    return core::error(Code::protocol, "connection request carries ", b.address_bytes,
+                       "-byte addresses (1..", kMaxAddressBytes, " allowed)");
+  }
+  if (b.rail_count == 0 || b.rail_count > kMaxRails) {
+    return core::error(Code::protocol, "connection request describes ", int(b.rail_count),
+                       " rails (1..", kMaxRails, " allowed)");
   }
   if (b.max_requests == 0) {
     return core::error(Code::protocol, "connection request allows 0 outstanding requests");
   }
-  return b;
+  if (b.stripe_align == 0 || (b.stripe_align & (b.stripe_align - 1)) != 0 || b.stripe_min == 0) {
+    return core::error(Code::protocol, "connection request has stripe alignment ", b.stripe_align,
+                       " and minimum ", b.stripe_min, " (need a power of two and a minimum > 0)");
+  }
+  const size_t need = sizeof(ConnBody) + size_t{b.rail_count} * 2 * b.address_bytes;
+  if (len != need) {
+    return core::error(Code::protocol, "connection request body is ", len, " bytes, its header "
+                       "describes ", need);
+  }
+  const uint8_t* p = data + sizeof(ConnBody);
+  for (int i = 0; i < b.rail_count; ++i) {
+    RailAddresses a;
+    a.data.assign(p, p + b.address_bytes);
+    p += b.address_bytes;
+    a.control.assign(p, p + b.address_bytes);
+    p += b.address_bytes;
+    r.rails.push_back(std::move(a));
+  }
+  return r;
+}
+
+uint32_t stripe_count(const StripePlan& p, uint64_t len, uint32_t rails) {
+  if (rails <= 1 || len < p.threshold || p.min == 0) return 1;
+  uint64_t n = len / p.min;
+  if (p.max_rails != 0 && n > p.max_rails) n = p.max_rails;
+  if (n > rails) n = rails;
+  return n < 1 ? 1 : static_cast<uint32_t>(n);
+}
+
+uint64_t stripe_offset(const StripePlan& p, uint64_t len, uint32_t n, uint32_t i) {
+  if (i >= n) return len;
+  if (i == 0) return 0;
+  // Even shares, boundaries rounded down to the alignment (no overflow: len < 2^32 * n).
+  const unsigned __int128 raw = static_cast<unsigned __int128>(len) * i / n;
+  const uint64_t off = static_cast<uint64_t>(raw) & ~(static_cast<uint64_t>(p.align) - 1);
+  return off;
 }
 
 std::vector<uint8_t> encode_key(const RemoteKey& k) {

@@ -19,6 +19,10 @@ inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
 inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
 inline constexpr uint16_t kWireVersion = 1;
 inline constexpr size_t kMaxAddressBytes = 256;
+inline constexpr size_t kMaxRails = 32;
+// All addresses of a CONN_REQ together (rails x {data, control} x address size) stay below this,
+// so a request always fits one bounce buffer.
+inline constexpr size_t kMaxConnAddressBytes = 4096;
 inline constexpr size_t kProviderNameBytes = 32;
 
 uint32_t crc32(const uint8_t* data, size_t len);
@@ -29,9 +33,10 @@ struct HandleHeader {
   uint16_t version;
   uint16_t header_bytes;   // sizeof(HandleHeader): lets a reader skip future fields
   uint8_t endpoint_type;   // 0 rdm, 1 msg
-  uint8_t rail_count;      // rails described after the header (1 until multi-rail)
-  uint16_t address_bytes;  // length of each rail address
-  uint32_t reserved;
+  uint8_t rail_count;      // rails described after the header
+  uint16_t address_bytes;  // length of each address
+  uint8_t per_rail;        // addresses per rail: 2 (data, control) for RDM, 1 for connected
+  uint8_t reserved[3];
   uint64_t listener_token; // names the listener inside its process
   char provider[kProviderNameBytes];  // NUL-padded provider name
 };
@@ -39,15 +44,21 @@ static_assert(sizeof(HandleHeader) == 56);
 static_assert(offsetof(HandleHeader, listener_token) == 16);
 static_assert(offsetof(HandleHeader, provider) == 24);
 
+struct RailAddresses {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> control;  // empty for connected endpoints (one address per rail)
+};
+
 struct Handle {
   uint8_t endpoint_type = 0;
   uint64_t listener_token = 0;
   std::string provider;
-  std::vector<std::vector<uint8_t>> rail_addresses;
+  std::vector<RailAddresses> rails;
 };
 
 std::vector<uint8_t> encode_handle(const Handle& h);
-// Layout: HandleHeader, rail_count * address_bytes, then CRC-32 of everything before it.
+// Layout: HandleHeader, rail_count * per_rail * address_bytes (zero-padded), then the CRC-32
+// of everything before it.
 Result<Handle> decode_handle(std::span<const uint8_t> bytes);
 
 // ---- messages on the control path and eager payloads ----
@@ -56,6 +67,7 @@ enum class MsgType : uint8_t {
   conn_ack = 2,    // listener -> sender: accepted, here is the receiver's comm id
   conn_reject = 3, // listener -> sender: refused (reason in `aux`)
   cts = 4,         // receiver -> sender: clear to send message `seq` into this buffer
+                   // (body: the buffer's key on each rail, 8 bytes each)
   eager = 5,       // sender -> receiver: message `seq` inline after the header
   abort = 6,       // either way: message `seq` failed at the peer (reason in `aux`)
   close = 7,       // either way: the communicator is closed
@@ -76,18 +88,43 @@ static_assert(sizeof(MsgHeader) == 40);
 static_assert(offsetof(MsgHeader, seq) == 8);
 static_assert(offsetof(MsgHeader, aux2) == 32);
 
-// CONN_REQ body (after the header): who is asking and how to reach them.
+// CONN_REQ body (after the header), RDM only: who is asking, how to reach each of its rails,
+// and the striping parameters both sides must share to count a message's stripes.
+// Followed by rail_count x {data, control} addresses of address_bytes each.
 struct ConnBody {
   uint16_t max_requests;
   uint16_t address_bytes;
-  uint32_t reserved;
-  uint8_t address[kMaxAddressBytes];
+  uint8_t rail_count;
+  uint8_t reserved[3];
+  uint64_t stripe_threshold;  // messages at least this long are striped
+  uint64_t stripe_min;        // bytes per stripe at least
+  uint32_t stripe_align;      // stripe boundaries are multiples of this
+  uint32_t stripe_rails;      // stripe over at most this many rails (0: all)
 };
-static_assert(sizeof(ConnBody) == 264);
+static_assert(sizeof(ConnBody) == 32);
+static_assert(offsetof(ConnBody, stripe_threshold) == 8);
+
+struct ConnRequest {
+  ConnBody body;
+  std::vector<RailAddresses> rails;
+};
+std::vector<uint8_t> encode_conn_body(const ConnRequest& r);
 
 // Validates a received message: size, version, type, and type-specific lengths.
 Result<MsgHeader> decode_header(const uint8_t* data, size_t len);
-Result<ConnBody> decode_conn_body(const uint8_t* data, size_t len);
+Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len);
+
+// The striping plan both sides compute from a message length and the sender's parameters.
+struct StripePlan {
+  uint64_t threshold = 256 * 1024;
+  uint64_t min = 64 * 1024;
+  uint32_t align = 4096;
+  uint32_t max_rails = 0;
+};
+// Number of stripes of a `len`-byte message over `rails` rails (1 when not striped).
+uint32_t stripe_count(const StripePlan& p, uint64_t len, uint32_t rails);
+// Offset of stripe `i` of `n` (stripe i spans [offset(i), offset(i+1)); offset(n) = len).
+uint64_t stripe_offset(const StripePlan& p, uint64_t len, uint32_t n, uint32_t i);
 
 // ---- remote CQ data of a rendezvous write ----
 // Low 32 bits: (request_slot << 16) | receiver_comm_id, which routes the completion.

@@ -1,6 +1,8 @@
 // Opening a rail's objects in order, and closing them in reverse.
 #include "rail/rail.hpp"
 
+#include "core/format.hpp"
+
 namespace xport::rail {
 
 Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& config) {
@@ -12,30 +14,41 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   if (r->connected_endpoints()) return r;
 
   XPORT_ASSIGN_OR_RETURN(r->av_, fabric::AddressVector::open(*r->domain_));
-  auto ch = std::make_unique<pool::Channel>();
-  ch->label = "rail " + r->name();
-  ch->mr_endpoint = (r->domain_->mr_mode() & FI_MR_ENDPOINT) != 0;
-  XPORT_ASSIGN_OR_RETURN(ch->owned_endpoint,
-                         fabric::Endpoint::open(*r->domain_, r->domain_->info(), *r->cq_,
-                                                r->av_.get(), "rail " + r->name()));
-  ch->endpoint = ch->owned_endpoint.get();
-  XPORT_ASSIGN_OR_RETURN(
-      ch->owned_rx,
-      memory::BufferPool::create(*r->domain_, ch->endpoint, config.rx_buffers, config.buffer_bytes,
-                                 r->next_key(), fabric::OpType::rx_buffer, ch.get()));
-  XPORT_ASSIGN_OR_RETURN(
-      ch->owned_tx,
-      memory::BufferPool::create(*r->domain_, ch->endpoint, config.tx_buffers, config.buffer_bytes,
-                                 r->next_key(), fabric::OpType::tx_buffer, ch.get()));
-  ch->rx = ch->owned_rx.get();
-  ch->tx = ch->owned_tx.get();
-  ch->connected = true;
-  r->shared_ = std::move(ch);
+  XPORT_ASSIGN_OR_RETURN(r->data_, r->open_shared("data", false));
+  auto control = r->open_shared("control", true);
+  if (!control.ok()) control = r->open_shared("control", false);  // no FI_TC_LOW_LATENCY here
+  else r->low_latency_ = true;
+  if (!control.ok()) return control.status();
+  r->control_ = std::move(control).value();
   return r;
 }
 
+Result<std::unique_ptr<pool::Channel>> Rail::open_shared(const char* role, bool low_latency) {
+  fabric::InfoPtr info = fabric::dup_info(domain_->info());
+  if (low_latency) info->tx_attr->tclass = FI_TC_LOW_LATENCY;
+  auto ch = std::make_unique<pool::Channel>();
+  ch->label = core::str("rail ", name(), " ", role);
+  ch->mr_endpoint = (domain_->mr_mode() & FI_MR_ENDPOINT) != 0;
+  XPORT_ASSIGN_OR_RETURN(ch->owned_endpoint,
+                         fabric::Endpoint::open(*domain_, info.get(), *cq_, av_.get(), ch->label));
+  ch->endpoint = ch->owned_endpoint.get();
+  XPORT_ASSIGN_OR_RETURN(
+      ch->owned_rx,
+      memory::BufferPool::create(*domain_, ch->endpoint, config_.rx_buffers, config_.buffer_bytes,
+                                 next_key(), fabric::OpType::rx_buffer, ch.get()));
+  XPORT_ASSIGN_OR_RETURN(
+      ch->owned_tx,
+      memory::BufferPool::create(*domain_, ch->endpoint, config_.tx_buffers, config_.buffer_bytes,
+                                 next_key(), fabric::OpType::tx_buffer, ch.get()));
+  ch->rx = ch->owned_rx.get();
+  ch->tx = ch->owned_tx.get();
+  ch->connected = true;
+  return ch;
+}
+
 Rail::~Rail() {
-  shared_.reset();
+  control_.reset();
+  data_.reset();
   pep_.reset();
   av_.reset();
   cq_.reset();

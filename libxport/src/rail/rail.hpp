@@ -30,8 +30,12 @@ class Rail {
   const std::string& name() const { return domain_->name(); }
   const RailConfig& config() const { return config_; }
 
-  // RDM: the channel of the shared endpoint (no peer). Connected endpoints: nullptr.
-  pool::Channel* shared_channel() { return shared_.get(); }
+  // RDM: the shared data endpoint (payload, eager messages, rendezvous writes) and the control
+  // endpoint (connection set-up, clear-to-send, aborts; low-latency traffic class where the
+  // provider takes it), each with its bounce buffers. Connected endpoints: nullptr.
+  pool::Channel* data_channel() { return data_.get(); }
+  pool::Channel* control_channel() { return control_.get(); }
+  bool low_latency_control() const { return low_latency_; }
 
   // Connected endpoints: the passive endpoint, opened on first use.
   Result<fabric::PassiveEndpoint*> passive();
@@ -40,6 +44,12 @@ class Rail {
   // `info` is the domain's info (connect) or an FI_CONNREQ's (accept).
   Result<std::unique_ptr<pool::Channel>> open_connected_channel(fi_info* info, size_t rx,
                                                                 size_t tx);
+
+  // Stripes of striped writes this rail carried out and in (telemetry).
+  fabric::Counter& stripes_out() { return stripes_out_; }
+  fabric::Counter& stripes_in() { return stripes_in_; }
+  const fabric::Counter& stripes_out() const { return stripes_out_; }
+  const fabric::Counter& stripes_in() const { return stripes_in_; }
 
   // A requested key unique within this domain (for providers without FI_MR_PROV_KEY).
   uint64_t next_key() { return next_key_++; }
@@ -53,7 +63,13 @@ class Rail {
   std::unique_ptr<fabric::CompletionQueue> cq_;
   std::unique_ptr<fabric::AddressVector> av_;
   std::unique_ptr<fabric::PassiveEndpoint> pep_;
-  std::unique_ptr<pool::Channel> shared_;
+  std::unique_ptr<pool::Channel> data_;
+  std::unique_ptr<pool::Channel> control_;
+  bool low_latency_ = false;
+  fabric::Counter stripes_out_;
+  fabric::Counter stripes_in_;
+
+  Result<std::unique_ptr<pool::Channel>> open_shared(const char* role, bool low_latency);
 };
 
 }  // namespace xport::rail

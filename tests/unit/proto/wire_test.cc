@@ -2,6 +2,8 @@
 // hostile input with a message that says what was wrong.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "proto/wire.hpp"
 
 namespace xport::proto {
@@ -12,7 +14,11 @@ Handle sample_handle() {
   h.endpoint_type = 0;
   h.listener_token = 0x1122334455667788ull;
   h.provider = "tcp;ofi_rxm";
-  h.rail_addresses = {std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+  RailAddresses a;
+  a.data = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  a.control = {16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  h.rails = {a, a};
+  h.rails[1].data[0] = 99;
   return h;
 }
 
@@ -23,13 +29,23 @@ TEST(Crc32, KnownVector) {
 
 TEST(Handle, RoundTrip) {
   auto bytes = encode_handle(sample_handle());
-  EXPECT_EQ(bytes.size(), sizeof(HandleHeader) + 16 + 4);
+  EXPECT_EQ(bytes.size(), sizeof(HandleHeader) + 2 * 2 * 16 + 4);
   auto h = decode_handle(bytes);
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   EXPECT_EQ(h->listener_token, 0x1122334455667788ull);
   EXPECT_EQ(h->provider, "tcp;ofi_rxm");
-  ASSERT_EQ(h->rail_addresses.size(), 1u);
-  EXPECT_EQ(h->rail_addresses[0][15], 16);
+  ASSERT_EQ(h->rails.size(), 2u);
+  EXPECT_EQ(h->rails[0].data[15], 16);
+  EXPECT_EQ(h->rails[0].control[0], 16);
+  EXPECT_EQ(h->rails[1].data[0], 99);
+  Handle msg;
+  msg.endpoint_type = 1;
+  msg.provider = "tcp";
+  msg.rails.resize(1);
+  msg.rails[0].data = {7, 7, 7};
+  auto m = decode_handle(encode_handle(msg));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->rails[0].control.empty()) << "connected endpoints carry one address per rail";
 }
 
 TEST(Handle, EveryTruncationIsRefused) {
@@ -72,7 +88,7 @@ TEST(Handle, FutureVersionAndTrailingBytesAreNamed) {
 
 TEST(Message, HeaderValidation) {
   MsgHeader h{};
-  h.type = static_cast<uint8_t>(MsgType::cts);
+  h.type = static_cast<uint8_t>(MsgType::abort);
   h.version = kWireVersion;
   uint8_t buf[sizeof(MsgHeader) + 8];
   std::memcpy(buf, &h, sizeof(h));
@@ -97,17 +113,86 @@ TEST(Message, HeaderValidation) {
             std::string::npos);
 }
 
-TEST(Message, ConnBodyValidation) {
-  ConnBody b{};
-  b.max_requests = 8;
-  b.address_bytes = 16;
-  EXPECT_TRUE(decode_conn_body(reinterpret_cast<uint8_t*>(&b), sizeof(b)).ok());
-  EXPECT_FALSE(decode_conn_body(reinterpret_cast<uint8_t*>(&b), sizeof(b) - 1).ok());
-  b.address_bytes = kMaxAddressBytes + 1;
-  EXPECT_FALSE(decode_conn_body(reinterpret_cast<uint8_t*>(&b), sizeof(b)).ok());
-  b.address_bytes = 16;
-  b.max_requests = 0;
-  EXPECT_FALSE(decode_conn_body(reinterpret_cast<uint8_t*>(&b), sizeof(b)).ok());
+ConnRequest sample_request(int rails) {
+  ConnRequest r;
+  r.body.max_requests = 8;
+  r.body.stripe_threshold = 1 << 18;
+  r.body.stripe_min = 1 << 16;
+  r.body.stripe_align = 4096;
+  for (int i = 0; i < rails; ++i) {
+    RailAddresses a;
+    a.data = std::vector<uint8_t>(16, static_cast<uint8_t>(i));
+    a.control = std::vector<uint8_t>(16, static_cast<uint8_t>(100 + i));
+    r.rails.push_back(a);
+  }
+  return r;
+}
+
+TEST(Message, ConnBodyRoundTripAndValidation) {
+  auto bytes = encode_conn_body(sample_request(4));
+  auto r = decode_conn_body(bytes.data(), bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->rails.size(), 4u);
+  EXPECT_EQ(r->rails[3].control[0], 103);
+  EXPECT_EQ(r->body.stripe_min, 1u << 16);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(decode_conn_body(bytes.data(), n).ok()) << n;
+  }
+  auto bad = sample_request(1);
+  bad.body.stripe_align = 3000;  // not a power of two
+  auto b = encode_conn_body(bad);
+  EXPECT_NE(decode_conn_body(b.data(), b.size()).status().message().find("power of two"),
+            std::string::npos);
+  bad = sample_request(1);
+  bad.body.max_requests = 0;
+  b = encode_conn_body(bad);
+  EXPECT_FALSE(decode_conn_body(b.data(), b.size()).ok());
+  auto none = encode_conn_body(sample_request(0));
+  EXPECT_FALSE(decode_conn_body(none.data(), none.size()).ok()) << "a request without rails";
+}
+
+TEST(Message, CtsCarriesOneKeyPerRail) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(MsgType::cts);
+  h.version = kWireVersion;
+  uint8_t buf[sizeof(MsgHeader) + 8 * (kMaxRails + 1)];
+  std::memcpy(buf, &h, sizeof(h));
+  EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader) + 8).ok());
+  EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader) + 8 * kMaxRails).ok());
+  EXPECT_FALSE(decode_header(buf, sizeof(MsgHeader)).ok());
+  EXPECT_FALSE(decode_header(buf, sizeof(MsgHeader) + 12).ok());
+  EXPECT_FALSE(decode_header(buf, sizeof(buf)).ok());
+}
+
+TEST(StripePlan, CoversTheMessageExactlyWithAlignedNonEmptyStripes) {
+  StripePlan p;
+  p.threshold = 256 * 1024;
+  p.min = 64 * 1024;
+  p.align = 4096;
+  EXPECT_EQ(stripe_count(p, 100, 4), 1u);
+  EXPECT_EQ(stripe_count(p, 256 * 1024, 1), 1u) << "one rail: never striped";
+  EXPECT_EQ(stripe_count(p, 256 * 1024, 8), 4u) << "at least XPORT_STRIPE_MIN per stripe";
+  EXPECT_EQ(stripe_count(p, 4 << 20, 4), 4u);
+  p.max_rails = 2;
+  EXPECT_EQ(stripe_count(p, 4 << 20, 4), 2u);
+  p.max_rails = 0;
+  std::mt19937_64 rng(5);
+  for (int t = 0; t < 2000; ++t) {
+    const uint64_t len = p.threshold + rng() % (64ull << 20);
+    const uint32_t rails = 1 + rng() % kMaxRails;
+    const uint32_t n = stripe_count(p, len, rails);
+    ASSERT_GE(n, 1u);
+    ASSERT_LE(n, rails);
+    ASSERT_EQ(stripe_offset(p, len, n, 0), 0u);
+    ASSERT_EQ(stripe_offset(p, len, n, n), len);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t a = stripe_offset(p, len, n, i), b = stripe_offset(p, len, n, i + 1);
+      ASSERT_LT(a, b) << "stripe " << i << " of " << n << " for " << len << " bytes is empty";
+      if (i > 0) {
+        ASSERT_EQ(a % p.align, 0u);
+      }
+    }
+  }
 }
 
 TEST(CqData, RoutesAndCarriesLength) {
