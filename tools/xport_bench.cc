@@ -2,13 +2,19 @@
 // on this host (local mode: it spawns its own peer). One JSON object per measured point with
 // --json. Two-host and MPI modes, get/atomics and sweeps over rails come with later issues.
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -34,6 +40,11 @@ struct Options {
   bool json = false;
   bool check = false;
   std::string role = "client";
+  std::vector<std::string> nics;
+  bool server = false;
+  int port = 18515;
+  std::string connect;
+  int timeout_s = 30;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -47,6 +58,13 @@ T must(Result<T> r, const std::string& what) {
 }
 void must(const Status& s, const std::string& what) {
   if (!s.ok()) die(what + ": " + s.to_string());
+}
+
+// Opens the device with the rails asked for (--nics), else the Context's choice.
+std::unique_ptr<Device> open_device(Context& ctx, const Options& opt) {
+  DeviceOptions d;
+  d.rails = opt.nics;
+  return must(ctx.open_device(d), "device");
 }
 
 bool parse_size(const std::string& t, size_t* out) {
@@ -80,16 +98,19 @@ std::vector<uint8_t> unhex(const std::string& s) {
 Deadline dl() { return Deadline::after(std::chrono::seconds(60)); }
 
 // The peer: accepts, then serves each measured point (echo for send, target for put).
-int run_peer(const Options& opt, Device& dev) {
+int run_peer(const Options& opt, Device& dev, FILE* in, FILE* out) {
   const size_t max = *std::max_element(opt.sizes.begin(), opt.sizes.end());
   std::vector<uint8_t> buf(std::max<size_t>(max, 8));
   auto reg = must(dev.register_memory(buf.data(), buf.size()), "register");
   auto listener = must(dev.listen(), "listen");
-  std::cout << "HANDLE " << hex(listener->handle()) << "\nKEY " << hex(reg.export_key())
-            << std::endl;
+  std::fprintf(out, "HANDLE %s\nKEY %s\n", hex(listener->handle()).c_str(),
+               hex(reg.export_key()).c_str());
+  std::fflush(out);
   auto recv = must(listener->accept(dl()), "accept");
-  std::string line;
-  if (!std::getline(std::cin, line) || line.rfind("HANDLE ", 0) != 0) die("no client handle");
+  char buf_line[8192];
+  std::string line = std::fgets(buf_line, sizeof(buf_line), in) ? buf_line : "";
+  line.erase(line.find_last_not_of("\r\n") + 1);
+  if (line.rfind("HANDLE ", 0) != 0) die("no client handle");
   auto send = must(dev.connect(unhex(line.substr(7)), dl()), "connect back");
   for (size_t size : opt.sizes) {
     const int n = opt.warmup + opt.iterations;
@@ -122,8 +143,8 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-int run_client(const Options& opt, const char* self) {
-  // Spawn the peer with pipes on its stdin/stdout.
+// Local mode: spawns this program as the peer with pipes on its stdin/stdout.
+pid_t spawn_peer(const Options& opt, const char* self, FILE** in, FILE** out) {
   int to_peer[2], from_peer[2];
   if (pipe(to_peer) != 0 || pipe(from_peer) != 0) die("pipe");
   posix_spawn_file_actions_t fa;
@@ -150,8 +171,65 @@ int run_client(const Options& opt, const char* self) {
   if (posix_spawn(&pid, self, &fa, nullptr, argv.data(), environ) != 0) die("cannot spawn peer");
   close(to_peer[0]);
   close(from_peer[1]);
-  FILE* in = fdopen(from_peer[0], "r");
-  FILE* out = fdopen(to_peer[1], "w");
+  *in = fdopen(from_peer[0], "r");
+  *out = fdopen(to_peer[1], "w");
+  return pid;
+}
+
+// Two-host mode: a TCP connection carries the same lines as the local pipes.
+int tcp_server(int port, int timeout_s) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 1) != 0) {
+    die("cannot listen on port " + std::to_string(port) + ": " + std::strerror(errno));
+  }
+  std::fprintf(stderr, "xport-bench: waiting for a client on port %d\n", port);
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, timeout_s * 1000) <= 0) {
+    die("no client connected to port " + std::to_string(port) + " within " +
+        std::to_string(timeout_s) + " s");
+  }
+  int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+  close(fd);
+  if (c < 0) die(std::string("accept: ") + std::strerror(errno));
+  return c;
+}
+
+int tcp_connect(const std::string& target, int timeout_s) {
+  auto colon = target.rfind(':');
+  if (colon == std::string::npos) die("--connect wants host:port, got '" + target + "'");
+  std::string host = target.substr(0, colon), port = target.substr(colon + 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
+    die("cannot resolve '" + target + "'");
+  }
+  const auto until = Clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      freeaddrinfo(res);
+      return fd;
+    }
+    const int err = errno;
+    close(fd);
+    if (Clock::now() >= until) {
+      freeaddrinfo(res);
+      die("no xport-bench server at " + target + " within " + std::to_string(timeout_s) +
+          " s (" + std::strerror(err) + ")");
+    }
+    pollfd none{-1, 0, 0};
+    poll(&none, 0, 100);  // retry pace while the server starts
+  }
+}
+
+int run_client(const Options& opt, FILE* in, FILE* out, pid_t pid) {
   char line[8192];
   std::string handle, key;
   for (int i = 0; i < 2 && std::fgets(line, sizeof(line), in); ++i) {
@@ -164,10 +242,11 @@ int run_client(const Options& opt, const char* self) {
 
   ContextOptions co;
   co.provider = opt.provider;
-  co.peers_on_host = true;
+  co.peers_on_host = opt.connect.empty();
   auto ctx = must(Context::open(co), "context");
-  auto dev = must(ctx->open_device(), "device");
+  auto dev = open_device(*ctx, opt);
   const auto& caps = dev->capabilities();
+  const size_t rails = dev->rails().size();
   auto send = must(dev->connect(unhex(handle), dl()), "connect");
   auto listener = must(dev->listen(), "listen");
   std::fprintf(out, "HANDLE %s\n", hex(listener->handle()).c_str());
@@ -229,24 +308,27 @@ int run_client(const Options& opt, const char* self) {
                            lat.empty() ? 0 : sum / lat.size(), size * msgs / secs, msgs / secs});
   }
   std::fclose(out);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("the peer process failed");
+  if (pid > 0) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("the peer process failed");
+  }
 
   if (!opt.json) {
-    std::printf("xport-bench %s: op %s, provider %s, domain %s, 1 rail, %d iterations\n",
-                version(), opt.op.c_str(), caps.provider.c_str(), caps.domain.c_str(),
-                opt.iterations);
+    std::string names;
+    for (const auto& r : dev->rails()) names += (names.empty() ? "" : ",") + r;
+    std::printf("xport-bench %s: op %s, provider %s, rails %s, %d iterations\n", version(),
+                opt.op.c_str(), caps.provider.c_str(), names.c_str(), opt.iterations);
     std::printf("%10s %10s %10s %10s %10s %14s %12s\n", "size", "p50_us", "p99_us", "max_us",
                 "mean_us", "MB/s", "msg/s");
   }
   for (const auto& p : points) {
     if (opt.json) {
       std::printf(
-          "{\"op\":\"%s\",\"size\":%zu,\"rails\":1,\"provider\":\"%s\",\"lat_us_p50\":%.3f,"
+          "{\"op\":\"%s\",\"size\":%zu,\"rails\":%zu,\"provider\":\"%s\",\"lat_us_p50\":%.3f,"
           "\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"lat_us_mean\":%.3f,\"bw_bytes_per_s\":%.0f,"
           "\"msg_per_s\":%.0f,\"iterations\":%d}\n",
-          opt.op.c_str(), p.size, caps.provider.c_str(), p.p50_us, p.p99_us, p.max_us, p.mean_us,
+          opt.op.c_str(), p.size, rails, caps.provider.c_str(), p.p50_us, p.p99_us, p.max_us, p.mean_us,
           p.bw, p.rate, opt.iterations);
     } else {
       std::printf("%10zu %10.2f %10.2f %10.2f %10.2f %14.1f %12.0f\n", p.size, p.p50_us,
@@ -270,11 +352,31 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", opt.warmup, "unmeasured iterations first")->check(CLI::Range(0, 100000000));
   app.add_option("--window", opt.window, "puts in flight per quiet")->check(CLI::Range(1, 256));
   app.add_flag("--json", opt.json, "one JSON object per measured point");
+  std::string nics;
+  app.add_option("--nics", nics, "rails, comma-separated domain or interface names (default: "
+                                 "XPORT_RAILS, else the provider's choice)");
+  app.add_flag("--server", opt.server, "two-host mode: wait for a client (--port)");
+  app.add_option("--port", opt.port, "two-host mode: TCP port of the bootstrap")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--connect", opt.connect, "two-host mode: the server's host:port");
+  app.add_option("--timeout", opt.timeout_s, "seconds to wait for the other side")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--role", opt.role, "internal: client or peer")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (opt.server && !opt.connect.empty()) {
+    std::cerr << "xport-bench: --server and --connect exclude each other\n";
+    return 2;
+  }
+  {
+    std::stringstream ns(nics);
+    std::string n;
+    while (std::getline(ns, n, ',')) {
+      if (!n.empty()) opt.nics.push_back(n);
+    }
   }
   opt.sizes.clear();
   std::stringstream ss(sizes);
@@ -287,14 +389,22 @@ int main(int argc, char** argv) {
     }
     opt.sizes.push_back(v);
   }
-  if (opt.role == "peer") {
+  if (opt.role == "peer" || opt.server) {
     ContextOptions co;
     co.provider = opt.provider;
-    co.peers_on_host = true;
+    co.peers_on_host = !opt.server;
     auto ctx = must(Context::open(co), "context");
-    auto dev = must(ctx->open_device(), "device");
-    return run_peer(opt, *dev);
+    auto dev = open_device(*ctx, opt);
+    if (!opt.server) return run_peer(opt, *dev, stdin, stdout);
+    int fd = tcp_server(opt.port, opt.timeout_s);
+    return run_peer(opt, *dev, fdopen(fd, "r"), fdopen(dup(fd), "w"));
   }
-  // Spawn ourselves as the peer: /proc/self/exe works however we were started.
-  return run_client(opt, "/proc/self/exe");
+  if (!opt.connect.empty()) {
+    int fd = tcp_connect(opt.connect, opt.timeout_s);
+    return run_client(opt, fdopen(fd, "r"), fdopen(dup(fd), "w"), -1);
+  }
+  // Local mode: spawn ourselves as the peer (/proc/self/exe works however we were started).
+  FILE *in = nullptr, *out = nullptr;
+  pid_t pid = spawn_peer(opt, "/proc/self/exe", &in, &out);
+  return run_client(opt, in, out, pid);
 }
