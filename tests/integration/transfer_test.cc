@@ -154,8 +154,42 @@ TEST_P(Transfer, ReceivesFromPeerInOrder) {
     ASSERT_EQ(test::first_mismatch(buf.data(), *got, i), -1) << "message " << i;
   }
   EXPECT_EQ(expect_line(p, "OK "), "2000");
+  // flush through the endpoint's flush buffer (the path device memory takes)
+  Status fl = (*comm)->flush(buf.data(), buf.size(), *reg, Deadline::after(std::chrono::seconds(5)));
+  EXPECT_TRUE(fl.ok()) << fl.to_string();
+  EXPECT_EQ((*comm)->flush(buf.data() + 10, buf.size(), *reg, Deadline::now()).code(),
+            Code::invalid_argument) << "a range outside the region";
   p.write_line("bye");
   EXPECT_EQ(p.wait_exit(20000), 0);
+}
+
+TEST_P(Transfer, RegistrationCacheSharesLiveRegistrations) {
+  std::vector<uint8_t> big(1 << 20);
+  const Stats before = dev_->stats();
+  auto whole = dev_->register_memory(big.data(), big.size());
+  ASSERT_TRUE(whole.ok());
+  auto part = dev_->register_memory(big.data() + 4096, 8192);
+  ASSERT_TRUE(part.ok());
+  Stats st = dev_->stats();
+  EXPECT_EQ(st.registrations - before.registrations, 1u) << "the sub-range reused the live one";
+  EXPECT_EQ(st.mr_cache_hits - before.mr_cache_hits, 1u);
+  EXPECT_EQ(part->base(), big.data() + 4096);
+  EXPECT_EQ(part->length(), 8192u);
+  EXPECT_FALSE(part->contains(big.data(), 1)) << "a Region covers what it was asked for";
+  // Its key exports the view, and imports with the right length.
+  auto remote = dev_->import_key(part->export_key());
+  ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+  EXPECT_EQ(remote->length(), 8192u);
+  *whole = Region();  // drop the first owner: the registration lives on in `part`
+  auto again = dev_->register_memory(big.data() + 4096, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(dev_->stats().mr_cache_hits - before.mr_cache_hits, 2u);
+  *part = Region();
+  *again = Region();
+  EXPECT_EQ(dev_->stats().registrations, before.registrations) << "released with its owners";
+  auto fresh = dev_->register_memory(big.data(), 64);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(dev_->stats().mr_cache_misses - before.mr_cache_misses, 2u);
 }
 
 TEST_P(Transfer, PutAndGetVerifiedAtBothEnds) {

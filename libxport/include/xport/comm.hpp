@@ -72,6 +72,10 @@ class RecvComm {
   // done=true once the data is in place; bytes = the size the sender sent.
   Result<Completion> test(Request request);
   Result<size_t> wait(Request request, Deadline deadline);
+  // After a receive into device memory completed: makes the data visible to the device by an
+  // RDMA read of the buffer into the endpoint's flush buffer (host memory needs no flush but
+  // takes the same path). One flush at a time per device.
+  Status flush(const void* buf, size_t len, const Region& region, Deadline deadline);
   uint16_t id() const { return id_; }
 
  private:

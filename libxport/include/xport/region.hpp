@@ -20,8 +20,9 @@ struct RegionState;
 class Region {
  public:
   Region() = default;
-  void* base() const;
-  size_t length() const;
+  // The range this Region was registered for (a cached registration may cover more).
+  void* base() const { return view_base_; }
+  size_t length() const { return view_length_; }
   bool valid() const { return state_ != nullptr; }
   // Versioned, checksummed bytes a peer passes to Device::import_key.
   std::vector<uint8_t> export_key() const;
@@ -31,6 +32,8 @@ class Region {
  private:
   friend class proto::Engine;
   std::shared_ptr<proto::RegionState> state_;
+  uint8_t* view_base_ = nullptr;
+  size_t view_length_ = 0;
 };
 
 class RemoteRegion {
@@ -43,6 +46,7 @@ class RemoteRegion {
   bool virt_addr_ = false;
   uint64_t base_ = 0;
   uint64_t length_ = 0;
+  uint64_t mr_offset_ = 0;  // offset of base_ in its registration (offset-addressed providers)
   std::vector<uint64_t> keys_;
 };
 

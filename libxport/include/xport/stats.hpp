@@ -47,6 +47,8 @@ struct Stats {
   uint64_t registrations = 0;
   uint64_t registered_bytes = 0;
   uint64_t routing_misses = 0;  // messages or completions for no known communicator/request
+  uint64_t mr_cache_hits = 0;   // register_memory calls served by a live registration
+  uint64_t mr_cache_misses = 0; // ... that registered anew
 };
 
 }  // namespace xport

@@ -135,18 +135,16 @@ Stats Device::stats() const { return engine_->stats(); }
 
 // ---- regions ----
 
-void* Region::base() const { return state_ ? state_->base : nullptr; }
-size_t Region::length() const { return state_ ? state_->length : 0; }
 
 std::vector<uint8_t> Region::export_key() const {
-  return state_ ? state_->engine->export_key(*state_) : std::vector<uint8_t>{};
+  return state_ ? state_->engine->export_key(*this) : std::vector<uint8_t>{};
 }
 
 bool Region::contains(const void* p, size_t len) const {
   if (!state_) return false;
   auto a = reinterpret_cast<uintptr_t>(p);
-  auto b = reinterpret_cast<uintptr_t>(state_->base);
-  return a >= b && a - b <= state_->length && len <= state_->length - (a - b);
+  auto b = reinterpret_cast<uintptr_t>(view_base_);
+  return a >= b && a - b <= view_length_ && len <= view_length_ - (a - b);
 }
 
 // ---- communicators ----
@@ -182,6 +180,10 @@ Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region) {
 Result<Completion> RecvComm::test(Request r) { return engine_->test(id_, r); }
 
 Result<size_t> RecvComm::wait(Request r, Deadline d) { return engine_->wait(id_, r, d); }
+
+Status RecvComm::flush(const void* buf, size_t len, const Region& region, Deadline d) {
+  return engine_->flush(id_, buf, len, region, d);
+}
 
 // ---- windows ----
 

@@ -8,7 +8,7 @@
 
 namespace xport::fabric {
 
-enum class OpType : uint8_t { rx_buffer = 1, tx_buffer, rndv_write, put, get };
+enum class OpType : uint8_t { rx_buffer = 1, tx_buffer, rndv_write, put, get, flush };
 
 struct OpContext {
   fi_context2 fi;  // must stay first: libfabric hands back &fi

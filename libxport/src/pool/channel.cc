@@ -15,11 +15,13 @@ Channel::~Channel() {
     if (mr_endpoint) {
       if (owned_rx) owned_rx->close_registration();
       if (owned_tx) owned_tx->close_registration();
+      if (owned_flush) owned_flush->close_registration();
     }
     owned_endpoint.reset();
   }
   owned_rx.reset();
   owned_tx.reset();
+  owned_flush.reset();
 }
 
 }  // namespace xport::pool

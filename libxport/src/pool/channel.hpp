@@ -22,6 +22,9 @@ struct Channel {
   std::unique_ptr<fabric::Endpoint> owned_endpoint;
   std::unique_ptr<memory::BufferPool> owned_rx;
   std::unique_ptr<memory::BufferPool> owned_tx;
+  // Data endpoints: the flush buffer (one registered slot) that flush() reads into.
+  std::unique_ptr<memory::BufferPool> owned_flush;
+  fi_addr_t self = FI_ADDR_UNSPEC;  // this endpoint's own address, for flush reads
 
   fabric::Endpoint* endpoint = nullptr;
   memory::BufferPool* rx = nullptr;

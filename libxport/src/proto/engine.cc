@@ -98,6 +98,7 @@ RegionState::~RegionState() {
 
 void Engine::deregister(RegionState& r) {
   auto l = lock();
+  mr_cache_.erase(r.base, &r);
   r.mrs.clear();
   registrations_ -= 1;
   registered_bytes_ -= r.length;
@@ -109,6 +110,14 @@ Result<Region> Engine::register_memory(void* buf, size_t len) {
                        " bytes)");
   }
   auto l = lock();
+  if (auto cached = mr_cache_.find(buf, len)) {
+    // A live registration covers the range: share it (its owners keep it registered).
+    Region out;
+    out.state_ = std::move(cached);
+    out.view_base_ = static_cast<uint8_t*>(buf);
+    out.view_length_ = len;
+    return out;
+  }
   auto state = std::make_shared<RegionState>();
   state->base = static_cast<uint8_t*>(buf);
   state->length = len;
@@ -134,16 +143,21 @@ Result<Region> Engine::register_memory(void* buf, size_t len) {
   state->engine = shared_from_this();
   registrations_ += 1;
   registered_bytes_ += len;
+  mr_cache_.insert(buf, state);
   Region out;
   out.state_ = std::move(state);
+  out.view_base_ = static_cast<uint8_t*>(buf);
+  out.view_length_ = len;
   return out;
 }
 
-std::vector<uint8_t> Engine::export_key(const RegionState& r) const {
+std::vector<uint8_t> Engine::export_key(const Region& region) const {
+  const RegionState& r = *region.state_;
   RemoteKey k;
   k.virt_addr = r.virt_addr;
-  k.base = reinterpret_cast<uint64_t>(r.base);
-  k.length = r.length;
+  k.base = reinterpret_cast<uint64_t>(region.view_base_);
+  k.length = region.view_length_;
+  k.mr_offset = static_cast<uint64_t>(region.view_base_ - r.base);
   k.device_token = device_token_;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   return encode_key(k);
@@ -165,6 +179,7 @@ Result<RemoteRegion> Engine::import_key(std::span<const uint8_t> bytes) const {
   r.virt_addr_ = k->virt_addr;
   r.base_ = k->base;
   r.length_ = k->length;
+  r.mr_offset_ = k->mr_offset;
   r.keys_ = k->keys;
   return r;
 }
@@ -177,9 +192,8 @@ Status Engine::check_local(const Region& region, const void* buf, size_t len, co
   }
   if (!region.contains(buf, len)) {
     return core::error(Code::invalid_argument, what, ": buffer [", buf, ", +", len,
-                       ") is not inside the registered region [",
-                       static_cast<void*>(region.state_->base), ", +", region.state_->length,
-                       ")");
+                       ") is not inside the registered region [", region.base(), ", +",
+                       region.length(), ")");
   }
   return Status::success();
 }
@@ -256,6 +270,11 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
     case fabric::OpType::rndv_write: on_write_done(ctx, Status::success()); break;
     case fabric::OpType::put:
     case fabric::OpType::get: on_window_done(ctx, Status::success()); break;
+    case fabric::OpType::flush:
+      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(false);
+      ++flushes_done_;
+      flush_in_flight_ = false;
+      break;
   }
 }
 
@@ -291,7 +310,51 @@ void Engine::on_error(void* context, Status status) {
     case fabric::OpType::rndv_write: on_write_done(ctx, std::move(status)); break;
     case fabric::OpType::put:
     case fabric::OpType::get: on_window_done(ctx, std::move(status)); break;
+    case fabric::OpType::flush:
+      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(true);
+      flush_error_ = std::move(status).with_context("flush");
+      ++flushes_done_;
+      flush_in_flight_ = false;
+      break;
   }
+}
+
+Status Engine::flush(uint16_t comm, const void* buf, size_t len, const Region& region,
+                     Deadline deadline) {
+  uint64_t target = 0;
+  {
+    auto l = lock();
+    Status err;
+    if (comm_for(comm, false, "flush", &err) == nullptr) return err;
+    XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
+    if (len == 0) return Status::success();
+    pool::Channel* ch = rails_[0]->data_channel();
+    if (ch == nullptr || ch->owned_flush == nullptr) {
+      return Status::success();  // connected endpoints: the receive completion already orders
+    }
+    const RegionState& rs = *region.state_;
+    memory::Buffer& fb = ch->owned_flush->at(0);
+    const uint64_t raddr = rs.virt_addr ? reinterpret_cast<uint64_t>(buf)
+                                        : static_cast<uint64_t>(
+                                              static_cast<const uint8_t*>(buf) - rs.base);
+    const size_t n = std::min<size_t>(len, 4);
+    if (flush_in_flight_) {
+      return core::error(Code::again, "flush: another flush is in flight on this device");
+    }
+    target = flushes_done_ + 1;
+    flush_error_ = Status();
+    Status st = ch->endpoint->read(fb.data, n, ch->owned_flush->desc(), ch->self, raddr,
+                                   rs.mrs[0]->key(), &fb.ctx, true);
+    if (!st.ok()) return st.with_context("flush");
+    flush_in_flight_ = true;
+  }
+  Status s = wait_until(deadline, [&] { return flushes_done_ >= target; },
+                        "flush: the read did not complete before the deadline");
+  // A timed-out read keeps the slot busy until it completes (its context is still posted).
+  if (!s.ok()) return s;
+  auto l = lock();
+  flush_in_flight_ = false;
+  return flush_error_;
 }
 
 void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* hold) {
@@ -551,6 +614,8 @@ Stats Engine::stats() const {
   s.registrations = registrations_;
   s.registered_bytes = registered_bytes_;
   s.routing_misses = routing_misses_;
+  s.mr_cache_hits = mr_cache_.hits();
+  s.mr_cache_misses = mr_cache_.misses();
   return s;
 }
 

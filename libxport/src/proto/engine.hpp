@@ -16,6 +16,7 @@
 
 #include "fabric/objects.hpp"
 #include "fabric/op_context.hpp"
+#include "memory/mr_cache.hpp"
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"
 #include "proto/wire.hpp"
@@ -205,7 +206,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // memory
   Result<Region> register_memory(void* buf, size_t len);
   Result<RemoteRegion> import_key(std::span<const uint8_t> bytes) const;
-  std::vector<uint8_t> export_key(const RegionState& r) const;
+  std::vector<uint8_t> export_key(const Region& r) const;
   void deregister(RegionState& r);
 
   // connections (connection.cc)
@@ -220,6 +221,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Result<Request> irecv(uint16_t comm, void* buf, size_t len, const Region& region);
   Result<Completion> test(uint16_t comm, Request request);
   Result<size_t> wait(uint16_t comm, Request request, Deadline deadline);
+  Status flush(uint16_t comm, const void* buf, size_t len, const Region& region,
+               Deadline deadline);
 
   // one-sided (one_sided.cc)
   Result<uint32_t> open_window(uint16_t comm);
@@ -334,10 +337,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::deque<PendingRma> pending_rma_;
   std::vector<std::pair<pool::Channel*, memory::Buffer*>> pending_rx_;
 
+  memory::MrCache<RegionState> mr_cache_;
+
   // process-level counters (read by stats())
   uint64_t registrations_ = 0;
   uint64_t registered_bytes_ = 0;
   uint64_t routing_misses_ = 0;
+  uint64_t flushes_done_ = 0;  // flush reads completed (flush() waits for its own)
+  bool flush_in_flight_ = false;
+  Status flush_error_;
 };
 
 template <typename Pred>

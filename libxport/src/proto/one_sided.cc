@@ -52,7 +52,7 @@ Result<uint64_t> Engine::remote_address(const RemoteRegion& remote, size_t roff,
     return core::error(Code::invalid_argument, "remote range [", roff, ", +", len,
                        ") is outside the remote region of ", remote.length_, " bytes");
   }
-  return remote.virt_addr_ ? remote.base_ + roff : roff;
+  return remote.virt_addr_ ? remote.base_ + roff : remote.mr_offset_ + roff;
 }
 
 Status Engine::put(uint32_t window, const Region& local, size_t loff, const RemoteRegion& remote,
@@ -109,7 +109,7 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
     w->free.pop_back();
     ctx->type = op;
     ctx->slot = static_cast<uint16_t>(rail);
-    uint8_t* p = local.state_->base + loff + off;
+    uint8_t* p = static_cast<uint8_t*>(local.base()) + loff + off;
     void* desc = local.state_->mrs[rail]->desc();
     pool::Channel* ch = w->paths[rail].data;
     PendingRma rma{ch, ctx, p, end - off, desc, *raddr + off, remote.keys_[rail],

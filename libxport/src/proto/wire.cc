@@ -265,6 +265,7 @@ std::vector<uint8_t> encode_key(const RemoteKey& k) {
   hdr.flags = k.virt_addr ? 1 : 0;
   hdr.base = k.base;
   hdr.length = k.length;
+  hdr.mr_offset = k.mr_offset;
   hdr.device_token = k.device_token;
   std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
                            reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
@@ -295,7 +296,8 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
     return core::error(Code::protocol, "remote key is ", bytes.size(), " bytes, expected ", need);
   }
   XPORT_RETURN_IF_ERROR(check_crc(bytes, "remote key"));
-  if (hdr.length == 0 || hdr.base + hdr.length < hdr.base) {
+  if (hdr.length == 0 || hdr.base + hdr.length < hdr.base ||
+      hdr.mr_offset + hdr.length < hdr.mr_offset) {
     return core::error(Code::protocol, "remote key describes an invalid range: base 0x", std::hex,
                        hdr.base, " length ", std::dec, hdr.length);
   }
@@ -303,6 +305,7 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
   k.virt_addr = hdr.flags & 1;
   k.base = hdr.base;
   k.length = hdr.length;
+  k.mr_offset = hdr.mr_offset;
   k.device_token = hdr.device_token;
   for (int i = 0; i < hdr.rail_count; ++i) {
     uint64_t key;

@@ -158,14 +158,16 @@ struct KeyHeader {
   uint8_t flags;        // bit 0: remote addresses are virtual (FI_MR_VIRT_ADDR)
   uint64_t base;        // region address in the owner's process
   uint64_t length;      // region length in bytes
+  uint64_t mr_offset;   // offset of `base` in its registration (offset-addressed providers)
   uint64_t device_token; // identifies the device that registered it
 };
-static_assert(sizeof(KeyHeader) == 32);
+static_assert(sizeof(KeyHeader) == 40);
 
 struct RemoteKey {
   bool virt_addr = false;
   uint64_t base = 0;
   uint64_t length = 0;
+  uint64_t mr_offset = 0;
   uint64_t device_token = 0;
   std::vector<uint64_t> keys;  // one per rail
 };

@@ -3,6 +3,8 @@
 
 #include "core/format.hpp"
 
+#include <string>
+
 namespace xport::rail {
 
 Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& config) {
@@ -43,6 +45,16 @@ Result<std::unique_ptr<pool::Channel>> Rail::open_shared(const char* role, bool 
   ch->rx = ch->owned_rx.get();
   ch->tx = ch->owned_tx.get();
   ch->connected = true;
+  if (!low_latency && std::string(role) == "data") {
+    // The flush buffer lives and dies with its endpoint (registered, and bound to it under
+    // FI_MR_ENDPOINT); flush() reads a received buffer into it through the endpoint's own
+    // address, which orders earlier RDMA writes before the data is used.
+    XPORT_ASSIGN_OR_RETURN(ch->owned_flush,
+                           memory::BufferPool::create(*domain_, ch->endpoint, 1, 64, next_key(),
+                                                      fabric::OpType::flush, ch.get()));
+    XPORT_ASSIGN_OR_RETURN(auto self, ch->endpoint->address());
+    XPORT_ASSIGN_OR_RETURN(ch->self, av_->insert(self));
+  }
   return ch;
 }
 
