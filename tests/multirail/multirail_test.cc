@@ -3,7 +3,9 @@
 // stripes; a peer with fewer rails is paired over the common ones.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <sstream>
 
 #include "../integration/harness.hpp"
@@ -54,7 +56,8 @@ class MultiRail : public ::testing::Test {
     return line.size() > prefix.size() ? line.substr(prefix.size()) : "";
   }
 
-  void send_stream(SendComm& comm, uint32_t seed, size_t count, size_t max) {
+  void send_stream(SendComm& comm, uint32_t seed, size_t count, size_t max,
+                   std::atomic<size_t>* progress = nullptr) {
     const auto sizes = test::message_sizes(seed, count, max);
     constexpr size_t kDepth = 8;
     std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(max + 1));
@@ -73,7 +76,25 @@ class MultiRail : public ::testing::Test {
       auto got = comm.wait(reqs[done % kDepth], Deadline::after(std::chrono::seconds(60)));
       ASSERT_TRUE(got.ok()) << "send " << done << ": " << got.status().to_string();
       ++done;
+      if (progress != nullptr) progress->store(done);
     }
+  }
+
+  // Polls the device (progress drives the link checks) until `pred` holds or 15 s pass.
+  template <typename Pred>
+  bool eventually(Pred pred) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < until) {
+      (void)dev_->progress();
+      if (pred(dev_->stats())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling pace, not a sync
+    }
+    return false;
+  }
+
+  static int set_link(const std::string& ifname, bool up) {
+    const std::string cmd = "ip link set " + ifname + (up ? " up" : " down");
+    return std::system(cmd.c_str());
   }
 
   uint64_t data_bytes_on(const Stats& st, const std::string& rail) {
@@ -160,6 +181,114 @@ TEST_F(MultiRail, PeerWithFewerRailsIsPairedOverTheCommonRails) {
     EXPECT_EQ(data_bytes_on(st, rails_[i]), 0u) << "rail " << rails_[i] << " is not shared";
     EXPECT_EQ(st.rails[i].stripes_out, 0u);
   }
+}
+
+TEST_F(MultiRail, LinkDownMidTransferMovesNewTrafficToTheRemainingRails) {
+  // A back-off longer than TCP's retransmission after the link returns, so the traffic that
+  // follows the outage runs while the rail is still quarantined, whatever the timing.
+  setenv("XPORT_RAIL_RETRY_MS", "8000", 1);
+  core::reload_knobs();
+  dev_.reset();
+  auto dev = ctx_->open_device();
+  unsetenv("XPORT_RAIL_RETRY_MS");
+  core::reload_knobs();
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  dev_ = std::move(dev).value();
+  const std::string victim = rails_[1];
+  auto p = peer({"recv-stream", "33", "300", std::to_string(2 << 20)}, all_peer_rails());
+  ASSERT_TRUE(p.started());
+  auto comm = dev_->connect(test::from_hex(expect_line(p, "HANDLE ")),
+                            Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  std::atomic<size_t> done{0};
+  Stats at_down, before_up;
+  bool quarantined = false;
+  std::thread controller([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (done.load() < 60 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ASSERT_EQ(set_link(victim, false), 0);
+    // The sender's waits drive progress, whose link checks quarantine the rail.
+    const auto q_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < q_until) {
+      at_down = dev_->stats();
+      if (at_down.rails[1].state == "quarantined") {
+        quarantined = true;
+        break;
+      }
+      std::this_thread::yield();
+    }
+    // Keep the link down for a while: messages with stripes in flight on it wait for it (TCP
+    // holds them), so the sender's in-order window stalls behind them.
+    const auto down_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < down_until) std::this_thread::yield();
+    ASSERT_EQ(set_link(victim, true), 0);
+    // Once the link is back, the stalled messages complete and new ones flow while the rail
+    // still serves its back-off: remember the last snapshot taken in quarantine.
+    const auto r_until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < r_until) {
+      Stats st = dev_->stats();
+      if (st.rails[1].state != "quarantined") break;
+      before_up = st;
+      std::this_thread::yield();
+    }
+  });
+  send_stream(**comm, 33, 300, 2 << 20, &done);
+  controller.join();
+  expect_line(p, "OK 300");  // every byte of every message verified by the peer, in order
+  p.write_line("bye");
+  EXPECT_EQ(p.wait_exit(30000), 0);
+  ASSERT_TRUE(quarantined) << "the rail whose link went down was never quarantined";
+  EXPECT_GT(before_up.rails[0].stripes_out, at_down.rails[0].stripes_out)
+      << "new traffic must continue on the remaining rail while the other is quarantined";
+  EXPECT_EQ(before_up.rails[1].stripes_out, at_down.rails[1].stripes_out)
+      << "no new stripe may go to a quarantined rail";
+  EXPECT_GE(dev_->stats().rails[1].quarantine_events, 1u);
+  // The rail comes back after its link does (and the back-off), and carries stripes again.
+  ASSERT_TRUE(eventually([](const Stats& st) { return st.rails[1].state == "up"; }))
+      << "rail " << victim << " did not return to service";
+  const uint64_t back = dev_->stats().rails[1].stripes_out;
+  auto p2 = peer({"recv-stream", "34", "30", std::to_string(2 << 20)}, all_peer_rails());
+  auto comm2 = dev_->connect(test::from_hex(expect_line(p2, "HANDLE ")),
+                             Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm2.ok()) << comm2.status().to_string();
+  send_stream(**comm2, 34, 30, 2 << 20);
+  expect_line(p2, "OK 30");
+  p2.write_line("bye");
+  EXPECT_EQ(p2.wait_exit(30000), 0);
+  EXPECT_GT(dev_->stats().rails[1].stripes_out, back) << "the restored rail carries stripes";
+}
+
+TEST_F(MultiRail, NoRailLeftGivesAClearErrorAndRecovers) {
+  auto p = peer({"recv-stream", "44", "10", "65536"}, all_peer_rails());
+  ASSERT_TRUE(p.started());
+  auto comm = dev_->connect(test::from_hex(expect_line(p, "HANDLE ")),
+                            Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  for (const auto& r : rails_) ASSERT_EQ(set_link(r, false), 0);
+  ASSERT_TRUE(eventually([](const Stats& st) {
+    for (const auto& r : st.rails)
+      if (r.state != "quarantined") return false;
+    return true;
+  })) << "links down but rails still in service";
+  std::vector<uint8_t> buf(65536, 1);
+  auto reg = dev_->register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(reg.ok());
+  auto r = (*comm)->isend(buf.data(), 100, *reg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::closed);
+  EXPECT_NE(r.status().message().find("every rail shared with the peer is quarantined"),
+            std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("link down"), std::string::npos);
+  for (const auto& name : rails_) ASSERT_EQ(set_link(name, true), 0);
+  ASSERT_TRUE(eventually([](const Stats& st) {
+    for (const auto& r : st.rails)
+      if (r.state != "up") return false;
+    return true;
+  })) << "rails did not return to service after their links";
+  send_stream(**comm, 44, 10, 65536);
+  expect_line(p, "OK 10");
+  p.write_line("bye");
+  EXPECT_EQ(p.wait_exit(30000), 0);
 }
 
 TEST_F(MultiRail, UnknownRailNamesAreRefusedByName) {

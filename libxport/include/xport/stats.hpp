@@ -33,7 +33,8 @@ struct CqStats {
 
 struct RailStats {
   std::string name;        // domain (NIC) name
-  std::string state;       // "up" (quarantine states come with rail health)
+  std::string state;       // "up" or "quarantined" (link down: new traffic avoids the rail)
+  uint64_t quarantine_events = 0;
   bool low_latency_control = false;  // the control endpoint got FI_TC_LOW_LATENCY
   uint64_t stripes_out = 0;  // writes of striped messages and puts sent on this rail
   uint64_t stripes_in = 0;   // striped rendezvous writes that landed here

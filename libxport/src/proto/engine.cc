@@ -30,6 +30,8 @@ EngineConfig EngineConfig::from_knobs() {
   // Each stripe spans at least two alignment units, so rounding never empties one.
   c.stripe.min = std::max<uint64_t>(knob_int(KnobId::stripe_min), 2ull * c.stripe.align);
   c.stripe.max_rails = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_rails), 0, kMaxRails));
+  c.rail_check = std::chrono::milliseconds(knob_int(KnobId::rail_check_ms));
+  c.rail_retry = std::chrono::milliseconds(knob_int(KnobId::rail_retry_ms));
   return c;
 }
 
@@ -224,9 +226,50 @@ Status Engine::progress_locked() {
     if (!n.ok() && st.ok()) st = n.status().with_context(core::str("rail ", r->name()));
   }
   if (st.ok() && connected_endpoints()) st = progress_events();
+  check_rails();
   flush_pending();
   in_progress_ = false;
   return st;
+}
+
+void Engine::check_rails() {
+  if (config_.rail_check.count() == 0) return;
+  const auto now = Deadline::Clock::now();
+  if (now < next_rail_check_) return;
+  next_rail_check_ = now + config_.rail_check;
+  for (auto& r : rails_) {
+    const bool up = r->link_up();
+    if (r->state() == rail::Rail::State::up && !up) {
+      r->quarantine("link down", now + config_.rail_retry);
+      XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
+    } else if (r->state() == rail::Rail::State::quarantined) {
+      if (!up) {
+        r->quarantine(r->quarantine_reason(), now + config_.rail_retry);  // back off again
+      } else if (now >= r->retry_at()) {
+        r->restore();
+        XPORT_LOG(info, "rail ", r->name(), " back in service: link up");
+      }
+    }
+  }
+}
+
+Result<std::vector<uint32_t>> Engine::usable(const std::vector<Path>& paths,
+                                             const char* what) const {
+  std::vector<uint32_t> out;
+  std::string why;
+  for (uint32_t i = 0; i < paths.size(); ++i) {
+    if (rails_[i]->state() == rail::Rail::State::up) {
+      out.push_back(i);
+    } else {
+      why += core::str(why.empty() ? "" : ", ", rails_[i]->name(), ": ",
+                       rails_[i]->quarantine_reason());
+    }
+  }
+  if (out.empty()) {
+    return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
+                       why, "); retry when a link is back");
+  }
+  return out;
 }
 
 void Engine::on_completion(const fi_cq_data_entry& e) {
@@ -590,7 +633,8 @@ Stats Engine::stats() const {
   for (const auto& r : rails_) {
     RailStats rs;
     rs.name = r->name();
-    rs.state = "up";
+    rs.state = r->state_name();
+    rs.quarantine_events = r->quarantines().get();
     rs.low_latency_control = r->low_latency_control();
     rs.stripes_out = r->stripes_out().get();
     rs.stripes_in = r->stripes_in().get();

@@ -188,6 +188,8 @@ struct EngineConfig {
   uint64_t first_key = 1;
   bool thread_safe = true;
   StripePlan stripe;
+  std::chrono::milliseconds rail_check{100};
+  std::chrono::milliseconds rail_retry{1000};
   static EngineConfig from_knobs();
 };
 
@@ -256,9 +258,20 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Queues it when resources are short and `queue_if_busy` is set.
   Status send_control(pool::Channel* ch, const MsgHeader& hdr, const std::vector<uint8_t>* body,
                       bool retry, bool queue_if_busy);
-  pool::Channel* control_path(CommState& c) {
-    return c.paths[c.next_control++ % c.paths.size()].control;
+  // Round-robin over the paths whose rail is in service (any path when none is: the caller
+  // has checked usable() first where that matters).
+  pool::Channel* control_path(CommState& c) { return pick(c.paths, c.next_control).control; }
+  pool::Channel* data_path(CommState& c) { return pick(c.paths, c.next_data).data; }
+  const Path& pick(std::vector<Path>& paths, uint32_t& cursor) {
+    for (size_t tries = 0; tries < paths.size(); ++tries) {
+      const size_t i = cursor++ % paths.size();
+      if (rails_[i]->state() == rail::Rail::State::up) return paths[i];
+    }
+    return paths[cursor++ % paths.size()];
   }
+  // The rails (indices) of `paths` in service, or an error naming why none is.
+  Result<std::vector<uint32_t>> usable(const std::vector<Path>& paths, const char* what) const;
+  void check_rails();
   bool connected_endpoints() const { return rails_[0]->connected_endpoints(); }
   Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
   void flush_pending();
@@ -320,6 +333,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   mutable std::mutex mu_;
   bool in_progress_ = false;
   size_t polling_rail_ = 0;  // the rail whose CQ is being read
+  Deadline::Clock::time_point next_rail_check_{};
 
   // Declaration order is teardown order reversed: comms, then channels, then the rails.
   std::vector<std::unique_ptr<rail::Rail>> rails_;

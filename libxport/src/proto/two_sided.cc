@@ -28,6 +28,7 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(usable(c->paths, "isend").status());
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
                        "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
@@ -68,7 +69,7 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
 
 Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   // Small messages go whole to one rail, round-robin.
-  pool::Channel* ch = c.paths[c.next_data++ % c.paths.size()].data;
+  pool::Channel* ch = data_path(c);
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
   memory::Buffer* b = ch->tx->take();
   for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && !until.expired();) {
@@ -177,9 +178,20 @@ void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   }
   // Large messages are striped over the rails (the plan both sides compute from the length),
   // the first rail rotating from message to message.
+  // The stripe count follows the plan over every shared rail (the receiver counts with it);
+  // quarantined rails just carry none: their stripes go to the rails in service.
   s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
   s.stripes_done = 0;
-  s.first_rail = c.next_stripe++ % c.paths.size();
+  auto healthy = usable(c.paths, "isend");
+  if (!healthy.ok()) {
+    s.error = healthy.status();
+    s.done = true;
+    return;
+  }
+  s.first_rail = c.next_stripe++ % healthy->size();
+  for (uint32_t i = 0; i < s.stripes; ++i) {
+    s.stripe_ctx[i].index = (*healthy)[(s.first_rail + i) % healthy->size()];
+  }
   const auto now = Deadline::Clock::now();
   for (uint32_t i = 0; i < s.stripes && !s.done; ++i) {
     post_stripe(c, s, slot, i, cts.raddr, cts.keys, now);
@@ -189,7 +201,7 @@ void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
 void Engine::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe,
                          uint64_t raddr, const std::array<uint64_t, kMaxRails>& keys,
                          Deadline::Clock::time_point since) {
-  const uint32_t rail = (s.first_rail + stripe) % c.paths.size();
+  const uint32_t rail = s.stripe_ctx[stripe].index;
   const uint64_t off = stripe_offset(c.plan, s.len, s.stripes, stripe);
   const uint64_t end = stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
   fabric::OpContext& ctx = s.stripe_ctx[stripe];
@@ -257,6 +269,7 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
+  XPORT_RETURN_IF_ERROR(usable(c->paths, "irecv").status());
   const uint64_t seq = c->next_seq;
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   RecvSlot& r = c->recvs[slot];

@@ -3,6 +3,7 @@
 
 #include "core/format.hpp"
 
+#include <fstream>
 #include <string>
 
 namespace xport::rail {
@@ -12,6 +13,15 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   r->config_ = config;
   r->next_key_ = config.first_key;
   XPORT_ASSIGN_OR_RETURN(r->domain_, fabric::Domain::open(info));
+  // Netdev-backed domains (tcp, sockets: the domain is the interface) expose operstate;
+  // RDMA devices expose their first port's state.
+  for (const std::string& f : {"/sys/class/net/" + r->name() + "/operstate",
+                               "/sys/class/infiniband/" + r->name() + "/ports/1/state"}) {
+    if (std::ifstream(f).good()) {
+      r->link_file_ = f;
+      break;
+    }
+  }
   XPORT_ASSIGN_OR_RETURN(r->cq_, fabric::CompletionQueue::open(*r->domain_, config.cq_size));
   if (r->connected_endpoints()) return r;
 
@@ -56,6 +66,33 @@ Result<std::unique_ptr<pool::Channel>> Rail::open_shared(const char* role, bool 
     XPORT_ASSIGN_OR_RETURN(ch->self, av_->insert(self));
   }
   return ch;
+}
+
+bool Rail::link_up() const {
+  if (link_file_.empty()) return true;
+  std::ifstream in(link_file_);
+  std::string word;
+  if (!(in >> word)) return true;
+  // operstate: up / unknown (loopback) / down / lowerlayerdown / dormant ...;
+  // InfiniBand: "4: ACTIVE", "1: DOWN", ...
+  if (link_file_.find("/infiniband/") != std::string::npos) {
+    std::string state;
+    in >> state;
+    return state == "ACTIVE";
+  }
+  return word == "up" || word == "unknown";
+}
+
+void Rail::quarantine(const std::string& why, std::chrono::steady_clock::time_point retry_at) {
+  if (state_ != State::quarantined) quarantines_.add();
+  state_ = State::quarantined;
+  reason_ = why;
+  retry_at_ = retry_at;
+}
+
+void Rail::restore() {
+  state_ = State::up;
+  reason_.clear();
 }
 
 Rail::~Rail() {

@@ -2,7 +2,9 @@
 // shared RDM endpoint with its bounce buffers, or a passive endpoint for connected channels.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 #include "fabric/objects.hpp"
 #include "memory/buffer_pool.hpp"
@@ -45,6 +47,21 @@ class Rail {
   Result<std::unique_ptr<pool::Channel>> open_connected_channel(fi_info* info, size_t rx,
                                                                 size_t tx);
 
+  // Health. A rail whose link is down is quarantined: new traffic avoids it; it is probed
+  // again after a back-off and returns to service when its link is up.
+  enum class State { up, quarantined };
+  State state() const { return state_; }
+  const char* state_name() const { return state_ == State::up ? "up" : "quarantined"; }
+  // Reads the link state where the OS exposes it (sysfs operstate of the interface, or the
+  // InfiniBand port state); true when unknown.
+  bool link_up() const;
+  void quarantine(const std::string& why, std::chrono::steady_clock::time_point retry_at);
+  void restore();
+  std::chrono::steady_clock::time_point retry_at() const { return retry_at_; }
+  const std::string& quarantine_reason() const { return reason_; }
+  fabric::Counter& quarantines() { return quarantines_; }
+  const fabric::Counter& quarantines() const { return quarantines_; }
+
   // Stripes of striped writes this rail carried out and in (telemetry).
   fabric::Counter& stripes_out() { return stripes_out_; }
   fabric::Counter& stripes_in() { return stripes_in_; }
@@ -68,6 +85,11 @@ class Rail {
   bool low_latency_ = false;
   fabric::Counter stripes_out_;
   fabric::Counter stripes_in_;
+  fabric::Counter quarantines_;
+  State state_ = State::up;
+  std::string reason_;
+  std::chrono::steady_clock::time_point retry_at_{};
+  std::string link_file_;  // where link_up() reads, empty when the OS gives nothing
 
   Result<std::unique_ptr<pool::Channel>> open_shared(const char* role, bool low_latency);
 };
