@@ -38,6 +38,9 @@ struct RailStats {
   bool low_latency_control = false;  // the control endpoint got FI_TC_LOW_LATENCY
   uint64_t stripes_out = 0;  // writes of striped messages and puts sent on this rail
   uint64_t stripes_in = 0;   // striped rendezvous writes that landed here
+  uint64_t write_bytes_in = 0;  // bytes of peers' rendezvous writes landing on this rail (where
+                                // the provider reports no len: each stripe's even share)
+  uint64_t errors = 0;       // error completions on the rail's endpoints
 };
 
 struct Stats {

@@ -638,6 +638,10 @@ Stats Engine::stats() const {
     rs.low_latency_control = r->low_latency_control();
     rs.stripes_out = r->stripes_out().get();
     rs.stripes_in = r->stripes_in().get();
+    rs.write_bytes_in = r->bytes_in().get();
+    for (pool::Channel* ch : {r->data_channel(), r->control_channel()}) {
+      if (ch != nullptr) rs.errors += ch->endpoint->counters().error_completions.get();
+    }
     s.rails.push_back(rs);
     if (r->data_channel()) add_ep(*r->data_channel()->endpoint, r->name());
     if (r->control_channel()) add_ep(*r->control_channel()->endpoint, r->name());

@@ -386,6 +386,9 @@ void Engine::on_write_data(uint64_t data, size_t len) {
   const uint32_t stripes =
       cq_data_bytes_ >= 8 ? stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()))
                           : 1;
+  // The completion's len where the provider reports it; else this stripe's share of the
+  // message (exact to the stripe alignment: which stripe arrived is not in the CQ data).
+  rails_[polling_rail_]->bytes_in().add(len != 0 ? len : bytes / stripes);
   if (stripes > 1) rails_[polling_rail_]->stripes_in().add();
   if (++r.stripes_seen < stripes) return;
   r.bytes = bytes;

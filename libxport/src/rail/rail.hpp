@@ -67,6 +67,10 @@ class Rail {
   fabric::Counter& stripes_in() { return stripes_in_; }
   const fabric::Counter& stripes_out() const { return stripes_out_; }
   const fabric::Counter& stripes_in() const { return stripes_in_; }
+  // Bytes peers wrote into this process through this rail (rendezvous data), which no local
+  // endpoint posts and so no endpoint counts.
+  fabric::Counter& bytes_in() { return bytes_in_; }
+  const fabric::Counter& bytes_in() const { return bytes_in_; }
 
   // A requested key unique within this domain (for providers without FI_MR_PROV_KEY).
   uint64_t next_key() { return next_key_++; }
@@ -86,6 +90,7 @@ class Rail {
   fabric::Counter stripes_out_;
   fabric::Counter stripes_in_;
   fabric::Counter quarantines_;
+  fabric::Counter bytes_in_;
   State state_ = State::up;
   std::string reason_;
   std::chrono::steady_clock::time_point retry_at_{};
