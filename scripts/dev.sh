@@ -18,6 +18,7 @@ packages=(
   libfabric-dev libfabric-bin libhwloc-dev hwloc libcli11-dev
   libgtest-dev libgmock-dev libibverbs-dev rdma-core prometheus-cpp-dev
   iproute2 clang libclang-rt-14-dev
+  prometheus chromium
 )
 
 install_packages() {

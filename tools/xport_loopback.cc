@@ -22,6 +22,8 @@ struct Options {
   size_t max_bytes = 4 << 20;
   int iterations = 8;
   bool json = false;
+  double duration = 0;  // seconds of steady load (rounds of every phase); 0: one round
+  double hold = 0;      // seconds to keep the devices open after the summary
 };
 
 uint8_t pattern(size_t size, int iter, size_t i) {
@@ -54,6 +56,19 @@ struct Phase {
   uint64_t ops = 0;
   double seconds = 0;
 };
+
+// Adds one round's phase to the totals of the phase of that name.
+void add_phase(std::vector<Phase>& phases, const Phase& p) {
+  for (auto& q : phases) {
+    if (q.name == p.name) {
+      q.bytes += p.bytes;
+      q.ops += p.ops;
+      q.seconds += p.seconds;
+      return;
+    }
+  }
+  phases.push_back(p);
+}
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -151,79 +166,92 @@ int run(const Options& opt) {
   std::thread peer([&] {
     try {
       auto recv = must(listener->accept(deadline()), "accept on B");
-      for (size_t size : sizes) {
-        for (int it = 0; it < opt.iterations; ++it) {
-          auto req = must(recv->irecv(dst.data(), size, reg_dst), "irecv");
-          size_t got = must(recv->wait(req, deadline()), "receive of " + std::to_string(size) +
-                                                             " bytes");
-          if (got != size) {
-            throw Failure{"received " + std::to_string(got) + " bytes, expected " +
-                          std::to_string(size)};
-          }
-          for (size_t i = 0; i < size; ++i) {
-            if (dst[i] != pattern(size, it, i)) {
-              throw Failure{"send/recv data mismatch at byte " + std::to_string(i) + " of a " +
-                            std::to_string(size) + "-byte message"};
+      for (;;) {
+        for (size_t size : sizes) {
+          for (int it = 0; it < opt.iterations; ++it) {
+            auto req = must(recv->irecv(dst.data(), size, reg_dst), "irecv");
+            size_t got = must(recv->wait(req, deadline()), "receive of " + std::to_string(size) +
+                                                               " bytes");
+            if (got != size) {
+              throw Failure{"received " + std::to_string(got) + " bytes, expected " +
+                            std::to_string(size)};
             }
+            for (size_t i = 0; i < size; ++i) {
+              if (dst[i] != pattern(size, it, i)) {
+                throw Failure{"send/recv data mismatch at byte " + std::to_string(i) + " of a " +
+                              std::to_string(size) + "-byte message"};
+              }
+            }
+            peer_bytes += got;
           }
-          peer_bytes += got;
         }
+        // Stay open (and progressing) until A finished its one-sided phase. A round's final
+        // byte is 2 when another round follows (--duration).
+        auto done_req = must(recv->irecv(dst.data(), 1, reg_dst), "final irecv");
+        must(recv->wait(done_req, deadline()), "final message");
+        if (dst[0] != 2) break;
       }
-      // Stay open (and progressing) until A finished its one-sided phase.
-      auto done_req = must(recv->irecv(dst.data(), 1, reg_dst), "final irecv");
-      must(recv->wait(done_req, deadline()), "final message");
     } catch (const Failure& f) {
       peer_error = f.what;
     }
   });
 
   std::vector<Phase> phases;
+  uint64_t rounds = 0;
   std::string error;
   try {
     auto send = must(dev_a->connect(handle, deadline()), "connecting A to B");
-    Phase two{"send/recv"};
-    auto t0 = Clock::now();
-    for (size_t size : sizes) {
-      for (int it = 0; it < opt.iterations; ++it) {
-        for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it, i);
-        auto req = must(send->isend(src.data(), size, reg_src), "isend");
-        must(send->wait(req, deadline()), "send of " + std::to_string(size) + " bytes");
-        two.bytes += size;
-        two.ops += 1;
-      }
-    }
-    two.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    phases.push_back(two);
-
-    // One-sided: B's buffer is the target; its key travels out of band (here: memory).
-    auto remote = must(dev_a->import_key(reg_target.export_key()), "importing B's key");
-    auto win = must(xport::Window::open(*send), "opening a window");
-    Phase put{"put"}, get{"get"};
-    for (size_t size : sizes) {
-      for (int it = 0; it < opt.iterations; ++it) {
-        for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it + 1000, i);
-        auto p0 = Clock::now();
-        must(win->put(reg_src, 0, remote, 0, size), "put");
-        must(win->quiet(deadline()), "quiet after put");
-        put.seconds += std::chrono::duration<double>(Clock::now() - p0).count();
-        put.bytes += size;
-        put.ops += 1;
-        auto g0 = Clock::now();
-        must(win->get(reg_chk, 0, remote, 0, size), "get");
-        must(win->quiet(deadline()), "quiet after get");
-        get.seconds += std::chrono::duration<double>(Clock::now() - g0).count();
-        get.bytes += size;
-        get.ops += 1;
-        if (std::memcmp(check.data(), src.data(), size) != 0) {
-          throw Failure{"put/get data mismatch for a " + std::to_string(size) + "-byte transfer"};
+    // --duration: rounds of every phase until the time is up (a steady load for exporters).
+    const auto load_start = Clock::now();
+    for (;;) {
+      Phase two{"send/recv"};
+      auto t0 = Clock::now();
+      for (size_t size : sizes) {
+        for (int it = 0; it < opt.iterations; ++it) {
+          for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it, i);
+          auto req = must(send->isend(src.data(), size, reg_src), "isend");
+          must(send->wait(req, deadline()), "send of " + std::to_string(size) + " bytes");
+          two.bytes += size;
+          two.ops += 1;
         }
       }
+      two.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      add_phase(phases, two);
+
+      // One-sided: B's buffer is the target; its key travels out of band (here: memory).
+      auto remote = must(dev_a->import_key(reg_target.export_key()), "importing B's key");
+      auto win = must(xport::Window::open(*send), "opening a window");
+      Phase put{"put"}, get{"get"};
+      for (size_t size : sizes) {
+        for (int it = 0; it < opt.iterations; ++it) {
+          for (size_t i = 0; i < size; ++i) src[i] = pattern(size, it + 1000, i);
+          auto p0 = Clock::now();
+          must(win->put(reg_src, 0, remote, 0, size), "put");
+          must(win->quiet(deadline()), "quiet after put");
+          put.seconds += std::chrono::duration<double>(Clock::now() - p0).count();
+          put.bytes += size;
+          put.ops += 1;
+          auto g0 = Clock::now();
+          must(win->get(reg_chk, 0, remote, 0, size), "get");
+          must(win->quiet(deadline()), "quiet after get");
+          get.seconds += std::chrono::duration<double>(Clock::now() - g0).count();
+          get.bytes += size;
+          get.ops += 1;
+          if (std::memcmp(check.data(), src.data(), size) != 0) {
+            throw Failure{"put/get data mismatch for a " + std::to_string(size) + "-byte transfer"};
+          }
+        }
+      }
+      add_phase(phases, put);
+      add_phase(phases, get);
+      ++rounds;
+      const bool more = std::chrono::duration<double>(Clock::now() - load_start).count() <
+                        opt.duration;
+      src[0] = more ? 2 : 1;
+      auto fin = must(send->isend(src.data(), 1, reg_src), "final isend");
+      must(send->wait(fin, deadline()), "final send");
+      if (!more) break;
     }
-    phases.push_back(put);
-    phases.push_back(get);
-    src[0] = 1;
-    auto fin = must(send->isend(src.data(), 1, reg_src), "final isend");
-    must(send->wait(fin, deadline()), "final send");
   } catch (const Failure& f) {
     error = f.what;
   }
@@ -236,7 +264,7 @@ int run(const Options& opt) {
     os << "{\"provider\":\"" << json_escape(rep.caps.provider) << "\",\"domain\":\""
        << json_escape(rep.caps.domain) << "\",\"reason\":\"" << json_escape(rep.reason)
        << "\",\"ok\":" << (error.empty() ? "true" : "false") << ",\"error\":\""
-       << json_escape(error) << "\",\"phases\":[";
+       << json_escape(error) << "\",\"rounds\":" << rounds << ",\"phases\":[";
     for (size_t i = 0; i < phases.size(); ++i) {
       const auto& p = phases[i];
       os << (i ? "," : "") << "{\"name\":\"" << p.name << "\",\"ops\":" << p.ops
@@ -267,8 +295,10 @@ int run(const Options& opt) {
     print_stats("B", dev_b->stats(), false, os, false);
     os << (error.empty() ? "\nOK: every byte verified\n" : "\nFAILED: " + error + "\n");
   }
-  std::cout << os.str();
+  std::cout << os.str() << std::flush;
   if (!error.empty()) std::cerr << "xport-loopback: " << error << "\n";
+  // --hold: the devices stay open, so scrapers read the final counters before they vanish.
+  if (opt.hold > 0) std::this_thread::sleep_for(std::chrono::duration<double>(opt.hold));
   return error.empty() ? 0 : 1;
 }
 
@@ -283,6 +313,12 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", bytes, "largest transfer (e.g. 4M, 64K, 1000)");
   app.add_option("--iterations", opt.iterations, "transfers per size")->check(CLI::Range(1, 100000));
   app.add_flag("--json", opt.json, "one JSON object instead of tables");
+  app.add_option("--duration", opt.duration,
+                 "seconds of steady load: repeat every phase (verified) until then, then the "
+                 "summary")->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--hold", opt.hold,
+                 "seconds to keep the devices open after the summary, so xport-exporter reads "
+                 "the final counters")->check(CLI::Range(0.0, 86400.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

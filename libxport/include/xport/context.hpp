@@ -76,6 +76,9 @@ class Device {
  private:
   friend class Context;
   std::shared_ptr<proto::Engine> engine_;
+  // The device's telemetry registration (api/telemetry_hook.hpp). Declared after engine_ so
+  // it is dropped first: the publisher never reads an engine that is being destroyed.
+  std::shared_ptr<void> telemetry_;
 };
 
 }  // namespace xport

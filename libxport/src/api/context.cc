@@ -4,6 +4,7 @@
 #include "core/knob.hpp"
 #include "core/log.hpp"
 #include "fabric/provider.hpp"
+#include "api/telemetry_hook.hpp"
 #include "proto/engine.hpp"
 
 namespace xport {
@@ -101,6 +102,7 @@ Result<std::unique_ptr<Device>> Context::open_device(const DeviceOptions& option
   if (!engine.ok()) return engine.status().with_context("open_device");
   auto d = std::unique_ptr<Device>(new Device());
   d->engine_ = std::move(engine).value();
+  d->telemetry_ = api::attach_device_telemetry(d->engine_, d->engine_->caps(), cfg.thread_safe);
   return d;
 }
 

@@ -215,7 +215,7 @@ Result<std::unique_ptr<SendComm>> Engine::connect(const ConnectionHandle& bytes,
       if (ret != 0) s = fabric::fi_status(ret, "fi_connect");
       connecting_[&first->endpoint->get()->fid] = first;
     } else {
-      ConnRequest r;
+      ConnRequest r{};
       r.body.max_requests = config_.max_requests;
       r.body.stripe_threshold = config_.stripe.threshold;
       r.body.stripe_min = config_.stripe.min;

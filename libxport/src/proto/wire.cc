@@ -185,6 +185,7 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
 
 std::vector<uint8_t> encode_conn_body(const ConnRequest& r) {
   ConnBody b = r.body;
+  std::memset(b.reserved, 0, sizeof(b.reserved));  // never send uninitialised bytes
   size_t longest = 0;
   for (const auto& a : r.rails) longest = std::max({longest, a.data.size(), a.control.size()});
   b.address_bytes = static_cast<uint16_t>(longest);

@@ -1,0 +1,134 @@
+// The counter name table: one row per counter id (the exporter serves exactly these names).
+#include "telemetry/names.hpp"
+
+namespace xport::telemetry {
+namespace {
+
+constexpr LabelKey kNone = LabelKey::count;
+using enum MetricType;
+
+constexpr CounterName kNames[] = {
+    {CounterId::process_devices, "xport_process_devices", gauge, kNone, "",
+     "devices of the process publishing counters"},
+    {CounterId::telemetry_snapshots, "xport_telemetry_snapshots_total", counter, kNone, "",
+     "snapshots the process wrote into its stats segment"},
+    {CounterId::telemetry_blocks_dropped, "xport_telemetry_blocks_dropped_total", counter, kNone,
+     "", "counter blocks left out of a snapshot because the segment was full"},
+
+    {CounterId::device_comms_open, "xport_device_comms_open", gauge, kNone, "",
+     "communicators in the device's comm table"},
+    {CounterId::device_registrations, "xport_device_registrations", gauge, kNone, "",
+     "live memory registrations of the device"},
+    {CounterId::device_registered_bytes, "xport_device_registered_bytes", gauge, kNone, "",
+     "bytes of the live memory registrations of the device"},
+    {CounterId::device_routing_misses, "xport_device_routing_misses_total", counter, kNone, "",
+     "messages or completions that named no open communicator or outstanding request"},
+    {CounterId::device_mr_cache_hits, "xport_device_mr_cache_hits_total", counter, kNone, "",
+     "register_memory calls served by a live registration"},
+    {CounterId::device_mr_cache_misses, "xport_device_mr_cache_misses_total", counter, kNone, "",
+     "register_memory calls that registered anew"},
+
+    {CounterId::endpoint_ops_send, "xport_endpoint_ops_total", counter, LabelKey::op, "send",
+     "operations by op (send/write/read: posts; recv: messages arrived)"},
+    {CounterId::endpoint_ops_recv, "xport_endpoint_ops_total", counter, LabelKey::op, "recv", ""},
+    {CounterId::endpoint_ops_write, "xport_endpoint_ops_total", counter, LabelKey::op, "write", ""},
+    {CounterId::endpoint_ops_read, "xport_endpoint_ops_total", counter, LabelKey::op, "read", ""},
+    {CounterId::endpoint_ops_atomic, "xport_endpoint_ops_total", counter, LabelKey::op, "atomic",
+     ""},
+    {CounterId::endpoint_bytes_send, "xport_endpoint_bytes_total", counter, LabelKey::op, "send",
+     "payload bytes by op"},
+    {CounterId::endpoint_bytes_recv, "xport_endpoint_bytes_total", counter, LabelKey::op, "recv",
+     ""},
+    {CounterId::endpoint_bytes_write, "xport_endpoint_bytes_total", counter, LabelKey::op, "write",
+     ""},
+    {CounterId::endpoint_bytes_read, "xport_endpoint_bytes_total", counter, LabelKey::op, "read",
+     ""},
+    {CounterId::endpoint_bytes_atomic, "xport_endpoint_bytes_total", counter, LabelKey::op,
+     "atomic", ""},
+    {CounterId::endpoint_posted, "xport_endpoint_posted_total", counter, kNone, "",
+     "operations handed to the provider"},
+    {CounterId::endpoint_completed, "xport_endpoint_completed_total", counter, kNone, "",
+     "completions of posted operations, successful or not"},
+    {CounterId::endpoint_error_completions, "xport_endpoint_error_completions_total", counter,
+     kNone, "", "completions that carried an error"},
+    {CounterId::endpoint_eagain_retries, "xport_endpoint_eagain_retries_total", counter, kNone, "",
+     "posts retried after -FI_EAGAIN"},
+
+    {CounterId::cq_polls, "xport_cq_polls_total", counter, kNone, "", "fi_cq_read calls"},
+    {CounterId::cq_empty_polls, "xport_cq_empty_polls_total", counter, kNone, "",
+     "progress passes that found the CQ empty"},
+    {CounterId::cq_completions, "xport_cq_completions_total", counter, kNone, "",
+     "completion entries read successfully"},
+    {CounterId::cq_error_completions, "xport_cq_error_completions_total", counter, kNone, "",
+     "completion entries read with fi_cq_readerr"},
+    {CounterId::cq_max_batch, "xport_cq_max_batch", gauge, kNone, "",
+     "most completions handled in one progress pass"},
+
+    {CounterId::rail_up, "xport_rail_up", gauge, kNone, "",
+     "1 while the rail is up, 0 while it is quarantined or failed"},
+    {CounterId::rail_stripes_out, "xport_rail_stripes_out_total", counter, kNone, "",
+     "writes of striped messages and puts sent on this rail"},
+    {CounterId::rail_stripes_in, "xport_rail_stripes_in_total", counter, kNone, "",
+     "striped rendezvous writes that landed on this rail"},
+    {CounterId::rail_low_latency_control, "xport_rail_low_latency_control", gauge, kNone, "",
+     "1 when the rail's control endpoint got the low-latency traffic class"},
+    {CounterId::rail_quarantine_events, "xport_rail_quarantine_events_total", counter, kNone, "",
+     "times the rail was quarantined (link down)"},
+    {CounterId::rail_write_bytes_in, "xport_rail_write_bytes_in_total", counter, kNone, "",
+     "bytes of peers' rendezvous writes that landed on this rail"},
+    {CounterId::rail_errors, "xport_rail_error_completions_total", counter, kNone, "",
+     "error completions on the rail's endpoints"},
+
+    {CounterId::nic_info, "xport_nic_info", gauge, kNone, "",
+     "a NIC (rail) a device uses: provider, fabric, PCI address (value 1)"},
+    {CounterId::gpu_info, "xport_gpu_info", gauge, kNone, "",
+     "a GPU a device serves: PCI address, NUMA node (value 1)"},
+    {CounterId::rail_plan_info, "xport_rail_plan_info", gauge, kNone, "",
+     "which rail carries which device's (GPU's) traffic (value 1)"},
+};
+
+constexpr const char* kLabelNames[] = {
+    nullptr, "job",      "rank",     "program", "device", "rail",      "nic",        "gpu", "pool",
+    "cq",    "endpoint", "provider", "fabric",  "pci",    "numa_node", "link_speed", "op",  "role",
+};
+static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(LabelKey::count));
+
+}  // namespace
+
+const char* block_kind_name(uint16_t kind) {
+  switch (static_cast<BlockKind>(kind)) {
+    case BlockKind::process:
+      return "process";
+    case BlockKind::device:
+      return "device";
+    case BlockKind::endpoint:
+      return "endpoint";
+    case BlockKind::cq:
+      return "cq";
+    case BlockKind::info:
+      return "info";
+    case BlockKind::rail:
+      return "rail";
+    case BlockKind::pool:
+      return "pool";
+  }
+  return "unknown";
+}
+
+bool label_key_valid(uint8_t key) { return key > 0 && key < static_cast<uint8_t>(LabelKey::count); }
+
+const char* label_key_name(LabelKey key) {
+  auto k = static_cast<uint8_t>(key);
+  return label_key_valid(k) ? kLabelNames[k] : nullptr;
+}
+
+std::span<const CounterName> counter_names() { return kNames; }
+
+const CounterName* find_counter(uint16_t id) {
+  for (const auto& n : kNames) {
+    if (static_cast<uint16_t>(n.id) == id) return &n;
+  }
+  return nullptr;
+}
+
+}  // namespace xport::telemetry

@@ -1,0 +1,111 @@
+// Ids of block kinds, label keys and counters in the stats segment, and the table that maps
+// each counter id to its Prometheus name, type and help (docs/metrics.md lists the same names;
+// tests/exporter/metrics_doc_test.py keeps the two in sync).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace xport::telemetry {
+
+// To add a block kind: a value here, its counters below (ids in a fresh range), a function
+// that fills BlockRecords (see stats_blocks.cc), and rows in docs/metrics.md.
+enum class BlockKind : uint16_t {
+  process = 1,   // the publisher itself
+  device = 2,    // one Device: comms, registrations, routing misses
+  endpoint = 3,  // one endpoint (or all connection endpoints of a rail) of a device
+  cq = 4,        // one completion queue
+  info = 5,      // labels only: a NIC, a GPU, the rail plan (value 1)
+  rail = 6,      // one rail of a device: state, stripes
+  pool = 7,      // reserved: channel pools
+};
+const char* block_kind_name(uint16_t kind);  // "endpoint"; "unknown" for other values
+
+// Label keys a block may carry; the value text is the Prometheus label name.
+enum class LabelKey : uint8_t {
+  job = 1,
+  rank,
+  program,
+  device,
+  rail,
+  nic,
+  gpu,
+  pool,
+  cq,
+  endpoint,
+  provider,
+  fabric,
+  pci,
+  numa_node,
+  link_speed,
+  op,
+  role,
+  count  // not a key
+};
+const char* label_key_name(LabelKey key);  // nullptr for values outside the enum
+bool label_key_valid(uint8_t key);
+
+enum class MetricType : uint8_t { counter, gauge };
+
+enum class CounterId : uint16_t {
+  // process (publisher)
+  process_devices = 1,
+  telemetry_snapshots = 2,
+  telemetry_blocks_dropped = 3,
+  // device
+  device_comms_open = 10,
+  device_registrations = 11,
+  device_registered_bytes = 12,
+  device_routing_misses = 13,
+  device_mr_cache_hits = 14,
+  device_mr_cache_misses = 15,
+  // endpoint: ops and bytes by op (the order of fabric::OpKind), then totals
+  endpoint_ops_send = 20,
+  endpoint_ops_recv,
+  endpoint_ops_write,
+  endpoint_ops_read,
+  endpoint_ops_atomic,
+  endpoint_bytes_send = 25,
+  endpoint_bytes_recv,
+  endpoint_bytes_write,
+  endpoint_bytes_read,
+  endpoint_bytes_atomic,
+  endpoint_posted = 30,
+  endpoint_completed = 31,
+  endpoint_error_completions = 32,
+  endpoint_eagain_retries = 33,
+  // cq
+  cq_polls = 40,
+  cq_empty_polls = 41,
+  cq_completions = 42,
+  cq_error_completions = 43,
+  cq_max_batch = 44,
+  // rail
+  rail_up = 50,
+  rail_stripes_out = 51,
+  rail_stripes_in = 52,
+  rail_low_latency_control = 53,
+  rail_quarantine_events = 54,
+  rail_write_bytes_in = 55,
+  rail_errors = 56,
+  // info metrics (value 1, the labels are the information)
+  nic_info = 60,
+  gpu_info = 61,
+  rail_plan_info = 62,
+};
+
+struct CounterName {
+  CounterId id;
+  const char* metric;  // Prometheus name: xport_..., base units, _total for counters
+  MetricType type;
+  LabelKey extra_key;       // a label the id implies (op="send"), or LabelKey::count for none
+  const char* extra_value;  // its value
+  const char* help;
+};
+
+// Every counter the segment may carry, in id order.
+std::span<const CounterName> counter_names();
+const CounterName* find_counter(uint16_t id);  // nullptr when the id is unknown
+
+}  // namespace xport::telemetry

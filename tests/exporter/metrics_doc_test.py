@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""docs/metrics.md and xport-exporter agree, both ways: the exporter's list of names equals the
+documented names, and what it serves from the segment of a real libxport process
+(xport-loopback) is documented, while everything documented is served except rows marked
+(reserved). Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from metrics_doc import documented
+
+
+def served_names(exporter, shm):
+    out = subprocess.run([exporter, "--once", "--shm-dir", shm], check=True, capture_output=True,
+                         text=True, timeout=30).stdout
+    return set(re.findall(r"^# TYPE (\S+) ", out, re.M)), out
+
+
+def main():
+    exporter, loopback = sys.argv[1], sys.argv[2]
+    docs = documented()
+    reserved = {n for n, r in docs.items() if r}
+    failures = []
+    listed = set(subprocess.run([exporter, "--list-metrics"], check=True, capture_output=True,
+                                text=True, timeout=30).stdout.split())
+    for n in sorted(listed - docs.keys()):
+        failures.append(f"{n}: the exporter can serve it, docs/metrics.md does not list it")
+    for n in sorted(docs.keys() - listed):
+        failures.append(f"{n}: documented, but the exporter knows no such metric")
+
+    tmp = tempfile.mkdtemp(prefix="xport-metrics-doc-")
+    shm = os.path.join(tmp, "shm")
+    os.mkdir(shm, 0o700)
+    env = dict(os.environ, XPORT_TELEMETRY_DIR=shm, XPORT_JOB="metrics-doc",
+               XPORT_TELEMETRY_INTERVAL_MS="50")
+    proc = subprocess.Popen([loopback, "--bytes", "64K", "--duration", "2", "--hold", "60"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        served, text = set(), ""
+        while time.monotonic() < deadline:
+            served, text = served_names(exporter, shm)
+            if 'op="write"' in text and re.search(r'xport_endpoint_bytes_total\{[^}]*op="write"[^}]*\} [1-9]', text):
+                break
+            if proc.poll() is not None:
+                failures.append(f"xport-loopback exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+                break
+            time.sleep(0.2)  # polling interval, bounded by the deadline
+        else:
+            failures.append("no endpoint byte counters served within 60 s of starting xport-loopback")
+        for n in sorted(served - docs.keys()):
+            failures.append(f"{n}: served, but docs/metrics.md does not list it")
+        for n in sorted(docs.keys() - served - reserved):
+            failures.append(f"{n}: documented, but not served for a running xport-loopback")
+        for n in sorted(served & reserved):
+            failures.append(f"{n}: served now: drop '(reserved)' from its row in docs/metrics.md")
+        print(f"documented {len(docs)} ({len(reserved)} reserved), exporter lists {len(listed)}, "
+              f"served {len(served)}")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

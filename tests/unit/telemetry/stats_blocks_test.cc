@@ -1,0 +1,140 @@
+// Stats -> blocks: connection endpoints summed per rail, one block per CQ, info blocks.
+#include <gtest/gtest.h>
+
+#include "telemetry/names.hpp"
+#include "telemetry/stats_blocks.hpp"
+
+namespace xport::telemetry {
+namespace {
+
+std::string label(const BlockRecord& b, LabelKey k) {
+  for (int i = 0; i < b.label_count; ++i) {
+    if (b.labels[i].key == static_cast<uint8_t>(k)) {
+      return std::string(b.labels[i].value, b.labels[i].length);
+    }
+  }
+  return "<none>";
+}
+
+uint64_t counter(const BlockRecord& b, CounterId id) {
+  for (int i = 0; i < b.counter_count; ++i) {
+    if (b.counters[i].id == static_cast<uint16_t>(id)) return b.counters[i].value;
+  }
+  return UINT64_MAX;
+}
+
+std::vector<const BlockRecord*> of_kind(const std::vector<BlockRecord>& v, BlockKind k) {
+  std::vector<const BlockRecord*> out;
+  for (const auto& b : v) {
+    if (b.kind == static_cast<uint16_t>(k)) out.push_back(&b);
+  }
+  return out;
+}
+
+TEST(StatsBlocks, SumsConnectionEndpointsAndLabelsEverything) {
+  Stats s;
+  EndpointStats shared;
+  shared.name = "rail lo";
+  shared.rail = "lo";
+  shared.bytes[0] = 100;
+  shared.ops[2] = 3;
+  s.endpoints.push_back(shared);
+  for (int i = 0; i < 50; ++i) {  // 50 peers' connections: still one block
+    EndpointStats c;
+    c.name = "rail lo connection";
+    c.rail = "lo";
+    c.bytes[1] = 10;
+    c.eagain_retries = 1;
+    s.endpoints.push_back(c);
+  }
+  CqStats cq;
+  cq.name = "cq lo";
+  cq.polls = 9;
+  cq.max_batch = 4;
+  s.cqs.push_back(cq);
+  s.comms_open = 2;
+  s.registered_bytes = 4096;
+  s.mr_cache_hits = 5;
+  RailStats rs;
+  rs.name = "lo";
+  rs.state = "up";
+  rs.stripes_out = 8;
+  s.rails.push_back(rs);
+  DeviceLabels l;
+  l.device = "1";
+  l.provider = "tcp;ofi_rxm";
+  l.fabric = "127.0.0.1/32";
+  l.domain = "lo";
+  l.nic_pci = {{"lo", "0000:01:00.0"}};
+  std::vector<BlockRecord> out;
+  append_stats_blocks(s, l, out);
+
+  auto dev = of_kind(out, BlockKind::device);
+  ASSERT_EQ(dev.size(), 1u);
+  EXPECT_EQ(counter(*dev[0], CounterId::device_comms_open), 2u);
+  EXPECT_EQ(counter(*dev[0], CounterId::device_registered_bytes), 4096u);
+  EXPECT_EQ(label(*dev[0], LabelKey::device), "1");
+  EXPECT_EQ(counter(*dev[0], CounterId::device_mr_cache_hits), 5u);
+
+  auto rails = of_kind(out, BlockKind::rail);
+  ASSERT_EQ(rails.size(), 1u);
+  EXPECT_EQ(counter(*rails[0], CounterId::rail_up), 1u);
+  EXPECT_EQ(counter(*rails[0], CounterId::rail_stripes_out), 8u);
+  EXPECT_EQ(label(*rails[0], LabelKey::rail), "lo");
+
+  auto eps = of_kind(out, BlockKind::endpoint);
+  ASSERT_EQ(eps.size(), 2u);
+  const BlockRecord* conn =
+      label(*eps[0], LabelKey::endpoint) == "rail lo connection" ? eps[0] : eps[1];
+  const BlockRecord* rail = conn == eps[0] ? eps[1] : eps[0];
+  EXPECT_EQ(counter(*conn, CounterId::endpoint_bytes_recv), 500u);
+  EXPECT_EQ(counter(*conn, CounterId::endpoint_eagain_retries), 50u);
+  EXPECT_EQ(counter(*rail, CounterId::endpoint_bytes_send), 100u);
+  EXPECT_EQ(counter(*rail, CounterId::endpoint_ops_write), 3u);
+  EXPECT_EQ(label(*rail, LabelKey::rail), "lo");
+  EXPECT_EQ(label(*rail, LabelKey::provider), "tcp;ofi_rxm");
+
+  auto cqs = of_kind(out, BlockKind::cq);
+  ASSERT_EQ(cqs.size(), 1u);
+  EXPECT_EQ(counter(*cqs[0], CounterId::cq_polls), 9u);
+  EXPECT_EQ(counter(*cqs[0], CounterId::cq_max_batch), 4u);
+
+  auto info = of_kind(out, BlockKind::info);
+  ASSERT_EQ(info.size(), 2u);  // nic + rail plan; no GPU
+  EXPECT_EQ(counter(*info[0], CounterId::nic_info), 1u);
+  EXPECT_EQ(label(*info[0], LabelKey::pci), "0000:01:00.0");
+  EXPECT_EQ(counter(*info[1], CounterId::rail_plan_info), 1u);
+  EXPECT_EQ(label(*info[1], LabelKey::nic), "0000:01:00.0");
+
+  l.gpu = "0000:53:00.0";
+  out.clear();
+  append_stats_blocks(s, l, out);
+  EXPECT_EQ(of_kind(out, BlockKind::info).size(), 3u);
+}
+
+TEST(StatsBlocks, OneInfoPairPerRail) {
+  Stats s;
+  RailStats down;
+  down.name = "eth2";  // a rail no endpoint names yet still gets its info blocks
+  down.state = "quarantined";
+  s.rails.push_back(down);
+  for (const char* r : {"eth0", "eth1", "eth0"}) {
+    EndpointStats e;
+    e.name = std::string("rail ") + r;
+    e.rail = r;
+    s.endpoints.push_back(e);
+  }
+  DeviceLabels l;
+  l.device = "0";
+  l.domain = "eth0";
+  std::vector<BlockRecord> out;
+  append_stats_blocks(s, l, out);
+  EXPECT_EQ(of_kind(out, BlockKind::info).size(), 6u);
+  EXPECT_EQ(of_kind(out, BlockKind::endpoint).size(), 2u);
+  auto rails = of_kind(out, BlockKind::rail);
+  ASSERT_EQ(rails.size(), 1u);
+  EXPECT_EQ(counter(*rails[0], CounterId::rail_up), 0u);
+}
+
+}  // namespace
+}  // namespace xport::telemetry
