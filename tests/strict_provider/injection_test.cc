@@ -1,0 +1,160 @@
+// libxport's public API under injected faults of the strict provider: an error completion fails
+// exactly the one request it hits (with the provider's message) and the window keeps working;
+// a dead domain turns outstanding and new operations into errors within the deadline, not hangs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "../integration/harness.hpp"
+#include "xport/xport.hpp"
+
+namespace xport {
+namespace {
+
+constexpr size_t kSize = 65536;
+
+class Injection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("XPORT_PROVIDER", "strict", 1);
+    // The peer is spawned before the fault is configured, so it runs clean.
+    const char* bin = std::getenv("XTEST_PEER_BIN");
+    peer_ = std::make_unique<test::ChildProcess>(test::ChildProcess::spawn(
+        {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kSize)}, {}));
+    ASSERT_TRUE(peer_->started());
+  }
+
+  void TearDown() override {
+    win_.reset();
+    comm_.reset();
+    dev_.reset();
+    ctx_.reset();
+    if (peer_) peer_->kill_now();
+    for (const char* v : {"STRICT_FI_ERROR_AT", "STRICT_FI_ERROR_OP", "STRICT_FI_DEAD_DOMAIN_AT"})
+      unsetenv(v);
+  }
+
+  // Opens libxport (after the test configured the fault) and a window onto the peer's buffer.
+  void open_window() {
+    std::string err;
+    std::string handle = peer_->read_line(30000, &err);
+    ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
+    std::string key = peer_->read_line(30000, &err);
+    ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+    ContextOptions o;
+    o.peers_on_host = true;
+    auto ctx = Context::open(o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    ctx_ = std::move(ctx).value();
+    auto dev = ctx_->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    dev_ = std::move(dev).value();
+    auto comm =
+        dev_->connect(test::from_hex(handle.substr(7)), Deadline::after(std::chrono::seconds(20)));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    comm_ = std::move(comm).value();
+    auto remote = dev_->import_key(test::from_hex(key.substr(4)));
+    ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+    remote_ = std::make_unique<RemoteRegion>(std::move(remote).value());
+    auto win = Window::open(*comm_);
+    ASSERT_TRUE(win.ok()) << win.status().to_string();
+    win_ = std::move(win).value();
+    auto reg = dev_->register_memory(local_.data(), local_.size());
+    ASSERT_TRUE(reg.ok()) << reg.status().to_string();
+    reg_ = std::make_unique<Region>(std::move(reg).value());
+  }
+
+  // First wrong byte of local_[off, off+len) against the peer's pattern, or -1.
+  long long piece_mismatch(size_t off, size_t len) const {
+    for (size_t j = off; j < off + len; ++j)
+      if (local_[j] != test::pattern_byte(1000, j)) return static_cast<long long>(j);
+    return -1;
+  }
+
+  Status get_and_quiet(size_t off, size_t len) {
+    Status s = win_->get(*reg_, off, *remote_, off, len);
+    if (s.ok()) s = win_->quiet(Deadline::after(std::chrono::seconds(10)));
+    return s;
+  }
+
+  std::unique_ptr<test::ChildProcess> peer_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<SendComm> comm_;
+  std::unique_ptr<RemoteRegion> remote_;
+  std::unique_ptr<Region> reg_;
+  std::unique_ptr<Window> win_;
+  std::vector<uint8_t> local_ = std::vector<uint8_t>(kSize);
+};
+
+// What makes the transfer suite's pass meaningful: libxport really ran on "strict" with
+// FI_MR_ENDPOINT in its domain's MR mode (so every MR it used was bound and enabled).
+TEST_F(Injection, LibxportSeesTheStrictProviderWithMrEndpoint) {
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  const Capabilities& caps = dev_->capabilities();
+  EXPECT_EQ(caps.provider, "strict");
+  const char* enforced = std::getenv("STRICT_FI_MR_ENDPOINT");
+  if (enforced == nullptr || std::string(enforced) != "1") GTEST_SKIP() << "not enforced here";
+  bool mr_endpoint = false;
+  for (const auto& m : caps.mr_mode) mr_endpoint = mr_endpoint || m == "FI_MR_ENDPOINT";
+  EXPECT_TRUE(mr_endpoint) << to_string(caps);
+  EXPECT_TRUE(get_and_quiet(0, kSize).ok());
+  EXPECT_EQ(piece_mismatch(0, kSize), -1);
+}
+
+TEST_F(Injection, ErrorCompletionFailsExactlyOneRequestWithTheProvidersMessage) {
+  setenv("STRICT_FI_ERROR_OP", "read", 1);
+  setenv("STRICT_FI_ERROR_AT", "3", 1);
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  const size_t piece = kSize / 4;
+  std::vector<Status> results;
+  for (size_t i = 0; i < 4; ++i) results.push_back(get_and_quiet(i * piece, piece));
+  for (size_t i = 0; i < 4; ++i) {
+    if (i == 2) continue;
+    EXPECT_TRUE(results[i].ok()) << "get " << i << ": " << results[i].to_string();
+    EXPECT_EQ(piece_mismatch(i * piece, piece), -1) << "get " << i << " data";
+  }
+  const Status& failed = results[2];
+  ASSERT_FALSE(failed.ok()) << "the third read must fail";
+  EXPECT_NE(failed.message().find("get: completion error"), std::string::npos)
+      << failed.to_string();
+  EXPECT_NE(failed.message().find("injected error completion on read #3"), std::string::npos)
+      << "the provider's message must reach the caller: " << failed.to_string();
+  EXPECT_EQ(win_->issued(), 4u);
+  EXPECT_EQ(win_->completed(), 4u);
+  uint64_t errors = 0;
+  for (const auto& e : dev_->stats().endpoints) errors += e.error_completions;
+  EXPECT_EQ(errors, 1u) << "exactly one error completion";
+}
+
+TEST_F(Injection, DeadDomainGivesErrorsNotHangs) {
+  // Opening a device posts a few hundred receive buffers; the gets come after.
+  setenv("STRICT_FI_DEAD_DOMAIN_AT", "1500", 1);
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  Status first_failure;
+  int ok = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5000 && first_failure.ok(); ++i) {
+    Status s = get_and_quiet(0, 64);
+    if (s.ok())
+      ++ok;
+    else
+      first_failure = s;
+  }
+  ASSERT_FALSE(first_failure.ok())
+      << "the domain must die after 1500 operations (" << ok << " gets succeeded)";
+  RecordProperty("first_failure", first_failure.to_string());
+  EXPECT_NE(first_failure.code(), Code::timeout) << first_failure.to_string();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  // Everything after the death fails at once.
+  const auto t1 = std::chrono::steady_clock::now();
+  Status again = get_and_quiet(0, 64);
+  EXPECT_FALSE(again.ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 10.0)
+      << again.to_string();
+}
+
+}  // namespace
+}  // namespace xport

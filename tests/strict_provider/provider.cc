@@ -1,0 +1,231 @@
+// Entry point of the strict provider (libstrict-fi.so, found through FI_PROVIDER_PATH): its
+// fi_provider, the environment configuration, and fi_getinfo answered by the base provider.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "strict.hpp"
+
+namespace strict {
+
+Totals totals;
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && (std::strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 ||
+                          strcasecmp(v, "true") == 0 || strcasecmp(v, "on") == 0);
+}
+
+uint64_t env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || *end != '\0') {
+    std::fprintf(stderr, "strict provider: ignoring %s=%s (not a count)\n", name, v);
+    return 0;
+  }
+  return n;
+}
+
+unsigned env_ops(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return kAllOps;
+  unsigned mask = 0;
+  std::string s(v);
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string word = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (word == "send")
+      mask |= static_cast<unsigned>(Op::send);
+    else if (word == "recv")
+      mask |= static_cast<unsigned>(Op::recv);
+    else if (word == "write")
+      mask |= static_cast<unsigned>(Op::write);
+    else if (word == "read")
+      mask |= static_cast<unsigned>(Op::read);
+    else if (word == "atomic")
+      mask |= static_cast<unsigned>(Op::atomic);
+    else if (word == "any")
+      mask |= kAllOps;
+    else
+      std::fprintf(stderr, "strict provider: ignoring '%s' in %s\n", word.c_str(), name);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return mask != 0 ? mask : kAllOps;
+}
+
+// Capabilities whose operations this layer does not interpose: never advertised.
+constexpr uint64_t kUnwrappedCaps = FI_TAGGED | FI_COLLECTIVE | FI_MULTICAST | FI_TRIGGER |
+                                    FI_MULTI_RECV | FI_RMA_EVENT | FI_NAMED_RX_CTX;
+
+// Nested fi_getinfo from inside our getinfo is fine in libfabric 1.17 (fi_ini's lock is released
+// before providers are asked, and ofi_rxm does the same to find its core provider); libfabric's
+// layering filter already skips "strict" when the hints name the base, and this guard keeps a
+// misconfigured STRICT_FI_BASE=strict from recursing.
+thread_local bool in_getinfo = false;
+
+void strip_caps(fi_info* i, uint64_t caps) {
+  i->caps &= ~caps;
+  if (i->tx_attr != nullptr) i->tx_attr->caps &= ~caps;
+  if (i->rx_attr != nullptr) i->rx_attr->caps &= ~caps;
+}
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) {
+  *info = nullptr;
+  if (in_getinfo) return -FI_ENODATA;
+  const Config cfg = Config::from_env();
+  if (cfg.base.empty() || cfg.base.find("strict") != std::string::npos) return -FI_ENODATA;
+
+  uint64_t refused_caps = kUnwrappedCaps | (cfg.hide_atomic ? FI_ATOMIC : 0);
+  if (hints != nullptr) {
+    if (hints->caps & refused_caps) return -FI_ENODATA;
+    if (hints->ep_attr != nullptr && hints->ep_attr->type != FI_EP_UNSPEC &&
+        hints->ep_attr->type != FI_EP_RDM)
+      return -FI_ENODATA;  // reliable datagram endpoints only
+    // An application that cannot bind MRs to endpoints must not get a domain that requires it.
+    if (cfg.mr_endpoint && hints->domain_attr != nullptr &&
+        !(hints->domain_attr->mr_mode & FI_MR_ENDPOINT))
+      return -FI_ENODATA;
+  }
+
+  fi_info* base_hints = fi_dupinfo(hints);  // fi_dupinfo(nullptr) allocates empty hints
+  if (base_hints == nullptr) return -FI_ENOMEM;
+  free(base_hints->fabric_attr->prov_name);
+  base_hints->fabric_attr->prov_name = strdup(cfg.base.c_str());
+  base_hints->ep_attr->type = FI_EP_RDM;
+  base_hints->domain_attr->mr_mode &= ~FI_MR_ENDPOINT;
+  if (hints == nullptr)
+    base_hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE) & ~FI_MR_ENDPOINT;
+
+  fi_info* list = nullptr;
+  in_getinfo = true;
+  int ret = fi_getinfo(version, node, service, flags, base_hints, &list);
+  in_getinfo = false;
+  fi_freeinfo(base_hints);
+  if (ret != 0) return ret;
+
+  fi_info* head = nullptr;
+  fi_info* tail = nullptr;
+  for (fi_info* cur = list; cur != nullptr;) {
+    fi_info* next = cur->next;
+    cur->next = nullptr;
+    const bool keep =
+        cur->ep_attr->type == FI_EP_RDM && !(cur->domain_attr->mr_mode & FI_MR_ENDPOINT);
+    if (!keep) {
+      fi_freeinfo(cur);
+    } else {
+      strip_caps(cur, refused_caps);
+      if (cfg.mr_endpoint) cur->domain_attr->mr_mode |= FI_MR_ENDPOINT;
+      // libfabric names the entry after us ("strict") only when prov_name is left empty.
+      free(cur->fabric_attr->prov_name);
+      cur->fabric_attr->prov_name = nullptr;
+      if (tail != nullptr)
+        tail->next = cur;
+      else
+        head = cur;
+      tail = cur;
+    }
+    cur = next;
+  }
+  *info = head;
+  return head != nullptr ? 0 : -FI_ENODATA;
+}
+
+void cleanup() {
+  if (!env_flag("STRICT_FI_VERBOSE")) return;
+  std::fprintf(stderr,
+               "strict provider: %llu posts; injected %llu -FI_EAGAIN, %llu error completions, "
+               "%llu dead-domain failures; %llu FI_MR_ENDPOINT rejections; %llu endpoint closes "
+               "refused with -FI_EBUSY\n",
+               static_cast<unsigned long long>(totals.posts.load()),
+               static_cast<unsigned long long>(totals.eagain.load()),
+               static_cast<unsigned long long>(totals.errors.load()),
+               static_cast<unsigned long long>(totals.dead_fails.load()),
+               static_cast<unsigned long long>(totals.mr_rejects.load()),
+               static_cast<unsigned long long>(totals.mr_busy_closes.load()));
+}
+
+fi_provider provider = {
+    .version = FI_VERSION(1, 0),
+    .fi_version = FI_VERSION(1, 17),
+    .context = {},
+    .name = "strict",
+    .getinfo = getinfo,
+    .fabric = open_fabric,
+    .cleanup = cleanup,
+};
+
+}  // namespace
+
+Config Config::from_env() {
+  Config c;
+  if (const char* b = std::getenv("STRICT_FI_BASE"); b != nullptr && *b != '\0') c.base = b;
+  c.mr_endpoint = env_flag("STRICT_FI_MR_ENDPOINT");
+  c.hide_atomic = env_flag("STRICT_FI_HIDE_ATOMIC");
+  c.eagain_every = env_count("STRICT_FI_EAGAIN_EVERY");
+  c.error_at = env_count("STRICT_FI_ERROR_AT");
+  c.error_ops = env_ops("STRICT_FI_ERROR_OP");
+  c.dead_at = env_count("STRICT_FI_DEAD_DOMAIN_AT");
+  c.verbose = env_flag("STRICT_FI_VERBOSE");
+  return c;
+}
+
+bool is_strict_error(int prov_errno) {
+  return prov_errno >= kErrInjected && prov_errno <= kErrMrBadDesc;
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::send:
+      return "send";
+    case Op::recv:
+      return "recv";
+    case Op::write:
+      return "write";
+    case Op::read:
+      return "read";
+    case Op::atomic:
+      return "atomic";
+  }
+  return "?";
+}
+
+uint64_t completion_flags(Op op) {
+  switch (op) {
+    case Op::send:
+      return FI_SEND | FI_MSG;
+    case Op::recv:
+      return FI_RECV | FI_MSG;
+    case Op::write:
+      return FI_RMA | FI_WRITE;
+    case Op::read:
+      return FI_RMA | FI_READ;
+    case Op::atomic:
+      return FI_ATOMIC | FI_WRITE;
+  }
+  return 0;
+}
+
+fi_info* to_base_info(const fi_info* info, const std::string& base_name) {
+  fi_info* b = fi_dupinfo(info);
+  if (b == nullptr) return nullptr;
+  b->next = nullptr;
+  free(b->fabric_attr->prov_name);
+  b->fabric_attr->prov_name = strdup(base_name.c_str());
+  if (b->fabric_attr->prov_name == nullptr) {
+    fi_freeinfo(b);
+    return nullptr;
+  }
+  b->domain_attr->mr_mode &= ~FI_MR_ENDPOINT;
+  return b;
+}
+
+}  // namespace strict
+
+extern "C" FI_EXT_INI { return &strict::provider; }

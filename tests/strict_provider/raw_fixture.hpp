@@ -1,0 +1,202 @@
+// Raw libfabric through the strict provider: one domain, one CQ and AV, two RDM endpoints that
+// know each other's address, for tests that need exact control of every call.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace strict_test {
+
+// Environment for one test; restored by the destructor.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_.push_back({k, old != nullptr ? std::string(old) : std::string(), old != nullptr});
+      setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& s : saved_) {
+      if (s.had)
+        setenv(s.name.c_str(), s.value.c_str(), 1);
+      else
+        unsetenv(s.name.c_str());
+    }
+  }
+
+ private:
+  struct Saved {
+    std::string name, value;
+    bool had;
+  };
+  std::vector<Saved> saved_;
+};
+
+inline fi_info* strict_hints(int mr_mode) {
+  fi_info* h = fi_allocinfo();
+  h->caps =
+      FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->ep_attr->type = FI_EP_RDM;
+  h->domain_attr->mr_mode = mr_mode;
+  h->domain_attr->threading = FI_THREAD_SAFE;
+  h->fabric_attr->prov_name = strdup("strict");
+  return h;
+}
+
+constexpr int kMrModes =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+
+struct Completion {
+  ssize_t ret = 0;  // 1: success entry, -FI_EAVAIL: error entry in err, else what fi_cq_read said
+  fi_cq_data_entry entry{};
+  fi_cq_err_entry err{};
+  std::string text;  // fi_cq_strerror of an error entry
+};
+
+class RawRig : public ::testing::Test {
+ protected:
+  // Opens everything; returns false (with a gtest failure) when something refuses.
+  bool open_rig(int mr_mode = kMrModes) {
+    fi_info* hints = strict_hints(mr_mode);
+    fi_info* list = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
+    fi_freeinfo(hints);
+    EXPECT_EQ(ret, 0) << "fi_getinfo(strict): " << fi_strerror(-ret)
+                      << " (is FI_PROVIDER_PATH set to the module's directory?)";
+    if (ret != 0) return false;
+    for (fi_info* i = list; i != nullptr; i = i->next) {
+      const char* d = i->domain_attr->name;
+      const char* f = i->fabric_attr->name;
+      if (d != nullptr && std::strcmp(d, "lo") == 0 && f != nullptr && std::strchr(f, '.')) {
+        info_ = fi_dupinfo(i);
+        break;
+      }
+    }
+    if (info_ == nullptr) info_ = fi_dupinfo(list);  // e.g. shm, whose domain is not "lo"
+    fi_freeinfo(list);
+    if (fi_fabric(info_->fabric_attr, &fabric_, nullptr) != 0) return fail("fi_fabric");
+    if (fi_domain(fabric_, info_, &domain_, nullptr) != 0) return fail("fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.size = 128;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) return fail("fi_cq_open");
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    if (fi_av_open(domain_, &av_attr, &av_, nullptr) != 0) return fail("fi_av_open");
+    for (int i = 0; i < 2; ++i) {
+      if (fi_endpoint(domain_, info_, &ep_[i], nullptr) != 0) return fail("fi_endpoint");
+      if (fi_ep_bind(ep_[i], &cq_->fid, FI_TRANSMIT | FI_RECV) != 0) return fail("bind cq");
+      if (fi_ep_bind(ep_[i], &av_->fid, 0) != 0) return fail("bind av");
+      if (fi_enable(ep_[i]) != 0) return fail("fi_enable");
+    }
+    for (int i = 0; i < 2; ++i) {
+      char name[256];
+      size_t len = sizeof(name);
+      if (fi_getname(&ep_[i]->fid, name, &len) != 0) return fail("fi_getname");
+      if (fi_av_insert(av_, name, 1, &addr_[i], 0, nullptr) != 1) return fail("fi_av_insert");
+    }
+    return true;
+  }
+
+  void TearDown() override {
+    // Dependents first: MRs bound to an endpoint, endpoints, then what they were bound to.
+    for (fid_mr* m : mrs_) close_fid(m != nullptr ? &m->fid : nullptr);
+    for (fid_ep* e : ep_) close_fid(e != nullptr ? &e->fid : nullptr);
+    close_fid(av_ != nullptr ? &av_->fid : nullptr);
+    close_fid(cq_ != nullptr ? &cq_->fid : nullptr);
+    close_fid(domain_ != nullptr ? &domain_->fid : nullptr);
+    close_fid(fabric_ != nullptr ? &fabric_->fid : nullptr);
+    fi_freeinfo(info_);
+  }
+
+  static void close_fid(fid* f) {
+    if (f == nullptr) return;
+    int ret = fi_close(f);
+    EXPECT_EQ(ret, 0) << "fi_close: " << fi_strerror(-ret);
+  }
+
+  bool mr_endpoint() const { return (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0; }
+
+  // Registers `buf`; binds and enables it on endpoint `bind_to` unless that is -1.
+  fid_mr* reg(void* buf, size_t len, int bind_to, uint64_t key) {
+    fid_mr* mr = nullptr;
+    int ret = fi_mr_reg(domain_, buf, len,
+                        FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+                        0, key, 0, &mr, nullptr);
+    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
+    if (ret != 0) return nullptr;
+    mrs_.push_back(mr);
+    if (bind_to >= 0) {
+      EXPECT_EQ(fi_mr_bind(mr, &ep_[bind_to]->fid, 0), 0);
+      EXPECT_EQ(fi_mr_enable(mr), 0);
+    }
+    return mr;
+  }
+
+  void close_mr(fid_mr* mr) {
+    for (fid_mr*& m : mrs_)
+      if (m == mr) m = nullptr;
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+  }
+
+  // Posts until the provider stops answering -FI_EAGAIN (ofi_rxm connects on first use),
+  // driving progress in between, for at most two seconds.
+  template <typename F>
+  ssize_t retry(F&& post) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    ssize_t ret;
+    while ((ret = post()) == -FI_EAGAIN && std::chrono::steady_clock::now() < until)
+      (void)fi_cq_read(cq_, nullptr, 0);
+    return ret;
+  }
+
+  // The next completion within two seconds, driving progress.
+  Completion next() {
+    Completion c;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+      c.ret = fi_cq_read(cq_, &c.entry, 1);
+      if (c.ret == -FI_EAGAIN) continue;
+      if (c.ret == -FI_EAVAIL) {
+        ssize_t r = fi_cq_readerr(cq_, &c.err, 0);
+        EXPECT_EQ(r, 1);
+        char buf[256] = {0};
+        const char* t = fi_cq_strerror(cq_, c.err.prov_errno, c.err.err_data, buf, sizeof(buf));
+        c.text = t != nullptr ? t : "";
+      }
+      return c;
+    }
+    return c;  // -FI_EAGAIN: nothing came
+  }
+
+  bool fail(const char* what) {
+    ADD_FAILURE() << what << " failed on the strict provider";
+    return false;
+  }
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_[2] = {nullptr, nullptr};
+  fi_addr_t addr_[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+  std::vector<fid_mr*> mrs_;
+};
+
+}  // namespace strict_test

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Runs libxport and raw libfabric through the strict provider in each configuration that
+# docs/testing.md ("The strict test provider") lists; fails when any of them fails.
+# Usage: run_tests.sh RAW_TESTS SUITE_TESTS INJECTION_TESTS (FI_PROVIDER_PATH, XTEST_PEER_BIN set).
+set -u
+raw=$1 suite=$2 injection=$3
+status=0
+
+run() {
+  name=$1
+  shift
+  echo "=== strict provider: $name"
+  if env "$@"; then
+    echo "=== passed: $name"
+  else
+    echo "=== FAILED: $name"
+    status=1
+  fi
+}
+
+if [ -z "${FI_PROVIDER_PATH:-}" ] || [ ! -e "$FI_PROVIDER_PATH/libstrict-fi.so" ]; then
+  echo "FI_PROVIDER_PATH must name the directory of libstrict-fi.so" >&2
+  exit 1
+fi
+
+run "raw libfabric: FI_MR_ENDPOINT checks and injections" \
+  STRICT_FI_VERBOSE=1 "$raw"
+run "libxport transfer suite with FI_MR_ENDPOINT enforced" \
+  STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$suite" --gtest_filter='Strict/*'
+run "libxport transfer suite with FI_MR_ENDPOINT and -FI_EAGAIN on every 7th post" \
+  STRICT_FI_MR_ENDPOINT=1 STRICT_FI_EAGAIN_EVERY=7 STRICT_FI_VERBOSE=1 "$suite" \
+  --gtest_filter='Strict/*'
+run "libxport transfer suite over shm with FI_MR_ENDPOINT enforced" \
+  STRICT_FI_BASE=shm STRICT_FI_MR_ENDPOINT=1 "$suite" --gtest_filter='Strict/*auto'
+run "libxport under injected error completions and a dead domain" \
+  STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$injection"
+exit $status
