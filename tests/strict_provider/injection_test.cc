@@ -148,7 +148,11 @@ TEST_F(Injection, DeadDomainGivesErrorsNotHangs) {
   RecordProperty("first_failure", first_failure.to_string());
   EXPECT_NE(first_failure.code(), Code::timeout) << first_failure.to_string();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
-  // Everything after the death fails at once.
+  // The dead domain's rail is quarantined (a fatal error), and everything after fails at once.
+  Stats st = dev_->stats();
+  ASSERT_FALSE(st.rails.empty());
+  EXPECT_EQ(st.rails[0].state, "quarantined") << "a dead domain must quarantine its rail";
+  EXPECT_GE(st.rails[0].quarantine_events, 1u);
   const auto t1 = std::chrono::steady_clock::now();
   Status again = get_and_quiet(0, 64);
   EXPECT_FALSE(again.ok());

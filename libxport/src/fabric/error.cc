@@ -29,6 +29,7 @@ Status fi_status(int ret, std::string_view what) {
     case FI_ETRUNC:
     case FI_ETOOSMALL: code = Code::truncated; break;
     case FI_EINVAL: code = Code::invalid_argument; break;
+    case FI_EIO: code = Code::closed; break;  // the NIC or domain failed: its rail is unusable
     default: break;
   }
   return core::error(code, what, " failed: ", fi_strerror(e), " (", ret, ")");

@@ -32,6 +32,7 @@ struct Channel {
   fi_addr_t peer = FI_ADDR_UNSPEC;
   int refs = 0;
   bool mr_endpoint = false;  // the provider binds MRs to endpoints (FI_MR_ENDPOINT)
+  uint32_t rail = 0;         // index of the rail the endpoint belongs to
   bool connected = false;  // connected endpoints: FI_CONNECTED seen
   bool failed = false;     // shutdown or fatal error: every comm on it fails
   std::string failure;

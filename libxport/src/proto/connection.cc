@@ -69,6 +69,7 @@ Result<pool::Channel*> Engine::peer_channel(size_t rail, bool control,
   ch->tx = shared->tx;
   ch->peer = a;
   ch->connected = true;
+  ch->rail = static_cast<uint32_t>(rail);
   ch->label = core::str("rail ", r.name(), control ? " control" : " data", " peer ", a);
   pool::Channel* p = ch.get();
   channels_.push_back(std::move(ch));

@@ -76,9 +76,11 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
     e->rails_.push_back(std::move(rail));
   }
   e->comms_ = std::make_unique<pool::CommTable<CommState>>(e->config_.max_comms);
-  for (auto& r : e->rails_) {
+  for (uint32_t i = 0; i < e->rails_.size(); ++i) {
+    auto& r = e->rails_[i];
     for (pool::Channel* ch : {r->data_channel(), r->control_channel()}) {
       if (ch == nullptr) continue;
+      ch->rail = i;
       ch->endpoint->set_retry(&Engine::retry_hook, e.get(), e->config_.eagain_timeout);
       XPORT_RETURN_IF_ERROR(e->post_all_rx(ch));
     }
@@ -253,6 +255,17 @@ void Engine::check_rails() {
   }
 }
 
+void Engine::note_failure(uint32_t rail, const Status& status, bool from_post) {
+  if (status.code() != Code::closed || rail >= rails_.size()) return;
+  rail::Rail& r = *rails_[rail];
+  if (!from_post && ++r.consecutive_failures() < kFatalInARow) return;
+  if (r.state() == rail::Rail::State::up) {
+    XPORT_LOG(warn, "rail ", r.name(), " quarantined after a fatal error: ", status.message());
+  }
+  r.quarantine(core::str("fatal error: ", status.message()),
+               Deadline::Clock::now() + config_.rail_retry);
+}
+
 Result<std::vector<uint32_t>> Engine::usable(const std::vector<Path>& paths,
                                              const char* what) const {
   std::vector<uint32_t> out;
@@ -274,6 +287,7 @@ Result<std::vector<uint32_t>> Engine::usable(const std::vector<Path>& paths,
 
 void Engine::on_completion(const fi_cq_data_entry& e) {
   auto* ctx = fabric::op_context_of(e.op_context);
+  rails_[polling_rail_]->consecutive_failures() = 0;
   XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
             " data 0x", std::hex, e.data, " ctx ", e.op_context);
   // Target side of a write with data. (sockets also flags the initiator's own write completion
@@ -326,8 +340,10 @@ void Engine::on_error(void* context, Status status) {
   if (ctx == nullptr) {
     XPORT_LOG(warn, "error completion without context: ", status.to_string());
     ++routing_misses_;
+    note_failure(static_cast<uint32_t>(polling_rail_), status, false);
     return;
   }
+  note_failure(static_cast<uint32_t>(polling_rail_), status, false);  // the CQ is the rail's
   switch (ctx->type) {
     case fabric::OpType::rx_buffer: {
       auto* ch = static_cast<pool::Channel*>(ctx->owner);

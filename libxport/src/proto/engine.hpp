@@ -272,6 +272,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // The rails (indices) of `paths` in service, or an error naming why none is.
   Result<std::vector<uint32_t>> usable(const std::vector<Path>& paths, const char* what) const;
   void check_rails();
+  // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from:
+  // a post the domain refuses at once, error completions after kFatalInARow in a row (one
+  // failed operation is that operation's error, not the rail's).
+  static constexpr uint32_t kFatalInARow = 3;
+  void note_failure(uint32_t rail, const Status& status, bool from_post = true);
   bool connected_endpoints() const { return rails_[0]->connected_endpoints(); }
   Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
   void flush_pending();

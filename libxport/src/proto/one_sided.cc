@@ -123,6 +123,7 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
       st = Status::success();
     }
     if (!st.ok()) {
+      note_failure(rail, st);
       w->free.push_back(ctx->index);
       // Stripes already posted complete (or fail) on their own; quiet() reports them.
       return st.with_context(core::str(what, " stripe ", i, " of ", n, " on rail ",

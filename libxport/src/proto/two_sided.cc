@@ -104,6 +104,7 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
     st = Status::success();
   } else if (!st.ok()) {
     ch->tx->give_back(b);
+    note_failure(ch->rail, st);
     return st;
   }
   c.inflight += 1;
@@ -228,6 +229,7 @@ void Engine::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stri
     return;
   }
   if (!st.ok()) {
+    note_failure(rail, st);
     MsgHeader a = header(MsgType::abort, c, slot, s.seq);
     a.aux = kWriteFailed;
     (void)send_control(control_path(c), a, nullptr, false, true);

@@ -59,6 +59,8 @@ class Rail {
   void restore();
   std::chrono::steady_clock::time_point retry_at() const { return retry_at_; }
   const std::string& quarantine_reason() const { return reason_; }
+  // Fatal error completions in a row (reset by any successful completion on the rail).
+  uint32_t& consecutive_failures() { return consecutive_failures_; }
   fabric::Counter& quarantines() { return quarantines_; }
   const fabric::Counter& quarantines() const { return quarantines_; }
 
@@ -92,6 +94,7 @@ class Rail {
   fabric::Counter quarantines_;
   fabric::Counter bytes_in_;
   State state_ = State::up;
+  uint32_t consecutive_failures_ = 0;
   std::string reason_;
   std::chrono::steady_clock::time_point retry_at_{};
   std::string link_file_;  // where link_up() reads, empty when the OS gives nothing
