@@ -220,6 +220,10 @@ Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len) {
   if (b.max_requests == 0) {
     return core::error(Code::protocol, "connection request allows 0 outstanding requests");
   }
+  if (b.reserved[0] != 0 || b.reserved[1] != 0 || b.reserved[2] != 0) {
+    return core::error(Code::protocol, "connection request has non-zero reserved bytes "
+                       "(version ", kWireVersion, " requires zeros)");
+  }
   if (b.stripe_align == 0 || (b.stripe_align & (b.stripe_align - 1)) != 0 || b.stripe_min == 0) {
     return core::error(Code::protocol, "connection request has stripe alignment ", b.stripe_align,
                        " and minimum ", b.stripe_min, " (need a power of two and a minimum > 0)");

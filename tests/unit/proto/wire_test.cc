@@ -147,6 +147,10 @@ TEST(Message, ConnBodyRoundTripAndValidation) {
   bad.body.max_requests = 0;
   b = encode_conn_body(bad);
   EXPECT_FALSE(decode_conn_body(b.data(), b.size()).ok());
+  auto reserved = encode_conn_body(sample_request(1));
+  reserved[6] = 0xff;  // ConnBody::reserved
+  EXPECT_NE(decode_conn_body(reserved.data(), reserved.size()).status().message().find("reserved"),
+            std::string::npos);
   auto none = encode_conn_body(sample_request(0));
   EXPECT_FALSE(decode_conn_body(none.data(), none.size()).ok()) << "a request without rails";
 }
