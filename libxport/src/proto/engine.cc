@@ -266,23 +266,14 @@ void Engine::note_failure(uint32_t rail, const Status& status, bool from_post) {
                Deadline::Clock::now() + config_.rail_retry);
 }
 
-Result<std::vector<uint32_t>> Engine::usable(const std::vector<Path>& paths,
-                                             const char* what) const {
-  std::vector<uint32_t> out;
+Status Engine::no_rail_error(size_t limit, const char* what) const {
   std::string why;
-  for (uint32_t i = 0; i < paths.size(); ++i) {
-    if (rails_[i]->state() == rail::Rail::State::up) {
-      out.push_back(i);
-    } else {
-      why += core::str(why.empty() ? "" : ", ", rails_[i]->name(), ": ",
-                       rails_[i]->quarantine_reason());
-    }
+  for (size_t i = 0; i < limit; ++i) {
+    why += core::str(why.empty() ? "" : ", ", rails_[i]->name(), ": ",
+                     rails_[i]->quarantine_reason());
   }
-  if (out.empty()) {
-    return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
-                       why, "); retry when a link is back");
-  }
-  return out;
+  return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
+                     why, "); retry when a link is back");
 }
 
 void Engine::on_completion(const fi_cq_data_entry& e) {

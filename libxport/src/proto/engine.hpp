@@ -269,8 +269,22 @@ class Engine : public std::enable_shared_from_this<Engine> {
     }
     return paths[cursor++ % paths.size()];
   }
-  // The rails (indices) of `paths` in service, or an error naming why none is.
-  Result<std::vector<uint32_t>> usable(const std::vector<Path>& paths, const char* what) const;
+  // The rails (indices) among the first `limit` of `paths` that are in service, written to
+  // `out` without allocating (hot path); 0 when none is.
+  using RailList = std::array<uint32_t, kMaxRails>;
+  uint32_t healthy_rails(size_t limit, RailList& out) const {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < limit; ++i) {
+      if (rails_[i]->state() == rail::Rail::State::up) out[n++] = i;
+    }
+    return n;
+  }
+  // The error when no rail among the first `limit` is in service (cold path).
+  Status no_rail_error(size_t limit, const char* what) const;
+  Status check_usable(const std::vector<Path>& paths, const char* what) const {
+    RailList r;
+    return healthy_rails(paths.size(), r) > 0 ? Status() : no_rail_error(paths.size(), what);
+  }
   void check_rails();
   // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from:
   // a post the domain refuses at once, error completions after kFatalInARow in a row (one

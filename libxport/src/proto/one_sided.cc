@@ -91,11 +91,11 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
   // Large transfers are striped over the rails both the window and the remote key cover.
   const uint32_t rails =
       static_cast<uint32_t>(std::min(w->paths.size(), remote.keys_.size()));
-  std::vector<Path> covered(w->paths.begin(), w->paths.begin() + rails);
-  auto healthy = usable(covered, what);
-  if (!healthy.ok()) return healthy.status();
-  const uint32_t n = stripe_count(config_.stripe, len, static_cast<uint32_t>(healthy->size()));
-  const uint32_t first = w->next_stripe++ % healthy->size();
+  RailList healthy;
+  const uint32_t up = healthy_rails(rails, healthy);
+  if (up == 0) return no_rail_error(rails, what);
+  const uint32_t n = stripe_count(config_.stripe, len, up);
+  const uint32_t first = w->next_stripe++ % up;
   for (uint32_t i = 0; i < n; ++i) {
     for (auto until = Deadline::after(config_.eagain_timeout);
          w->free.empty() && !until.expired();) {
@@ -105,7 +105,7 @@ Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size
       return core::error(Code::again, what, ": ", kWindowContexts,
                          " operations outstanding on the window; call quiet()");
     }
-    const uint32_t rail = (*healthy)[(first + i) % healthy->size()];
+    const uint32_t rail = healthy[(first + i) % up];
     const uint64_t off = stripe_offset(config_.stripe, len, n, i);
     const uint64_t end = stripe_offset(config_.stripe, len, n, i + 1);
     fabric::OpContext* ctx = &w->ctxs[w->free.back()];

@@ -28,7 +28,7 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
-  XPORT_RETURN_IF_ERROR(usable(c->paths, "isend").status());
+  XPORT_RETURN_IF_ERROR(check_usable(c->paths, "isend"));
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
                        "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
@@ -183,15 +183,16 @@ void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   // quarantined rails just carry none: their stripes go to the rails in service.
   s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
   s.stripes_done = 0;
-  auto healthy = usable(c.paths, "isend");
-  if (!healthy.ok()) {
-    s.error = healthy.status();
+  RailList healthy;
+  const uint32_t up = healthy_rails(c.paths.size(), healthy);
+  if (up == 0) {
+    s.error = no_rail_error(c.paths.size(), "isend");
     s.done = true;
     return;
   }
-  s.first_rail = c.next_stripe++ % healthy->size();
+  s.first_rail = c.next_stripe++ % up;
   for (uint32_t i = 0; i < s.stripes; ++i) {
-    s.stripe_ctx[i].index = (*healthy)[(s.first_rail + i) % healthy->size()];
+    s.stripe_ctx[i].index = healthy[(s.first_rail + i) % up];
   }
   const auto now = Deadline::Clock::now();
   for (uint32_t i = 0; i < s.stripes && !s.done; ++i) {
@@ -271,7 +272,7 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   if (c == nullptr) return err;
   if (c->phase == CommPhase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
-  XPORT_RETURN_IF_ERROR(usable(c->paths, "irecv").status());
+  XPORT_RETURN_IF_ERROR(check_usable(c->paths, "irecv"));
   const uint64_t seq = c->next_seq;
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   RecvSlot& r = c->recvs[slot];
