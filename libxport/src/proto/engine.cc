@@ -466,12 +466,7 @@ Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr,
     return core::error(Code::internal, "control message of ", len, " bytes exceeds the ",
                        ch->tx->size(), "-byte buffers of ", ch->label);
   }
-  memory::Buffer* b = ch->tx->take();
-  for (auto until = Deadline::after(config_.eagain_timeout);
-       b == nullptr && retry && !until.expired();) {
-    if (!in_progress_) (void)progress_locked();
-    b = ch->tx->take();
-  }
+  memory::Buffer* b = take_tx(ch, retry);
   Status s;
   if (b == nullptr) {
     s = core::error(Code::again, "no free send buffer on ", ch->label);
@@ -497,6 +492,16 @@ Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr,
     return Status::success();
   }
   return s;
+}
+
+memory::Buffer* Engine::take_tx(pool::Channel* ch, bool wait) {
+  memory::Buffer* b = ch->tx->take();
+  for (auto until = Deadline::after(config_.eagain_timeout);
+       b == nullptr && wait && !until.expired();) {
+    if (!in_progress_) (void)progress_locked();
+    b = ch->tx->take();
+  }
+  return b;
 }
 
 Status Engine::post_rma(const PendingRma& op) {

@@ -43,7 +43,6 @@ struct SendSlot {
   uint64_t seq = 0;
   const uint8_t* buf = nullptr;
   size_t len = 0;
-  void* desc = nullptr;             // rail 0's descriptor (eager copies need none)
   const RegionState* region = nullptr;  // per-rail descriptors for striped writes
   uint32_t first_rail = 0;
   bool eager = false;
@@ -293,6 +292,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void note_failure(uint32_t rail, const Status& status, bool from_post = true);
   bool connected_endpoints() const { return rails_[0]->connected_endpoints(); }
   Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
+  // A free bounce buffer of ch's tx pool; with `wait`, progress runs until one frees up or
+  // XPORT_EAGAIN_TIMEOUT_MS passes. nullptr when none.
+  memory::Buffer* take_tx(pool::Channel* ch, bool wait);
   void flush_pending();
   bool expired(Deadline::Clock::time_point since) const {
     return Deadline::Clock::now() - since > config_.eagain_timeout;

@@ -48,7 +48,6 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   s.seq = seq;
   s.buf = static_cast<const uint8_t*>(buf);
   s.len = len;
-  s.desc = region.state_->mrs[0]->desc();
   s.region = region.state_.get();
   s.eager = len <= c->eager_max;
   if (s.eager) {
@@ -71,11 +70,7 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   // Small messages go whole to one rail, round-robin.
   pool::Channel* ch = data_path(c);
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
-  memory::Buffer* b = ch->tx->take();
-  for (auto until = Deadline::after(config_.eagain_timeout); b == nullptr && !until.expired();) {
-    (void)progress_locked();
-    b = ch->tx->take();
-  }
+  memory::Buffer* b = take_tx(ch, true);
   if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
   MsgHeader h = header(MsgType::eager, c, slot, s.seq);
   h.length = s.len;
