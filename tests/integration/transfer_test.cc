@@ -10,6 +10,7 @@
 
 #include "core/knob.hpp"
 #include "harness.hpp"
+#include "stream.hpp"
 #include "proto/wire.hpp"
 #include "xport/xport.hpp"
 
@@ -77,28 +78,8 @@ class Transfer : public ::testing::TestWithParam<Param> {
     return comm.ok() ? std::move(comm).value() : nullptr;
   }
 
-  // Sends `count` messages from message_sizes(seed) with up to 16 outstanding.
   void send_stream(SendComm& comm, uint32_t seed, size_t count, size_t max) {
-    const auto sizes = test::message_sizes(seed, count, max);
-    constexpr size_t kDepth = 16;
-    std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(max + 1));
-    std::vector<Region> regs;
-    for (auto& b : bufs) regs.push_back(*dev_->register_memory(b.data(), b.size()));
-    std::vector<Request> reqs(kDepth);
-    size_t posted = 0, done = 0;
-    while (done < count) {
-      while (posted < count && posted - done < kDepth) {
-        test::fill(bufs[posted % kDepth].data(), sizes[posted], posted);
-        auto r = comm.isend(bufs[posted % kDepth].data(), sizes[posted], regs[posted % kDepth]);
-        ASSERT_TRUE(r.ok()) << "isend " << posted << ": " << r.status().to_string();
-        reqs[posted % kDepth] = *r;
-        ++posted;
-      }
-      auto got = comm.wait(reqs[done % kDepth], Deadline::after(std::chrono::seconds(20)));
-      ASSERT_TRUE(got.ok()) << "send " << done << ": " << got.status().to_string();
-      ASSERT_EQ(*got, sizes[done]);
-      ++done;
-    }
+    test::send_stream(*dev_, comm, seed, count, max, 16, std::chrono::seconds(20));
   }
 
   std::unique_ptr<Context> ctx_;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "../integration/harness.hpp"
+#include "../integration/stream.hpp"
 #include "core/knob.hpp"
 #include "xport/xport.hpp"
 
@@ -58,26 +59,7 @@ class MultiRail : public ::testing::Test {
 
   void send_stream(SendComm& comm, uint32_t seed, size_t count, size_t max,
                    std::atomic<size_t>* progress = nullptr) {
-    const auto sizes = test::message_sizes(seed, count, max);
-    constexpr size_t kDepth = 8;
-    std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(max + 1));
-    std::vector<Region> regs;
-    for (auto& b : bufs) regs.push_back(*dev_->register_memory(b.data(), b.size()));
-    std::vector<Request> reqs(kDepth);
-    size_t posted = 0, done = 0;
-    while (done < count) {
-      while (posted < count && posted - done < kDepth) {
-        test::fill(bufs[posted % kDepth].data(), sizes[posted], posted);
-        auto r = comm.isend(bufs[posted % kDepth].data(), sizes[posted], regs[posted % kDepth]);
-        ASSERT_TRUE(r.ok()) << "isend " << posted << ": " << r.status().to_string();
-        reqs[posted % kDepth] = *r;
-        ++posted;
-      }
-      auto got = comm.wait(reqs[done % kDepth], Deadline::after(std::chrono::seconds(60)));
-      ASSERT_TRUE(got.ok()) << "send " << done << ": " << got.status().to_string();
-      ++done;
-      if (progress != nullptr) progress->store(done);
-    }
+    test::send_stream(*dev_, comm, seed, count, max, 8, std::chrono::seconds(60), progress);
   }
 
   // Polls the device (progress drives the link checks) until `pred` holds or 15 s pass.
