@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libibverbs-dev rdma-core prometheus-cpp-dev
   iproute2 clang libclang-rt-14-dev
   prometheus chromium
+  libopenmpi-dev openmpi-bin
 )
 
 install_packages() {

@@ -2,6 +2,7 @@
 // serves one GPU or the host — one rail until multi-rail lands.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,13 @@ struct ContextOptions {
 
 class Device;
 
+// One rail of a device as the node describes it.
+struct RailInfo {
+  std::string name;              // libfabric domain (NIC or interface)
+  uint64_t link_bits_per_s = 0;  // link rate: fi_info->nic->link_attr, else sysfs; 0 = unknown
+  std::string link_source;       // "libfabric", "sysfs", or "" when unknown
+};
+
 struct DeviceOptions {
   // The rails of the device, by libfabric domain (NIC or interface) name, in rail order: the
   // peer's rail i pairs with this rail i. Empty: XPORT_RAILS, else the one domain the Context
@@ -35,6 +43,12 @@ struct DeviceOptions {
 // topology::discover(): they tie a provider's domain to a PCI function and let Ethernet NICs
 // that libfabric drives count as NICs.
 std::vector<topology::ProviderNic> provider_nics();
+
+// Bytes one Device with `rails` rails registers for itself under the knobs in effect (bounce
+// buffers of its data and control endpoints, flush buffers), in whole pages. Providers that pin
+// memory (verbs, efa, cxi...) lock this much under RLIMIT_MEMLOCK; the caller's Regions come on
+// top. RDM providers; connected ones (tcp) register rx + tx buffers per connection instead.
+size_t device_registered_bytes(size_t rails = 1);
 
 class Context {
  public:
@@ -58,6 +72,9 @@ class Device {
   const Capabilities& capabilities() const;
   // Rail (domain) names, in rail order.
   std::vector<std::string> rails() const;
+  // The rails with their discovered link rate, in rail order (xport-bench reports bandwidth as
+  // a fraction of their sum).
+  const std::vector<RailInfo>& rail_info() const { return rail_info_; }
 
   // Registers [buf, buf+len) on every rail (host memory).
   Result<Region> register_memory(void* buf, size_t len);
@@ -75,6 +92,7 @@ class Device {
 
  private:
   friend class Context;
+  std::vector<RailInfo> rail_info_;
   std::shared_ptr<proto::Engine> engine_;
   // The device's telemetry registration (api/telemetry_hook.hpp). Declared after engine_ so
   // it is dropped first: the publisher never reads an engine that is being destroyed.

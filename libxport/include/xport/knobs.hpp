@@ -16,6 +16,9 @@ struct KnobInfo {
   std::string value;          // current value, as text
   std::string source;         // "default" or "environment"
   std::string description;
+  // Why the environment's value was rejected ("'abc': expected a number"), "" when it parsed.
+  // A rejected value leaves `value` at the default and `source` "default"; Context::open fails.
+  std::string error;
 };
 
 // Every knob libxport reads, in a stable order.

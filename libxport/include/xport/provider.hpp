@@ -38,4 +38,13 @@ struct ProviderReport {
 // A human-readable multi-line rendering (used by the tools).
 std::string to_string(const Capabilities& caps);
 
+// libfabric as this process sees it, before any provider is chosen (xport-probe, bug reports).
+struct FabricInfo {
+  std::string runtime_version;  // the loaded library's fi_version(): "1.17" (major.minor)
+  std::string build_version;    // the headers libxport was compiled with: "1.17.0"
+  std::string api_version;      // the FI_VERSION libxport asks fi_getinfo for: "1.17"
+  std::vector<std::string> providers;  // every provider fi_getinfo lists, whatever its caps
+};
+FabricInfo fabric_info();
+
 }  // namespace xport

@@ -92,6 +92,20 @@ struct Nic {
   int node = -1;
 };
 
+// The link of one rail as the OS reports it now, for xport-probe: an RDMA device's ports
+// (/sys/class/infiniband/<name>, EFA's "-rdm"/"-dgrm" domain suffixes stripped) or a network
+// interface (/sys/class/net/<name>: operstate, speed). Neither: kind "" (shm, or no sysfs).
+struct RailLink {
+  std::string name;             // the rail (libfabric domain) name asked about
+  std::string kind;             // "rdma", "netdev" or "" (nothing readable)
+  std::string device;           // the sysfs name read (mlx5_0, eth0)
+  std::string state;            // "ACTIVE", "DOWN"... (rdma: best port) or operstate (netdev)
+  double rate_gbps = 0;         // 0: unknown (loopback and virtual interfaces report none)
+  std::vector<NicPort> ports;   // rdma: every port
+  bool up() const;              // ACTIVE port, or operstate "up"/"unknown" (as rails read it)
+};
+RailLink rail_link(std::string_view rail);
+
 enum class Source : uint8_t { live, hwloc_xml, nccl_xml };
 std::string_view to_string(Source s);  // "live", "hwloc-xml", "nccl-xml"
 

@@ -3,6 +3,7 @@
 
 #include "core/knob.hpp"
 #include "core/log.hpp"
+#include "fabric/link.hpp"
 #include "fabric/provider.hpp"
 #include "api/telemetry_hook.hpp"
 #include "proto/engine.hpp"
@@ -14,6 +15,22 @@ std::vector<topology::ProviderNic> provider_nics() {
   for (const auto& a : fabric::nic_attributes()) out.push_back({a.domain, a.pci, a.provider});
   return out;
 }
+
+namespace {
+// The provider's word on the link rate first (it knows the NIC it drives), else the kernel's.
+RailInfo describe_rail(const std::string& name, const fi_info* info) {
+  RailInfo r;
+  r.name = name;
+  if (uint64_t bps = fabric::nic_link_speed(info)) {
+    r.link_bits_per_s = bps;
+    r.link_source = "libfabric";
+  } else if (double gbps = topology::rail_link(name).rate_gbps; gbps > 0) {
+    r.link_bits_per_s = static_cast<uint64_t>(gbps * 1e9);
+    r.link_source = "sysfs";
+  }
+  return r;
+}
+}  // namespace
 
 struct Context::State {
   fabric::InfoPtr info;
@@ -102,6 +119,9 @@ Result<std::unique_ptr<Device>> Context::open_device(const DeviceOptions& option
   if (!engine.ok()) return engine.status().with_context("open_device");
   auto d = std::unique_ptr<Device>(new Device());
   d->engine_ = std::move(engine).value();
+  for (size_t i = 0; i < rails.size(); ++i) {
+    d->rail_info_.push_back(describe_rail(d->engine_->rail_name(i), rails[i]));
+  }
   d->telemetry_ = api::attach_device_telemetry(d->engine_, d->engine_->caps(), cfg.thread_safe);
   return d;
 }

@@ -166,8 +166,14 @@ std::vector<KnobInfo> knob_list() {
   std::vector<KnobInfo> out;
   for (int i = 0; i < kCount; ++i) {
     const KnobDef& d = kDefs[i];
+    std::string error;
+    if (!s.values[i].error.empty()) {
+      const char* raw = std::getenv(d.name);
+      error = str("'", raw != nullptr ? raw : "", "': ", s.values[i].error);
+    }
     out.push_back(KnobInfo{d.name, type_name(d.type), d.default_text, s.values[i].text,
-                           s.values[i].from_env ? "environment" : "default", d.description});
+                           s.values[i].from_env ? "environment" : "default", d.description,
+                           std::move(error)});
   }
   return out;
 }

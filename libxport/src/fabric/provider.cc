@@ -320,4 +320,15 @@ std::string to_string(const Capabilities& c) {
                    c.iov_limit, " rma_iov ", c.rma_iov_limit);
 }
 
+FabricInfo fabric_info() {
+  FabricInfo out;
+  const uint32_t v = fi_version();
+  out.runtime_version = core::str(FI_MAJOR(v), ".", FI_MINOR(v));
+  out.build_version =
+      core::str(FI_MAJOR_VERSION, ".", FI_MINOR_VERSION, ".", FI_REVISION_VERSION);
+  out.api_version = core::str(FI_MAJOR(fabric::kApiVersion), ".", FI_MINOR(fabric::kApiVersion));
+  out.providers = fabric::list_providers();
+  return out;
+}
+
 }  // namespace xport

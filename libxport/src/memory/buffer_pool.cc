@@ -37,6 +37,12 @@ Result<std::unique_ptr<BufferPool>> BufferPool::create(fabric::Domain& domain,
   return pool;
 }
 
+size_t BufferPool::footprint(size_t count, size_t size) {
+  constexpr size_t kPage = 4096;
+  const size_t total = ((size + 63) & ~size_t{63}) * count;
+  return (total + kPage - 1) / kPage * kPage;
+}
+
 BufferPool::~BufferPool() {
   mr_.reset();  // the registration closes before the memory goes
   std::free(mem_);

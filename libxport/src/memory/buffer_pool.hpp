@@ -27,6 +27,10 @@ class BufferPool {
                                                     fabric::OpType type, void* owner);
   ~BufferPool();
 
+  // Bytes a pool of `count` buffers of `size` registers, in whole pages as a provider that pins
+  // memory locks them (create() rounds each buffer up to 64 bytes and aligns to a page).
+  static size_t footprint(size_t count, size_t size);
+
   Buffer* take();  // nullptr when all are in use
   void give_back(Buffer* b);
   Buffer& at(uint32_t i) { return bufs_[i]; }

@@ -7,6 +7,10 @@
 #include <string>
 
 namespace xport::rail {
+namespace {
+// One slot: flush() reads a few bytes of a received buffer into it.
+constexpr size_t kFlushBufferBytes = 64;
+}  // namespace
 
 Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& config) {
   auto r = std::unique_ptr<Rail>(new Rail());
@@ -59,13 +63,20 @@ Result<std::unique_ptr<pool::Channel>> Rail::open_shared(const char* role, bool 
     // The flush buffer lives and dies with its endpoint (registered, and bound to it under
     // FI_MR_ENDPOINT); flush() reads a received buffer into it through the endpoint's own
     // address, which orders earlier RDMA writes before the data is used.
-    XPORT_ASSIGN_OR_RETURN(ch->owned_flush,
-                           memory::BufferPool::create(*domain_, ch->endpoint, 1, 64, next_key(),
-                                                      fabric::OpType::flush, ch.get()));
+    XPORT_ASSIGN_OR_RETURN(
+        ch->owned_flush, memory::BufferPool::create(*domain_, ch->endpoint, 1, kFlushBufferBytes,
+                                                    next_key(), fabric::OpType::flush, ch.get()));
     XPORT_ASSIGN_OR_RETURN(auto self, ch->endpoint->address());
     XPORT_ASSIGN_OR_RETURN(ch->self, av_->insert(self));
   }
   return ch;
+}
+
+size_t Rail::registered_bytes(const RailConfig& c) {
+  // Mirrors open_shared(): two endpoints with rx + tx pools each, one 64-byte flush slot.
+  const size_t endpoint = memory::BufferPool::footprint(c.rx_buffers, c.buffer_bytes) +
+                          memory::BufferPool::footprint(c.tx_buffers, c.buffer_bytes);
+  return 2 * endpoint + memory::BufferPool::footprint(1, kFlushBufferBytes);
 }
 
 bool Rail::link_up() const {

@@ -25,6 +25,11 @@ class Rail {
   static Result<std::unique_ptr<Rail>> open(const fi_info* info, const RailConfig& config);
   ~Rail();
 
+  // Bytes open() registers for a shared-endpoint (RDM) rail with this config: rx and tx bounce
+  // buffers of the data and control endpoints, and the data endpoint's flush buffer. Connected
+  // rails register rx + tx buffers per connection instead (open_connected_channel).
+  static size_t registered_bytes(const RailConfig& config);
+
   fabric::Domain& domain() { return *domain_; }
   fabric::CompletionQueue& cq() { return *cq_; }
   fabric::AddressVector* av() { return av_.get(); }

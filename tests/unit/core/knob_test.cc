@@ -71,6 +71,27 @@ TEST_F(KnobEnv, BadValuesAreNamedAndFallBackToDefault) {
   EXPECT_NE(validate_knobs().message().find("negative"), std::string::npos);
 }
 
+// knob_list() names every rejected value (xport-probe reports them all, not only the first).
+TEST_F(KnobEnv, KnobListCarriesEachRejectedValue) {
+  setenv("XPORT_EAGER_MAX", "12X", 1);
+  setenv("XPORT_TIMEOUT_MS", "soon", 1);
+  core::reload_knobs();
+  int rejected = 0;
+  for (const KnobInfo& k : knob_list()) {
+    if (k.name == "XPORT_EAGER_MAX") {
+      EXPECT_EQ(k.error.rfind("'12X': ", 0), 0u) << k.error;
+      EXPECT_EQ(k.value, k.default_value);
+      EXPECT_EQ(k.source, "default");
+    } else if (k.name == "XPORT_TIMEOUT_MS") {
+      EXPECT_NE(k.error.find("'soon'"), std::string::npos) << k.error;
+    } else {
+      EXPECT_EQ(k.error, "") << k.name;
+    }
+    rejected += !k.error.empty();
+  }
+  EXPECT_EQ(rejected, 2);
+}
+
 TEST(KnobDocs, EveryKnobIsInDocsKnobsMd) {
   const char* root = std::getenv("XPORT_SOURCE_ROOT");
   ASSERT_NE(root, nullptr) << "XPORT_SOURCE_ROOT must point at the source tree";

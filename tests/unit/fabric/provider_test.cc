@@ -82,6 +82,21 @@ TEST(ProviderSelection, UnknownNamesListWhatExists) {
   EXPECT_NE(s.status().message().find("no-such-nic0"), std::string::npos) << s.status().message();
 }
 
+// fabric_info(): what xport-probe prints first; the runtime can be newer than the headers.
+TEST(FabricInfo, VersionsAndProvidersOfThisHost) {
+  FabricInfo f = fabric_info();
+  EXPECT_EQ(f.build_version.rfind(std::to_string(FI_MAJOR_VERSION) + ".", 0), 0u)
+      << f.build_version;
+  EXPECT_EQ(f.api_version, "1.17");
+  ASSERT_FALSE(f.runtime_version.empty());
+  const auto [maj, min] = std::pair(std::stoi(f.runtime_version),
+                                    std::stoi(f.runtime_version.substr(
+                                        f.runtime_version.find('.') + 1)));
+  EXPECT_GE(maj * 1000 + min, 1 * 1000 + 17) << f.runtime_version;
+  EXPECT_EQ(f.providers, list_providers());
+  EXPECT_FALSE(f.providers.empty());
+}
+
 TEST(ProviderSelection, CapabilityReportRenders) {
   ProviderRequest r;
   r.peers_on_host = true;

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Runs the built xport-bench in local mode as scripts do: every operation with --check on shm and
+tcp;ofi_rxm (loopback), the JSON and CSV shapes of docs/tools.md, --check catching a corrupted
+byte, --expect-* verdicts, size lists and ranges, and the exit codes of bad usage (2) and of
+operations this libxport lacks (3). Every run has a timeout; nothing sleeps."""
+import json
+import os
+import subprocess
+import sys
+
+tool = sys.argv[1]
+failures = []
+FIELDS = {"op", "size", "rails", "provider", "lat_us_p50", "lat_us_p99", "bw_bytes_per_s",
+          "msg_per_s", "lat_us_max", "lat_us_mean", "link_bits_per_s", "link_fraction",
+          "iterations", "warmup", "depth", "check", "mode"}
+# Eager (8 KiB default), rendezvous, and at the stripe threshold (256 KiB) and above.
+SIZES = "8,12K,256K,1M"
+
+
+def run(*args, timeout=180):
+    env = dict(os.environ)
+    for k in ("XPORT_PROVIDER", "XPORT_RAILS", "XPORT_DOMAIN"):
+        env.pop(k, None)
+    try:
+        return subprocess.run([tool, "--timeout", "30", *args], capture_output=True, text=True,
+                              env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        failures.append(f"{args}: no exit within {timeout} s")
+        print(f"FAIL: {args}: no exit within {timeout} s", flush=True)
+        return subprocess.CompletedProcess(e.cmd, -1, "", "")
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, flush=True)
+    return cond
+
+
+def json_points(r, where):
+    if not check(r.returncode == 0, f"{where}: exit 0 (got {r.returncode}: {r.stderr.strip()})"):
+        return []
+    points = []
+    for line in r.stdout.splitlines():
+        try:
+            points.append(json.loads(line))
+        except json.JSONDecodeError:
+            check(False, f"{where}: not a JSON line: {line!r}")
+    for p in points:
+        check(FIELDS <= set(p), f"{where}: fields missing: {FIELDS - set(p)}")
+    return points
+
+
+providers = [("shm", []), ("tcp;ofi_rxm", ["--nics", "lo"])]
+for prov, extra in providers:
+    for op in ("send", "put", "get"):
+        where = f"{prov} {op} --check"
+        pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", SIZES,
+                              "--iterations", "20", "--warmup", "2", "--check", "--json"), where)
+        check([p["size"] for p in pts] == [8, 12288, 262144, 1048576],
+              f"{where}: one point per size, in order: {[p['size'] for p in pts]}")
+        for p in pts:
+            check(p["op"] == op and p["provider"] == prov and p["rails"] == 1 and p["check"] is True,
+                  f"{where}: identity fields {p}")
+            check(p["lat_us_p50"] > 0 and p["lat_us_p99"] >= p["lat_us_p50"] and
+                  p["bw_bytes_per_s"] > 0 and p["msg_per_s"] > 0, f"{where}: figures {p}")
+            check(p["iterations"] == 20 and p["warmup"] == 2, f"{where}: counts {p}")
+            # Loopback and shm have no link rate: no fraction, never one of a constant.
+            check(p["link_bits_per_s"] is None and p["link_fraction"] is None,
+                  f"{where}: link rate unknown {p}")
+    # Streaming sends (depth > 1), checked.
+    pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
+                          "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
+                          "--json"), f"{prov} send --depth 4")
+    check([p["depth"] for p in pts] == [4, 4], f"{prov} send --depth 4: depth reported")
+
+# --check catches a wrong byte, wherever the op verifies it, and names size, iteration, offset.
+for op, who in (("send", "target"), ("put", "target"), ("get", "initiator")):
+    r = run("--op", op, "--size", "4K", "--iterations", "20", "--warmup", "2", "--check",
+            "--test-corrupt", "7")
+    check(r.returncode == 1, f"corrupted {op}: exit 1 (got {r.returncode})")
+    check("size 4096, iteration 7: first bad byte at offset 2048" in r.stderr and who in r.stderr,
+          f"corrupted {op}: message names size, iteration, offset, side: {r.stderr.strip()}")
+# The same corruption without --check goes unnoticed: the detection above is the check's.
+r = run("--op", "put", "--size", "4K", "--iterations", "20", "--test-corrupt", "7")
+check(r.returncode == 0, f"corruption without --check: exit 0 (got {r.returncode}: {r.stderr})")
+
+# CSV and table.
+r = run("--op", "put", "--size", "8,4K", "--iterations", "20", "--csv")
+lines = r.stdout.splitlines()
+check(r.returncode == 0 and len(lines) == 3, f"--csv: header + 2 rows (got {lines})")
+if lines:
+    header = lines[0].split(",")
+    check(header[:11] == ["op", "size", "rails", "provider", "mode", "lat_us_p50", "lat_us_p99",
+                          "lat_us_max", "lat_us_mean", "bw_bytes_per_s", "msg_per_s"] and
+          "link_fraction" in header and "iterations" in header, f"--csv header: {header}")
+    check(all(len(l.split(",")) == len(header) for l in lines[1:]), "--csv rows match the header")
+r = run("--op", "get", "--size", "4K", "--iterations", "20")
+check(r.returncode == 0 and "p50_us" in r.stdout and "n/a" in r.stdout and "link rate unknown" in r.stdout,
+      f"table: header and n/a link fraction: {r.stdout}")
+
+# Sizes: ranges are powers of two, inclusive; lists and ranges mix; duplicates dropped.
+pts = json_points(run("--op", "put", "--size", "1:64", "--iterations", "5", "--json"), "1:64")
+check([p["size"] for p in pts] == [1, 2, 4, 8, 16, 32, 64], f"1:64 sweep: {[p['size'] for p in pts]}")
+pts = json_points(run("--op", "put", "--size", "8,4K:16K,8", "--iterations", "5", "--json"), "mix")
+check([p["size"] for p in pts] == [8, 4096, 8192, 16384], f"8,4K:16K,8: {[p['size'] for p in pts]}")
+# Without --iterations, large sizes run fewer iterations (1 GiB per point), and say so.
+pts = json_points(run("--op", "put", "--size", "8,64M", "--json"), "auto iterations")
+if check(len(pts) == 2, "auto iterations: two points"):
+    check(pts[0]["iterations"] == 10000 and pts[1]["iterations"] == 16 and pts[1]["warmup"] == 1,
+          f"auto iterations: 10000 at 8 B, 16 at 64 MiB: {pts}")
+
+# Acceptance thresholds.
+r = run("--op", "put", "--size", "8,4K", "--iterations", "20", "--expect-bw", "100000")
+check(r.returncode == 1 and "size 8 fell short of --expect-bw" in r.stderr and
+      "size 4096 fell short of --expect-bw" in r.stderr, f"--expect-bw unreachable: {r.returncode} {r.stderr}")
+r = run("--op", "send", "--size", "8", "--iterations", "20", "--expect-lat", "0.0001")
+check(r.returncode == 1 and "size 8 fell short of --expect-lat" in r.stderr,
+      f"--expect-lat unreachable: {r.returncode} {r.stderr}")
+r = run("--op", "send", "--size", "8", "--iterations", "20", "--expect-lat", "1000000",
+        "--expect-bw", "0.000000001")
+check(r.returncode == 0, f"--expect-* met: exit 0 (got {r.returncode}: {r.stderr})")
+
+# Bad usage: exit 2, naming what was wrong.
+for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero"),
+                    (["--size", "64M:1M"], "'64M:1M' is reversed"), (["--size", "8G"], "'8G'"),
+                    (["--size", "8,,9"], "empty item"), (["--op", "scatter"], "scatter"),
+                    (["--server", "--connect", "127.0.0.1:18515"], "--server and --connect"),
+                    (["--port", "0"], "--port"), (["--port", "70000"], "--port"),
+                    (["--connect", "127.0.0.1"], "HOST:PORT"), (["--json", "--csv"], "--csv"),
+                    (["--iterations", "0"], "--iterations"), (["--no-such-option"], "no-such-option")):
+    r = run(*args)
+    check(r.returncode == 2 and names in r.stderr, f"{args}: exit 2 naming {names} "
+          f"(got {r.returncode}: {r.stderr.strip()})")
+
+# Operations and options this libxport does not have yet: exit 3, saying what is missing.
+for args, says in ((["--op", "put-signal"], "no window signals"), (["--op", "atomic"], "atomics"),
+                   (["--comms", "2"], "channel pools")):
+    r = run(*args, "--size", "8")
+    check(r.returncode == 3 and says in r.stderr, f"{args}: exit 3 ({r.returncode}: {r.stderr})")
+
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print("ok")

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Runs the built xport-probe as an operator would: the plain checklist (exit 0 on this host),
+the --json schema of docs/tools.md (checked by hand), FAILs that must appear when something
+required is missing (an unknown XPORT_PROVIDER, a low `ulimit -l` with CAP_IPC_LOCK dropped, a
+bad knob value), a check that hangs (the deadlines end the run) and the exit codes.
+
+Probe runs stay on loopback: inside a network namespace of this test's own (only `lo`) when
+`unshare -n` works, else with `--nics lo`."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+tool = sys.argv[1]
+failures = []
+STATUSES = {"PASS", "WARN", "FAIL", "SKIP"}
+NODE_CHECKS = ["libfabric", "knobs", "topology", "provider", "capabilities", "progress",
+               "memlock", "host-registration", "gpu-registration"]
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, flush=True)
+
+
+def netns_works():
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        return False
+    r = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True,
+                       timeout=30)
+    return r.returncode == 0
+
+
+NETNS = netns_works()
+print(f"running the probe {'in a private network namespace' if NETNS else 'with --nics lo'}")
+
+
+def run(*args, env_extra=None, prefix="", wrapper="", net=True):
+    """Runs the probe; `prefix`: shell commands first in the same shell (ulimit); `wrapper`: a
+    command the probe runs under (setpriv)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XPORT_")}
+    env.update(env_extra or {})
+    argv = [tool, *args]
+    if net and not NETNS:
+        argv.append("--nics=lo")
+    script = (prefix + " && " if prefix else "") + f'exec {wrapper} "$@"'
+    if net and NETNS:
+        script = "ip link set lo up && " + script
+        cmd = ["unshare", "-n", "sh", "-c", script, "probe", *argv]
+    else:
+        cmd = ["sh", "-c", script, "probe", *argv]
+    # The timeout is a safety net against a hang, not a measurement.
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+
+
+def by_name(doc, name, rail=None):
+    return [c for c in doc["checks"] if c["name"] == name and (rail is None or c["rail"] == rail)]
+
+
+def schema(doc, where):
+    """docs/tools.md, xport-probe JSON."""
+    top = {"tool": str, "version": str, "host": str, "budget_s": (int, float),
+           "elapsed_s": (int, float), "checks": list, "knobs": list, "summary": dict,
+           "exit_status": int}
+    for key, t in top.items():
+        check(isinstance(doc.get(key), t), f"{where}: top-level '{key}' is {t}")
+    check(doc.get("tool") == "xport-probe", f"{where}: tool name")
+    checks = doc.get("checks", [])
+    for c in checks:
+        check(set(c) == {"name", "rail", "status", "reason", "seconds", "details"},
+              f"{where}: check fields {sorted(c)}")
+        check(isinstance(c.get("name"), str) and c.get("name"), f"{where}: check name {c}")
+        check(c.get("rail") is None or isinstance(c.get("rail"), str), f"{where}: rail {c}")
+        check(c.get("status") in STATUSES, f"{where}: status {c.get('status')}")
+        check(isinstance(c.get("reason"), str) and c["reason"] and "\n" not in c["reason"],
+              f"{where}: one-line reason in {c.get('name')}")
+        check(isinstance(c.get("seconds"), (int, float)) and c["seconds"] >= 0,
+              f"{where}: seconds in {c.get('name')}")
+        check(isinstance(c.get("details"), dict), f"{where}: details object in {c.get('name')}")
+        if c.get("name") in ("link", "loopback") and c.get("status") != "SKIP":
+            check(isinstance(c.get("rail"), str), f"{where}: per-rail check names its rail")
+    names = [c["name"] for c in checks]
+    for n in NODE_CHECKS + ["loopback"]:
+        check(n in names, f"{where}: check '{n}' present")
+    for k in doc.get("knobs", []):
+        check(set(k) == {"name", "value", "source", "error"} and k["name"].startswith("XPORT_")
+              and k["source"] in ("default", "environment"), f"{where}: knob row {k}")
+    summary = doc.get("summary", {})
+    check(set(summary) == {"pass", "warn", "fail", "skip"}, f"{where}: summary keys")
+    for s in STATUSES:
+        check(summary.get(s.lower()) == sum(c["status"] == s for c in checks),
+              f"{where}: summary counts {s}")
+    check(doc.get("exit_status") == (1 if summary.get("fail") else 0),
+          f"{where}: exit_status follows the FAILs")
+    check(doc.get("elapsed_s", 1e9) <= doc.get("budget_s", 0),
+          f"{where}: finished within its budget ({doc.get('elapsed_s')} s)")
+
+
+def json_run(*args, **kw):
+    r = run("--json", *args, **kw)
+    try:
+        doc = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        check(False, f"--json {args}: stdout is one JSON object: {r.stdout[:200]!r} {r.stderr}")
+        return r, {"checks": [], "knobs": [], "summary": {}}
+    schema(doc, f"--json {' '.join(args)}")
+    check(r.returncode == doc.get("exit_status"), f"--json {args}: exit code = exit_status")
+    return r, doc
+
+
+# The plain checklist: exit 0 on this host, every line a status.
+plain = run()
+check(plain.returncode == 0,
+      f"plain run exits 0 (got {plain.returncode}):\n{plain.stdout}{plain.stderr}")
+lines = plain.stdout.splitlines()
+start = next((i for i, l in enumerate(lines) if l.split()[:3] == ["STATUS", "CHECK", "REASON"]),
+             None)
+check(start is not None, "table header STATUS CHECK REASON")
+rows = []
+for l in lines[(start or 0) + 1:]:
+    if not l.strip():
+        break
+    rows.append(l)
+check(len(rows) >= len(NODE_CHECKS) + 2, f"one line per check ({len(rows)} lines)")
+for l in rows:
+    check(re.match(r"^  (PASS|WARN|FAIL|SKIP) +\S+( \S+)? +\S", l) is not None,
+          f"status line: {l!r}")
+check(any(l.split()[:2] == ["PASS", "loopback"] for l in rows), "loopback line PASSes")
+check("knobs in effect" in plain.stdout and "XPORT_EAGER_MAX" in plain.stdout, "knob table")
+check(re.search(r"\d+ PASS, \d+ WARN, 0 FAIL, \d+ SKIP in [\d.]+ s: exit 0", plain.stdout),
+      "summary line")
+print(plain.stdout)
+
+# JSON: the schema, and what a healthy run says.
+r, doc = json_run()
+check(r.returncode == 0, f"--json exits 0 (got {r.returncode}): {r.stderr}")
+loops = by_name(doc, "loopback")
+check(loops and all(c["status"] == "PASS" for c in loops), f"loopback PASS: {loops}")
+for c in loops:
+    d = c["details"]
+    check(d.get("verified") is True and d.get("bytes", 0) > d.get("eager_max", 1 << 62)
+          and d.get("rdma_writes", 0) >= 1 and d.get("write_bytes_landed", 0) >= d.get("bytes", 1)
+          and d.get("rtt_us_p50", 0) > 0, f"loopback went by rendezvous, verified: {d}")
+check(len(doc["knobs"]) >= 20 and all(k["source"] == "default" for k in doc["knobs"]),
+      "every knob listed, from its default")
+telemetry = [k for k in doc["knobs"] if k["name"] == "XPORT_TELEMETRY"]
+check(telemetry and telemetry[0]["value"] == "1",
+      "XPORT_TELEMETRY reported as the job sees it, not the probe's own 0")
+gpu = by_name(doc, "gpu-registration")
+topo = by_name(doc, "topology")
+if topo and topo[0]["details"].get("gpus") == 0:
+    check(gpu and gpu[0]["status"] == "SKIP", "no GPU: gpu-registration SKIPs")
+    check(topo[0]["status"] in ("WARN", "SKIP", "PASS"), "no GPU is not a FAIL")
+
+# A provider that does not exist: the provider check FAILs naming it; exit 1.
+r, doc = json_run(env_extra={"XPORT_PROVIDER": "doesnotexist"})
+check(r.returncode == 1, f"unknown provider exits 1 (got {r.returncode})")
+prov = by_name(doc, "provider")
+check(prov and prov[0]["status"] == "FAIL" and "doesnotexist" in prov[0]["reason"],
+      f"provider FAIL names it: {prov}")
+r = run(env_extra={"XPORT_PROVIDER": "doesnotexist"})
+check(r.returncode == 1 and re.search(r"^  FAIL +provider .*doesnotexist", r.stdout, re.M),
+      "table shows the provider FAIL")
+
+# A bad knob value: FAIL naming the knob; an unknown knob name only WARNs.
+r, doc = json_run(env_extra={"XPORT_EAGER_MAX": "12X"})
+knobs = by_name(doc, "knobs")
+check(r.returncode == 1 and knobs and knobs[0]["status"] == "FAIL" and
+      "XPORT_EAGER_MAX" in knobs[0]["reason"], f"bad knob FAILs by name: {knobs}")
+row = [k for k in doc["knobs"] if k["name"] == "XPORT_EAGER_MAX"]
+check(row and "12X" in row[0]["error"], f"knob row carries the rejected value: {row}")
+r, doc = json_run(env_extra={"XPORT_PROGRESS": "sometimes"})
+knobs = by_name(doc, "knobs")
+check(r.returncode == 1 and knobs and "XPORT_PROGRESS" in knobs[0]["reason"],
+      "XPORT_PROGRESS outside auto/manual FAILs")
+r, doc = json_run(env_extra={"XPORT_EAGERMAX": "64K"})
+knobs = by_name(doc, "knobs")
+check(r.returncode == 0 and knobs and knobs[0]["status"] == "WARN" and
+      "XPORT_EAGERMAX" in knobs[0]["reason"], f"unknown knob WARNs: {knobs}")
+r, doc = json_run(env_extra={"XPORT_EAGER_MAX": "64K"})
+loops = by_name(doc, "loopback")
+check(r.returncode == 0 and loops and loops[0]["details"].get("bytes", 0) > 65536,
+      "the loopback message stays above XPORT_EAGER_MAX")
+
+# Locked memory: CAP_IPC_LOCK makes the limit moot (root here); without it a low limit FAILs.
+if os.geteuid() == 0 and shutil.which("setpriv"):
+    drop = "setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock --ambient-caps=-ipc_lock"
+    r, doc = json_run()
+    mem = by_name(doc, "memlock")
+    check(mem and mem[0]["status"] == "PASS" and "CAP_IPC_LOCK" in mem[0]["reason"],
+          f"root: memlock PASS by CAP_IPC_LOCK: {mem}")
+    r, doc = json_run(prefix="ulimit -l 64", wrapper=drop)
+    mem = by_name(doc, "memlock")
+    check(r.returncode == 1 and mem and mem[0]["status"] == "FAIL" and
+          "64 KiB" in mem[0]["reason"] and mem[0]["details"].get("cap_ipc_lock") is False,
+          f"low ulimit -l without CAP_IPC_LOCK FAILs: {mem}")
+    # Control: the same limit holds when libxport needs less (smaller bounce-buffer pools), so
+    # the FAIL above came from the comparison, not from dropping the capability.
+    r, doc = json_run(prefix="ulimit -l 8192", wrapper=drop,
+                      env_extra={"XPORT_RX_BUFFERS": "64", "XPORT_TX_BUFFERS": "64"})
+    mem = by_name(doc, "memlock")
+    check(r.returncode == 0 and mem and mem[0]["status"] in ("WARN", "PASS") and
+          mem[0]["details"].get("cap_ipc_lock") is False and
+          mem[0]["details"].get("needed_bytes", 1 << 40) < 8192 * 1024,
+          f"a limit above the need does not FAIL: {mem}")
+else:
+    print("SKIP: memlock checks need root and setpriv (util-linux)")
+
+# A check that hangs: FAILed as abandoned, the run still ends within its budget.
+r, doc = json_run("--timeout", "3", "--test-hang", "loopback")
+hung = by_name(doc, "loopback")
+check(r.returncode == 1 and hung and hung[0]["status"] == "FAIL" and
+      "abandoned" in hung[0]["reason"], f"hung check FAILs as abandoned: {hung}")
+check(by_name(doc, "provider") and by_name(doc, "provider")[0]["status"] == "PASS",
+      "the checks before the hang still report")
+r, doc = json_run("--skip-loopback")
+check(r.returncode == 0 and by_name(doc, "loopback")[0]["status"] == "SKIP", "--skip-loopback")
+
+# Usage.
+for bad in (["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["extra"]):
+    r = run(*bad, net=False)
+    check(r.returncode == 2, f"bad usage {bad} exits 2 (got {r.returncode})")
+r = run("--help", net=False)
+check(r.returncode == 0 and "--json" in r.stdout and "--test-hang" not in r.stdout, "--help")
+
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

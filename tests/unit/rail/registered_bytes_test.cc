@@ -1,0 +1,45 @@
+// Rail::registered_bytes() against the pools a real rail opens (shm, else the first RDM
+// provider), so the locked-memory estimate xport-probe prints follows the buffer layout.
+#include <gtest/gtest.h>
+
+#include "fabric/provider.hpp"
+#include "memory/buffer_pool.hpp"
+#include "rail/rail.hpp"
+
+namespace xport::rail {
+namespace {
+
+size_t pool_bytes(const memory::BufferPool* p) {
+  return p == nullptr ? 0 : memory::BufferPool::footprint(p->count(), p->size());
+}
+
+TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
+  fabric::ProviderRequest req;
+  req.peers_on_host = true;
+  auto sel = fabric::select_provider(req);
+  ASSERT_TRUE(sel.ok()) << sel.status().to_string();
+  if (sel->report.caps.endpoint_type != "rdm") GTEST_SKIP() << "no RDM provider here";
+  RailConfig rc;
+  rc.rx_buffers = 20;
+  rc.tx_buffers = 17;
+  rc.buffer_bytes = 5000;  // not a multiple of 64: the pool rounds each slot up
+  auto rail = Rail::open(sel->info.get(), rc);
+  ASSERT_TRUE(rail.ok()) << rail.status().to_string();
+  size_t opened = 0;
+  for (pool::Channel* ch : {(*rail)->data_channel(), (*rail)->control_channel()}) {
+    ASSERT_NE(ch, nullptr);
+    opened += pool_bytes(ch->rx) + pool_bytes(ch->tx) + pool_bytes(ch->owned_flush.get());
+  }
+  EXPECT_EQ(Rail::registered_bytes(rc), opened);
+  EXPECT_EQ(opened % 4096, 0u);
+}
+
+TEST(RailRegisteredBytes, PoolFootprintIsWholePages) {
+  EXPECT_EQ(memory::BufferPool::footprint(1, 64), 4096u);
+  EXPECT_EQ(memory::BufferPool::footprint(256, 8232), 256u * 8256);  // 8232 -> 8256 per slot
+  EXPECT_EQ(memory::BufferPool::footprint(3, 4096), 3u * 4096);
+  EXPECT_EQ(memory::BufferPool::footprint(0, 4096), 0u);
+}
+
+}  // namespace
+}  // namespace xport::rail

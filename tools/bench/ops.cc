@@ -1,0 +1,502 @@
+// The operations xport-bench measures (ops.hpp): send ping-pong and streaming, put, get; the
+// control messages that frame a point; the data pattern behind --check.
+#include "ops.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+
+#include "bootstrap.hpp"
+
+namespace bench {
+
+using namespace xport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---- data pattern: 64-bit words of a mixed counter, different per size, iteration, stream ----
+
+enum Stream : uint64_t { kPing = 0, kPong = 1, kStream = 2, kGet = 3 };
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every input bit moves every output bit
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+uint64_t seed_of(size_t size, uint64_t iteration, Stream stream) {
+  return mix(size * 0x100000001b3ull ^ (iteration << 2) ^ stream);
+}
+void fill(uint8_t* p, size_t n, uint64_t seed) {
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const uint64_t w = mix(seed + k);
+    std::memcpy(p + k, &w, 8);
+  }
+  if (k < n) {
+    const uint64_t w = mix(seed + k);
+    std::memcpy(p + k, &w, n - k);
+  }
+}
+// The offset of the first byte that differs from the pattern; n when all match.
+size_t verify(const uint8_t* p, size_t n, uint64_t seed) {
+  size_t k = 0;
+  for (; k < n; k += 8) {
+    const uint64_t w = mix(seed + k);
+    const size_t m = std::min<size_t>(8, n - k);
+    if (std::memcmp(p + k, &w, m) != 0) {
+      for (size_t b = 0; b < m; ++b) {
+        if (p[k + b] != reinterpret_cast<const uint8_t*>(&w)[b]) return k + b;
+      }
+    }
+  }
+  return n;
+}
+
+// Tests of --check: the source of iteration `it` gets one byte wrong, as a faulty path would.
+void maybe_corrupt(const Plan& p, uint64_t it, uint8_t* b) {
+  if (p.corrupt >= 0 && it == static_cast<uint64_t>(p.corrupt)) b[p.size / 2] ^= 0x5a;
+}
+
+struct Mismatch {
+  bool bad = false;
+  uint64_t iteration = 0;
+  uint64_t offset = 0;
+  void note(uint64_t it, uint64_t off) {
+    if (!bad) *this = {true, it, off};
+  }
+};
+
+Status check_failed(const Plan& p, uint64_t it, uint64_t off, const char* who) {
+  return Status(Code::protocol, "check failed: size " + std::to_string(p.size) + ", iteration " +
+                                    std::to_string(it) +
+                                    (it < static_cast<uint64_t>(p.warmup) ? " (warm-up)" : "") +
+                                    ": first bad byte at offset " + std::to_string(off) +
+                                    " (seen by the " + who + ")");
+}
+
+// ---- control messages: fixed size, both sides of one build ----
+
+enum class CtlType : uint32_t { point = 1, sync, verify, fill, end, bye, reply };
+constexpr uint32_t kMagic = 0x58424e31;  // "XBN1"
+struct Ctl {
+  uint32_t magic = kMagic;
+  CtlType type = CtlType::reply;
+  uint32_t op = 0, check = 0;
+  uint64_t size = 0, warmup = 0, iterations = 0, depth = 0, slots = 0;
+  uint64_t first = 0, count = 0;  // verify / fill: iterations [first, first+count) in slots 0..
+  uint64_t bad = 0, bad_iteration = 0, bad_offset = 0;  // reply
+  int64_t corrupt = -1;                                 // point: Plan::corrupt
+};
+static_assert(sizeof(Ctl) <= 128);
+
+Status send_ctl(Session& s, const Ctl& c) {
+  std::memcpy(s.ctl + 128, &c, sizeof(c));
+  XPORT_ASSIGN_OR_RETURN(Request r, s.tx->isend(s.ctl + 128, sizeof(c), s.ctl_region));
+  return s.tx->wait(r, s.deadline()).status();
+}
+Result<Ctl> recv_ctl(Session& s) {
+  XPORT_ASSIGN_OR_RETURN(Request r, s.rx->irecv(s.ctl, 128, s.ctl_region));
+  XPORT_ASSIGN_OR_RETURN(size_t n, s.rx->wait(r, s.deadline()));
+  Ctl c;
+  std::memcpy(&c, s.ctl, sizeof(c));
+  if (n != sizeof(Ctl) || c.magic != kMagic) {
+    return Status(Code::protocol,
+                  "control message of " + std::to_string(n) +
+                      " bytes is not xport-bench's (the peer runs another version?)");
+  }
+  return c;
+}
+Result<Ctl> ask(Session& s, const Ctl& c) {
+  XPORT_RETURN_IF_ERROR(send_ctl(s, c));
+  XPORT_ASSIGN_OR_RETURN(Ctl r, recv_ctl(s));
+  if (r.type != CtlType::reply) return Status(Code::protocol, "expected a reply from the peer");
+  return r;
+}
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+double secs_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- send: ping-pong for latency (and, at depth 1, bandwidth); streaming at depth > 1 ----
+
+Result<Measured> send_initiate(Session& s, const Plan& p) {
+  Measured m;
+  const int n = p.warmup + p.iterations;
+  m.lat_us.reserve(static_cast<size_t>(p.iterations));
+  Clock::time_point start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (i == p.warmup) start = Clock::now();
+    if (p.check) fill(s.buf, p.size, seed_of(p.size, i, kPing));
+    maybe_corrupt(p, i, s.buf);
+    const auto t0 = Clock::now();
+    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(s.buf, p.size, s.data));
+    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(s.buf, p.size, s.data));
+    XPORT_RETURN_IF_ERROR(s.tx->wait(tx, s.deadline()).status());
+    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, s.deadline()));
+    if (i >= p.warmup) m.lat_us.push_back(us_since(t0) / 2);  // one way, as fi_pingpong
+    if (got != p.size) return Status(Code::protocol, "pong of " + std::to_string(got) + " bytes");
+    if (p.check) {
+      const size_t off = verify(s.buf, p.size, seed_of(p.size, i, kPong));
+      if (off < p.size) return check_failed(p, i, off, "initiator");
+    }
+  }
+  if (p.depth == 1) {  // both directions of the ping-pong count
+    m.phase_start = start;
+    m.phase_end = Clock::now();
+    m.seconds = m.wall_seconds = std::chrono::duration<double>(m.phase_end - start).count();
+    m.messages = 2.0 * p.iterations;
+    m.bytes = m.messages * static_cast<double>(p.size);
+    return m;
+  }
+  std::deque<Request> inflight;
+  const size_t window = static_cast<size_t>(std::min(p.depth, p.slots));
+  for (int i = 0; i < n; ++i) {
+    if (i == p.warmup) start = Clock::now();
+    while (inflight.size() >= window) {
+      XPORT_RETURN_IF_ERROR(s.tx->wait(inflight.front(), s.deadline()).status());
+      inflight.pop_front();
+    }
+    uint8_t* b = s.buf + static_cast<size_t>(i % p.slots) * p.size;
+    if (p.check) fill(b, p.size, seed_of(p.size, i, kStream));
+    for (;;) {
+      auto r = s.tx->isend(b, p.size, s.data);
+      if (r.ok()) {
+        inflight.push_back(*r);
+        break;
+      }
+      // XPORT_MAX_REQUESTS sends outstanding: finish the oldest, then retry.
+      if (r.status().code() != Code::again || inflight.empty()) return r.status();
+      XPORT_RETURN_IF_ERROR(s.tx->wait(inflight.front(), s.deadline()).status());
+      inflight.pop_front();
+    }
+  }
+  for (Request r : inflight) XPORT_RETURN_IF_ERROR(s.tx->wait(r, s.deadline()).status());
+  Ctl sync;
+  sync.type = CtlType::sync;  // the target has received everything when it answers
+  XPORT_RETURN_IF_ERROR(ask(s, sync).status());
+  m.phase_start = start;
+  m.phase_end = Clock::now();
+  m.seconds = m.wall_seconds = std::chrono::duration<double>(m.phase_end - start).count();
+  m.messages = p.iterations;
+  m.bytes = m.messages * static_cast<double>(p.size);
+  return m;
+}
+
+Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
+  const int n = p.warmup + p.iterations;
+  for (int i = 0; i < n; ++i) {
+    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(s.buf, p.size, s.data));
+    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, s.deadline()));
+    if (p.check) {
+      const size_t off = verify(s.buf, p.size, seed_of(p.size, i, kPing));
+      if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
+      fill(s.buf, p.size, seed_of(p.size, i, kPong));
+    }
+    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(s.buf, p.size, s.data));
+    XPORT_RETURN_IF_ERROR(s.tx->wait(tx, s.deadline()).status());
+  }
+  if (p.depth == 1) return Status();
+  std::deque<std::pair<Request, int>> posted;
+  const size_t window = static_cast<size_t>(std::min(p.depth, p.slots));
+  int next = 0;
+  for (int done = 0; done < n; ++done) {
+    while (next < n && posted.size() < window) {
+      uint8_t* b = s.buf + static_cast<size_t>(next % p.slots) * p.size;
+      auto r = s.rx->irecv(b, p.size, s.data);
+      if (!r.ok() && r.status().code() == Code::again && !posted.empty()) break;
+      if (!r.ok()) return r.status();
+      posted.emplace_back(*r, next++);
+    }
+    auto [req, i] = posted.front();
+    posted.pop_front();
+    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(req, s.deadline()));
+    if (p.check) {
+      const size_t off = verify(s.buf + static_cast<size_t>(i % p.slots) * p.size, p.size,
+                                seed_of(p.size, i, kStream));
+      if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
+    }
+  }
+  return Status();
+}
+
+// ---- put and get: latency = one op + quiet; bandwidth = `depth` ops per quiet ----
+
+// Latency iterations of one-sided ops: enough for p99, bounded so message-rate runs stay short.
+constexpr int kOneSidedLatencyIterations = 1000;
+
+template <bool kPut>
+Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
+  Measured m;
+  const int lat_n = std::min(p.iterations, kOneSidedLatencyIterations);
+  uint64_t it = 0;  // transfers of this point so far: the pattern's iteration
+  auto prepare = [&](uint64_t first, int count) -> Status {
+    if (!p.check) return Status();
+    if (kPut) {
+      for (int k = 0; k < count; ++k) {
+        fill(s.buf + static_cast<size_t>(k) * p.size, p.size, seed_of(p.size, first + k, kPing));
+        maybe_corrupt(p, first + k, s.buf + static_cast<size_t>(k) * p.size);
+      }
+      return Status();
+    }
+    Ctl c;  // get: the target writes a fresh pattern into the slots we will read
+    c.type = CtlType::fill;
+    c.first = first;
+    c.count = static_cast<uint64_t>(count);
+    return ask(s, c).status();
+  };
+  auto confirm = [&](uint64_t first, int count) -> Status {
+    if (!p.check) return Status();
+    if (!kPut) {
+      for (int k = 0; k < count; ++k) {
+        const size_t off = verify(s.buf + static_cast<size_t>(k) * p.size, p.size,
+                                  seed_of(p.size, first + k, kGet));
+        if (off < p.size) return check_failed(p, first + k, off, "initiator");
+      }
+      return Status();
+    }
+    Ctl c;  // put: the target verifies its slots and answers
+    c.type = CtlType::verify;
+    c.first = first;
+    c.count = static_cast<uint64_t>(count);
+    XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, c));
+    if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
+    return Status();
+  };
+  auto issue = [&](size_t slot) {
+    const size_t off = slot * p.size;
+    return kPut ? s.win->put(s.data, off, s.remote, off, p.size)
+                : s.win->get(s.data, off, s.remote, off, p.size);
+  };
+  for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
+    XPORT_RETURN_IF_ERROR(prepare(it, 1));
+    const auto t0 = Clock::now();
+    XPORT_RETURN_IF_ERROR(issue(0));
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
+    XPORT_RETURN_IF_ERROR(confirm(it, 1));
+  }
+  // Checked batches write distinct slots (their bytes must not overlap); unchecked ones may
+  // reuse slots, so depth stays what was asked for.
+  const int batch_max = p.check ? std::min(p.depth, p.slots) : p.depth;
+  double secs = 0;
+  const auto phase = Clock::now();
+  for (int left = p.iterations; left > 0;) {
+    const int batch = std::min(batch_max, left);
+    XPORT_RETURN_IF_ERROR(prepare(it, batch));
+    const auto t0 = Clock::now();
+    for (int k = 0; k < batch; ++k) XPORT_RETURN_IF_ERROR(issue(static_cast<size_t>(k % p.slots)));
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    secs += secs_since(t0);
+    XPORT_RETURN_IF_ERROR(confirm(it, batch));
+    it += static_cast<uint64_t>(batch);
+    left -= batch;
+  }
+  m.seconds = secs;
+  m.phase_start = phase;
+  m.phase_end = Clock::now();
+  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
+  m.messages = p.iterations;
+  m.bytes = m.messages * static_cast<double>(p.size);
+  return m;
+}
+
+// ---- the table of operations: adding one is an initiator function and, if the target takes
+// part in the data phase, a target function ----
+
+struct OpImpl {
+  Op op;
+  Result<Measured> (*initiate)(Session&, const Plan&);
+  Status (*serve)(Session&, const Plan&, Mismatch*);  // nullptr: control requests only
+  const char* missing;                                // why it is unavailable, when it is
+};
+constexpr OpImpl kOps[] = {
+    {Op::send, send_initiate, send_serve, nullptr},
+    {Op::put, one_sided_initiate<true>, nullptr, nullptr},
+    {Op::get, one_sided_initiate<false>, nullptr, nullptr},
+    {Op::put_signal, nullptr, nullptr, "libxport has no window signals yet (put-with-signal)"},
+    {Op::atomic, nullptr, nullptr, "libxport has no window atomics yet"},
+};
+const OpImpl& impl(Op op) {
+  for (const auto& o : kOps) {
+    if (o.op == op) return o;
+  }
+  return kOps[0];
+}
+
+}  // namespace
+
+Plan make_plan(const Options& opt, size_t size) {
+  Plan p;
+  p.op = opt.op;
+  p.size = size;
+  p.iterations = iterations_for(opt, size);
+  p.warmup = warmup_for(opt, size);
+  p.depth = depth_of(opt);
+  p.slots =
+      static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, static_cast<size_t>(p.depth)));
+  p.check = opt.check;
+  p.corrupt = opt.corrupt;
+  return p;
+}
+
+size_t buffer_bytes(const std::vector<Plan>& plans) {
+  size_t b = 8;
+  for (const auto& p : plans) b = std::max(b, p.size * static_cast<size_t>(p.slots));
+  return b;
+}
+
+bool op_available(Op op, std::string* why) {
+  const OpImpl& o = impl(op);
+  if (o.initiate != nullptr) return true;
+  if (why != nullptr) *why = o.missing;
+  return false;
+}
+
+Result<std::unique_ptr<Session>> Session::open(Device& dev, size_t bytes,
+                                               std::chrono::seconds timeout) {
+  auto s = std::unique_ptr<Session>(new Session(dev, timeout));
+  s->len = bytes;
+  const size_t page = 4096, alloc = (bytes + page - 1) / page * page;
+  s->buf = static_cast<uint8_t*>(std::aligned_alloc(page, alloc));
+  s->ctl = static_cast<uint8_t*>(std::aligned_alloc(page, page));
+  if (s->buf == nullptr || s->ctl == nullptr) {
+    return Status(Code::resource, "cannot allocate " + std::to_string(bytes) + " bytes of buffer");
+  }
+  std::memset(s->buf, 0, alloc);  // fault the pages in now, not during the first measurement
+  std::memset(s->ctl, 0, page);
+  XPORT_ASSIGN_OR_RETURN(s->data, dev.register_memory(s->buf, bytes));
+  XPORT_ASSIGN_OR_RETURN(s->ctl_region, dev.register_memory(s->ctl, 256));
+  XPORT_ASSIGN_OR_RETURN(s->listener, dev.listen());
+  return s;
+}
+
+Session::~Session() {
+  // Comms and window close before the memory they point into is released.
+  win.reset();
+  tx.reset();
+  rx.reset();
+  listener.reset();
+  data = Region();
+  ctl_region = Region();
+  std::free(buf);
+  std::free(ctl);
+}
+
+std::string Session::hello() const {
+  return hex(listener->handle()) + " " + hex(data.export_key());
+}
+
+Status Session::join(const std::string& peer_hello, bool initiator) {
+  const size_t sp = peer_hello.find(' ');
+  if (sp == std::string::npos) return Status(Code::protocol, "bootstrap: malformed peer hello");
+  XPORT_ASSIGN_OR_RETURN(auto handle, unhex(peer_hello.substr(0, sp)));
+  XPORT_ASSIGN_OR_RETURN(auto key, unhex(peer_hello.substr(sp + 1)));
+  XPORT_ASSIGN_OR_RETURN(remote, dev.import_key(key));
+  if (initiator) {
+    XPORT_ASSIGN_OR_RETURN(tx, dev.connect(handle, deadline()));
+    XPORT_ASSIGN_OR_RETURN(rx, listener->accept(deadline()));
+  } else {
+    XPORT_ASSIGN_OR_RETURN(rx, listener->accept(deadline()));
+    XPORT_ASSIGN_OR_RETURN(tx, dev.connect(handle, deadline()));
+  }
+  XPORT_ASSIGN_OR_RETURN(win, Window::open(*tx));
+  return Status();
+}
+
+Result<Measured> run_point(Session& s, const Plan& p) {
+  const OpImpl& o = impl(p.op);
+  if (o.initiate == nullptr) return Status(Code::unsupported, o.missing);
+  if (p.size * static_cast<size_t>(p.slots) > s.len || p.size > s.remote.length()) {
+    return Status(Code::internal, "size " + std::to_string(p.size) + " does not fit the buffers");
+  }
+  Ctl c;
+  c.type = CtlType::point;
+  c.op = static_cast<uint32_t>(p.op);
+  c.check = p.check;
+  c.size = p.size;
+  c.warmup = static_cast<uint64_t>(p.warmup);
+  c.iterations = static_cast<uint64_t>(p.iterations);
+  c.depth = static_cast<uint64_t>(p.depth);
+  c.slots = static_cast<uint64_t>(p.slots);
+  c.corrupt = p.corrupt;
+  XPORT_RETURN_IF_ERROR(send_ctl(s, c));
+  auto m = o.initiate(s, p);
+  if (!m.ok()) return m.status();
+  Ctl end;
+  end.type = CtlType::end;
+  XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, end));
+  if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
+  return m;
+}
+
+Status say_bye(Session& s) {
+  Ctl c;
+  c.type = CtlType::bye;
+  return send_ctl(s, c);
+}
+
+Status serve_point(Session& s, bool* bye) {
+  XPORT_ASSIGN_OR_RETURN(Ctl c, recv_ctl(s));
+  *bye = c.type == CtlType::bye;
+  if (*bye) return Status();
+  if (c.type != CtlType::point) return Status(Code::protocol, "expected the start of a point");
+  Plan p;
+  p.op = static_cast<Op>(c.op);
+  p.size = c.size;
+  p.warmup = static_cast<int>(c.warmup);
+  p.iterations = static_cast<int>(c.iterations);
+  p.depth = static_cast<int>(c.depth);
+  p.slots = static_cast<int>(c.slots);
+  p.check = c.check != 0;
+  p.corrupt = c.corrupt;
+  if (p.size == 0 || p.slots < 1 || p.size * static_cast<size_t>(p.slots) > s.len) {
+    return Status(Code::protocol, "point of size " + std::to_string(p.size) + " x " +
+                                      std::to_string(p.slots) + " does not fit the buffer");
+  }
+  Mismatch bad;
+  const OpImpl& o = impl(p.op);
+  if (o.serve != nullptr) XPORT_RETURN_IF_ERROR(o.serve(s, p, &bad));
+  for (;;) {
+    XPORT_ASSIGN_OR_RETURN(Ctl r, recv_ctl(s));
+    Ctl reply;
+    if (r.type == CtlType::verify || r.type == CtlType::fill) {
+      if (r.count > static_cast<uint64_t>(p.slots)) return Status(Code::protocol, "too many slots");
+      for (uint64_t k = 0; k < r.count; ++k) {
+        uint8_t* b = s.buf + k * p.size;
+        if (r.type == CtlType::fill) {
+          fill(b, p.size, seed_of(p.size, r.first + k, kGet));
+          maybe_corrupt(p, r.first + k, b);
+          continue;
+        }
+        // quiet() promises local completion only: give late data a bounded chance to land
+        // (driving progress) before calling it a mismatch.
+        const Deadline late = Deadline::after(std::chrono::seconds(2));
+        size_t off;
+        while ((off = verify(b, p.size, seed_of(p.size, r.first + k, kPing))) < p.size &&
+               !late.expired()) {
+          XPORT_RETURN_IF_ERROR(s.dev.progress());
+        }
+        if (off < p.size) bad.note(r.first + k, off);
+      }
+      reply.bad = bad.bad;
+      reply.bad_iteration = bad.iteration;
+      reply.bad_offset = bad.offset;
+    } else if (r.type == CtlType::end) {
+      reply.bad = bad.bad;
+      reply.bad_iteration = bad.iteration;
+      reply.bad_offset = bad.offset;
+    } else if (r.type != CtlType::sync) {
+      return Status(Code::protocol, "unexpected control message in a point");
+    }
+    XPORT_RETURN_IF_ERROR(send_ctl(s, reply));
+    if (r.type == CtlType::end) return Status();
+  }
+}
+
+}  // namespace bench

@@ -1,0 +1,83 @@
+// The measured operations of xport-bench: a Session is the connection to one peer (two-sided
+// comms both ways, a window, registered buffers); each op is one initiator function and, where
+// the target takes part, one target function. Control messages travel on the same comms.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "xport/xport.hpp"
+
+namespace bench {
+
+// One measured point, as both sides run it.
+struct Plan {
+  Op op = Op::send;
+  size_t size = 0;
+  int warmup = 0;
+  int iterations = 0;
+  int depth = 1;  // operations outstanding (send) or per quiet (put, get)
+  int slots = 1;  // distinct buffer areas of `size` bytes, so checked transfers never overlap
+  bool check = false;
+  int64_t corrupt = -1;  // tests of --check: the data source flips a byte in this iteration
+};
+
+// Operations in flight never span more than this many bytes of buffer: depth is lowered for
+// large sizes (64 MiB: one slot).
+inline constexpr size_t kSlotBytes = size_t{64} << 20;
+Plan make_plan(const Options& opt, size_t size);
+size_t buffer_bytes(const std::vector<Plan>& plans);
+
+struct Measured {
+  std::vector<double> lat_us;  // one sample per measured latency iteration
+  double seconds = 0;          // of the bandwidth / message-rate phase (its timed parts)
+  double wall_seconds = 0;     // the same phase from start to end, verification included
+  std::chrono::steady_clock::time_point phase_start, phase_end;  // of that phase
+  double bytes = 0;
+  double messages = 0;
+};
+
+class Session {
+ public:
+  // Registers a buffer of `bytes` and listens; join() connects both ways.
+  static xport::Result<std::unique_ptr<Session>> open(xport::Device& dev, size_t bytes,
+                                                      std::chrono::seconds timeout);
+  ~Session();
+  // What the peer needs to join: "<connection handle hex> <region key hex>".
+  std::string hello() const;
+  // The initiator connects first, then accepts; the target the other way round.
+  xport::Status join(const std::string& peer_hello, bool initiator);
+
+  xport::Deadline deadline() const { return xport::Deadline::after(timeout); }
+
+  xport::Device& dev;
+  uint8_t* buf = nullptr;
+  size_t len = 0;
+  xport::Region data;
+  uint8_t* ctl = nullptr;  // [0, 128): receive, [128, 256): send
+  xport::Region ctl_region;
+  std::unique_ptr<xport::Listener> listener;
+  std::unique_ptr<xport::SendComm> tx;
+  std::unique_ptr<xport::RecvComm> rx;
+  std::unique_ptr<xport::Window> win;
+  xport::RemoteRegion remote;
+  std::chrono::seconds timeout;
+
+ private:
+  Session(xport::Device& d, std::chrono::seconds t) : dev(d), timeout(t) {}
+};
+
+// Whether this libxport can run `op`; `why` says what is missing when it cannot.
+bool op_available(Op op, std::string* why);
+
+// Initiator: runs one point with the target; a failed --check names size, iteration, offset.
+xport::Result<Measured> run_point(Session& s, const Plan& plan);
+xport::Status say_bye(Session& s);
+// Target: serves one point (or notes the initiator's goodbye in *bye).
+xport::Status serve_point(Session& s, bool* bye);
+
+}  // namespace bench

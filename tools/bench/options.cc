@@ -1,0 +1,217 @@
+// Command-line parsing for xport-bench (CLI11) and the size-list grammar.
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+
+namespace bench {
+
+using xport::Code;
+using xport::Result;
+using xport::Status;
+
+std::string_view to_string(Op op) {
+  switch (op) {
+    case Op::send:
+      return "send";
+    case Op::put:
+      return "put";
+    case Op::get:
+      return "get";
+    case Op::put_signal:
+      return "put-signal";
+    case Op::atomic:
+      return "atomic";
+  }
+  return "?";
+}
+
+namespace {
+
+Result<size_t> parse_one(std::string_view t) {
+  auto bad = [&](const std::string& why) {
+    return Status(Code::invalid_argument, "--size: '" + std::string(t) + "' " + why);
+  };
+  size_t i = 0;
+  uint64_t v = 0;
+  for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return bad("is too large");
+    v = v * 10 + static_cast<uint64_t>(t[i] - '0');
+  }
+  if (i == 0) return bad("is not a size (examples: 8, 4K, 1M, 1:64M)");
+  std::string suf(t.substr(i));
+  int shift = 0;
+  if (!suf.empty()) {
+    const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(suf[0])));
+    shift = c == 'K' ? 10 : c == 'M' ? 20 : c == 'G' ? 30 : -1;
+    std::string rest = suf.substr(1);
+    if (shift < 0 || !(rest.empty() || rest == "B" || rest == "iB")) {
+      return bad("has an unknown unit (use K, M or G: powers of 1024)");
+    }
+  }
+  if (v == 0) return bad("is zero");
+  if (shift > 0 && v > (UINT64_MAX >> shift)) return bad("is too large");
+  v <<= shift;
+  if (v > kMaxSize) {
+    return bad("is above the largest message libxport accepts (" + std::to_string(kMaxSize) +
+               " bytes)");
+  }
+  return static_cast<size_t>(v);
+}
+
+}  // namespace
+
+Result<std::vector<size_t>> parse_sizes(std::string_view text) {
+  std::vector<size_t> out;
+  auto add = [&](size_t s) {
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  if (text.empty()) return Status(Code::invalid_argument, "--size: empty list");
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = text.find(',', pos);
+    std::string_view tok = text.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
+    if (tok.empty())
+      return Status(Code::invalid_argument, "--size: empty item in '" + std::string(text) + "'");
+    const size_t colon = tok.find(':');
+    if (colon == std::string_view::npos) {
+      XPORT_ASSIGN_OR_RETURN(size_t s, parse_one(tok));
+      add(s);
+    } else {
+      XPORT_ASSIGN_OR_RETURN(size_t lo, parse_one(tok.substr(0, colon)));
+      XPORT_ASSIGN_OR_RETURN(size_t hi, parse_one(tok.substr(colon + 1)));
+      if (lo > hi) {
+        return Status(Code::invalid_argument,
+                      "--size: range '" + std::string(tok) + "' is reversed (start > end)");
+      }
+      for (size_t s = lo; s <= hi; s *= 2) {
+        add(s);
+        if (s > hi / 2) break;  // the next doubling passes the end (or would overflow)
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+int iterations_for(const Options& opt, size_t size) {
+  if (opt.iterations_set) return opt.iterations;
+  // Bytes moved per point: enough for a stable figure, small enough that 1:64M ends in seconds.
+  const size_t budget = opt.check ? (size_t{256} << 20) : (size_t{1} << 30);
+  const size_t n = std::clamp<size_t>(budget / size, 10, static_cast<size_t>(opt.iterations));
+  return static_cast<int>(n);
+}
+
+int warmup_for(const Options& opt, size_t size) {
+  if (opt.warmup_set) return opt.warmup;
+  return std::clamp(iterations_for(opt, size) / 10, 1, opt.warmup);
+}
+
+int default_depth(Op op) { return op == Op::send ? 1 : 16; }
+
+int depth_of(const Options& opt) { return opt.depth > 0 ? opt.depth : default_depth(opt.op); }
+
+std::optional<int> parse(int argc, char** argv, Options* opt) {
+  CLI::App app{
+      "xport-bench: latency, bandwidth and message rate of libxport between two processes "
+      "(local, two hosts) or many MPI ranks"};
+  app.get_formatter()->column_width(34);
+  std::string op = "send", sizes = "8", nics, format_csv, pattern;
+  bool json = false, csv = false;
+  app.add_option("--op", op, "send (ping-pong), put, get, put-signal, atomic")
+      ->check(CLI::IsMember({"send", "put", "get", "put-signal", "atomic"}));
+  app.add_option("--size", sizes, "sizes: 8, 4K, 1M, ranges 1:64M (powers of two), lists 8,4K:1M");
+  app.add_option("--provider", opt->provider, "libfabric provider (default: as Context chooses)");
+  app.add_option("--nics", nics,
+                 "rails, comma-separated libfabric domain or interface names (default: "
+                 "XPORT_RAILS, else the provider's choice)");
+  auto* it = app.add_option("--iterations", opt->iterations,
+                            "measured iterations per size (default 10000, fewer for large sizes)")
+                 ->check(CLI::Range(1, 100000000));
+  auto* wu = app.add_option("--warmup", opt->warmup,
+                            "unmeasured iterations first (default: iterations/10, at most 1000)")
+                 ->check(CLI::Range(0, 100000000));
+  app.add_option("--depth", opt->depth,
+                 "operations outstanding: sends in flight (1 = ping-pong), puts/gets per quiet "
+                 "(default 1 for send, 16 for put and get)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--window", opt->depth, "old name of --depth")
+      ->check(CLI::Range(1, 1024))
+      ->group("");
+  app.add_option("--comms", opt->comms, "communicators per channel (needs channel pools)")
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
+  app.add_flag("--json", json, "one JSON object per measured point");
+  app.add_flag("--csv", csv, "CSV with a header line");
+  app.add_option("--expect-bw", opt->expect_bw_gbs,
+                 "exit 1 naming every size whose bandwidth is below this many GB/s")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--expect-lat", opt->expect_lat_us,
+                 "exit 1 naming every size whose p50 latency is above this many µs")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--server", opt->server, "two-host mode: wait for one client (--port)");
+  app.add_option("--port", opt->port, "two-host mode: TCP port of the bootstrap (default 18515)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--connect", opt->connect, "two-host mode: the server's HOST:PORT");
+  app.add_option("--timeout", opt->timeout_s,
+                 "seconds to wait for the other side and for each operation (default 30)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--pattern", pattern, "MPI mode (under mpirun): pairwise, alltoall, fan-in")
+      ->check(CLI::IsMember({"pairwise", "alltoall", "fan-in"}));
+  app.add_option("--role", opt->role, "internal")->group("");
+  app.add_option("--test-corrupt", opt->corrupt, "internal: corrupt one byte of this iteration")
+      ->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  auto usage = [](const std::string& what) {
+    std::cerr << "xport-bench: " << what << "\nRun with --help for more information.\n";
+    return kExitUsage;
+  };
+  opt->iterations_set = it->count() > 0;
+  opt->warmup_set = wu->count() > 0;
+  opt->op = op == "send"         ? Op::send
+            : op == "put"        ? Op::put
+            : op == "get"        ? Op::get
+            : op == "put-signal" ? Op::put_signal
+                                 : Op::atomic;
+  opt->pattern = pattern;
+  if (json && csv) return usage("--json and --csv exclude each other");
+  opt->format = json ? Format::json : csv ? Format::csv : Format::table;
+  if (opt->server && !opt->connect.empty())
+    return usage("--server and --connect exclude each other");
+  if (!pattern.empty() && (opt->server || !opt->connect.empty())) {
+    return usage("--pattern (MPI mode) excludes --server and --connect");
+  }
+  if (!opt->connect.empty()) {
+    const size_t colon = opt->connect.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : opt->connect.substr(colon + 1);
+    char* end = nullptr;
+    const long p = port.empty() ? 0 : std::strtol(port.c_str(), &end, 10);
+    if (colon == 0 || port.empty() || *end != '\0' || p < 1 || p > 65535) {
+      return usage("--connect wants HOST:PORT with a port in 1..65535, got '" + opt->connect + "'");
+    }
+  }
+  auto parsed = parse_sizes(sizes);
+  if (!parsed.ok()) return usage(parsed.status().message());
+  opt->sizes = std::move(parsed).value();
+  opt->nics.clear();
+  for (size_t pos = 0; !nics.empty();) {
+    const size_t comma = nics.find(',', pos);
+    std::string n = nics.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    if (n.empty()) return usage("--nics '" + nics + "': empty rail name");
+    opt->nics.push_back(n);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace bench

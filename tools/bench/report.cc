@@ -1,0 +1,222 @@
+// Rendering of xport-bench's results (report.hpp). The JSON and CSV fields are a stable
+// interface (docs/tools.md): add fields, never rename or remove them.
+#include "report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace bench {
+
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// Bandwidth over link rate, or a negative number when the link rate is unknown.
+double link_fraction(const RunInfo& run, const Point& p) {
+  if (run.link_bits_per_s == 0) return -1;
+  return p.bw * 8.0 / static_cast<double>(run.link_bits_per_s);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char u[8];
+      std::snprintf(u, sizeof(u), "\\u%04x", c);
+      out += u;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+}  // namespace
+
+Point summarize(const Plan& plan, const Measured& m) {
+  Point p;
+  p.size = plan.size;
+  p.iterations = plan.iterations;
+  p.warmup = plan.warmup;
+  p.depth = plan.depth;
+  p.p50_us = percentile(m.lat_us, 0.5);
+  p.p99_us = percentile(m.lat_us, 0.99);
+  p.max_us = m.lat_us.empty() ? 0 : *std::max_element(m.lat_us.begin(), m.lat_us.end());
+  double sum = 0;
+  for (double v : m.lat_us) sum += v;
+  p.mean_us = m.lat_us.empty() ? 0 : sum / static_cast<double>(m.lat_us.size());
+  p.bw = m.seconds > 0 ? m.bytes / m.seconds : 0;
+  p.rate = m.seconds > 0 ? m.messages / m.seconds : 0;
+  p.bytes = m.bytes;
+  p.messages = m.messages;
+  p.wall_s = m.wall_seconds;
+  return p;
+}
+
+Point aggregate(const std::vector<Point>& streams) {
+  Point a;
+  if (streams.empty()) return a;
+  a = streams[0];
+  a.streams = 0;
+  a.bw = a.rate = a.mean_us = a.bytes = a.messages = a.wall_s = 0;
+  for (const auto& s : streams) {
+    a.streams += s.streams;
+    a.bytes += s.bytes;
+    a.messages += s.messages;
+    a.wall_s = std::max(a.wall_s, s.wall_s);
+    a.p50_us = std::max(a.p50_us, s.p50_us);
+    a.p99_us = std::max(a.p99_us, s.p99_us);
+    a.max_us = std::max(a.max_us, s.max_us);
+    a.mean_us += s.mean_us / static_cast<double>(streams.size());
+  }
+  double first = streams[0].start_s, last = streams[0].end_s;
+  for (const auto& s : streams) {
+    first = std::min(first, s.start_s);
+    last = std::max(last, s.end_s);
+  }
+  a.wall_s = std::max(a.wall_s, last - first);
+  a.bw = a.wall_s > 0 ? a.bytes / a.wall_s : 0;
+  a.rate = a.wall_s > 0 ? a.messages / a.wall_s : 0;
+  return a;
+}
+
+RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode) {
+  RunInfo r;
+  r.op = opt.op;
+  r.provider = dev.capabilities().provider;
+  r.mode = mode;
+  r.pattern = opt.pattern;
+  r.check = opt.check;
+  bool known = true;
+  for (const auto& rail : dev.rail_info()) {
+    r.rails.push_back(rail.name);
+    r.link_bits_per_s += rail.link_bits_per_s;
+    known = known && rail.link_bits_per_s > 0;
+  }
+  // A fraction of some rails' rate would flatter the result: all known, or none.
+  if (!known) r.link_bits_per_s = 0;
+  return r;
+}
+
+void print_report(const RunInfo& run, const std::vector<Point>& points, Format format) {
+  const std::string op(to_string(run.op));
+  if (format == Format::json) {
+    for (const auto& p : points) {
+      const double f = link_fraction(run, p);
+      std::string link = run.link_bits_per_s ? std::to_string(run.link_bits_per_s) : "null";
+      char frac[32] = "null";
+      if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
+      std::printf(
+          "{\"op\":\"%s\",\"size\":%zu,\"rails\":%zu,\"provider\":%s,\"mode\":\"%s\","
+          "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"lat_us_mean\":%.3f,"
+          "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"link_bits_per_s\":%s,"
+          "\"link_fraction\":%s,\"iterations\":%d,\"warmup\":%d,\"depth\":%d,\"check\":%s,"
+          "\"rail_names\":[%s]",
+          op.c_str(), p.size, run.rails.size(), json_string(run.provider).c_str(), run.mode.c_str(),
+          p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate, link.c_str(), frac, p.iterations,
+          p.warmup, p.depth, run.check ? "true" : "false",
+          [&] {
+            std::vector<std::string> q;
+            for (const auto& r : run.rails) q.push_back(json_string(r));
+            return join(q, ",");
+          }()
+              .c_str());
+      if (run.mode == "mpi") {
+        std::printf(",\"pattern\":\"%s\",\"ranks\":%d,\"streams\":%d", run.pattern.c_str(),
+                    run.ranks, p.streams);
+      }
+      std::printf("}\n");
+    }
+    std::fflush(stdout);
+    return;
+  }
+  if (format == Format::csv) {
+    std::printf(
+        "op,size,rails,provider,mode,lat_us_p50,lat_us_p99,lat_us_max,lat_us_mean,"
+        "bw_bytes_per_s,msg_per_s,link_bits_per_s,link_fraction,iterations,warmup,depth,"
+        "check,pattern,ranks,streams\n");
+    for (const auto& p : points) {
+      const double f = link_fraction(run, p);
+      char frac[32] = "";
+      if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
+      std::printf("%s,%zu,%zu,\"%s\",%s,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,%s,%d,%d,%d,%d,%s,%d,%d\n",
+                  op.c_str(), p.size, run.rails.size(), run.provider.c_str(), run.mode.c_str(),
+                  p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate,
+                  run.link_bits_per_s ? std::to_string(run.link_bits_per_s).c_str() : "", frac,
+                  p.iterations, p.warmup, p.depth, run.check ? 1 : 0, run.pattern.c_str(),
+                  run.ranks, p.streams);
+    }
+    std::fflush(stdout);
+    return;
+  }
+  std::string link = "link rate unknown: no fraction";
+  if (run.link_bits_per_s) {
+    char b[64];
+    std::snprintf(b, sizeof(b), "link rate %.1f Gb/s",
+                  static_cast<double>(run.link_bits_per_s) / 1e9);
+    link = b;
+  }
+  std::printf("xport-bench %s: op %s, provider %s, rails %s (%s), %s mode", xport::version(),
+              op.c_str(), run.provider.c_str(), join(run.rails, ",").c_str(), link.c_str(),
+              run.mode.c_str());
+  if (run.mode == "mpi") std::printf(", pattern %s, %d ranks", run.pattern.c_str(), run.ranks);
+  std::printf("\n");
+  if (run.op == Op::send) {
+    std::printf("latency: half the ping-pong round trip; bandwidth: %s\n",
+                points.empty() || points[0].depth == 1 ? "ping-pong, both directions"
+                                                       : "one way, depth sends in flight");
+  } else {
+    std::printf("latency: one %s + quiet; bandwidth: depth %ss per quiet\n", op.c_str(),
+                op.c_str());
+  }
+  if (run.check) {
+    std::printf(
+        "--check: every byte of every transfer verified (slower: send latency includes "
+        "the peer's verification)\n");
+  }
+  std::printf("%10s %8s %7s %6s %9s %9s %9s %9s %11s %11s %7s%s\n", "size", "iters", "warmup",
+              "depth", "p50_us", "p99_us", "max_us", "mean_us", "MB/s", "msg/s", "link",
+              run.mode == "mpi" ? " streams" : "");
+  for (const auto& p : points) {
+    const double f = link_fraction(run, p);
+    char frac[16] = "n/a";
+    if (f >= 0) std::snprintf(frac, sizeof(frac), "%.1f%%", f * 100);
+    std::printf("%10zu %8d %7d %6d %9.2f %9.2f %9.2f %9.2f %11.1f %11.0f %7s", p.size, p.iterations,
+                p.warmup, p.depth, p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate,
+                frac);
+    if (run.mode == "mpi") std::printf(" %7d", p.streams);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+int check_expectations(const Options& opt, const std::vector<Point>& points) {
+  int rc = kExitOk;
+  for (const auto& p : points) {
+    if (opt.expect_bw_gbs > 0 && p.bw < opt.expect_bw_gbs * 1e9) {
+      std::fprintf(stderr, "xport-bench: size %zu fell short of --expect-bw %g GB/s: %.3f GB/s\n",
+                   p.size, opt.expect_bw_gbs, p.bw / 1e9);
+      rc = kExitFailed;
+    }
+    if (opt.expect_lat_us > 0 && p.p50_us > opt.expect_lat_us) {
+      std::fprintf(stderr, "xport-bench: size %zu fell short of --expect-lat %g us: p50 %.2f us\n",
+                   p.size, opt.expect_lat_us, p.p50_us);
+      rc = kExitFailed;
+    }
+  }
+  return rc;
+}
+
+}  // namespace bench

@@ -1,0 +1,48 @@
+// What xport-bench prints: a table for people, --csv, --json (one object per point); bandwidth
+// as a fraction of the rails' discovered link rate; the --expect-* acceptance checks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops.hpp"
+#include "options.hpp"
+
+namespace bench {
+
+struct Point {
+  size_t size = 0;
+  int iterations = 0, warmup = 0, depth = 0;
+  int streams = 1;  // MPI mode: concurrent initiator-target pairs summed into this point
+  double p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+  double bw = 0;    // bytes per second
+  double rate = 0;  // messages per second
+  // What the rates came from; MPI mode adds streams up over the longest wall time.
+  double bytes = 0, messages = 0, wall_s = 0;
+  // MPI mode: the phase in seconds since this rank left the point's barrier.
+  double start_s = 0, end_s = 0;
+};
+Point summarize(const Plan& plan, const Measured& m);
+// MPI mode: bytes and messages of all streams over the time from the first stream's start to
+// the last one's end (a sum of per-stream rates would overstate streams that took turns);
+// latency: the worst stream's.
+Point aggregate(const std::vector<Point>& streams);
+
+struct RunInfo {
+  Op op = Op::send;
+  std::string provider;
+  std::vector<std::string> rails;  // names, in rail order
+  uint64_t link_bits_per_s = 0;    // sum over the rails; 0 when any rail's rate is unknown
+  std::string mode;                // "local", "two-host", "mpi"
+  std::string pattern;             // MPI mode
+  int ranks = 2;
+  bool check = false;
+};
+RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode);
+
+void print_report(const RunInfo& run, const std::vector<Point>& points, Format format);
+// Prints a line naming every size that falls short; returns kExitFailed if any does.
+int check_expectations(const Options& opt, const std::vector<Point>& points);
+
+}  // namespace bench
