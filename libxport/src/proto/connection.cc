@@ -43,10 +43,12 @@ Result<std::unique_ptr<CommState>> Engine::make_comm(bool is_send, std::vector<P
   if (is_send) {
     c->sends.resize(depth);
     c->early_cts.resize(depth);
+    c->credit_limit = depth;
     for (auto& s : c->sends) s.stripe_ctx.resize(c->paths.size());
   } else {
     c->recvs.resize(depth);
     c->early_eager.resize(depth);
+    c->early_rts.resize(depth);
   }
   for (Path& p : c->paths) {
     p.data->refs += 1;
@@ -326,6 +328,7 @@ void Engine::on_conn_ack(const MsgHeader& h) {
   c->depth = static_cast<uint16_t>(std::min<uint64_t>(c->depth, std::max<uint64_t>(h.length, 1)));
   c->sends.resize(c->depth);
   c->early_cts.resize(c->depth);
+  c->credit_limit = c->depth;
   if (!connected_endpoints() && h.slot != 0 && h.slot < c->paths.size()) {
     // The listener has fewer rails than its handle advertised: never the case today, but the
     // pairing must stay symmetric if it ever happens.

@@ -433,6 +433,8 @@ void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* 
     case MsgType::eager: on_eager(ch, b, *h, hold); break;
     case MsgType::abort: on_abort(*h); break;
     case MsgType::close: on_close(*h); break;
+    case MsgType::rts: on_rts(*h); break;
+    case MsgType::credit: on_credit(*h); break;
   }
 }
 

@@ -47,7 +47,8 @@ struct SendSlot {
   uint32_t first_rail = 0;
   bool eager = false;
   bool local_done = false;  // the source buffer may be reused
-  bool cts_done = false;    // the receiver posted the matching receive
+  bool cts_done = false;    // rendezvous: the receiver's clear-to-send arrived (eager: unused)
+  bool waiting_credit = false;  // eager: queued until the receiver grants credit for it
   bool done = false;
   Status error;
   uint32_t stripes = 0;       // rendezvous: writes this message was cut into
@@ -64,6 +65,14 @@ struct RecvSlot {
   bool done = false;
   Status error;
   uint32_t stripes_seen = 0;  // rendezvous writes that landed (remote CQ data)
+  bool cts_sent = false;      // a clear-to-send went out for this receive
+  const RegionState* region = nullptr;  // for a clear-to-send sent later (on RTS)
+};
+
+// A sender's request-to-send that arrived before the matching receive was posted.
+struct EarlyRts {
+  bool valid = false;
+  uint64_t seq = 0;
 };
 
 struct Cts {
@@ -112,6 +121,13 @@ struct CommState {
   std::vector<RecvSlot> recvs;
   std::vector<EarlyCts> early_cts;
   std::vector<EarlyEager> early_eager;
+  std::vector<EarlyRts> early_rts;
+  // Eager flow control (docs/semantics.md): the sender may have message `seq` on the wire only
+  // while seq < credit_limit = (receives the peer reported posted) + depth, so the receiver
+  // never holds more than `depth` unexpected messages of this communicator.
+  uint64_t credit_limit = 0;        // sender
+  std::deque<uint16_t> credit_wait;  // sender: eager slots queued for credit, in seq order
+  uint64_t reported_next = 0;       // receiver: receives reported posted to the peer
   Status error;               // why the communicator failed
   uint64_t listener_token = 0;
   bool user_closed = false;
@@ -328,6 +344,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void on_cts(const MsgHeader& h, const Cts& cts);
   void on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold);
   void on_abort(const MsgHeader& h);
+  void on_rts(const MsgHeader& h);
+  void on_credit(const MsgHeader& h);
+  void grant_credit(CommState& c, uint64_t posted_through);
+  Status send_cts(CommState& c, RecvSlot& r, uint16_t slot);
   void on_close(const MsgHeader& h);
   void on_write_data(uint64_t data, size_t len);
   void on_write_done(fabric::OpContext* ctx, Status status);

@@ -17,7 +17,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire formats are littl
 
 inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
 inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;  // 2: eager credits, RTS
 inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr size_t kMaxRails = 32;
 // All addresses of a CONN_REQ together (rails x {data, control} x address size) stay below this,
@@ -71,6 +71,9 @@ enum class MsgType : uint8_t {
   eager = 5,       // sender -> receiver: message `seq` inline after the header
   abort = 6,       // either way: message `seq` failed at the peer (reason in `aux`)
   close = 7,       // either way: the communicator is closed
+  rts = 8,         // sender -> receiver: message `seq` of `length` bytes goes by rendezvous and
+                   // no CTS has come for it yet (the receiver's buffer was eager-sized)
+  credit = 9,      // receiver -> sender: every receive up to `seq` is posted (eager credit)
 };
 
 struct MsgHeader {

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "core/format.hpp"
 #include "proto/wire.hpp"
 
 namespace xport::proto {
@@ -73,9 +74,10 @@ TEST(Handle, EverySingleBitFlipIsRefused) {
 TEST(Handle, FutureVersionAndTrailingBytesAreNamed) {
   auto bytes = encode_handle(sample_handle());
   auto future = bytes;
-  future[4] = 2;
+  future[4] = static_cast<uint8_t>(kWireVersion + 1);
   auto h = decode_handle(future);
-  EXPECT_NE(h.status().message().find("version 2 is not supported"), std::string::npos)
+  EXPECT_NE(h.status().message().find(core::str("version ", kWireVersion + 1, " is not supported")),
+            std::string::npos)
       << h.status().message();
   auto longer = bytes;
   longer.push_back(0);
@@ -96,6 +98,12 @@ TEST(Message, HeaderValidation) {
   EXPECT_FALSE(decode_header(buf, sizeof(MsgHeader) - 1).ok());
   EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("unexpected bytes"),
             std::string::npos);
+  for (MsgType t : {MsgType::rts, MsgType::credit}) {  // header-only control messages
+    h.type = static_cast<uint8_t>(t);
+    std::memcpy(buf, &h, sizeof(h));
+    EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader)).ok()) << int(h.type);
+    EXPECT_FALSE(decode_header(buf, sizeof(buf)).ok()) << int(h.type) << " with a body";
+  }
   h.type = 99;
   std::memcpy(buf, &h, sizeof(h));
   EXPECT_NE(decode_header(buf, sizeof(MsgHeader)).status().message().find("unknown message type"),
