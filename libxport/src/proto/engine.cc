@@ -236,6 +236,8 @@ Status Engine::progress_locked() {
 
 void Engine::check_rails() {
   if (config_.rail_check.count() == 0) return;
+  if (++passes_since_rail_check_ < kPassesPerRailCheck) return;
+  passes_since_rail_check_ = 0;
   const auto now = Deadline::Clock::now();
   if (now < next_rail_check_) return;
   next_rail_check_ = now + config_.rail_check;

@@ -29,6 +29,12 @@
 
 namespace xport::proto {
 
+// Waits spin on progress passes; only every kSpinsPerYield-th pass reads the clock for the
+// deadline and yields the CPU (a yield is a system call: on shm one per pass cost more than the
+// message itself). Rail health is likewise checked against the clock every kPassesPerRailCheck.
+inline constexpr uint32_t kSpinsPerYield = 64;
+inline constexpr uint32_t kPassesPerRailCheck = 16;
+
 struct RegionState {
   std::shared_ptr<Engine> engine;  // keeps the rails open while the registration lives
   uint8_t* base = nullptr;
@@ -375,6 +381,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool in_progress_ = false;
   size_t polling_rail_ = 0;  // the rail whose CQ is being read
   Deadline::Clock::time_point next_rail_check_{};
+  uint32_t passes_since_rail_check_ = 0;
 
   // Declaration order is teardown order reversed: comms, then channels, then the rails.
   std::vector<std::unique_ptr<rail::Rail>> rails_;
@@ -405,14 +412,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
 template <typename Pred>
 Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
-  for (;;) {
+  for (uint32_t spin = 0;; ++spin) {
     {
       auto l = lock();
       XPORT_RETURN_IF_ERROR(progress_locked());
       if (done()) return Status::success();
     }
-    if (deadline.expired()) return Status(Code::timeout, what);
-    std::this_thread::yield();
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) return Status(Code::timeout, what);
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -528,14 +528,16 @@ Result<Completion> Engine::test(uint16_t comm, Request req) {
 }
 
 Result<size_t> Engine::wait(uint16_t comm, Request req, Deadline deadline) {
-  for (;;) {
+  for (uint32_t spin = 0;; ++spin) {
     XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, req));
     if (done.done) return done.bytes;
-    if (deadline.expired()) {
-      return core::error(Code::timeout, "wait: request ", req.seq, " on communicator ", comm,
-                         " did not complete before the deadline");
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) {
+        return core::error(Code::timeout, "wait: request ", req.seq, " on communicator ", comm,
+                           " did not complete before the deadline");
+      }
+      std::this_thread::yield();
     }
-    std::this_thread::yield();
   }
 }
 
