@@ -178,6 +178,20 @@ Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest, bool retry)
   return s;
 }
 
+Status Endpoint::senddata(const void* buf, size_t len, void* desc, uint64_t data,
+                          fi_addr_t dest, void* ctx, bool retry) {
+  return post(OpKind::send, len, "fi_senddata", retry,
+              [&] { return fi_senddata(ep_.get(), buf, len, desc, data, dest, ctx); });
+}
+
+Status Endpoint::injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                            bool retry) {
+  Status s = post(OpKind::send, len, "fi_injectdata", retry,
+                  [&] { return fi_injectdata(ep_.get(), buf, len, data, dest); });
+  if (s.ok()) counters_.completed.add();  // an inject completes when it returns
+  return s;
+}
+
 Status Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry) {
   // Posted receives are counted as buffers, not as traffic: bytes are counted on arrival.
   std::chrono::steady_clock::time_point until{};

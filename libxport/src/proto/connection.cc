@@ -263,6 +263,22 @@ void Engine::close_comm(uint16_t id) {
   if (c == nullptr || c->user_closed) return;
   if (c->phase == CommPhase::ready && !c->paths.empty() && !c->paths[0].control->failed) {
     MsgHeader h = header(MsgType::close, c->peer_id, c->id);
+    if (c->is_send) {
+      // CLOSE travels on a control endpoint and may overtake eager data still on its way on a
+      // data endpoint, so it says how many messages were sent: the receiver fails only the
+      // receives beyond them. Sends not yet wholly on the wire (waiting for credit or a CTS)
+      // are cancelled here and not counted.
+      uint64_t sent = c->next_seq;
+      for (auto& sl : c->sends) {
+        if (sl.active && !sl.done) {
+          sent = std::min(sent, sl.seq);
+          sl.error = core::error(Code::closed, "the communicator was closed before message ",
+                                 sl.seq, " was sent");
+          sl.done = true;
+        }
+      }
+      h.seq = sent;
+    }
     Status s = send_control(control_path(*c), h, nullptr, false, true);
     if (!s.ok()) XPORT_LOG(debug, "close of comm ", id, ": ", s.to_string());
   }

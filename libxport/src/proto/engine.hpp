@@ -106,6 +106,7 @@ struct EarlyEager {
   pool::Channel* owner = nullptr;
   uint64_t seq = 0;
   size_t len = 0;
+  size_t offset = 0;  // payload offset in the buffer (the header's size, or 0 when headerless)
 };
 
 enum class CommPhase { connecting, ready, failed };
@@ -134,6 +135,8 @@ struct CommState {
   uint64_t credit_limit = 0;        // sender
   std::deque<uint16_t> credit_wait;  // sender: eager slots queued for credit, in seq order
   uint64_t reported_next = 0;       // receiver: receives reported posted to the peer
+  bool peer_closed = false;         // receiver: the sender closed after peer_sent messages
+  uint64_t peer_sent = 0;
   Status error;               // why the communicator failed
   uint64_t listener_token = 0;
   bool user_closed = false;
@@ -173,6 +176,11 @@ struct PendingEager {
   pool::Channel* ch = nullptr;
   memory::Buffer* buffer = nullptr;  // holds header + payload; its context names the request
   size_t len = 0;
+  // Headerless (buffer == nullptr): sent from the caller's buffer with CQ data.
+  const void* src = nullptr;
+  void* desc = nullptr;
+  uint64_t data = 0;
+  fabric::OpContext* ctx = nullptr;
   Deadline::Clock::time_point since{};
 };
 
@@ -199,6 +207,7 @@ struct PendingWrite {
 
 struct EngineConfig {
   size_t eager_max = 8192;
+  bool headerless_eager = true;  // where the provider has 8-byte CQ data
   uint16_t max_requests = 64;
   size_t rx_buffers = 256;
   size_t tx_buffers = 256;
@@ -349,6 +358,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // two-sided messages (two_sided.cc)
   void on_cts(const MsgHeader& h, const Cts& cts);
   void on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold);
+  void on_eager_data(pool::Channel* owner, memory::Buffer* b, uint64_t data, size_t len,
+                     bool* hold);
+  void accept_eager(CommState& c, pool::Channel* owner, memory::Buffer* b, uint16_t slot,
+                    uint64_t seq, size_t offset, size_t len, bool* hold);
   void on_abort(const MsgHeader& h);
   void on_rts(const MsgHeader& h);
   void on_credit(const MsgHeader& h);
@@ -375,6 +388,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Capabilities caps_;
   uint64_t device_token_ = 0;
   size_t cq_data_bytes_ = 0;
+  // Eager messages go without a header, routed by 8-byte remote CQ data (wire.hpp), where the
+  // provider has it: a 4 KiB message then still fits shm's 4 KiB inject path.
+  bool headerless_eager_ = false;
   size_t inject_size_ = 0;
   bool rx_cq_data_mode_ = false;  // writes with data consume a posted receive
   mutable std::mutex mu_;

@@ -88,6 +88,7 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
 
 void Engine::grant_credit(CommState& c, uint64_t posted_through) {
   c.credit_limit = std::max(c.credit_limit, posted_through + 1 + c.depth);
+  if (c.user_closed) return;  // its waiting sends were cancelled at close
   while (!c.credit_wait.empty()) {
     SendSlot& s = c.sends[c.credit_wait.front()];
     if (!s.active || s.done || !s.waiting_credit) {  // failed meanwhile
@@ -111,6 +112,47 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   // Small messages go whole to one rail, round-robin.
   pool::Channel* ch = data_path(c);
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
+  if (headerless_eager_) {
+    // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
+    const uint64_t data = encode_eager_data(c.peer_id, slot, s.seq);
+    Status st;
+    if (s.len <= inject_size_) {
+      st = ch->endpoint->injectdata(s.buf, s.len, data, ch->peer, false);
+      if (st.ok()) {
+        s.local_done = true;
+        return st;
+      }
+    }
+    fabric::OpContext& ctx = s.stripe_ctx[0];
+    ctx = fabric::OpContext{};
+    ctx.type = fabric::OpType::eager_send;
+    ctx.comm = c.id;
+    ctx.slot = slot;
+    ctx.seq = s.seq;
+    ctx.index = ch->rail;
+    ctx.owner = ch;
+    void* desc = s.region->mrs[ch->rail]->desc();
+    if (st.ok() || st.code() == Code::again) {
+      st = ch->endpoint->senddata(s.buf, s.len, desc, data, ch->peer, &ctx, false);
+    }
+    if (st.code() == Code::again) {
+      PendingEager p;
+      p.ch = ch;
+      p.len = s.len;
+      p.src = s.buf;
+      p.desc = desc;
+      p.data = data;
+      p.ctx = &ctx;
+      p.since = Deadline::Clock::now();
+      pending_eager_.push_back(p);
+      st = Status::success();
+    } else if (!st.ok()) {
+      note_failure(ch->rail, st);
+      return st;
+    }
+    c.inflight += 1;
+    return st;
+  }
   memory::Buffer* b = take_tx(ch, true);
   if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
   MsgHeader h = header(MsgType::eager, c, slot, s.seq);
@@ -136,7 +178,12 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   if (st.code() == Code::again) {
     // The provider is busy (or still connecting): progress posts it later; the request stays
     // open and its wait() deadline bounds the caller.
-    pending_eager_.push_back(PendingEager{ch, b, total, Deadline::Clock::now()});
+    PendingEager p;
+    p.ch = ch;
+    p.buffer = b;
+    p.len = total;
+    p.since = Deadline::Clock::now();
+    pending_eager_.push_back(p);
     st = Status::success();
   } else if (!st.ok()) {
     ch->tx->give_back(b);
@@ -317,6 +364,10 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
   XPORT_RETURN_IF_ERROR(check_usable(c->paths, "irecv"));
   const uint64_t seq = c->next_seq;
+  if (c->peer_closed && seq >= c->peer_sent) {
+    return core::error(Code::closed, "irecv: the peer closed communicator ", comm, " after ",
+                       c->peer_sent, " messages");
+  }
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   RecvSlot& r = c->recvs[slot];
   if (r.active) {
@@ -350,7 +401,7 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   c->next_seq += 1;
   EarlyEager& e = c->early_eager[slot];
   if (e.buffer != nullptr && e.seq == seq) {
-    deliver(*c, r, e.buffer->data + sizeof(MsgHeader), e.len);
+    deliver(*c, r, e.buffer->data + e.offset, e.len);
     repost(e.owner, e.buffer);
     e.buffer = nullptr;
   }
@@ -417,11 +468,38 @@ void Engine::on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& 
     ++routing_misses_;
     return;
   }
-  RecvSlot& r = c->recvs[h.slot];
-  if (r.active && r.seq == h.seq && !r.done) {
-    deliver(*c, r, b->data + sizeof(MsgHeader), h.length);
-  } else if (h.seq >= c->next_seq && c->early_eager[h.slot].buffer == nullptr) {
-    c->early_eager[h.slot] = EarlyEager{b, owner, h.seq, h.length};
+  accept_eager(*c, owner, b, h.slot, h.seq, sizeof(MsgHeader), h.length, hold);
+}
+
+void Engine::on_eager_data(pool::Channel* owner, memory::Buffer* b, uint64_t data, size_t len,
+                           bool* hold) {
+  const CqData d = decode_cq_data(data);
+  CommState* c = comms_->find(d.comm);
+  // No header names the sender: it must at least have come on a data endpoint of one of the
+  // communicator's rails (RDM endpoints are shared by all peers of a rail).
+  bool on_path = false;
+  if (c != nullptr) {
+    for (const Path& p : c->paths) on_path = on_path || p.data->endpoint == owner->endpoint;
+  }
+  if (c == nullptr || c->is_send || c->depth == 0 || d.slot >= c->depth || !on_path) {
+    ++routing_misses_;
+    return;
+  }
+  const uint64_t seq = widen_seq(d.length, c->next_seq);
+  if (seq % c->depth != d.slot) {
+    ++routing_misses_;
+    return;
+  }
+  accept_eager(*c, owner, b, d.slot, seq, 0, len, hold);
+}
+
+void Engine::accept_eager(CommState& c, pool::Channel* owner, memory::Buffer* b, uint16_t slot,
+                          uint64_t seq, size_t offset, size_t len, bool* hold) {
+  RecvSlot& r = c.recvs[slot];
+  if (r.active && r.seq == seq && !r.done) {
+    deliver(c, r, b->data + offset, len);
+  } else if (seq >= c.next_seq && c.early_eager[slot].buffer == nullptr) {
+    c.early_eager[slot] = EarlyEager{b, owner, seq, len, offset};
     *hold = true;
   } else {
     ++routing_misses_;
@@ -451,7 +529,21 @@ void Engine::on_close(const MsgHeader& h) {
     ++routing_misses_;
     return;
   }
-  fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id));
+  if (c->is_send) {  // the receiver went away: nothing more can be delivered
+    fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id));
+    return;
+  }
+  // The sender sent h.seq messages: receives of those still complete when their data lands
+  // (it may still be on another endpoint); receives beyond them fail now, later ones at once.
+  c->peer_sent = h.seq;
+  c->peer_closed = true;
+  for (auto& r : c->recvs) {
+    if (r.active && !r.done && r.seq >= h.seq) {
+      r.error = core::error(Code::closed, "the peer closed communicator ", c->id, " after ",
+                            h.seq, " messages");
+      r.done = true;
+    }
+  }
 }
 
 void Engine::on_write_data(uint64_t data, size_t len) {

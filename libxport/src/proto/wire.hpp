@@ -153,6 +153,22 @@ inline CqData decode_cq_data(uint64_t d) {
           static_cast<uint32_t>(d >> 32)};
 }
 
+// An eager message without a header (providers with 8 bytes of remote CQ data): the CQ data
+// routes it like a write's and its high word carries the low 32 bits of the sequence number;
+// the payload is the whole message.
+inline uint64_t encode_eager_data(uint16_t comm, uint16_t slot, uint64_t seq) {
+  return (seq << 32) | (static_cast<uint64_t>(slot) << 16) | comm;
+}
+// The sequence number with these low 32 bits nearest to `near`: a receiver's window of
+// possible messages (2 x depth) is far narrower than 2^31.
+inline uint64_t widen_seq(uint32_t low, uint64_t near) {
+  const uint64_t span = uint64_t{1} << 32;
+  uint64_t s = (near & ~(span - 1)) | low;
+  if (s > near && s - near > span / 2 && s >= span) s -= span;
+  else if (s < near && near - s > span / 2) s += span;
+  return s;
+}
+
 // ---- exported remote keys ----
 struct KeyHeader {
   uint32_t magic;

@@ -218,6 +218,25 @@ TEST(CqData, RoutesAndCarriesLength) {
   EXPECT_EQ(encode_cq_data(1, 2, 5, 4) >> 32, 0u) << "4-byte CQ data carries no length";
 }
 
+TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequence) {
+  const uint64_t d = encode_eager_data(0x0102, 7, 0x1234567890ull);
+  const CqData c = decode_cq_data(d);
+  EXPECT_EQ(c.comm, 0x0102);
+  EXPECT_EQ(c.slot, 7);
+  EXPECT_EQ(c.length, 0x34567890u) << "the high word carries the sequence's low 32 bits";
+  // The receiver recovers the full sequence from its own position, on both sides of it and
+  // across 2^32 boundaries (window of +-depth around the next receive).
+  for (uint64_t near : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 3, uint64_t{1} << 32,
+                        (uint64_t{7} << 32) + 2, ~uint64_t{0} - 100}) {
+    for (int64_t delta = -70; delta <= 70; ++delta) {
+      if (delta < 0 && near < static_cast<uint64_t>(-delta)) continue;
+      const uint64_t seq = near + static_cast<uint64_t>(delta);
+      EXPECT_EQ(widen_seq(static_cast<uint32_t>(seq), near), seq)
+          << "near " << near << " delta " << delta;
+    }
+  }
+}
+
 TEST(RemoteKey, RoundTripAndValidation) {
   RemoteKey k;
   k.virt_addr = true;
