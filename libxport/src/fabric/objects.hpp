@@ -102,6 +102,10 @@ class Endpoint {
 
   Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx, bool retry);
   Status inject(const void* buf, size_t len, fi_addr_t dest, bool retry);
+  // Messages that carry 64-bit remote CQ data (the receiver's completion reports it).
+  Status senddata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
+                  void* ctx, bool retry);
+  Status injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest, bool retry);
   Status recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry);
   Status write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,
                uint64_t key, void* ctx, bool with_data, uint64_t data, bool retry);

@@ -8,7 +8,8 @@
 
 namespace xport::fabric {
 
-enum class OpType : uint8_t { rx_buffer = 1, tx_buffer, rndv_write, put, get, flush };
+// eager_send: a headerless eager message sent from the caller's buffer (its SendSlot's context).
+enum class OpType : uint8_t { rx_buffer = 1, tx_buffer, eager_send, rndv_write, put, get, flush };
 
 struct OpContext {
   fi_context2 fi;  // must stay first: libfabric hands back &fi

@@ -43,10 +43,12 @@ Result<std::unique_ptr<CommState>> Engine::make_comm(bool is_send, std::vector<P
   if (is_send) {
     c->sends.resize(depth);
     c->early_cts.resize(depth);
+    c->credit_limit = depth;
     for (auto& s : c->sends) s.stripe_ctx.resize(c->paths.size());
   } else {
     c->recvs.resize(depth);
     c->early_eager.resize(depth);
+    c->early_rts.resize(depth);
   }
   for (Path& p : c->paths) {
     p.data->refs += 1;
@@ -261,6 +263,22 @@ void Engine::close_comm(uint16_t id) {
   if (c == nullptr || c->user_closed) return;
   if (c->phase == CommPhase::ready && !c->paths.empty() && !c->paths[0].control->failed) {
     MsgHeader h = header(MsgType::close, c->peer_id, c->id);
+    if (c->is_send) {
+      // CLOSE travels on a control endpoint and may overtake eager data still on its way on a
+      // data endpoint, so it says how many messages were sent: the receiver fails only the
+      // receives beyond them. Sends not yet wholly on the wire (waiting for credit or a CTS)
+      // are cancelled here and not counted.
+      uint64_t sent = c->next_seq;
+      for (auto& sl : c->sends) {
+        if (sl.active && !sl.done) {
+          sent = std::min(sent, sl.seq);
+          sl.error = core::error(Code::closed, "the communicator was closed before message ",
+                                 sl.seq, " was sent");
+          sl.done = true;
+        }
+      }
+      h.seq = sent;
+    }
     Status s = send_control(control_path(*c), h, nullptr, false, true);
     if (!s.ok()) XPORT_LOG(debug, "close of comm ", id, ": ", s.to_string());
   }
@@ -326,6 +344,7 @@ void Engine::on_conn_ack(const MsgHeader& h) {
   c->depth = static_cast<uint16_t>(std::min<uint64_t>(c->depth, std::max<uint64_t>(h.length, 1)));
   c->sends.resize(c->depth);
   c->early_cts.resize(c->depth);
+  c->credit_limit = c->depth;
   if (!connected_endpoints() && h.slot != 0 && h.slot < c->paths.size()) {
     // The listener has fewer rails than its handle advertised: never the case today, but the
     // pairing must stay symmetric if it ever happens.

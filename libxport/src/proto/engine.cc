@@ -15,6 +15,7 @@ EngineConfig EngineConfig::from_knobs() {
   using core::knob_int;
   EngineConfig c;
   c.eager_max = static_cast<size_t>(knob_int(KnobId::eager_max));
+  c.headerless_eager = core::knob_bool(KnobId::eager_in_cq_data);
   c.max_requests =
       static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, 4096));
   c.rx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::rx_buffers), 16));
@@ -55,6 +56,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   e->cq_data_bytes_ = info->domain_attr->cq_data_size;
   e->inject_size_ = info->tx_attr->inject_size;
   e->rx_cq_data_mode_ = (info->mode & FI_RX_CQ_DATA) != 0;
+  e->headerless_eager_ = e->cq_data_bytes_ >= 8 && config.headerless_eager;
   e->device_token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   if (e->config_.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
     e->config_.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
@@ -236,6 +238,8 @@ Status Engine::progress_locked() {
 
 void Engine::check_rails() {
   if (config_.rail_check.count() == 0) return;
+  if (++passes_since_rail_check_ < kPassesPerRailCheck) return;
+  passes_since_rail_check_ = 0;
   const auto now = Deadline::Clock::now();
   if (now < next_rail_check_) return;
   next_rail_check_ = now + config_.rail_check;
@@ -281,6 +285,19 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
   rails_[polling_rail_]->consecutive_failures() = 0;
   XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
             " data 0x", std::hex, e.data, " ctx ", e.op_context);
+  // A headerless eager message: a received message (not a remote write) with CQ data.
+  if ((e.flags & FI_REMOTE_CQ_DATA) && (e.flags & FI_RECV) &&
+      !(e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_WRITE | FI_READ | FI_SEND)) && ctx != nullptr &&
+      ctx->type == fabric::OpType::rx_buffer) {
+    auto* ch = static_cast<pool::Channel*>(ctx->owner);
+    memory::Buffer* b = &ch->rx->at(ctx->index);
+    ch->endpoint->counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
+    ch->endpoint->counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
+    bool hold = false;
+    on_eager_data(ch, b, e.data, e.len, &hold);
+    if (!hold) repost(ch, b);
+    return;
+  }
   // Target side of a write with data. (sockets also flags the initiator's own write completion
   // with FI_REMOTE_CQ_DATA, so initiator flags exclude it.)
   if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND))) {
@@ -315,6 +332,10 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
       ch->tx->give_back(&ch->tx->at(ctx->index));
       break;
     }
+    case fabric::OpType::eager_send:
+      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(false);
+      on_eager_sent(ctx, Status::success());
+      break;
     case fabric::OpType::rndv_write: on_write_done(ctx, Status::success()); break;
     case fabric::OpType::put:
     case fabric::OpType::get: on_window_done(ctx, Status::success()); break;
@@ -357,6 +378,10 @@ void Engine::on_error(void* context, Status status) {
       ch->tx->give_back(&ch->tx->at(ctx->index));
       break;
     }
+    case fabric::OpType::eager_send:
+      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(true);
+      on_eager_sent(ctx, std::move(status));
+      break;
     case fabric::OpType::rndv_write: on_write_done(ctx, std::move(status)); break;
     case fabric::OpType::put:
     case fabric::OpType::get: on_window_done(ctx, std::move(status)); break;
@@ -433,6 +458,8 @@ void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* 
     case MsgType::eager: on_eager(ch, b, *h, hold); break;
     case MsgType::abort: on_abort(*h); break;
     case MsgType::close: on_close(*h); break;
+    case MsgType::rts: on_rts(*h); break;
+    case MsgType::credit: on_credit(*h); break;
   }
 }
 
@@ -531,11 +558,18 @@ void Engine::flush_pending() {
   for (size_t n = pending_eager_.size(); n > 0; --n) {
     PendingEager p = pending_eager_.front();
     pending_eager_.pop_front();
-    Status s = p.ch->endpoint->send(p.buffer->data, p.len, p.ch->tx->desc(), p.ch->peer,
-                                    &p.buffer->ctx, false);
+    Status s = p.buffer != nullptr
+                   ? p.ch->endpoint->send(p.buffer->data, p.len, p.ch->tx->desc(), p.ch->peer,
+                                          &p.buffer->ctx, false)
+                   : p.ch->endpoint->senddata(p.src, p.len, p.desc, p.data, p.ch->peer, p.ctx,
+                                              false);
     if (s.ok()) continue;
     if (s.code() == Code::again && !expired(p.since)) {
       pending_eager_.push_back(p);
+      continue;
+    }
+    if (p.buffer == nullptr) {
+      on_eager_sent(p.ctx, std::move(s).with_context("eager send"));
       continue;
     }
     on_eager_sent(&p.buffer->ctx, std::move(s).with_context("eager send"));

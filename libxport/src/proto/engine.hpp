@@ -29,6 +29,12 @@
 
 namespace xport::proto {
 
+// Waits spin on progress passes; only every kSpinsPerYield-th pass reads the clock for the
+// deadline and yields the CPU (a yield is a system call: on shm one per pass cost more than the
+// message itself). Rail health is likewise checked against the clock every kPassesPerRailCheck.
+inline constexpr uint32_t kSpinsPerYield = 64;
+inline constexpr uint32_t kPassesPerRailCheck = 16;
+
 struct RegionState {
   std::shared_ptr<Engine> engine;  // keeps the rails open while the registration lives
   uint8_t* base = nullptr;
@@ -47,7 +53,8 @@ struct SendSlot {
   uint32_t first_rail = 0;
   bool eager = false;
   bool local_done = false;  // the source buffer may be reused
-  bool cts_done = false;    // the receiver posted the matching receive
+  bool cts_done = false;    // rendezvous: the receiver's clear-to-send arrived (eager: unused)
+  bool waiting_credit = false;  // eager: queued until the receiver grants credit for it
   bool done = false;
   Status error;
   uint32_t stripes = 0;       // rendezvous: writes this message was cut into
@@ -64,6 +71,14 @@ struct RecvSlot {
   bool done = false;
   Status error;
   uint32_t stripes_seen = 0;  // rendezvous writes that landed (remote CQ data)
+  bool cts_sent = false;      // a clear-to-send went out for this receive
+  const RegionState* region = nullptr;  // for a clear-to-send sent later (on RTS)
+};
+
+// A sender's request-to-send that arrived before the matching receive was posted.
+struct EarlyRts {
+  bool valid = false;
+  uint64_t seq = 0;
 };
 
 struct Cts {
@@ -91,6 +106,7 @@ struct EarlyEager {
   pool::Channel* owner = nullptr;
   uint64_t seq = 0;
   size_t len = 0;
+  size_t offset = 0;  // payload offset in the buffer (the header's size, or 0 when headerless)
 };
 
 enum class CommPhase { connecting, ready, failed };
@@ -112,6 +128,15 @@ struct CommState {
   std::vector<RecvSlot> recvs;
   std::vector<EarlyCts> early_cts;
   std::vector<EarlyEager> early_eager;
+  std::vector<EarlyRts> early_rts;
+  // Eager flow control (docs/semantics.md): the sender may have message `seq` on the wire only
+  // while seq < credit_limit = (receives the peer reported posted) + depth, so the receiver
+  // never holds more than `depth` unexpected messages of this communicator.
+  uint64_t credit_limit = 0;        // sender
+  std::deque<uint16_t> credit_wait;  // sender: eager slots queued for credit, in seq order
+  uint64_t reported_next = 0;       // receiver: receives reported posted to the peer
+  bool peer_closed = false;         // receiver: the sender closed after peer_sent messages
+  uint64_t peer_sent = 0;
   Status error;               // why the communicator failed
   uint64_t listener_token = 0;
   bool user_closed = false;
@@ -151,6 +176,11 @@ struct PendingEager {
   pool::Channel* ch = nullptr;
   memory::Buffer* buffer = nullptr;  // holds header + payload; its context names the request
   size_t len = 0;
+  // Headerless (buffer == nullptr): sent from the caller's buffer with CQ data.
+  const void* src = nullptr;
+  void* desc = nullptr;
+  uint64_t data = 0;
+  fabric::OpContext* ctx = nullptr;
   Deadline::Clock::time_point since{};
 };
 
@@ -177,6 +207,7 @@ struct PendingWrite {
 
 struct EngineConfig {
   size_t eager_max = 8192;
+  bool headerless_eager = true;  // where the provider has 8-byte CQ data
   uint16_t max_requests = 64;
   size_t rx_buffers = 256;
   size_t tx_buffers = 256;
@@ -327,7 +358,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // two-sided messages (two_sided.cc)
   void on_cts(const MsgHeader& h, const Cts& cts);
   void on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& h, bool* hold);
+  void on_eager_data(pool::Channel* owner, memory::Buffer* b, uint64_t data, size_t len,
+                     bool* hold);
+  void accept_eager(CommState& c, pool::Channel* owner, memory::Buffer* b, uint16_t slot,
+                    uint64_t seq, size_t offset, size_t len, bool* hold);
   void on_abort(const MsgHeader& h);
+  void on_rts(const MsgHeader& h);
+  void on_credit(const MsgHeader& h);
+  void grant_credit(CommState& c, uint64_t posted_through);
+  Status send_cts(CommState& c, RecvSlot& r, uint16_t slot);
   void on_close(const MsgHeader& h);
   void on_write_data(uint64_t data, size_t len);
   void on_write_done(fabric::OpContext* ctx, Status status);
@@ -349,12 +388,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Capabilities caps_;
   uint64_t device_token_ = 0;
   size_t cq_data_bytes_ = 0;
+  // Eager messages go without a header, routed by 8-byte remote CQ data (wire.hpp), where the
+  // provider has it: a 4 KiB message then still fits shm's 4 KiB inject path.
+  bool headerless_eager_ = false;
   size_t inject_size_ = 0;
   bool rx_cq_data_mode_ = false;  // writes with data consume a posted receive
   mutable std::mutex mu_;
   bool in_progress_ = false;
   size_t polling_rail_ = 0;  // the rail whose CQ is being read
   Deadline::Clock::time_point next_rail_check_{};
+  uint32_t passes_since_rail_check_ = 0;
 
   // Declaration order is teardown order reversed: comms, then channels, then the rails.
   std::vector<std::unique_ptr<rail::Rail>> rails_;
@@ -385,14 +428,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
 template <typename Pred>
 Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
-  for (;;) {
+  for (uint32_t spin = 0;; ++spin) {
     {
       auto l = lock();
       XPORT_RETURN_IF_ERROR(progress_locked());
       if (done()) return Status::success();
     }
-    if (deadline.expired()) return Status(Code::timeout, what);
-    std::this_thread::yield();
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) return Status(Code::timeout, what);
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -50,26 +50,109 @@ Result<Request> Engine::isend(uint16_t comm, const void* buf, size_t len, const 
   s.len = len;
   s.region = region.state_.get();
   s.eager = len <= c->eager_max;
+  EarlyCts& e = c->early_cts[slot];
+  const bool have_cts = e.valid && e.cts.seq == seq;
   if (s.eager) {
-    Status st = send_eager(*c, s, slot);
+    // No clear-to-send needed: the receiver holds an unexpected message until its receive is
+    // posted, and credits bound how many it may have to hold.
+    if (have_cts) e.valid = false;
+    if (seq < c->credit_limit && c->credit_wait.empty()) {
+      Status st = send_eager(*c, s, slot);
+      if (!st.ok()) {
+        s.active = false;
+        return st.with_context("isend");
+      }
+      if (s.local_done) s.done = true;
+    } else {
+      s.waiting_credit = true;
+      c->credit_wait.push_back(slot);
+    }
+  } else if (!have_cts) {
+    // Ask for the clear-to-send in case the receive was posted with an eager-sized buffer
+    // (then none comes unasked); a receiver that sent one already ignores this.
+    MsgHeader r = header(MsgType::rts, *c, slot, seq);
+    r.length = len;
+    Status st = send_control(control_path(*c), r, nullptr, false, true);
     if (!st.ok()) {
       s.active = false;
-      return st.with_context("isend");
+      return st.with_context("isend: request-to-send");
     }
   }
   c->next_seq += 1;
-  EarlyCts& e = c->early_cts[slot];
-  if (e.valid && e.cts.seq == seq) {
+  if (!s.eager && have_cts) {
     e.valid = false;
     consume_cts(*c, s, slot, e.cts);
   }
   return Request{seq};
 }
 
+void Engine::grant_credit(CommState& c, uint64_t posted_through) {
+  c.credit_limit = std::max(c.credit_limit, posted_through + 1 + c.depth);
+  if (c.user_closed) return;  // its waiting sends were cancelled at close
+  while (!c.credit_wait.empty()) {
+    SendSlot& s = c.sends[c.credit_wait.front()];
+    if (!s.active || s.done || !s.waiting_credit) {  // failed meanwhile
+      c.credit_wait.pop_front();
+      continue;
+    }
+    if (s.seq >= c.credit_limit) break;
+    c.credit_wait.pop_front();
+    s.waiting_credit = false;
+    Status st = send_eager(c, s, static_cast<uint16_t>(s.seq % c.depth));
+    if (!st.ok()) {
+      s.error = std::move(st).with_context(core::str("eager send of message ", s.seq));
+      s.done = true;
+    } else if (s.local_done) {
+      s.done = true;
+    }
+  }
+}
+
 Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   // Small messages go whole to one rail, round-robin.
   pool::Channel* ch = data_path(c);
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
+  if (headerless_eager_) {
+    // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
+    const uint64_t data = encode_eager_data(c.peer_id, slot, s.seq);
+    Status st;
+    if (s.len <= inject_size_) {
+      st = ch->endpoint->injectdata(s.buf, s.len, data, ch->peer, false);
+      if (st.ok()) {
+        s.local_done = true;
+        return st;
+      }
+    }
+    fabric::OpContext& ctx = s.stripe_ctx[0];
+    ctx = fabric::OpContext{};
+    ctx.type = fabric::OpType::eager_send;
+    ctx.comm = c.id;
+    ctx.slot = slot;
+    ctx.seq = s.seq;
+    ctx.index = ch->rail;
+    ctx.owner = ch;
+    void* desc = s.region->mrs[ch->rail]->desc();
+    if (st.ok() || st.code() == Code::again) {
+      st = ch->endpoint->senddata(s.buf, s.len, desc, data, ch->peer, &ctx, false);
+    }
+    if (st.code() == Code::again) {
+      PendingEager p;
+      p.ch = ch;
+      p.len = s.len;
+      p.src = s.buf;
+      p.desc = desc;
+      p.data = data;
+      p.ctx = &ctx;
+      p.since = Deadline::Clock::now();
+      pending_eager_.push_back(p);
+      st = Status::success();
+    } else if (!st.ok()) {
+      note_failure(ch->rail, st);
+      return st;
+    }
+    c.inflight += 1;
+    return st;
+  }
   memory::Buffer* b = take_tx(ch, true);
   if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
   MsgHeader h = header(MsgType::eager, c, slot, s.seq);
@@ -95,7 +178,12 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   if (st.code() == Code::again) {
     // The provider is busy (or still connecting): progress posts it later; the request stays
     // open and its wait() deadline bounds the caller.
-    pending_eager_.push_back(PendingEager{ch, b, total, Deadline::Clock::now()});
+    PendingEager p;
+    p.ch = ch;
+    p.buffer = b;
+    p.len = total;
+    p.since = Deadline::Clock::now();
+    pending_eager_.push_back(p);
     st = Status::success();
   } else if (!st.ok()) {
     ch->tx->give_back(b);
@@ -129,7 +217,7 @@ void Engine::on_eager_sent(fabric::OpContext* ctx, Status status) {
 }
 
 void Engine::maybe_complete_send(CommState&, SendSlot& s) {
-  if (s.local_done && s.cts_done && !s.done) s.done = true;
+  if (s.local_done && (s.eager || s.cts_done) && !s.done) s.done = true;
 }
 
 void Engine::on_cts(const MsgHeader& h, const Cts& cts) {
@@ -139,23 +227,30 @@ void Engine::on_cts(const MsgHeader& h, const Cts& cts) {
     ++routing_misses_;
     return;
   }
+  // A clear-to-send also says every receive up to it is posted: eager credit.
+  grant_credit(*c, h.seq);
   SendSlot& s = c->sends[h.slot];
-  if (s.active && s.seq == h.seq && !s.cts_done) {
-    consume_cts(*c, s, h.slot, cts);
+  if (s.active && s.seq == h.seq) {
+    if (!s.eager && !s.cts_done) consume_cts(*c, s, h.slot, cts);
   } else if (h.seq >= c->next_seq) {
     c->early_cts[h.slot] = EarlyCts{true, cts};
-  } else {
-    ++routing_misses_;
   }
+  // Otherwise the CTS of an eager message that completed without it (the receive was posted
+  // with a large buffer): nothing to do.
+}
+
+void Engine::on_credit(const MsgHeader& h) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || !c->is_send || c->peer_id != h.src_comm || c->depth == 0) {
+    ++routing_misses_;
+    return;
+  }
+  grant_credit(*c, h.seq);
 }
 
 void Engine::consume_cts(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts) {
   s.cts_done = true;
   if (s.done) return;
-  if (s.eager) {
-    maybe_complete_send(c, s);
-    return;
-  }
   if (s.len > cts.length) {
     MsgHeader a = header(MsgType::abort, c, slot, s.seq);
     a.aux = kTooLarge;
@@ -269,6 +364,10 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
   XPORT_RETURN_IF_ERROR(check_usable(c->paths, "irecv"));
   const uint64_t seq = c->next_seq;
+  if (c->peer_closed && seq >= c->peer_sent) {
+    return core::error(Code::closed, "irecv: the peer closed communicator ", comm, " after ",
+                       c->peer_sent, " messages");
+  }
   const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
   RecvSlot& r = c->recvs[slot];
   if (r.active) {
@@ -276,32 +375,78 @@ Result<Request> Engine::irecv(uint16_t comm, void* buf, size_t len, const Region
                        " receives are outstanding on communicator ", comm,
                        " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  const RegionState& rs = *region.state_;
-  MsgHeader h = header(MsgType::cts, *c, slot, seq);
-  h.length = len;
-  h.aux = rs.virt_addr ? reinterpret_cast<uint64_t>(buf)
-                       : static_cast<uint64_t>(static_cast<uint8_t*>(buf) - rs.base);
-  // The buffer's key on every rail shared with the peer: any rail may carry a stripe.
-  std::vector<uint8_t> keys(8 * c->paths.size());
-  for (size_t i = 0; i < c->paths.size(); ++i) {
-    const uint64_t k = rs.mrs[i]->key();
-    std::memcpy(keys.data() + 8 * i, &k, 8);
-  }
-  Status st = send_control(control_path(*c), h, &keys, false, true);
-  if (!st.ok()) return st.with_context("irecv: clear-to-send");
   r = RecvSlot{};
-  r.active = true;
   r.seq = seq;
   r.buf = static_cast<uint8_t*>(buf);
   r.cap = len;
+  r.region = region.state_.get();
+  // A buffer that can take a rendezvous message gets its clear-to-send now (the sender's write
+  // can start the moment it has the message); an eager-sized one only if the sender asked
+  // (RTS), and otherwise just counts towards the next eager credit.
+  EarlyRts& rts = c->early_rts[slot];
+  Status st;
+  if (len > c->eager_max || (rts.valid && rts.seq == seq)) {
+    rts.valid = false;
+    st = send_cts(*c, r, slot);
+  } else if (seq + 1 - c->reported_next >= std::max<uint64_t>(1, c->depth / 2)) {
+    MsgHeader g = header(MsgType::credit, *c, slot, seq);
+    st = send_control(control_path(*c), g, nullptr, false, true);
+    if (st.ok()) c->reported_next = seq + 1;
+  }
+  if (!st.ok()) {
+    r = RecvSlot{};
+    return st.with_context("irecv");
+  }
+  r.active = true;
   c->next_seq += 1;
   EarlyEager& e = c->early_eager[slot];
   if (e.buffer != nullptr && e.seq == seq) {
-    deliver(*c, r, e.buffer->data + sizeof(MsgHeader), e.len);
+    deliver(*c, r, e.buffer->data + e.offset, e.len);
     repost(e.owner, e.buffer);
     e.buffer = nullptr;
   }
   return Request{seq};
+}
+
+Status Engine::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
+  const RegionState& rs = *r.region;
+  MsgHeader h = header(MsgType::cts, c, slot, r.seq);
+  h.length = r.cap;
+  h.aux = rs.virt_addr ? reinterpret_cast<uint64_t>(r.buf)
+                       : static_cast<uint64_t>(r.buf - rs.base);
+  // The buffer's key on every rail shared with the peer: any rail may carry a stripe.
+  std::vector<uint8_t> keys(8 * c.paths.size());
+  for (size_t i = 0; i < c.paths.size(); ++i) {
+    const uint64_t k = rs.mrs[i]->key();
+    std::memcpy(keys.data() + 8 * i, &k, 8);
+  }
+  XPORT_RETURN_IF_ERROR(send_control(control_path(c), h, &keys, false, true)
+                            .with_context("clear-to-send"));
+  r.cts_sent = true;
+  c.reported_next = std::max(c.reported_next, r.seq + 1);
+  return Status::success();
+}
+
+void Engine::on_rts(const MsgHeader& h) {
+  CommState* c = comms_->find(h.dst_comm);
+  if (c == nullptr || c->is_send || c->peer_id != h.src_comm || c->depth == 0 ||
+      h.slot != h.seq % c->depth) {
+    ++routing_misses_;
+    return;
+  }
+  RecvSlot& r = c->recvs[h.slot];
+  if (r.active && r.seq == h.seq) {
+    if (r.cts_sent || r.done) return;  // the usual case: the CTS went out when it was posted
+    Status st = send_cts(*c, r, h.slot);
+    if (!st.ok()) {
+      r.error = std::move(st).with_context(core::str("irecv: message ", r.seq));
+      r.done = true;
+    }
+  } else if (h.seq >= c->next_seq) {
+    c->early_rts[h.slot] = EarlyRts{true, h.seq};
+  } else {
+    ++routing_misses_;
+  }
 }
 
 void Engine::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {
@@ -323,11 +468,38 @@ void Engine::on_eager(pool::Channel* owner, memory::Buffer* b, const MsgHeader& 
     ++routing_misses_;
     return;
   }
-  RecvSlot& r = c->recvs[h.slot];
-  if (r.active && r.seq == h.seq && !r.done) {
-    deliver(*c, r, b->data + sizeof(MsgHeader), h.length);
-  } else if (h.seq >= c->next_seq && c->early_eager[h.slot].buffer == nullptr) {
-    c->early_eager[h.slot] = EarlyEager{b, owner, h.seq, h.length};
+  accept_eager(*c, owner, b, h.slot, h.seq, sizeof(MsgHeader), h.length, hold);
+}
+
+void Engine::on_eager_data(pool::Channel* owner, memory::Buffer* b, uint64_t data, size_t len,
+                           bool* hold) {
+  const CqData d = decode_cq_data(data);
+  CommState* c = comms_->find(d.comm);
+  // No header names the sender: it must at least have come on a data endpoint of one of the
+  // communicator's rails (RDM endpoints are shared by all peers of a rail).
+  bool on_path = false;
+  if (c != nullptr) {
+    for (const Path& p : c->paths) on_path = on_path || p.data->endpoint == owner->endpoint;
+  }
+  if (c == nullptr || c->is_send || c->depth == 0 || d.slot >= c->depth || !on_path) {
+    ++routing_misses_;
+    return;
+  }
+  const uint64_t seq = widen_seq(d.length, c->next_seq);
+  if (seq % c->depth != d.slot) {
+    ++routing_misses_;
+    return;
+  }
+  accept_eager(*c, owner, b, d.slot, seq, 0, len, hold);
+}
+
+void Engine::accept_eager(CommState& c, pool::Channel* owner, memory::Buffer* b, uint16_t slot,
+                          uint64_t seq, size_t offset, size_t len, bool* hold) {
+  RecvSlot& r = c.recvs[slot];
+  if (r.active && r.seq == seq && !r.done) {
+    deliver(c, r, b->data + offset, len);
+  } else if (seq >= c.next_seq && c.early_eager[slot].buffer == nullptr) {
+    c.early_eager[slot] = EarlyEager{b, owner, seq, len, offset};
     *hold = true;
   } else {
     ++routing_misses_;
@@ -357,7 +529,21 @@ void Engine::on_close(const MsgHeader& h) {
     ++routing_misses_;
     return;
   }
-  fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id));
+  if (c->is_send) {  // the receiver went away: nothing more can be delivered
+    fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id));
+    return;
+  }
+  // The sender sent h.seq messages: receives of those still complete when their data lands
+  // (it may still be on another endpoint); receives beyond them fail now, later ones at once.
+  c->peer_sent = h.seq;
+  c->peer_closed = true;
+  for (auto& r : c->recvs) {
+    if (r.active && !r.done && r.seq >= h.seq) {
+      r.error = core::error(Code::closed, "the peer closed communicator ", c->id, " after ",
+                            h.seq, " messages");
+      r.done = true;
+    }
+  }
 }
 
 void Engine::on_write_data(uint64_t data, size_t len) {
@@ -434,14 +620,16 @@ Result<Completion> Engine::test(uint16_t comm, Request req) {
 }
 
 Result<size_t> Engine::wait(uint16_t comm, Request req, Deadline deadline) {
-  for (;;) {
+  for (uint32_t spin = 0;; ++spin) {
     XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, req));
     if (done.done) return done.bytes;
-    if (deadline.expired()) {
-      return core::error(Code::timeout, "wait: request ", req.seq, " on communicator ", comm,
-                         " did not complete before the deadline");
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) {
+        return core::error(Code::timeout, "wait: request ", req.seq, " on communicator ", comm,
+                           " did not complete before the deadline");
+      }
+      std::this_thread::yield();
     }
-    std::this_thread::yield();
   }
 }
 

@@ -172,6 +172,8 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
     case MsgType::conn_reject:
     case MsgType::abort:
     case MsgType::close:
+    case MsgType::rts:
+    case MsgType::credit:
       if (body != 0) {
         return core::error(Code::protocol, "control message type ", int(h.type), " carries ",
                            body, " unexpected bytes");

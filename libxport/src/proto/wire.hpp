@@ -17,7 +17,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire formats are littl
 
 inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
 inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;  // 2: eager credits, RTS
 inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr size_t kMaxRails = 32;
 // All addresses of a CONN_REQ together (rails x {data, control} x address size) stay below this,
@@ -71,6 +71,9 @@ enum class MsgType : uint8_t {
   eager = 5,       // sender -> receiver: message `seq` inline after the header
   abort = 6,       // either way: message `seq` failed at the peer (reason in `aux`)
   close = 7,       // either way: the communicator is closed
+  rts = 8,         // sender -> receiver: message `seq` of `length` bytes goes by rendezvous and
+                   // no CTS has come for it yet (the receiver's buffer was eager-sized)
+  credit = 9,      // receiver -> sender: every receive up to `seq` is posted (eager credit)
 };
 
 struct MsgHeader {
@@ -148,6 +151,22 @@ struct CqData {
 inline CqData decode_cq_data(uint64_t d) {
   return {static_cast<uint16_t>(d & 0xffff), static_cast<uint16_t>((d >> 16) & 0xffff),
           static_cast<uint32_t>(d >> 32)};
+}
+
+// An eager message without a header (providers with 8 bytes of remote CQ data): the CQ data
+// routes it like a write's and its high word carries the low 32 bits of the sequence number;
+// the payload is the whole message.
+inline uint64_t encode_eager_data(uint16_t comm, uint16_t slot, uint64_t seq) {
+  return (seq << 32) | (static_cast<uint64_t>(slot) << 16) | comm;
+}
+// The sequence number with these low 32 bits nearest to `near`: a receiver's window of
+// possible messages (2 x depth) is far narrower than 2^31.
+inline uint64_t widen_seq(uint32_t low, uint64_t near) {
+  const uint64_t span = uint64_t{1} << 32;
+  uint64_t s = (near & ~(span - 1)) | low;
+  if (s > near && s - near > span / 2 && s >= span) s -= span;
+  else if (s < near && near - s > span / 2) s += span;
+  return s;
 }
 
 // ---- exported remote keys ----

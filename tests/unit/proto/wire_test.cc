@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "core/format.hpp"
 #include "proto/wire.hpp"
 
 namespace xport::proto {
@@ -73,9 +74,10 @@ TEST(Handle, EverySingleBitFlipIsRefused) {
 TEST(Handle, FutureVersionAndTrailingBytesAreNamed) {
   auto bytes = encode_handle(sample_handle());
   auto future = bytes;
-  future[4] = 2;
+  future[4] = static_cast<uint8_t>(kWireVersion + 1);
   auto h = decode_handle(future);
-  EXPECT_NE(h.status().message().find("version 2 is not supported"), std::string::npos)
+  EXPECT_NE(h.status().message().find(core::str("version ", kWireVersion + 1, " is not supported")),
+            std::string::npos)
       << h.status().message();
   auto longer = bytes;
   longer.push_back(0);
@@ -96,6 +98,12 @@ TEST(Message, HeaderValidation) {
   EXPECT_FALSE(decode_header(buf, sizeof(MsgHeader) - 1).ok());
   EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("unexpected bytes"),
             std::string::npos);
+  for (MsgType t : {MsgType::rts, MsgType::credit}) {  // header-only control messages
+    h.type = static_cast<uint8_t>(t);
+    std::memcpy(buf, &h, sizeof(h));
+    EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader)).ok()) << int(h.type);
+    EXPECT_FALSE(decode_header(buf, sizeof(buf)).ok()) << int(h.type) << " with a body";
+  }
   h.type = 99;
   std::memcpy(buf, &h, sizeof(h));
   EXPECT_NE(decode_header(buf, sizeof(MsgHeader)).status().message().find("unknown message type"),
@@ -208,6 +216,25 @@ TEST(CqData, RoutesAndCarriesLength) {
   EXPECT_EQ(c.length, 1u << 20);
   EXPECT_EQ(decode_cq_data(encode_cq_data(1, 2, 1ull << 33, 8)).length, kLengthUnknown);
   EXPECT_EQ(encode_cq_data(1, 2, 5, 4) >> 32, 0u) << "4-byte CQ data carries no length";
+}
+
+TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequence) {
+  const uint64_t d = encode_eager_data(0x0102, 7, 0x1234567890ull);
+  const CqData c = decode_cq_data(d);
+  EXPECT_EQ(c.comm, 0x0102);
+  EXPECT_EQ(c.slot, 7);
+  EXPECT_EQ(c.length, 0x34567890u) << "the high word carries the sequence's low 32 bits";
+  // The receiver recovers the full sequence from its own position, on both sides of it and
+  // across 2^32 boundaries (window of +-depth around the next receive).
+  for (uint64_t near : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 3, uint64_t{1} << 32,
+                        (uint64_t{7} << 32) + 2, ~uint64_t{0} - 100}) {
+    for (int64_t delta = -70; delta <= 70; ++delta) {
+      if (delta < 0 && near < static_cast<uint64_t>(-delta)) continue;
+      const uint64_t seq = near + static_cast<uint64_t>(delta);
+      EXPECT_EQ(widen_seq(static_cast<uint32_t>(seq), near), seq)
+          << "near " << near << " delta " << delta;
+    }
+  }
 }
 
 TEST(RemoteKey, RoundTripAndValidation) {

@@ -1,0 +1,279 @@
+// Eager credits and request-to-send, in one process (a device connected to itself, so the test
+// decides exactly when receives are posted): unexpected eager messages are bounded by the
+// communicator's depth, a rendezvous message finds a receive posted with an eager-sized buffer,
+// and messages larger than the receive buffer fail where the semantics say.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "core/knob.hpp"
+#include "xport/xport.hpp"
+
+namespace xport {
+namespace {
+
+constexpr int kDepth = 8;  // XPORT_MAX_REQUESTS for these tests: credits = depth
+
+struct Param {
+  const char* provider;
+  const char* progress;
+};
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string s = std::string(info.param.provider) + "_" + info.param.progress;
+  for (char& c : s)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
+
+class FlowControl : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    setenv("XPORT_PROVIDER", GetParam().provider, 1);
+    setenv("XPORT_PROGRESS", GetParam().progress, 1);
+    setenv("XPORT_MAX_REQUESTS", std::to_string(kDepth).c_str(), 1);
+    core::reload_knobs();
+    ContextOptions o;
+    o.peers_on_host = true;
+    auto ctx = Context::open(o);
+    if (!ctx.ok() && ctx.status().code() == Code::not_found) {
+      GTEST_SKIP() << "provider " << GetParam().provider << " is absent: "
+                   << ctx.status().to_string();
+    }
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    ctx_ = std::move(ctx).value();
+    auto dev = ctx_->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    dev_ = std::move(dev).value();
+    auto listener = dev_->listen();
+    ASSERT_TRUE(listener.ok()) << listener.status().to_string();
+    listener_ = std::move(listener).value();
+    auto send = dev_->connect(listener_->handle(), soon());
+    ASSERT_TRUE(send.ok()) << send.status().to_string();
+    send_ = std::move(send).value();
+    auto recv = listener_->accept(soon());
+    ASSERT_TRUE(recv.ok()) << recv.status().to_string();
+    recv_ = std::move(recv).value();
+    src_.resize(1 << 20);
+    dst_.resize(1 << 20);
+    auto a = dev_->register_memory(src_.data(), src_.size());
+    auto b = dev_->register_memory(dst_.data(), dst_.size());
+    ASSERT_TRUE(a.ok() && b.ok());
+    src_reg_ = std::move(a).value();
+    dst_reg_ = std::move(b).value();
+  }
+  void TearDown() override {
+    recv_.reset();
+    send_.reset();
+    listener_.reset();
+    dev_.reset();
+    ctx_.reset();
+    unsetenv("XPORT_PROVIDER");
+    unsetenv("XPORT_PROGRESS");
+    unsetenv("XPORT_MAX_REQUESTS");
+    core::reload_knobs();
+  }
+
+  // Drives progress until `req` is done or the deadline passes.
+  bool done_within(SendComm& c, Request req, std::chrono::milliseconds limit) {
+    const auto until = Deadline::after(limit);
+    while (!until.expired()) {
+      auto t = c.test(req);
+      if (!t.ok() || t->done) return true;
+    }
+    return false;
+  }
+
+  // Received-message counter of the device's endpoints (control traffic included).
+  uint64_t messages_in() const {
+    uint64_t n = 0;
+    for (const auto& e : dev_->stats().endpoints) n += e.ops[1];
+    return n;
+  }
+
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<SendComm> send_;
+  std::unique_ptr<RecvComm> recv_;
+  std::vector<uint8_t> src_, dst_;
+  Region src_reg_, dst_reg_;
+};
+
+TEST_P(FlowControl, UnexpectedEagerMessagesAreBoundedByCredits) {
+  // kDepth messages go out with no receive posted (the receiver holds them); the next ones wait
+  // for credit, which only receives being posted can give.
+  constexpr int kExtra = 4;
+  std::vector<Request> sends;
+  for (int i = 0; i < kDepth + kExtra; ++i) {
+    src_[i * 8] = static_cast<uint8_t>(i + 1);
+    if (i == kDepth) {
+      // Free the slots of the first kDepth, which completed without any receive posted.
+      for (int j = 0; j < kDepth; ++j) {
+        auto w = send_->wait(sends[j], soon());
+        ASSERT_TRUE(w.ok()) << "eager message " << j << " needs no receive to complete locally: "
+                            << w.status().to_string();
+      }
+    }
+    auto s = send_->isend(src_.data() + i * 8, 8, src_reg_);
+    ASSERT_TRUE(s.ok()) << "message " << i << ": " << s.status().to_string();
+    sends.push_back(*s);
+  }
+  // Credit for message kDepth needs receive 0 posted: none is, so it must not go out. (A bounded
+  // wait cannot prove "never"; 200 ms of progress passes is far beyond a loopback delivery.)
+  EXPECT_FALSE(done_within(*send_, sends[kDepth], std::chrono::milliseconds(200)))
+      << "message " << kDepth << " was sent beyond the receiver's credit";
+  // Posting receives grants credit in batches of depth/2; every message arrives, in order.
+  for (int i = 0; i < kDepth + kExtra; ++i) {
+    auto r = recv_->irecv(dst_.data() + i * 8, 8, dst_reg_);
+    ASSERT_TRUE(r.ok()) << "receive " << i << ": " << r.status().to_string();
+    auto got = recv_->wait(*r, soon());
+    ASSERT_TRUE(got.ok()) << "receive " << i << ": " << got.status().to_string();
+    EXPECT_EQ(*got, 8u);
+    EXPECT_EQ(dst_[i * 8], static_cast<uint8_t>(i + 1)) << "message " << i << " out of order";
+  }
+  for (int i = kDepth; i < kDepth + kExtra; ++i) {
+    auto w = send_->wait(sends[i], soon());
+    EXPECT_TRUE(w.ok()) << "message " << i << ": " << w.status().to_string();
+  }
+}
+
+TEST_P(FlowControl, RendezvousFindsAnEagerSizedReceive) {
+  // The receive is posted first with a buffer no larger than XPORT_EAGER_MAX: no CTS goes out
+  // for it until the sender's request-to-send asks, then the message is truncated at both ends.
+  auto r = recv_->irecv(dst_.data(), 64, dst_reg_);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto s = send_->isend(src_.data(), 65536, src_reg_);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto sent = send_->wait(*s, soon());
+  ASSERT_FALSE(sent.ok()) << "a 65536-byte message into a 64-byte receive must fail";
+  EXPECT_EQ(sent.status().code(), Code::truncated) << sent.status().to_string();
+  EXPECT_NE(sent.status().message().find("64 bytes"), std::string::npos)
+      << sent.status().message();
+  auto got = recv_->wait(*r, soon());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::truncated) << got.status().to_string();
+  // The communicator goes on: the next rendezvous message lands whole.
+  std::iota(src_.begin(), src_.begin() + 65536, uint8_t{3});
+  r = recv_->irecv(dst_.data(), 65536, dst_reg_);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  s = send_->isend(src_.data(), 65536, src_reg_);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE(send_->wait(*s, soon()).ok());
+  got = recv_->wait(*r, soon());
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, 65536u);
+  EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), 65536), 0);
+}
+
+TEST_P(FlowControl, RequestToSendBeforeTheReceiveIsPosted) {
+  // The sender's RTS arrives while no receive is posted. A large receive posted afterwards gets
+  // the message; an eager-sized one after an early RTS must answer it (and fail cleanly at both
+  // ends) rather than leave the sender waiting for a CTS that never comes.
+  std::iota(src_.begin(), src_.end(), uint8_t{7});
+  const uint64_t before = messages_in();
+  auto s = send_->isend(src_.data(), 200000, src_reg_);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const auto until = Deadline::after(std::chrono::seconds(20));
+  while (messages_in() == before && !until.expired()) ASSERT_TRUE(dev_->progress().ok());
+  ASSERT_GT(messages_in(), before) << "the request-to-send never arrived";
+  auto r = recv_->irecv(dst_.data(), dst_.size(), dst_reg_);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(send_->wait(*s, soon()).ok());
+  auto got = recv_->wait(*r, soon());
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, 200000u);
+  EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), 200000), 0);
+
+  const uint64_t before2 = messages_in();
+  s = send_->isend(src_.data(), 200000, src_reg_);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const auto until2 = Deadline::after(std::chrono::seconds(20));
+  while (messages_in() == before2 && !until2.expired()) ASSERT_TRUE(dev_->progress().ok());
+  r = recv_->irecv(dst_.data(), 100, dst_reg_);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto sent = send_->wait(*s, soon());
+  EXPECT_EQ(sent.status().code(), Code::truncated) << sent.status().to_string();
+  got = recv_->wait(*r, soon());
+  EXPECT_EQ(got.status().code(), Code::truncated) << got.status().to_string();
+}
+
+TEST_P(FlowControl, EagerMessageLargerThanTheReceiveFailsTheReceive) {
+  // Eager messages do not wait for the receiver: the sender completes, the receive reports the
+  // truncation (docs/semantics.md), and the next message is unaffected.
+  auto r = recv_->irecv(dst_.data(), 16, dst_reg_);
+  ASSERT_TRUE(r.ok());
+  auto s = send_->isend(src_.data(), 100, src_reg_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(send_->wait(*s, soon()).ok());
+  auto got = recv_->wait(*r, soon());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::truncated) << got.status().to_string();
+  EXPECT_NE(got.status().message().find("100 bytes"), std::string::npos)
+      << got.status().message();
+  src_[0] = 0x42;
+  r = recv_->irecv(dst_.data(), 16, dst_reg_);
+  ASSERT_TRUE(r.ok());
+  s = send_->isend(src_.data(), 1, src_reg_);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(send_->wait(*s, soon()).ok());
+  got = recv_->wait(*r, soon());
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, 1u);
+  EXPECT_EQ(dst_[0], 0x42);
+}
+
+TEST_P(FlowControl, MessagesSentBeforeCloseAreStillReceived) {
+  // CLOSE says how many messages were sent: receives of those complete (even when CLOSE arrives
+  // first, as it may over another endpoint), the next receive fails with Code::closed.
+  constexpr int kSent = 5;
+  std::vector<Request> sends;
+  for (int i = 0; i < kSent; ++i) {
+    src_[i * 8] = static_cast<uint8_t>(0x60 + i);
+    auto s = send_->isend(src_.data() + i * 8, 8, src_reg_);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    sends.push_back(*s);
+  }
+  for (auto& s : sends) ASSERT_TRUE(send_->wait(s, soon()).ok());
+  send_.reset();  // closes: CLOSE(sent = 5)
+  for (int i = 0; i < kSent; ++i) {
+    auto r = recv_->irecv(dst_.data() + i * 8, 8, dst_reg_);
+    ASSERT_TRUE(r.ok()) << "receive " << i << ": " << r.status().to_string();
+    auto got = recv_->wait(*r, soon());
+    ASSERT_TRUE(got.ok()) << "message " << i << " was sent before the close: "
+                          << got.status().to_string();
+    EXPECT_EQ(dst_[i * 8], static_cast<uint8_t>(0x60 + i));
+  }
+  // The CLOSE itself may still be on its way: drive progress until a receive reports it.
+  Status last;
+  const auto until = Deadline::after(std::chrono::seconds(20));
+  while (!until.expired()) {
+    auto r = recv_->irecv(dst_.data(), 8, dst_reg_);
+    if (!r.ok()) {
+      last = r.status();
+      break;
+    }
+    auto got = recv_->wait(*r, Deadline::after(std::chrono::milliseconds(100)));
+    if (!got.ok() && got.status().code() != Code::timeout) {
+      last = got.status();
+      break;
+    }
+    ASSERT_FALSE(got.ok()) << "a sixth message arrived that was never sent";
+  }
+  EXPECT_EQ(last.code(), Code::closed) << last.to_string();
+  EXPECT_NE(last.message().find("after 5 messages"), std::string::npos) << last.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, FlowControl,
+                         ::testing::Values(Param{"shm", "auto"}, Param{"tcp;ofi_rxm", "auto"},
+                                           Param{"tcp;ofi_rxm", "manual"}, Param{"tcp", "auto"},
+                                           Param{"sockets", "auto"}),
+                         param_name);
+
+}  // namespace
+}  // namespace xport
