@@ -36,7 +36,7 @@ def listening(port):
 
 def run_bench(bench, provider, size, iterations):
     out = subprocess.run([bench, "--provider", provider, "--op", "send", "--size", str(size),
-                          "--iterations", str(iterations), "--warmup", str(iterations // 10),
+                          "--iterations", str(iterations), "--warmup", str(iterations),
                           "--json"], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         sys.exit(f"xport-bench failed ({provider}, {size}): {out.stderr.strip()}")
