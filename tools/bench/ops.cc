@@ -150,8 +150,8 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     if (i % 1024 == 0) dl = s.deadline();
     if (p.check) fill(ping, p.size, seed_of(p.size, i, kPing));
     maybe_corrupt(p, i, ping);
-    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(ping, p.size, s.data));
-    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(pong, p.size, s.data));
+    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(pong, p.size, s.data));  // before the ping:
+    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(ping, p.size, s.data));  // its CTS leads
     XPORT_RETURN_IF_ERROR(s.tx->wait(tx, dl).status());
     XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, dl));
     const auto t1 = Clock::now();
@@ -213,14 +213,19 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
   Deadline dl = s.deadline();
   uint8_t* const ping = s.buf;  // as in send_initiate: separate receive and send buffers
   uint8_t* const pong = s.buf + pong_offset(p);
+  // Each receive is posted before the previous pong goes out, as fi_pingpong keeps a receive
+  // posted: a large ping then finds its clear-to-send instead of asking for it (RTS) first.
+  XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(ping, p.size, s.data));
   for (int i = 0; i < n; ++i) {
     if (i % 1024 == 0) dl = s.deadline();  // as in send_initiate: no clock read per message
-    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(ping, p.size, s.data));
     XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, dl));
     if (p.check) {
       const size_t off = verify(ping, p.size, seed_of(p.size, i, kPing));
       if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
       fill(pong, p.size, seed_of(p.size, i, kPong));
+    }
+    if (i + 1 < n) {
+      XPORT_ASSIGN_OR_RETURN(rx, s.rx->irecv(ping, p.size, s.data));
     }
     XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(pong, p.size, s.data));
     XPORT_RETURN_IF_ERROR(s.tx->wait(tx, dl).status());
