@@ -36,6 +36,18 @@ EngineConfig EngineConfig::from_knobs() {
   return c;
 }
 
+rail::RailConfig EngineConfig::rail_config() const {
+  rail::RailConfig rc;
+  rc.rx_buffers = rx_buffers;
+  rc.tx_buffers = tx_buffers;
+  // A buffer holds an eager message or the largest control message (a CONN_REQ).
+  rc.buffer_bytes =
+      sizeof(MsgHeader) + std::max(eager_max, sizeof(ConnBody) + kMaxConnAddressBytes);
+  rc.first_key = first_key;
+  rc.cq_size = 8 * (rc.rx_buffers + rc.tx_buffers);
+  return rc;
+}
+
 Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& rails,
                                              const Capabilities& caps,
                                              const EngineConfig& config) {
@@ -61,14 +73,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   if (e->config_.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
     e->config_.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
   }
-  rail::RailConfig rc;
-  rc.rx_buffers = e->config_.rx_buffers;
-  rc.tx_buffers = e->config_.tx_buffers;
-  // A buffer holds an eager message or the largest control message (a CONN_REQ).
-  rc.buffer_bytes = sizeof(MsgHeader) +
-                    std::max(e->config_.eager_max, sizeof(ConnBody) + kMaxConnAddressBytes);
-  rc.first_key = e->config_.first_key;
-  rc.cq_size = 8 * (rc.rx_buffers + rc.tx_buffers);
+  const rail::RailConfig rc = e->config_.rail_config();
   for (const fi_info* r : rails) {
     if (r->domain_attr->cq_data_size != e->cq_data_bytes_) {
       return core::error(Code::unsupported, "rails differ in remote CQ data size (",

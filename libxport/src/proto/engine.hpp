@@ -221,6 +221,9 @@ struct EngineConfig {
   std::chrono::milliseconds rail_check{100};
   std::chrono::milliseconds rail_retry{1000};
   static EngineConfig from_knobs();
+  // The rail layout this config gives every rail (bounce buffers sized for an eager message or
+  // the largest control message, behind a header); device_registered_bytes() sizes from it too.
+  rail::RailConfig rail_config() const;
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
