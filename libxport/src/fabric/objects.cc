@@ -194,18 +194,8 @@ Status Endpoint::injectdata(const void* buf, size_t len, uint64_t data, fi_addr_
 
 Status Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry) {
   // Posted receives are counted as buffers, not as traffic: bytes are counted on arrival.
-  std::chrono::steady_clock::time_point until{};
-  for (int64_t tries = 0;; ++tries) {
-    ssize_t ret = fi_recv(ep_.get(), buf, len, desc, src, ctx);
-    if (ret == 0) return Status::success();
-    if (ret != -FI_EAGAIN) return fi_status(static_cast<int>(ret), core::str("fi_recv on ", name_));
-    if (tries == 0) until = std::chrono::steady_clock::now() + retry_bound_;
-    if (!retry || std::chrono::steady_clock::now() >= until) {
-      return core::error(Code::again, "fi_recv on ", name_, ": provider busy (-FI_EAGAIN)");
-    }
-    counters_.eagain_retries.add();
-    if (hook_ != nullptr) hook_(hook_arg_);
-  }
+  return retry_eagain("fi_recv", retry,
+                      [&] { return fi_recv(ep_.get(), buf, len, desc, src, ctx); });
 }
 
 Status Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,

@@ -121,6 +121,10 @@ class Endpoint {
  private:
   template <typename F>
   Status post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn);
+  // fn() until it is not -FI_EAGAIN, within retry_bound_ (and only once without `retry`),
+  // driving the progress hook between tries; counts the retries, not the post.
+  template <typename F>
+  Status retry_eagain(const char* what, bool retry, F&& fn);
 
   Owned<fid_ep> ep_;
   std::string name_;
@@ -192,13 +196,17 @@ Result<size_t> CompletionQueue::poll(size_t batch, OnOk&& on_ok, OnError&& on_er
 
 template <typename F>
 Status Endpoint::post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn) {
+  Status s = retry_eagain(what, retry, std::forward<F>(fn));
+  if (s.ok()) counters_.count_post(op, bytes);
+  return s;
+}
+
+template <typename F>
+Status Endpoint::retry_eagain(const char* what, bool retry, F&& fn) {
   std::chrono::steady_clock::time_point until{};
   for (int64_t tries = 0;; ++tries) {
     ssize_t ret = fn();
-    if (ret == 0) {
-      counters_.count_post(op, bytes);
-      return Status::success();
-    }
+    if (ret == 0) return Status::success();
     if (ret != -FI_EAGAIN) return fi_status(static_cast<int>(ret), core::str(what, " on ", name_));
     if (tries == 0) until = std::chrono::steady_clock::now() + retry_bound_;
     if (!retry || std::chrono::steady_clock::now() >= until) {
