@@ -9,7 +9,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "core/knob.hpp"
+#include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
 namespace xport {
@@ -17,39 +17,16 @@ namespace {
 
 constexpr int kDepth = 8;  // XPORT_MAX_REQUESTS for these tests: credits = depth
 
-struct Param {
-  const char* provider;
-  const char* progress;
-};
-
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::string(info.param.provider) + "_" + info.param.progress;
-  for (char& c : s)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
-}
-
 Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
 
-class FlowControl : public ::testing::TestWithParam<Param> {
+class FlowControl : public test::ProviderTest {
  protected:
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_MAX_REQUESTS", std::to_string(kDepth)}};
+  }
   void SetUp() override {
-    setenv("XPORT_PROVIDER", GetParam().provider, 1);
-    setenv("XPORT_PROGRESS", GetParam().progress, 1);
-    setenv("XPORT_MAX_REQUESTS", std::to_string(kDepth).c_str(), 1);
-    core::reload_knobs();
-    ContextOptions o;
-    o.peers_on_host = true;
-    auto ctx = Context::open(o);
-    if (!ctx.ok() && ctx.status().code() == Code::not_found) {
-      GTEST_SKIP() << "provider " << GetParam().provider << " is absent: "
-                   << ctx.status().to_string();
-    }
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    ctx_ = std::move(ctx).value();
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    dev_ = std::move(dev).value();
+    ProviderTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     auto listener = dev_->listen();
     ASSERT_TRUE(listener.ok()) << listener.status().to_string();
     listener_ = std::move(listener).value();
@@ -68,15 +45,10 @@ class FlowControl : public ::testing::TestWithParam<Param> {
     dst_reg_ = std::move(b).value();
   }
   void TearDown() override {
-    recv_.reset();
+    recv_.reset();  // the communicators go before the device
     send_.reset();
     listener_.reset();
-    dev_.reset();
-    ctx_.reset();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_PROGRESS");
-    unsetenv("XPORT_MAX_REQUESTS");
-    core::reload_knobs();
+    ProviderTest::TearDown();
   }
 
   // Drives progress until `req` is done or the deadline passes.
@@ -96,8 +68,6 @@ class FlowControl : public ::testing::TestWithParam<Param> {
     return n;
   }
 
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<Device> dev_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<SendComm> send_;
   std::unique_ptr<RecvComm> recv_;
@@ -269,11 +239,8 @@ TEST_P(FlowControl, MessagesSentBeforeCloseAreStillReceived) {
   EXPECT_NE(last.message().find("after 5 messages"), std::string::npos) << last.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, FlowControl,
-                         ::testing::Values(Param{"shm", "auto"}, Param{"tcp;ofi_rxm", "auto"},
-                                           Param{"tcp;ofi_rxm", "manual"}, Param{"tcp", "auto"},
-                                           Param{"sockets", "auto"}),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Providers, FlowControl, test::all_providers(),
+                         test::provider_param_name);
 
 }  // namespace
 }  // namespace xport

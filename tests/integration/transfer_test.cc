@@ -10,6 +10,7 @@
 
 #include "core/knob.hpp"
 #include "harness.hpp"
+#include "provider_fixture.hpp"
 #include "stream.hpp"
 #include "proto/wire.hpp"
 #include "xport/xport.hpp"
@@ -17,45 +18,11 @@
 namespace xport {
 namespace {
 
-struct Param {
-  const char* provider;
-  const char* progress;
-};
+using Param = test::ProviderParam;
+constexpr auto param_name = test::provider_param_name;
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::string(info.param.provider) + "_" + info.param.progress;
-  for (char& c : s)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
-}
-
-class Transfer : public ::testing::TestWithParam<Param> {
+class Transfer : public test::ProviderTest {
  protected:
-  void SetUp() override {
-    setenv("XPORT_PROVIDER", GetParam().provider, 1);
-    setenv("XPORT_PROGRESS", GetParam().progress, 1);
-    core::reload_knobs();
-    ContextOptions o;
-    o.peers_on_host = true;
-    auto ctx = Context::open(o);
-    if (!ctx.ok() && ctx.status().code() == Code::not_found) {
-      GTEST_SKIP() << "provider " << GetParam().provider << " is absent: "
-                   << ctx.status().to_string();
-    }
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    ctx_ = std::move(ctx).value();
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    dev_ = std::move(dev).value();
-  }
-  void TearDown() override {
-    dev_.reset();
-    ctx_.reset();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_PROGRESS");
-    core::reload_knobs();
-  }
-
   test::ChildProcess peer(const std::vector<std::string>& args) {
     const char* bin = std::getenv("XTEST_PEER_BIN");
     std::vector<std::string> argv{bin != nullptr ? bin : "xport-test-peer"};
@@ -81,9 +48,6 @@ class Transfer : public ::testing::TestWithParam<Param> {
   void send_stream(SendComm& comm, uint32_t seed, size_t count, size_t max) {
     test::send_stream(*dev_, comm, seed, count, max, 16, std::chrono::seconds(20));
   }
-
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<Device> dev_;
 };
 
 TEST_P(Transfer, TenThousandMessagesInOrderWithRendezvous) {
@@ -380,11 +344,7 @@ TEST_P(Transfer, BadHandlesAndBuffersGiveClearErrors) {
   EXPECT_EQ(p.wait_exit(20000), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, Transfer,
-                         ::testing::Values(Param{"shm", "auto"}, Param{"tcp;ofi_rxm", "auto"},
-                                           Param{"tcp;ofi_rxm", "manual"}, Param{"tcp", "auto"},
-                                           Param{"sockets", "auto"}),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Providers, Transfer, test::all_providers(), param_name);
 
 }  // namespace
 }  // namespace xport
