@@ -290,22 +290,16 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
   rails_[polling_rail_]->consecutive_failures() = 0;
   XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
             " data 0x", std::hex, e.data, " ctx ", e.op_context);
-  // A headerless eager message: a received message (not a remote write) with CQ data.
-  if ((e.flags & FI_REMOTE_CQ_DATA) && (e.flags & FI_RECV) &&
-      !(e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_WRITE | FI_READ | FI_SEND)) && ctx != nullptr &&
-      ctx->type == fabric::OpType::rx_buffer) {
-    auto* ch = static_cast<pool::Channel*>(ctx->owner);
-    memory::Buffer* b = &ch->rx->at(ctx->index);
-    ch->endpoint->counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
-    ch->endpoint->counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
-    bool hold = false;
-    on_eager_data(ch, b, e.data, e.len, &hold);
-    if (!hold) repost(ch, b);
-    return;
-  }
   // Target side of a write with data. (sockets also flags the initiator's own write completion
   // with FI_REMOTE_CQ_DATA, so initiator flags exclude it.)
-  if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND))) {
+  const bool remote_data =
+      (e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND));
+  // ... unless it is a headerless eager message: a received message (not a remote write) with
+  // CQ data, in one of our receive buffers.
+  const bool eager_data = remote_data && (e.flags & FI_RECV) &&
+                          !(e.flags & (FI_RMA | FI_REMOTE_WRITE)) && ctx != nullptr &&
+                          ctx->type == fabric::OpType::rx_buffer;
+  if (remote_data && !eager_data) {
     on_write_data(e.data, e.len);
     // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
     // Otherwise op_context is undefined for remote completions and must not be read.
@@ -326,7 +320,11 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
       ch->endpoint->counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
       ch->endpoint->counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
       bool hold = false;
-      on_message(ch, b, e.len, &hold);
+      if (eager_data) {
+        on_eager_data(ch, b, e.data, e.len, &hold);
+      } else {
+        on_message(ch, b, e.len, &hold);
+      }
       if (!hold) repost(ch, b);
       break;
     }
