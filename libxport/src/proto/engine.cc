@@ -561,23 +561,14 @@ void Engine::flush_pending() {
   for (size_t n = pending_eager_.size(); n > 0; --n) {
     PendingEager p = pending_eager_.front();
     pending_eager_.pop_front();
-    Status s = p.buffer != nullptr
-                   ? p.ch->endpoint->send(p.buffer->data, p.len, p.ch->tx->desc(), p.ch->peer,
-                                          &p.buffer->ctx, false)
-                   : p.ch->endpoint->senddata(p.src, p.len, p.desc, p.data, p.ch->peer, p.ctx,
-                                              false);
+    Status s = post_eager(p);
     if (s.ok()) continue;
     if (s.code() == Code::again && !expired(p.since)) {
       pending_eager_.push_back(p);
       continue;
     }
-    if (p.buffer == nullptr) {
-      on_eager_sent(p.ctx, std::move(s).with_context("eager send"));
-      continue;
-    }
-    on_eager_sent(&p.buffer->ctx, std::move(s).with_context("eager send"));
-    pool::Channel* owner = static_cast<pool::Channel*>(p.buffer->ctx.owner);
-    owner->tx->give_back(p.buffer);
+    on_eager_sent(p.ctx, std::move(s).with_context("eager send"));
+    if (p.buffer != nullptr) p.ch->tx->give_back(p.buffer);
   }
   for (size_t n = pending_rma_.size(); n > 0; --n) {
     PendingRma p = pending_rma_.front();

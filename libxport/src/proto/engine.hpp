@@ -172,13 +172,16 @@ struct PendingControl {
   Deadline::Clock::time_point since{};
 };
 
+// One eager transmission: headerless from the caller's buffer with CQ data (buffer == nullptr),
+// or header + payload in a bounce buffer (buffer, whose context names the request). Queued as is
+// while the provider answers -FI_EAGAIN.
 struct PendingEager {
   pool::Channel* ch = nullptr;
-  memory::Buffer* buffer = nullptr;  // holds header + payload; its context names the request
-  size_t len = 0;
-  // Headerless (buffer == nullptr): sent from the caller's buffer with CQ data.
+  memory::Buffer* buffer = nullptr;
   const void* src = nullptr;
+  size_t len = 0;
   void* desc = nullptr;
+  bool with_data = false;
   uint64_t data = 0;
   fabric::OpContext* ctx = nullptr;
   Deadline::Clock::time_point since{};
@@ -326,6 +329,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void note_failure(uint32_t rail, const Status& status, bool from_post = true);
   bool connected_endpoints() const { return rails_[0]->connected_endpoints(); }
   Status send_eager(CommState& c, SendSlot& s, uint16_t slot);
+  Status post_eager(const PendingEager& p);
   // A free bounce buffer of ch's tx pool; with `wait`, progress runs until one frees up or
   // XPORT_EAGAIN_TIMEOUT_MS passes. nullptr when none.
   memory::Buffer* take_tx(pool::Channel* ch, bool wait);

@@ -112,86 +112,67 @@ Status Engine::send_eager(CommState& c, SendSlot& s, uint16_t slot) {
   // Small messages go whole to one rail, round-robin.
   pool::Channel* ch = data_path(c);
   if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
+  PendingEager p;
+  p.ch = ch;
   if (headerless_eager_) {
     // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
-    const uint64_t data = encode_eager_data(c.peer_id, slot, s.seq);
-    Status st;
-    if (s.len <= inject_size_) {
-      st = ch->endpoint->injectdata(s.buf, s.len, data, ch->peer, false);
-      if (st.ok()) {
-        s.local_done = true;
-        return st;
-      }
-    }
+    p.src = s.buf;
+    p.len = s.len;
+    p.desc = s.region->mrs[ch->rail]->desc();
+    p.with_data = true;
+    p.data = encode_eager_data(c.peer_id, slot, s.seq);
     fabric::OpContext& ctx = s.stripe_ctx[0];
     ctx = fabric::OpContext{};
     ctx.type = fabric::OpType::eager_send;
-    ctx.comm = c.id;
-    ctx.slot = slot;
-    ctx.seq = s.seq;
     ctx.index = ch->rail;
     ctx.owner = ch;
-    void* desc = s.region->mrs[ch->rail]->desc();
-    if (st.ok() || st.code() == Code::again) {
-      st = ch->endpoint->senddata(s.buf, s.len, desc, data, ch->peer, &ctx, false);
-    }
-    if (st.code() == Code::again) {
-      PendingEager p;
-      p.ch = ch;
-      p.len = s.len;
-      p.src = s.buf;
-      p.desc = desc;
-      p.data = data;
-      p.ctx = &ctx;
-      p.since = Deadline::Clock::now();
-      pending_eager_.push_back(p);
-      st = Status::success();
-    } else if (!st.ok()) {
-      note_failure(ch->rail, st);
-      return st;
-    }
-    c.inflight += 1;
-    return st;
+    p.ctx = &ctx;
+  } else {
+    memory::Buffer* b = take_tx(ch, true);
+    if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
+    MsgHeader h = header(MsgType::eager, c, slot, s.seq);
+    h.length = s.len;
+    std::memcpy(b->data, &h, sizeof(h));
+    if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
+    p.buffer = b;
+    p.src = b->data;
+    p.len = sizeof(h) + s.len;
+    p.desc = ch->tx->desc();
+    p.ctx = &b->ctx;
   }
-  memory::Buffer* b = take_tx(ch, true);
-  if (b == nullptr) return core::error(Code::again, "no free send buffer on ", ch->label);
-  MsgHeader h = header(MsgType::eager, c, slot, s.seq);
-  h.length = s.len;
-  std::memcpy(b->data, &h, sizeof(h));
-  if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
-  const size_t total = sizeof(h) + s.len;
   Status st;
-  if (total <= inject_size_) {
-    st = ch->endpoint->inject(b->data, total, ch->peer, false);
+  if (p.len <= inject_size_) {
+    st = p.with_data ? ch->endpoint->injectdata(p.src, p.len, p.data, ch->peer, false)
+                     : ch->endpoint->inject(p.src, p.len, ch->peer, false);
     if (st.ok()) {
-      ch->tx->give_back(b);
+      if (p.buffer != nullptr) ch->tx->give_back(p.buffer);
       s.local_done = true;
       return st;
     }
   }
-  b->ctx.comm = c.id;
-  b->ctx.slot = slot;
-  b->ctx.seq = s.seq;
-  if (st.ok() || st.code() == Code::again) {
-    st = ch->endpoint->send(b->data, total, ch->tx->desc(), ch->peer, &b->ctx, false);
-  }
+  p.ctx->comm = c.id;  // the request the completion belongs to
+  p.ctx->slot = slot;
+  p.ctx->seq = s.seq;
+  if (st.ok() || st.code() == Code::again) st = post_eager(p);
   if (st.code() == Code::again) {
     // The provider is busy (or still connecting): progress posts it later; the request stays
     // open and its wait() deadline bounds the caller.
-    PendingEager p;
-    p.ch = ch;
-    p.buffer = b;
-    p.len = total;
     p.since = Deadline::Clock::now();
     pending_eager_.push_back(p);
     st = Status::success();
   } else if (!st.ok()) {
-    ch->tx->give_back(b);
+    if (p.buffer != nullptr) ch->tx->give_back(p.buffer);
     note_failure(ch->rail, st);
     return st;
   }
   c.inflight += 1;
   return st;
+}
+
+Status Engine::post_eager(const PendingEager& p) {
+  return p.with_data
+             ? p.ch->endpoint->senddata(p.src, p.len, p.desc, p.data, p.ch->peer, p.ctx, false)
+             : p.ch->endpoint->send(p.src, p.len, p.desc, p.ch->peer, p.ctx, false);
 }
 
 void Engine::on_eager_sent(fabric::OpContext* ctx, Status status) {
