@@ -8,9 +8,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
   auto h = xport::proto::decode_handle(bytes);
   if (h.ok()) {
-    // A handle that decodes must re-encode to the same bytes.
+    // A handle that decodes must re-encode to the same bytes, within NCCL's 128.
     auto again = xport::proto::encode_handle(*h);
-    if (again.size() != size) __builtin_trap();
+    if (!again.ok() || again->size() != size || size > xport::proto::kMaxHandleBytes) {
+      __builtin_trap();
+    }
   }
   auto k = xport::proto::decode_key(bytes);
   if (k.ok() && k->length == 0) __builtin_trap();

@@ -1,4 +1,5 @@
-// Fuzzes the message decoders (header, connection body) and the CQ-data decoder.
+// Fuzzes the message decoders (header, connection request and acknowledgement bodies) and the
+// CQ-data decoder.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -10,28 +11,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto h = decode_header(data, size);
   if (h.ok()) {
     const size_t body = size - sizeof(MsgHeader);
+    if (h->reserved0 != 0 || h->reserved1 != 0) __builtin_trap();
     if (h->type == static_cast<uint8_t>(MsgType::eager) && h->length != body) __builtin_trap();
-    if (h->type == static_cast<uint8_t>(MsgType::conn_req) && body != 0) {
-      auto b = decode_conn_body(data + sizeof(MsgHeader), body);
-      if (b.ok() && (b->rails.empty() || b->rails.size() > kMaxRails)) __builtin_trap();
+    if (h->type == static_cast<uint8_t>(MsgType::conn_req)) {
+      auto b = decode_conn_request(data + sizeof(MsgHeader), body);
+      if (b.ok() && b->rails.size() > kMaxRails) __builtin_trap();
       if (b.ok()) {
         // What decodes re-encodes to the same bytes.
-        auto again = encode_conn_body(*b);
-        if (again.size() != body || std::memcmp(again.data(), data + sizeof(MsgHeader), body) != 0)
+        auto again = encode_conn_request(*b);
+        if (!b->rails.empty() &&
+            (again.size() != body || std::memcmp(again.data(), data + sizeof(MsgHeader), body) != 0))
           __builtin_trap();
+        const uint32_t rails = static_cast<uint32_t>(b->rails.size());
         const uint32_t n = stripe_count(StripePlan{b->body.stripe_threshold, b->body.stripe_min,
                                                    b->body.stripe_align, b->body.stripe_rails},
-                                        h->length, static_cast<uint32_t>(b->rails.size()));
-        if (n == 0 || n > b->rails.size()) __builtin_trap();
+                                        h->length, rails == 0 ? 1 : rails);
+        if (n == 0 || n > (rails == 0 ? 1 : rails)) __builtin_trap();
       }
+    }
+    if (h->type == static_cast<uint8_t>(MsgType::conn_ack)) {
+      auto a = decode_conn_ack(data + sizeof(MsgHeader), body);
+      if (a.ok() && (a->body.depth == 0 || a->body.depth > kMaxSlots)) __builtin_trap();
     }
   }
   if (size >= 8) {
     uint64_t d;
     std::memcpy(&d, data, 8);
-    CqData c = decode_cq_data(d);
-    if (encode_cq_data(c.comm, c.slot, c.length, 8) != d && c.length != kLengthUnknown)
-      __builtin_trap();
+    for (size_t width : {size_t{4}, size_t{8}}) {
+      const CqData c = decode_cq_data(d, width);
+      if (c.slot >= kMaxSlots || c.field > 0xf) __builtin_trap();
+      const uint64_t mask = width >= 8 ? ~uint64_t{0} : 0xffffffffull;
+      if (encode_cq_data(c, width) != (d & mask)) __builtin_trap();
+    }
   }
   return 0;
 }

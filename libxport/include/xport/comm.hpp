@@ -17,6 +17,9 @@ namespace xport {
 namespace proto {
 class Engine;
 }
+namespace api {
+struct Access;
+}
 
 using ConnectionHandle = std::vector<uint8_t>;
 
@@ -40,7 +43,7 @@ class Listener {
   Result<std::unique_ptr<RecvComm>> accept(Deadline deadline);
 
  private:
-  friend class proto::Engine;
+  friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint64_t token_ = 0;
   ConnectionHandle handle_;
@@ -58,10 +61,10 @@ class SendComm {
   uint16_t id() const { return id_; }
 
  private:
-  friend class proto::Engine;
-  friend class Window;
+  friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint16_t id_ = 0;
+  uint8_t gen_ = 0;
 };
 
 class RecvComm {
@@ -79,10 +82,10 @@ class RecvComm {
   uint16_t id() const { return id_; }
 
  private:
-  friend class proto::Engine;
-  friend class Window;
+  friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint16_t id_ = 0;
+  uint8_t gen_ = 0;
 };
 
 }  // namespace xport

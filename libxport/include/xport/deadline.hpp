@@ -13,6 +13,9 @@ class Deadline {
   static Deadline at(Clock::time_point t) { return Deadline(t); }
   // Already expired: the call makes one non-blocking attempt.
   static Deadline now() { return Deadline(Clock::now()); }
+  // No deadline: the wait ends only with its event or an error (a peer that dies is still
+  // reported, within XPORT_PEER_TIMEOUT_MS; docs/semantics.md).
+  static Deadline never() { return Deadline(Clock::time_point::max()); }
   // The default for library waits: XPORT_TIMEOUT_MS from now.
   static Deadline from_knob();
 

@@ -12,10 +12,15 @@
 
 namespace xport {
 
-namespace proto {
-class Engine;
+namespace memory {
 struct RegionState;
+}  // namespace memory
+namespace proto {
+struct RemoteKey;
 }  // namespace proto
+namespace api {
+struct Access;
+}  // namespace api
 
 class Region {
  public:
@@ -30,24 +35,22 @@ class Region {
   bool contains(const void* p, size_t len) const;
 
  private:
-  friend class proto::Engine;
-  std::shared_ptr<proto::RegionState> state_;
+  friend struct api::Access;
+  std::shared_ptr<memory::RegionState> state_;
   uint8_t* view_base_ = nullptr;
   size_t view_length_ = 0;
 };
 
+// A peer's registered memory, imported from the bytes it exported: usable on windows to the
+// device that registered it (and only there: keys name their device).
 class RemoteRegion {
  public:
   RemoteRegion() = default;
-  uint64_t length() const { return length_; }
+  uint64_t length() const;
 
  private:
-  friend class proto::Engine;
-  bool virt_addr_ = false;
-  uint64_t base_ = 0;
-  uint64_t length_ = 0;
-  uint64_t mr_offset_ = 0;  // offset of base_ in its registration (offset-addressed providers)
-  std::vector<uint64_t> keys_;
+  friend struct api::Access;
+  std::shared_ptr<const proto::RemoteKey> key_;
 };
 
 }  // namespace xport

@@ -51,6 +51,12 @@ struct Stats {
   uint64_t registrations = 0;
   uint64_t registered_bytes = 0;
   uint64_t routing_misses = 0;  // messages or completions for no known communicator/request
+  uint64_t late_arrivals = 0;   // ... of them: traffic for a communicator already closed
+  uint64_t peers = 0;           // remote devices this device has channels to
+  uint64_t peers_lost = 0;      // peers declared lost (keepalive silence or provider errors)
+  uint64_t keepalives_sent = 0; // keepalive pings to peers that requests waited on
+  uint64_t deferred_posts = 0;  // posts queued for lack of provider room, buffers or CQ room
+  uint64_t overflow_copies = 0; // early eager messages copied out of their receive buffer
   uint64_t mr_cache_hits = 0;   // register_memory calls served by a live registration
   uint64_t mr_cache_misses = 0; // ... that registered anew
 };

@@ -37,6 +37,8 @@ class [[nodiscard]] Status {
   static Status success() { return Status(); }
 
   bool ok() const { return code_ == Code::ok; }
+  // `if (status)` reads as "if it succeeded", as with std::expected.
+  explicit operator bool() const { return ok(); }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
 
@@ -83,6 +85,7 @@ class [[nodiscard]] Result {
   ~Result() { destroy(); }
 
   bool ok() const { return has_value_; }
+  explicit operator bool() const { return has_value_; }
   const Status& status() const { return status_; }
 
   T& value() & { return value_ref(); }

@@ -32,7 +32,7 @@ class Window {
   uint64_t completed() const;
 
  private:
-  friend class proto::Engine;
+  friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint32_t id_ = 0;
 };

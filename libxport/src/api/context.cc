@@ -1,14 +1,68 @@
-// The public API: thin handles over the protocol engine (design.md §1).
+// The public API: thin handles over the protocol engine (design.md §1). The engine knows nothing
+// of these classes; this layer builds them from the ids, tokens and registrations it returns.
 #include "xport/context.hpp"
 
+#include "api/telemetry_hook.hpp"
 #include "core/knob.hpp"
 #include "core/log.hpp"
 #include "fabric/link.hpp"
 #include "fabric/provider.hpp"
-#include "api/telemetry_hook.hpp"
 #include "proto/engine.hpp"
 
 namespace xport {
+
+namespace api {
+// The one place that reads the public handles' insides.
+struct Access {
+  static proto::LocalBuffer local(const Region& r) {
+    return {&r.state_, r.view_base_, r.view_length_};
+  }
+  static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
+  static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
+  static pool::CommId id(const RecvComm& c) { return {c.id_, c.gen_}; }
+  static const std::shared_ptr<proto::Engine>& engine(const SendComm& c) { return c.engine_; }
+  static const std::shared_ptr<proto::Engine>& engine(const RecvComm& c) { return c.engine_; }
+
+  static Region region(memory::RegionRef state, void* buf, size_t len) {
+    Region out;
+    out.state_ = std::move(state);
+    out.view_base_ = static_cast<uint8_t*>(buf);
+    out.view_length_ = len;
+    return out;
+  }
+  static RemoteRegion remote(proto::RemoteKey k) {
+    RemoteRegion out;
+    out.key_ = std::make_shared<const proto::RemoteKey>(std::move(k));
+    return out;
+  }
+  template <typename Comm>
+  static std::unique_ptr<Comm> comm(const std::shared_ptr<proto::Engine>& e, pool::CommId id) {
+    auto out = std::unique_ptr<Comm>(new Comm());
+    out->engine_ = e;
+    out->id_ = id.index;
+    out->gen_ = id.gen;
+    return out;
+  }
+  static std::unique_ptr<Listener> listener(const std::shared_ptr<proto::Engine>& e,
+                                            uint64_t token, std::vector<uint8_t> handle) {
+    auto out = std::unique_ptr<Listener>(new Listener());
+    out->engine_ = e;
+    out->token_ = token;
+    out->handle_ = std::move(handle);
+    return out;
+  }
+  static Result<std::unique_ptr<Window>> window(const std::shared_ptr<proto::Engine>& e,
+                                                pool::CommId comm) {
+    XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(comm));
+    auto w = std::unique_ptr<Window>(new Window());
+    w->engine_ = e;
+    w->id_ = id;
+    return w;
+  }
+};
+}  // namespace api
+
+using api::Access;
 
 std::vector<topology::ProviderNic> provider_nics() {
   std::vector<topology::ProviderNic> out;
@@ -53,7 +107,7 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
   }
   req.want_auto_progress = progress == "auto";
   auto sel = fabric::select_provider(req);
-  if (!sel.ok()) return sel.status().with_context("Context::open");
+  if (!sel) return sel.status().with_context("Context::open");
   auto ctx = std::unique_ptr<Context>(new Context());
   ctx->state_ = std::make_unique<State>();
   ctx->state_->info = std::move(sel->info);
@@ -116,7 +170,7 @@ Result<std::unique_ptr<Device>> Context::open_device(const DeviceOptions& option
   proto::EngineConfig cfg = proto::EngineConfig::from_knobs();
   cfg.thread_safe = state_->thread_safe;
   auto engine = proto::Engine::open(rails, state_->report.caps, cfg);
-  if (!engine.ok()) return engine.status().with_context("open_device");
+  if (!engine) return engine.status().with_context("open_device");
   auto d = std::unique_ptr<Device>(new Device());
   d->engine_ = std::move(engine).value();
   for (size_t i = 0; i < rails.size(); ++i) {
@@ -137,18 +191,24 @@ std::vector<std::string> Device::rails() const {
 }
 
 Result<Region> Device::register_memory(void* buf, size_t len) {
-  return engine_->register_memory(buf, len);
+  XPORT_ASSIGN_OR_RETURN(auto state, engine_->register_memory(buf, len));
+  return Access::region(std::move(state), buf, len);
 }
 
 Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
-  return engine_->import_key(bytes);
+  XPORT_ASSIGN_OR_RETURN(auto key, engine_->import_key(bytes));
+  return Access::remote(std::move(key));
 }
 
-Result<std::unique_ptr<Listener>> Device::listen() { return engine_->listen(); }
+Result<std::unique_ptr<Listener>> Device::listen() {
+  XPORT_ASSIGN_OR_RETURN(auto l, engine_->listen());
+  return Access::listener(engine_, l.token, std::move(l.handle));
+}
 
 Result<std::unique_ptr<SendComm>> Device::connect(const ConnectionHandle& handle,
                                                   Deadline deadline) {
-  return engine_->connect(handle, deadline);
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect(handle, deadline));
+  return Access::comm<SendComm>(engine_, id);
 }
 
 Status Device::progress() { return engine_->progress(); }
@@ -157,9 +217,9 @@ Stats Device::stats() const { return engine_->stats(); }
 
 // ---- regions ----
 
-
 std::vector<uint8_t> Region::export_key() const {
-  return state_ ? state_->engine->export_key(*this) : std::vector<uint8_t>{};
+  if (!state_) return {};
+  return static_cast<proto::Engine*>(state_->owner.get())->export_key(Access::local(*this));
 }
 
 bool Region::contains(const void* p, size_t len) const {
@@ -169,6 +229,8 @@ bool Region::contains(const void* p, size_t len) const {
   return a >= b && a - b <= view_length_ && len <= view_length_ - (a - b);
 }
 
+uint64_t RemoteRegion::length() const { return key_ ? key_->length : 0; }
+
 // ---- communicators ----
 
 Listener::~Listener() {
@@ -176,73 +238,78 @@ Listener::~Listener() {
 }
 
 Result<std::unique_ptr<RecvComm>> Listener::accept(Deadline deadline) {
-  return engine_->accept(token_, deadline);
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->accept(token_, deadline));
+  return Access::comm<RecvComm>(engine_, id);
 }
 
 SendComm::~SendComm() {
-  if (engine_) engine_->close_comm(id_);
+  if (engine_) engine_->close_comm({id_, gen_});
 }
 
 Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region) {
-  return engine_->isend(id_, buf, len, region);
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, buf, len, Access::local(region)));
+  return Request{seq};
 }
 
-Result<Completion> SendComm::test(Request r) { return engine_->test(id_, r); }
+Result<Completion> SendComm::test(Request r) {
+  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+  return Completion{c.done, c.bytes};
+}
 
-Result<size_t> SendComm::wait(Request r, Deadline d) { return engine_->wait(id_, r, d); }
+Result<size_t> SendComm::wait(Request r, Deadline d) { return engine_->wait({id_, gen_}, r.seq, d); }
 
 RecvComm::~RecvComm() {
-  if (engine_) engine_->close_comm(id_);
+  if (engine_) engine_->close_comm({id_, gen_});
 }
 
 Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region) {
-  return engine_->irecv(id_, buf, len, region);
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->irecv({id_, gen_}, buf, len, Access::local(region)));
+  return Request{seq};
 }
 
-Result<Completion> RecvComm::test(Request r) { return engine_->test(id_, r); }
+Result<Completion> RecvComm::test(Request r) {
+  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+  return Completion{c.done, c.bytes};
+}
 
-Result<size_t> RecvComm::wait(Request r, Deadline d) { return engine_->wait(id_, r, d); }
+Result<size_t> RecvComm::wait(Request r, Deadline d) { return engine_->wait({id_, gen_}, r.seq, d); }
 
 Status RecvComm::flush(const void* buf, size_t len, const Region& region, Deadline d) {
-  return engine_->flush(id_, buf, len, region, d);
+  return engine_->flush({id_, gen_}, buf, len, Access::local(region), d);
 }
 
 // ---- windows ----
 
-namespace {
-Result<std::unique_ptr<Window>> make_window(const std::shared_ptr<proto::Engine>& engine,
-                                            uint16_t comm, std::unique_ptr<Window> w,
-                                            std::shared_ptr<proto::Engine>* slot, uint32_t* id) {
-  XPORT_ASSIGN_OR_RETURN(*id, engine->open_window(comm));
-  *slot = engine;
-  return w;
-}
-}  // namespace
-
 Result<std::unique_ptr<Window>> Window::open(const SendComm& comm) {
-  auto w = std::unique_ptr<Window>(new Window());
-  auto* raw = w.get();
-  return make_window(comm.engine_, comm.id_, std::move(w), &raw->engine_, &raw->id_);
+  return Access::window(Access::engine(comm), Access::id(comm));
 }
 
 Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm) {
-  auto w = std::unique_ptr<Window>(new Window());
-  auto* raw = w.get();
-  return make_window(comm.engine_, comm.id_, std::move(w), &raw->engine_, &raw->id_);
+  return Access::window(Access::engine(comm), Access::id(comm));
 }
 
 Window::~Window() {
   if (engine_) engine_->close_window(id_);
 }
 
+namespace {
+Status no_key(const char* what) {
+  return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
+}
+}  // namespace
+
 Status Window::put(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
                    size_t len) {
-  return engine_->put(id_, local, loff, remote, roff, len);
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("put");
+  return engine_->put(id_, Access::local(local), loff, *k, roff, len);
 }
 
 Status Window::get(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
                    size_t len) {
-  return engine_->get(id_, local, loff, remote, roff, len);
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("get");
+  return engine_->get(id_, Access::local(local), loff, *k, roff, len);
 }
 
 Status Window::quiet(Deadline deadline) { return engine_->quiet(id_, deadline); }

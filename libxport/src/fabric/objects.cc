@@ -77,14 +77,16 @@ Result<std::unique_ptr<CompletionQueue>> CompletionQueue::open(Domain& domain, s
   return cq;
 }
 
-Status CompletionQueue::read_error(void** context) {
+Status CompletionQueue::read_error(void** context, int* errnum) {
   fi_cq_err_entry err{};
   ssize_t ret = fi_cq_readerr(cq_.get(), &err, 0);
   if (ret < 0) {
     *context = nullptr;
+    *errnum = static_cast<int>(-ret);
     return fi_status(static_cast<int>(ret), "fi_cq_readerr");
   }
   *context = err.op_context;
+  *errnum = err.err;
   char buf[256] = {0};
   const char* prov = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
   Status s = fi_status(-err.err, "operation");
@@ -165,55 +167,64 @@ Result<std::vector<uint8_t>> Endpoint::address() const {
   return get_name(&ep_.get()->fid, name_.c_str());
 }
 
-Status Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx,
-                      bool retry) {
-  return post(OpKind::send, len, "fi_send", retry,
+Status Endpoint::result(ssize_t ret, const char* what) {
+  if (ret == 0) return Status::success();
+  if (ret == -FI_EAGAIN) {
+    counters_.eagain.add();
+    return Status(Code::again, core::str(what, " on ", name_, ": provider busy (-FI_EAGAIN)"));
+  }
+  return fi_status(static_cast<int>(ret), core::str(what, " on ", name_));
+}
+
+Status Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
+  return post(OpKind::send, len, "fi_send",
               [&] { return fi_send(ep_.get(), buf, len, desc, dest, ctx); });
 }
 
-Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest, bool retry) {
-  Status s = post(OpKind::send, len, "fi_inject", retry,
-                  [&] { return fi_inject(ep_.get(), buf, len, dest); });
+Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest) {
+  Status s = post(OpKind::send, len, "fi_inject", [&] { return fi_inject(ep_.get(), buf, len, dest); });
   if (s.ok()) counters_.completed.add();  // an inject completes when it returns
   return s;
 }
 
 Status Endpoint::senddata(const void* buf, size_t len, void* desc, uint64_t data,
-                          fi_addr_t dest, void* ctx, bool retry) {
-  return post(OpKind::send, len, "fi_senddata", retry,
+                          fi_addr_t dest, void* ctx) {
+  return post(OpKind::send, len, "fi_senddata",
               [&] { return fi_senddata(ep_.get(), buf, len, desc, data, dest, ctx); });
 }
 
-Status Endpoint::injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest,
-                            bool retry) {
-  Status s = post(OpKind::send, len, "fi_injectdata", retry,
+Status Endpoint::injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  Status s = post(OpKind::send, len, "fi_injectdata",
                   [&] { return fi_injectdata(ep_.get(), buf, len, data, dest); });
   if (s.ok()) counters_.completed.add();  // an inject completes when it returns
   return s;
 }
 
-Status Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry) {
+Status Endpoint::recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
   // Posted receives are counted as buffers, not as traffic: bytes are counted on arrival.
-  return retry_eagain("fi_recv", retry,
-                      [&] { return fi_recv(ep_.get(), buf, len, desc, src, ctx); });
+  return result(fi_recv(ep_.get(), buf, len, desc, src, ctx), "fi_recv");
 }
 
 Status Endpoint::write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,
-                       uint64_t key, void* ctx, bool with_data, uint64_t data, bool retry) {
-  if (with_data) {
-    return post(OpKind::write, len, "fi_writedata", retry, [&] {
-      return fi_writedata(ep_.get(), buf, len, desc, data, dest, raddr, key, ctx);
-    });
-  }
-  return post(OpKind::write, len, "fi_write", retry,
+                       uint64_t key, void* ctx) {
+  return post(OpKind::write, len, "fi_write",
               [&] { return fi_write(ep_.get(), buf, len, desc, dest, raddr, key, ctx); });
 }
 
+Status Endpoint::writedata(const void* buf, size_t len, void* desc, uint64_t data,
+                           fi_addr_t dest, uint64_t raddr, uint64_t key, void* ctx) {
+  return post(OpKind::write, len, "fi_writedata", [&] {
+    return fi_writedata(ep_.get(), buf, len, desc, data, dest, raddr, key, ctx);
+  });
+}
+
 Status Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr,
-                      uint64_t key, void* ctx, bool retry) {
-  return post(OpKind::read, len, "fi_read", retry,
+                      uint64_t key, void* ctx) {
+  return post(OpKind::read, len, "fi_read",
               [&] { return fi_read(ep_.get(), buf, len, desc, src, raddr, key, ctx); });
 }
+
+void Endpoint::cancel(void* ctx) { (void)fi_cancel(&ep_.get()->fid, ctx); }
 
 Result<std::unique_ptr<PassiveEndpoint>> PassiveEndpoint::listen(Domain& domain) {
   auto pep = std::make_unique<PassiveEndpoint>();
@@ -230,12 +241,30 @@ Result<std::vector<uint8_t>> PassiveEndpoint::address() const {
   return get_name(&pep_.get()->fid, "passive endpoint");
 }
 
+uint64_t random_mr_key(size_t key_size) {
+  for (;;) {
+    uint64_t k = 0;
+    if (getrandom(&k, sizeof(k), 0) != sizeof(k)) {
+      k = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+          0x9E3779B97F4A7C15ull;
+    }
+    if (key_size > 0 && key_size < 8) k &= (uint64_t{1} << (8 * key_size)) - 1;
+    if (k != 0 && k != FI_KEY_NOTAVAIL) return k;
+  }
+}
+
 Result<std::unique_ptr<MemoryRegistration>> MemoryRegistration::create(
-    Domain& domain, const void* buf, size_t len, uint64_t access, uint64_t requested_key,
-    Endpoint* bind_to) {
+    Domain& domain, const void* buf, size_t len, uint64_t access, Endpoint* bind_to) {
   auto m = std::unique_ptr<MemoryRegistration>(new MemoryRegistration());
-  int ret = fi_mr_reg(domain.domain(), buf, len, access, 0, requested_key, 0, m->mr_.out(),
-                      nullptr);
+  const bool prov_key = (domain.mr_mode() & FI_MR_PROV_KEY) != 0;
+  uint64_t requested = 0;
+  int ret = -FI_ENOKEY;
+  // A random requested key can meet one in use (-FI_ENOKEY): draw again, a bounded number of
+  // times (a collision at 64 bits means the provider's key space is tiny).
+  for (int attempt = 0; attempt < 16 && ret == -FI_ENOKEY; ++attempt) {
+    requested = prov_key ? 0 : random_mr_key(domain.mr_key_size());
+    ret = fi_mr_reg(domain.domain(), buf, len, access, 0, requested, 0, m->mr_.out(), nullptr);
+  }
   if (ret != 0) {
     return fi_status(ret, core::str("fi_mr_reg of ", len, " bytes at ", buf, " on ",
                                     domain.name()));
@@ -250,7 +279,7 @@ Result<std::unique_ptr<MemoryRegistration>> MemoryRegistration::create(
     if (ret != 0) return fi_status(ret, core::str("fi_mr_enable on ", bind_to->name()));
   }
   m->desc_ = fi_mr_desc(m->mr_.get());
-  m->key_ = (domain.mr_mode() & FI_MR_PROV_KEY) ? fi_mr_key(m->mr_.get()) : requested_key;
+  m->key_ = prov_key ? fi_mr_key(m->mr_.get()) : requested;
   if (m->key_ == FI_KEY_NOTAVAIL) {
     return core::error(Code::unsupported, "provider returned no MR key (FI_MR_RAW keys are not "
                                           "supported yet) on ", domain.name());

@@ -37,6 +37,8 @@ class Domain {
   bool manual_progress() const {
     return info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
   }
+  size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+  size_t mr_key_size() const { return info_->domain_attr->mr_key_size; }
 
  private:
   InfoPtr info_;
@@ -55,13 +57,14 @@ class CompletionQueue {
   const CqCounters& counters() const { return counters_; }
 
   // Reads at most `batch` entries. on_ok(const fi_cq_data_entry&) for each success;
-  // on_error(void* op_context, Status) for an error entry (read with fi_cq_readerr, the
-  // provider's message included). Returns how many entries were handled.
+  // on_error(void* op_context, Status, int err) for an error entry (read with fi_cq_readerr,
+  // the provider's message included; err: the positive FI_E* value, FI_ECANCELED for a
+  // cancelled operation). Returns how many entries were handled.
   template <typename OnOk, typename OnError>
   Result<size_t> poll(size_t batch, OnOk&& on_ok, OnError&& on_error);
 
  private:
-  Status read_error(void** context);
+  Status read_error(void** context, int* err);
 
   Owned<fid_cq> cq_;
   CqCounters counters_;
@@ -78,7 +81,9 @@ class AddressVector {
   Owned<fid_av> av_;
 };
 
-// An active endpoint: RDM (with an address vector) or connected MSG.
+// An active endpoint: RDM (with an address vector) or connected MSG. Posts never wait: a
+// provider that answers -FI_EAGAIN gets Code::again back to the caller, who queues the operation
+// for a later progress pass (nothing spins inside a post, least of all under the engine lock).
 class Endpoint {
  public:
   // `info` may differ from the domain's (an FI_CONNREQ's info for accepted MSG endpoints).
@@ -93,24 +98,21 @@ class Endpoint {
   EndpointCounters& counters() { return counters_; }
   const EndpointCounters& counters() const { return counters_; }
 
-  // Progress hook called between -FI_EAGAIN retries, for at most `bound` in total.
-  void set_retry(void (*hook)(void*), void* arg, std::chrono::nanoseconds bound) {
-    hook_ = hook;
-    hook_arg_ = arg;
-    retry_bound_ = bound;
-  }
-
-  Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx, bool retry);
-  Status inject(const void* buf, size_t len, fi_addr_t dest, bool retry);
-  // Messages that carry 64-bit remote CQ data (the receiver's completion reports it).
+  Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx);
+  Status inject(const void* buf, size_t len, fi_addr_t dest);
+  // Messages that carry remote CQ data (the receiver's completion reports it).
   Status senddata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
-                  void* ctx, bool retry);
-  Status injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest, bool retry);
-  Status recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx, bool retry);
+                  void* ctx);
+  Status injectdata(const void* buf, size_t len, uint64_t data, fi_addr_t dest);
+  Status recv(void* buf, size_t len, void* desc, fi_addr_t src, void* ctx);
   Status write(const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t raddr,
-               uint64_t key, void* ctx, bool with_data, uint64_t data, bool retry);
+               uint64_t key, void* ctx);
+  Status writedata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
+                   uint64_t raddr, uint64_t key, void* ctx);
   Status read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr, uint64_t key,
-              void* ctx, bool retry);
+              void* ctx);
+  // Asks the provider to cancel a posted receive (its completion then reports FI_ECANCELED).
+  void cancel(void* ctx);
 
   // A completion (success or error) for an operation this endpoint posted.
   void count_completion(bool error) {
@@ -119,19 +121,18 @@ class Endpoint {
   }
 
  private:
+  // One try: Code::again (counted) on -FI_EAGAIN, the provider's error otherwise.
+  Status result(ssize_t ret, const char* what);
   template <typename F>
-  Status post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn);
-  // fn() until it is not -FI_EAGAIN, within retry_bound_ (and only once without `retry`),
-  // driving the progress hook between tries; counts the retries, not the post.
-  template <typename F>
-  Status retry_eagain(const char* what, bool retry, F&& fn);
+  Status post(OpKind op, size_t bytes, const char* what, F&& fn) {
+    Status s = result(fn(), what);
+    if (s.ok()) counters_.count_post(op, bytes);
+    return s;
+  }
 
   Owned<fid_ep> ep_;
   std::string name_;
   EndpointCounters counters_;
-  void (*hook_)(void*) = nullptr;
-  void* hook_arg_ = nullptr;
-  std::chrono::nanoseconds retry_bound_{0};
 };
 
 class PassiveEndpoint {
@@ -145,11 +146,12 @@ class PassiveEndpoint {
 };
 
 // One registration of [buf, buf+len) on one domain (bound to one endpoint under FI_MR_ENDPOINT).
+// Where the application chooses keys (no FI_MR_PROV_KEY), the key is random within the
+// provider's key size, so a peer cannot guess the keys of other registrations from its own.
 class MemoryRegistration {
  public:
   static Result<std::unique_ptr<MemoryRegistration>> create(Domain& domain, const void* buf,
                                                             size_t len, uint64_t access,
-                                                            uint64_t requested_key,
                                                             Endpoint* bind_to);
   void* desc() const { return desc_; }
   uint64_t key() const { return key_; }
@@ -160,6 +162,9 @@ class MemoryRegistration {
   void* desc_ = nullptr;
   uint64_t key_ = 0;
 };
+
+// A random requested key within `key_size` bytes (never 0), from the kernel's generator.
+uint64_t random_mr_key(size_t key_size);
 
 // ---- template bodies ----
 
@@ -178,13 +183,17 @@ Result<size_t> CompletionQueue::poll(size_t batch, OnOk&& on_ok, OnError&& on_er
     }
     if (n == -FI_EAVAIL) {
       void* ctx = nullptr;
-      Status s = read_error(&ctx);
+      int err = 0;
+      Status s = read_error(&ctx, &err);
       counters_.error_completions.add();
       ++handled;
-      on_error(ctx, std::move(s));
+      on_error(ctx, std::move(s), err);
       continue;
     }
-    if (n < 0) return fi_status(static_cast<int>(n), "fi_cq_read");
+    if (n < 0) {
+      counters_.hard_errors.add();
+      return fi_status(static_cast<int>(n), "fi_cq_read");
+    }
     for (ssize_t i = 0; i < n; ++i) on_ok(entries[i]);
     counters_.completions.add(static_cast<uint64_t>(n));
     handled += static_cast<size_t>(n);
@@ -192,30 +201,6 @@ Result<size_t> CompletionQueue::poll(size_t batch, OnOk&& on_ok, OnError&& on_er
   }
   counters_.max_batch.max(handled);
   return handled;
-}
-
-template <typename F>
-Status Endpoint::post(OpKind op, size_t bytes, const char* what, bool retry, F&& fn) {
-  Status s = retry_eagain(what, retry, std::forward<F>(fn));
-  if (s.ok()) counters_.count_post(op, bytes);
-  return s;
-}
-
-template <typename F>
-Status Endpoint::retry_eagain(const char* what, bool retry, F&& fn) {
-  std::chrono::steady_clock::time_point until{};
-  for (int64_t tries = 0;; ++tries) {
-    ssize_t ret = fn();
-    if (ret == 0) return Status::success();
-    if (ret != -FI_EAGAIN) return fi_status(static_cast<int>(ret), core::str(what, " on ", name_));
-    if (tries == 0) until = std::chrono::steady_clock::now() + retry_bound_;
-    if (!retry || std::chrono::steady_clock::now() >= until) {
-      return core::error(Code::again, what, " on ", name_, ": provider busy (-FI_EAGAIN) after ",
-                         tries + 1, " tries");
-    }
-    counters_.eagain_retries.add();
-    if (hook_ != nullptr) hook_(hook_arg_);
-  }
 }
 
 }  // namespace xport::fabric

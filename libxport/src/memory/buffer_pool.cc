@@ -8,8 +8,9 @@ namespace xport::memory {
 
 Result<std::unique_ptr<BufferPool>> BufferPool::create(fabric::Domain& domain,
                                                        fabric::Endpoint* endpoint, size_t count,
-                                                       size_t size, uint64_t requested_key,
-                                                       fabric::OpType type, void* owner) {
+                                                       size_t size, uint64_t access,
+                                                       fabric::OpType type, void* owner,
+                                                       uint8_t rail) {
   auto pool = std::unique_ptr<BufferPool>(new BufferPool());
   pool->size_ = (size + 63) & ~size_t{63};
   const size_t total = pool->size_ * count;
@@ -17,10 +18,7 @@ Result<std::unique_ptr<BufferPool>> BufferPool::create(fabric::Domain& domain,
     return core::error(Code::resource, "cannot allocate ", total, " bytes of bounce buffers");
   }
   std::memset(pool->mem_, 0, total);
-  auto mr = fabric::MemoryRegistration::create(
-      domain, pool->mem_, total,
-      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, requested_key,
-      endpoint);
+  auto mr = fabric::MemoryRegistration::create(domain, pool->mem_, total, access, endpoint);
   if (!mr.ok()) return mr.status().with_context("registering bounce buffers");
   pool->mr_ = std::move(mr).value();
   pool->bufs_.resize(count);
@@ -32,6 +30,7 @@ Result<std::unique_ptr<BufferPool>> BufferPool::create(fabric::Domain& domain,
     b.ctx.type = type;
     b.ctx.index = static_cast<uint32_t>(i);
     b.ctx.owner = owner;
+    b.ctx.rail = rail;
     pool->free_.push_back(static_cast<uint32_t>(count - 1 - i));
   }
   return pool;

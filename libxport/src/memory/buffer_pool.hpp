@@ -1,5 +1,6 @@
-// Registered bounce buffers of one endpoint (control messages and eager payloads): one
-// allocation, one registration bound to that endpoint, fixed-size slots, a free list.
+// Registered bounce buffers of one endpoint (control messages and eager payloads, or the flush
+// target): one allocation, one registration bound to that endpoint, fixed-size slots, a free
+// list. Bounce buffers are registered for local access only: no peer can read or write them.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,13 @@ struct Buffer {
 
 class BufferPool {
  public:
-  // `type` tags every buffer's context (rx_buffer or tx_buffer); `owner` is stored in it.
+  // `type` tags every buffer's context (rx_buffer, tx_buffer or flush); `owner` and `rail` are
+  // stored in it. `access`: FI_SEND | FI_RECV for messages, FI_READ for a flush target.
   static Result<std::unique_ptr<BufferPool>> create(fabric::Domain& domain,
                                                     fabric::Endpoint* endpoint, size_t count,
-                                                    size_t size, uint64_t requested_key,
-                                                    fabric::OpType type, void* owner);
+                                                    size_t size, uint64_t access,
+                                                    fabric::OpType type, void* owner,
+                                                    uint8_t rail);
   ~BufferPool();
 
   // Bytes a pool of `count` buffers of `size` registers, in whole pages as a provider that pins

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "fabric/counters.hpp"
 
@@ -15,8 +16,11 @@ namespace xport::memory {
 template <typename Registration>
 class MrCache {
  public:
-  // The live registration whose [base, base+length) covers [p, p+len), or nullptr.
-  std::shared_ptr<Registration> find(const void* p, size_t len) {
+  // The live registration whose [base, base+length) covers [p, p+len), or nullptr. Strong
+  // references taken while probing candidates are dropped only after the walk, and by the
+  // caller's `graveyard`: dropping the last one deregisters, which erases from this map.
+  std::shared_ptr<Registration> find(const void* p, size_t len,
+                                     std::vector<std::shared_ptr<Registration>>& graveyard) {
     const auto a = reinterpret_cast<uintptr_t>(p);
     // Candidates start at or below `a`; walk down the nearest ones (registrations rarely nest
     // deeply, and the walk is bounded).
@@ -33,6 +37,7 @@ class MrCache {
         hits_.add();
         return live;
       }
+      graveyard.push_back(std::move(live));
     }
     misses_.add();
     return nullptr;
@@ -41,11 +46,13 @@ class MrCache {
   void insert(const void* base, const std::shared_ptr<Registration>& r) {
     entries_.insert_or_assign(reinterpret_cast<uintptr_t>(base), r);
   }
+  // Forgets `r` if it is the entry at `base` (a newer registration at the same base stays).
   void erase(const void* base, const Registration* r) {
     auto it = entries_.find(reinterpret_cast<uintptr_t>(base));
     if (it == entries_.end()) return;
     auto live = it->second.lock();
     if (!live || live.get() == r) entries_.erase(it);
+    // `live` (when it is not `r`) is dropped here: it is another, still-owned registration.
   }
 
   uint64_t hits() const { return hits_.get(); }

@@ -1,42 +1,34 @@
-// A channel: the path to one peer on one rail (a connected FI_EP_MSG endpoint, or the rail's
-// RDM endpoint plus the peer's address), refcounted by the communicators that use it.
+// A channel: the path to one peer over one endpoint of one rail (the rail's shared RDM endpoint
+// plus the peer's address, or a connection of its own), refcounted by the communicators and
+// windows that use it. A Path is one rail's pair of channels to a peer: data and control (the
+// same channel for connected endpoints).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
-#include "fabric/objects.hpp"
-#include "memory/buffer_pool.hpp"
+#include "rail/endpoint.hpp"
 
 namespace xport::pool {
 
 struct Channel {
-  Channel() = default;
-  Channel(const Channel&) = delete;
-  Channel& operator=(const Channel&) = delete;
-  // Teardown order: cancel posted receives; under FI_MR_ENDPOINT close the pools' MRs (bound to
-  // the endpoint) before it, else after it; free the buffers' memory only when both are gone.
-  ~Channel();
-
-  // Owned by the rail's shared channel and by connected channels; peer channels borrow.
-  std::unique_ptr<fabric::Endpoint> owned_endpoint;
-  std::unique_ptr<memory::BufferPool> owned_rx;
-  std::unique_ptr<memory::BufferPool> owned_tx;
-  // Data endpoints: the flush buffer (one registered slot) that flush() reads into.
-  std::unique_ptr<memory::BufferPool> owned_flush;
-  fi_addr_t self = FI_ADDR_UNSPEC;  // this endpoint's own address, for flush reads
-
-  fabric::Endpoint* endpoint = nullptr;
-  memory::BufferPool* rx = nullptr;
-  memory::BufferPool* tx = nullptr;
-  fi_addr_t peer = FI_ADDR_UNSPEC;
-  int refs = 0;
-  bool mr_endpoint = false;  // the provider binds MRs to endpoints (FI_MR_ENDPOINT)
-  uint32_t rail = 0;         // index of the rail the endpoint belongs to
+  rail::RailEndpoint* ep = nullptr;              // the endpoint the channel posts on
+  std::unique_ptr<rail::RailEndpoint> owned;     // connected endpoints: the connection itself
+  fi_addr_t peer = FI_ADDR_UNSPEC;               // RDM: the peer's address in the rail's AV
+  uint8_t rail = 0;
+  int refs = 0;            // communicators and windows using it
   bool connected = false;  // connected endpoints: FI_CONNECTED seen
-  bool failed = false;     // shutdown or fatal error: every comm on it fails
-  std::string failure;
-  std::string label;       // for messages: "rail lo -> peer 3"
+  std::string label;       // for messages: "rail lo data peer 3"
+  std::chrono::steady_clock::time_point retire_since{};  // connections being closed
+
+  bool failed() const { return ep->failed; }
+  const std::string& failure() const { return ep->failure; }
+};
+
+struct Path {
+  Channel* data = nullptr;
+  Channel* control = nullptr;
 };
 
 }  // namespace xport::pool

@@ -1,380 +1,644 @@
-// Connection set-up: listeners and their handles, connect/accept over the control path (RDM)
-// or connection-manager events (FI_EP_MSG), refusal with reasons, and close.
-#include <rdma/fi_cm.h>
+// Connection set-up: listeners and their handles, connect/accept over the control path (RDM) or
+// connection-manager events (FI_EP_MSG), refusal with reasons, cancellation, and close.
+#include "proto/connection.hpp"
 
-#include <random>
+#include <rdma/fi_cm.h>
+#include <sys/random.h>
+
+#include <algorithm>
 
 #include "core/log.hpp"
+#include "proto/control.hpp"
 #include "proto/engine.hpp"
 
 namespace xport::proto {
 namespace {
 
-enum RejectReason : uint64_t { kUnknownListener = 1, kBacklogFull = 2, kTableFull = 3 };
+enum RejectReason : uint64_t {
+  kUnknownListener = 1,
+  kBacklogFull = 2,
+  kTableFull = 3,
+  kBadRequest = 4,
+};
 
 const char* reject_text(uint64_t r) {
   switch (r) {
     case kUnknownListener: return "the listener is closed or unknown";
     case kBacklogFull: return "the listener's backlog is full (XPORT_LISTEN_BACKLOG)";
     case kTableFull: return "the peer's communicator table is full (XPORT_MAX_COMMS)";
+    case kBadRequest: return "the request's addresses are unusable there";
   }
   return "unknown reason";
 }
 
-MsgHeader header(MsgType t, uint16_t dst, uint16_t src) {
+uint64_t random64() {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+      v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+    }
+  }
+  return v;
+}
+
+MsgHeader bare(MsgType t) {
   MsgHeader h{};
   h.type = static_cast<uint8_t>(t);
   h.version = kWireVersion;
-  h.dst_comm = dst;
-  h.src_comm = src;
   return h;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<CommState>> Engine::make_comm(bool is_send, std::vector<Path> paths,
-                                                     uint16_t depth) {
-  auto c = std::make_unique<CommState>();
-  c->is_send = is_send;
-  c->paths = std::move(paths);
-  c->depth = depth;
-  c->eager_max = config_.eager_max;
-  c->plan = config_.stripe;
-  if (is_send) {
-    c->sends.resize(depth);
-    c->early_cts.resize(depth);
-    c->credit_limit = depth;
-    for (auto& s : c->sends) s.stripe_ctx.resize(c->paths.size());
-  } else {
-    c->recvs.resize(depth);
-    c->early_eager.resize(depth);
-    c->early_rts.resize(depth);
-  }
-  for (Path& p : c->paths) {
-    p.data->refs += 1;
-    if (p.control != p.data) p.control->refs += 1;
-  }
-  return c;
+MsgHeader Connections::header(MsgType t, const CommState& c) const {
+  MsgHeader h = bare(t);
+  h.dst_comm = c.peer_comm.index;
+  h.dst_gen = c.peer_comm.gen;
+  h.src_comm = c.id.index;
+  h.src_gen = c.id.gen;
+  return h;
 }
 
-Result<pool::Channel*> Engine::peer_channel(size_t rail, bool control,
-                                            const std::vector<uint8_t>& address) {
-  auto key = std::make_tuple(rail, control, address);
-  auto it = peers_.find(key);
-  if (it != peers_.end()) return it->second;
-  rail::Rail& r = *rails_[rail];
-  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, r.av()->insert(address));
-  pool::Channel* shared = control ? r.control_channel() : r.data_channel();
-  auto ch = std::make_unique<pool::Channel>();
-  ch->endpoint = shared->endpoint;
-  ch->rx = shared->rx;
-  ch->tx = shared->tx;
-  ch->peer = a;
-  ch->connected = true;
-  ch->rail = static_cast<uint32_t>(rail);
-  ch->label = core::str("rail ", r.name(), control ? " control" : " data", " peer ", a);
-  pool::Channel* p = ch.get();
-  channels_.push_back(std::move(ch));
-  peers_[key] = p;
-  return p;
-}
-
-Result<std::vector<Path>> Engine::peer_paths(const std::vector<RailAddresses>& remote) {
-  // Rail i pairs with the peer's rail i over the rails both sides have.
-  const size_t common = std::min(rails_.size(), remote.size());
-  std::vector<Path> paths;
-  for (size_t i = 0; i < common; ++i) {
-    Path p;
-    XPORT_ASSIGN_OR_RETURN(p.data, peer_channel(i, false, remote[i].data));
-    XPORT_ASSIGN_OR_RETURN(p.control, peer_channel(i, true, remote[i].control));
-    paths.push_back(p);
-  }
-  if (common < std::max(rails_.size(), remote.size())) {
-    XPORT_LOG(info, "pairing over ", common, " common rails (this device has ", rails_.size(),
-              ", the peer ", remote.size(), ")");
-  }
-  return paths;
-}
-
-std::vector<RailAddresses> Engine::local_addresses() {
+std::vector<RailAddresses> Connections::local_addresses() const {
   std::vector<RailAddresses> out;
-  for (auto& r : rails_) {
+  for (const auto& r : core_.rails) {
     RailAddresses a;
-    auto d = r->data_channel()->endpoint->address();
-    auto c = r->control_channel()->endpoint->address();
-    if (d.ok()) a.data = std::move(d).value();
-    if (c.ok()) a.control = std::move(c).value();
+    auto d = r->data()->endpoint().address();
+    auto c = r->control()->endpoint().address();
+    if (d) a.data = std::move(d).value();
+    if (c) a.control = std::move(c).value();
     out.push_back(std::move(a));
   }
   return out;
 }
 
-Result<std::unique_ptr<Listener>> Engine::listen() {
-  auto l = lock();
+Result<Connections::Listening> Connections::listen() {
   Handle h;
-  h.endpoint_type = connected_endpoints() ? 1 : 0;
-  h.provider = caps_.provider;
-  std::mt19937_64 rng(std::random_device{}());
+  h.endpoint_type = core_.connected_endpoints() ? 1 : 0;
+  h.provider_hash = provider_hash(core_.caps.provider);
+  h.device_token = core_.device_token;
   do {
-    h.listener_token = rng();
-  } while (h.listener_token == 0 || listeners_.count(h.listener_token) != 0);
-  if (connected_endpoints()) {
-    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, rails_[0]->passive());
-    RailAddresses a;
-    XPORT_ASSIGN_OR_RETURN(a.data, pep->address());
-    h.rails.push_back(std::move(a));
+    h.listener_token = random64();
+  } while (core_.listeners.count(h.listener_token) != 0);
+  if (core_.connected_endpoints()) {
+    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, core_.rails[0]->passive());
+    XPORT_ASSIGN_OR_RETURN(h.address, pep->address());
   } else {
-    for (auto& r : rails_) {
-      RailAddresses a;
-      XPORT_ASSIGN_OR_RETURN(a.data, r->data_channel()->endpoint->address());
-      XPORT_ASSIGN_OR_RETURN(a.control, r->control_channel()->endpoint->address());
-      h.rails.push_back(std::move(a));
-    }
+    XPORT_ASSIGN_OR_RETURN(h.address, core_.rails[0]->control()->endpoint().address());
   }
-  listeners_[h.listener_token].token = h.listener_token;
-  auto out = std::unique_ptr<Listener>(new Listener());
-  out->engine_ = shared_from_this();
-  out->token_ = h.listener_token;
-  out->handle_ = encode_handle(h);
-  return out;
+  XPORT_ASSIGN_OR_RETURN(auto bytes, encode_handle(h));
+  core_.listeners[h.listener_token].token = h.listener_token;
+  return Listening{h.listener_token, std::move(bytes)};
 }
 
-Result<std::unique_ptr<RecvComm>> Engine::accept(uint64_t token, Deadline deadline) {
-  uint16_t id = 0;
-  Status s = wait_until(
-      deadline,
-      [&] {
-        auto it = listeners_.find(token);
-        if (it == listeners_.end() || it->second.ready.empty()) return false;
-        id = it->second.ready.front();
-        it->second.ready.pop_front();
-        return true;
-      },
-      "accept: no connection arrived before the deadline");
-  if (!s.ok()) return s;
-  auto out = std::unique_ptr<RecvComm>(new RecvComm());
-  out->engine_ = shared_from_this();
-  out->id_ = id;
-  return out;
+Result<CommId> Connections::take_accepted(uint64_t token) {
+  auto it = core_.listeners.find(token);
+  if (it == core_.listeners.end()) {
+    return core::error(Code::invalid_argument, "accept: the listener is closed");
+  }
+  while (!it->second.ready.empty()) {
+    const CommId id = it->second.ready.front();
+    it->second.ready.pop_front();
+    if (core_.comm(id) != nullptr) return id;  // (one cancelled meanwhile is skipped)
+  }
+  return CommId{};
 }
 
-void Engine::close_listener(uint64_t token) {
-  auto l = lock();
-  auto it = listeners_.find(token);
-  if (it == listeners_.end()) return;
-  std::deque<uint16_t> ready = std::move(it->second.ready);
-  listeners_.erase(it);
-  l.unlock();
-  for (uint16_t id : ready) close_comm(id);
+void Connections::close_listener(uint64_t token) {
+  auto it = core_.listeners.find(token);
+  if (it == core_.listeners.end()) return;
+  std::deque<CommId> ready = std::move(it->second.ready);
+  core_.listeners.erase(it);
+  // Accepted by the transport but never taken: closed, so their connectors hear of it.
+  for (CommId id : ready) close(id);
 }
 
-Result<std::unique_ptr<SendComm>> Engine::connect(const ConnectionHandle& bytes,
-                                                  Deadline deadline) {
+Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16_t depth) {
+  auto owned = std::make_unique<CommState>();
+  CommState* c = owned.get();
+  const CommId id = core_.comms->insert(std::move(owned));
+  if (!id) {
+    return core::error(Code::resource, "the communicator table is full (",
+                       core_.comms->capacity(), " comms, XPORT_MAX_COMMS)");
+  }
+  c->id = id;
+  c->is_send = is_send;
+  c->depth = depth;
+  c->eager_max = core_.config.eager_max;
+  c->plan = core_.config.stripe;
+  c->peer = peer;
+  core_.ref(peer);
+  if (is_send) {
+    c->sends.resize(depth);
+    c->early_cts.resize(depth);
+    c->credit_limit = depth;
+  } else {
+    c->recvs.resize(depth);
+    c->unexpected.resize(depth);
+    c->early_rts.resize(depth);
+  }
+  return c;
+}
+
+ConnBody Connections::request_body(const CommState& c) const {
+  ConnBody b{};
+  b.nonce = c.nonce;
+  b.device_token = core_.device_token;
+  b.listener_token = c.listener_token;
+  b.stripe_threshold = core_.config.stripe.threshold;
+  b.stripe_min = core_.config.stripe.min;
+  b.stripe_align = core_.config.stripe.align;
+  b.stripe_rails = core_.config.stripe.max_rails;
+  b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+  b.max_requests = core_.config.max_requests;
+  return b;
+}
+
+Result<CommId> Connections::start(const std::vector<uint8_t>& bytes) {
   auto decoded = decode_handle(bytes);
-  if (!decoded.ok()) return decoded.status().with_context("connect");
+  if (!decoded) return decoded.status().with_context("connect");
   const Handle& h = *decoded;
-  if (h.provider != caps_.provider) {
-    return core::error(Code::invalid_argument, "connect: the handle is for provider '",
-                       h.provider, "', this device uses '", caps_.provider, "'");
+  if (h.provider_hash != provider_hash(core_.caps.provider)) {
+    return core::error(Code::invalid_argument, "connect: the handle is for another provider ",
+                       "(this device uses '", core_.caps.provider, "')");
   }
-  if ((h.endpoint_type == 1) != connected_endpoints()) {
+  if ((h.endpoint_type == 1) != core_.connected_endpoints()) {
     return core::error(Code::invalid_argument, "connect: the handle is for ",
                        h.endpoint_type == 1 ? "connected" : "RDM", " endpoints, this device uses ",
-                       connected_endpoints() ? "connected" : "RDM", " endpoints");
+                       core_.connected_endpoints() ? "connected" : "RDM", " endpoints");
   }
-  uint16_t id = 0;
-  {
-    auto l = lock();
-    std::vector<Path> paths;
-    if (connected_endpoints()) {
-      XPORT_ASSIGN_OR_RETURN(auto owned,
-                             rails_[0]->open_connected_channel(rails_[0]->domain().info(),
-                                                               2 * config_.max_requests + 8,
-                                                               config_.max_requests + 8));
-      pool::Channel* ch = owned.get();
-      channels_.push_back(std::move(owned));
-      ch->endpoint->set_retry(&Engine::retry_hook, this, config_.eagain_timeout);
-      XPORT_RETURN_IF_ERROR(post_all_rx(ch));
-      paths.push_back(Path{ch, ch});
-    } else {
-      XPORT_ASSIGN_OR_RETURN(paths, peer_paths(h.rails));
+  pool::Peer* peer = core_.peer_for(h.device_token);
+  core_.ref(peer);  // held across set-up; the communicator takes its own
+  if (peer->dead) {
+    // A device declared dead earlier answers again under the same token only if it was never
+    // dead: start afresh.
+    peer->dead = false;
+    peer->death.clear();
+    peer->last_heard = Clock::now();
+  }
+  auto made = make_comm(true, peer, core_.config.max_requests);
+  core_.unref(peer);
+  if (!made) return made.status().with_context("connect");
+  CommState& c = **made;
+  c.nonce = random64();
+  c.listener_token = h.listener_token;
+  c.connect_started = Clock::now();
+  Status s;
+  if (core_.connected_endpoints()) {
+    s = connect_msg(c, h.address);
+  } else {
+    if (peer->paths.empty() || peer->paths[0].control == nullptr) {
+      if (peer->paths.empty()) peer->paths.resize(1);
+      auto ch = core_.channel_to(*peer, 0, true, h.address);
+      if (!ch) s = ch.status();
+      else peer->paths[0].control = *ch;
     }
-    XPORT_ASSIGN_OR_RETURN(auto comm, make_comm(true, std::move(paths), config_.max_requests));
-    id = comms_->insert(std::move(comm));
-    if (id == 0) {
-      return core::error(Code::resource, "connect: the communicator table is full (",
-                         comms_->capacity(), " comms, XPORT_MAX_COMMS)");
-    }
-    CommState* c = comms_->find(id);
-    c->id = id;
-    MsgHeader req = header(MsgType::conn_req, 0, id);
-    req.length = config_.max_requests;
-    req.aux = config_.eager_max;
-    req.aux2 = h.listener_token;
-    Status s;
-    pool::Channel* first = c->paths[0].control;
-    if (connected_endpoints()) {
-      int ret = fi_connect(first->endpoint->get(), h.rails[0].data.data(), &req, sizeof(req));
-      if (ret != 0) s = fabric::fi_status(ret, "fi_connect");
-      connecting_[&first->endpoint->get()->fid] = first;
-    } else {
-      ConnRequest r{};
-      r.body.max_requests = config_.max_requests;
-      r.body.stripe_threshold = config_.stripe.threshold;
-      r.body.stripe_min = config_.stripe.min;
-      r.body.stripe_align = config_.stripe.align;
-      r.body.stripe_rails = config_.stripe.max_rails;
+    if (s.ok()) {
+      ConnRequest r;
+      r.body = request_body(c);
       r.rails = local_addresses();
-      std::vector<uint8_t> body = encode_conn_body(r);
+      std::vector<uint8_t> body = encode_conn_request(r);
       if (body.size() > sizeof(ConnBody) + kMaxConnAddressBytes) {
         s = core::error(Code::unsupported, "connect: ", r.rails.size(), " rails of addresses (",
                         body.size(), " bytes) exceed a connection request");
       } else {
-        s = send_control(first, req, &body, false, true);
+        MsgHeader req = bare(MsgType::conn_req);
+        req.src_comm = c.id.index;
+        req.src_gen = c.id.gen;
+        s = core_.control->send(peer->paths[0].control, req, &body, &c,
+                                Dependent{Dependent::Kind::comm, c.id, 0, 0});
       }
     }
-    if (!s.ok()) {
-      c->user_closed = true;
-      maybe_erase(*c);
-      return s.with_context("connect");
-    }
   }
-  Status s = wait_until(
-      deadline, [&] { return comms_->find(id)->phase != CommPhase::connecting; },
-      "connect: the listener did not answer before the deadline (is the peer alive and "
-      "progressing?)");
-  auto l = lock();
-  CommState* c = comms_->find(id);
-  if (s.ok() && c->phase == CommPhase::failed) s = c->error;
   if (!s.ok()) {
-    c->user_closed = true;
-    maybe_erase(*c);
-    return s;
+    c.user_closed = true;
+    core_.maybe_erase(c);
+    return s.with_context("connect");
   }
-  auto out = std::unique_ptr<SendComm>(new SendComm());
-  out->engine_ = shared_from_this();
-  out->id_ = id;
-  return out;
+  return c.id;
 }
 
-void Engine::close_comm(uint16_t id) {
-  auto l = lock();
-  CommState* c = comms_->find(id);
+Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& address) {
+  rail::Rail& r = *core_.rails[0];
+  XPORT_ASSIGN_OR_RETURN(auto ep, r.open_connection(r.domain().info(), 2 * c.depth + 8,
+                                                    c.depth + 8));
+  auto ch = std::make_unique<pool::Channel>();
+  ch->owned = std::move(ep);
+  ch->ep = ch->owned.get();
+  ch->rail = 0;
+  ch->label = ch->ep->label();
+  c.connection = std::move(ch);
+  pool::Channel* conn = c.connection.get();
+  c.paths = {pool::Path{conn, conn}};
+  XPORT_RETURN_IF_ERROR(core_.control->post_receives(conn->ep));
+  struct {
+    MsgHeader h;
+    ConnBody b;
+  } param{};
+  param.h = bare(MsgType::conn_req);
+  param.h.src_comm = c.id.index;
+  param.h.src_gen = c.id.gen;
+  param.b = request_body(c);
+  core_.connecting[&conn->ep->endpoint().get()->fid] = c.id;
+  const int ret = fi_connect(conn->ep->endpoint().get(), address.data(), &param, sizeof(param));
+  if (ret != 0) return fabric::fi_status(ret, "fi_connect");
+  return Status::success();
+}
+
+void Connections::cancel(CommId id) {
+  CommState* c = core_.comm(id);
   if (c == nullptr || c->user_closed) return;
-  if (c->phase == CommPhase::ready && !c->paths.empty() && !c->paths[0].control->failed) {
-    MsgHeader h = header(MsgType::close, c->peer_id, c->id);
+  if (c->phase == Phase::connecting && !core_.connected_endpoints() && c->peer != nullptr &&
+      !c->peer->paths.empty() && c->peer->paths[0].control != nullptr) {
+    // The listener may have made (or be about to make) the receiving side: it is told to drop
+    // it. The message goes on the channel the request took, so it arrives after it.
+    MsgHeader m = bare(MsgType::conn_cancel);
+    m.src_comm = c->id.index;
+    m.src_gen = c->id.gen;
+    m.aux2 = c->nonce;
+    (void)core_.control->send(c->peer->paths[0].control, m, nullptr, nullptr, Dependent{},
+                              c->peer);
+  }
+  if (c->phase == Phase::connecting) {
+    core_.fail_comm(*c, Status(Code::closed, "connect: given up"));
+  }
+  c = core_.comm(id);
+  if (c != nullptr) close(id);
+}
+
+void Connections::close(CommId id) {
+  CommState* c = core_.comm(id);
+  if (c == nullptr || c->user_closed) return;
+  if (c->phase == Phase::ready && !c->paths.empty() && !c->paths[0].control->failed()) {
+    MsgHeader h = header(MsgType::close, *c);
     if (c->is_send) {
       // CLOSE travels on a control endpoint and may overtake eager data still on its way on a
       // data endpoint, so it says how many messages were sent: the receiver fails only the
-      // receives beyond them. Sends not yet wholly on the wire (waiting for credit or a CTS)
-      // are cancelled here and not counted.
+      // receives beyond them. Sends not yet on the wire (waiting for credit or a CTS) are
+      // cancelled here and not counted.
       uint64_t sent = c->next_seq;
-      for (auto& sl : c->sends) {
-        if (sl.active && !sl.done) {
-          sent = std::min(sent, sl.seq);
-          sl.error = core::error(Code::closed, "the communicator was closed before message ",
-                                 sl.seq, " was sent");
-          sl.done = true;
+      for (auto& s : c->sends) {
+        if (!s.active || s.finished) continue;
+        const bool unsent = s.waiting_credit || (!s.eager && !s.cts_consumed);
+        if (!unsent) continue;
+        sent = std::min(sent, s.seq);
+        core_.fail_send(*c, s, core::error(Code::closed, "the communicator was closed before "
+                                                          "message ", s.seq, " was sent"));
+      }
+      c->credit_wait.clear();
+      h.seq = sent;
+    } else {
+      h.seq = c->next_seq;
+      c->linger_until = Clock::now() + core_.config.close_linger;
+      for (auto& r : c->recvs) {
+        if (r.active && !r.finished) {
+          // Its registration stays with the communicator until late writes cannot come.
+          r.error = core::error(Code::closed, "the communicator was closed");
         }
       }
-      h.seq = sent;
     }
-    Status s = send_control(control_path(*c), h, nullptr, false, true);
-    if (!s.ok()) XPORT_LOG(debug, "close of comm ", id, ": ", s.to_string());
+    // Nothing waits on it locally; a CLOSE that cannot go leaves the peer to find out by
+    // keepalive.
+    (void)core_.control->send(core_.control_path(*c), h, nullptr, c, Dependent{});
   }
+  c = core_.comm(id);
+  if (c == nullptr) return;
   c->user_closed = true;
-  maybe_erase(*c);
+  core_.maybe_erase(*c);
 }
 
-void Engine::on_conn_req(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len) {
-  (void)ch;
-  auto req = decode_conn_body(body, len);
-  if (!req.ok()) {
-    ++routing_misses_;
-    XPORT_LOG(warn, "dropping connection request: ", req.status().to_string());
+void Connections::on_close(const MsgHeader& h) {
+  CommState* c = core_.route(h, Core::Side::either);
+  if (c == nullptr) return;
+  if (c->is_send) {  // the receiver went away: nothing more can be delivered
+    core_.fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id.index));
     return;
   }
-  auto paths = peer_paths(req->rails);
-  if (!paths.ok()) {
-    ++routing_misses_;
-    XPORT_LOG(warn, "connection request with unusable addresses: ", paths.status().to_string());
-    return;
+  // The sender sent h.seq messages: receives of those still complete when their data lands
+  // (it may still be on another endpoint); receives beyond them fail now, later ones at once.
+  c->peer_sent = h.seq;
+  c->peer_closed = true;
+  for (auto& r : c->recvs) {
+    if (r.active && !r.finished && r.seq >= h.seq) {
+      core_.fail_recv(*c, r, core::error(Code::closed, "the peer closed communicator ",
+                                         c->id.index, " after ", h.seq, " messages"));
+    }
   }
-  pool::Channel* reply = (*paths)[0].control;
-  auto reject = [&](uint64_t why) {
-    MsgHeader r = header(MsgType::conn_reject, h.src_comm, 0);
-    r.aux = why;
-    (void)send_control(reply, r, nullptr, false, true);
-  };
-  auto it = listeners_.find(h.aux2);
-  if (it == listeners_.end()) return reject(kUnknownListener);
-  if (it->second.ready.size() + it->second.pending >= config_.listen_backlog)
-    return reject(kBacklogFull);
+  core_.maybe_erase(*c);
+}
+
+CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
+                              uint64_t* reject_reason) {
+  auto it = core_.listeners.find(req.body.listener_token);
+  if (it == core_.listeners.end()) {
+    *reject_reason = kUnknownListener;
+    return nullptr;
+  }
+  if (it->second.ready.size() + it->second.pending >= core_.config.listen_backlog) {
+    *reject_reason = kBacklogFull;
+    return nullptr;
+  }
   const uint16_t depth = static_cast<uint16_t>(
-      std::min<uint64_t>(config_.max_requests, std::max<uint64_t>(h.length, 1)));
-  auto comm = make_comm(false, std::move(paths).value(), depth);
-  uint16_t id = comms_->insert(std::move(comm).value());
-  if (id == 0) return reject(kTableFull);
-  CommState* c = comms_->find(id);
-  c->id = id;
-  c->peer_id = h.src_comm;
-  c->eager_max = std::min<uint64_t>(config_.eager_max, h.aux);
-  c->plan.threshold = req->body.stripe_threshold;  // stripes are counted by the sender's plan
-  c->plan.min = req->body.stripe_min;
-  c->plan.align = req->body.stripe_align;
-  c->plan.max_rails = req->body.stripe_rails;
-  c->phase = CommPhase::ready;
-  c->listener_token = h.aux2;
-  MsgHeader ack = header(MsgType::conn_ack, h.src_comm, id);
-  ack.length = depth;
-  ack.aux = config_.eager_max;
-  ack.aux2 = h.aux2;
-  ack.slot = static_cast<uint16_t>(rails_.size());  // this side's rail count
-  (void)send_control(reply, ack, nullptr, false, true);
-  it->second.ready.push_back(id);
+      std::min<uint64_t>(core_.config.max_requests, std::max<uint64_t>(req.body.max_requests, 1)));
+  auto made = make_comm(false, peer, depth);
+  if (!made) {
+    *reject_reason = kTableFull;
+    return nullptr;
+  }
+  CommState* c = *made;
+  c->peer_comm = {h.src_comm, static_cast<uint8_t>(h.src_gen & pool::kCommGenMask)};
+  c->nonce = req.body.nonce;
+  c->eager_max = std::min<uint64_t>(core_.config.eager_max, req.body.eager_max);
+  c->plan.threshold = req.body.stripe_threshold;  // stripes are counted by the sender's plan
+  c->plan.min = req.body.stripe_min;
+  c->plan.align = req.body.stripe_align;
+  c->plan.max_rails = req.body.stripe_rails;
+  c->listener_token = req.body.listener_token;
+  return c;
 }
 
-void Engine::on_conn_ack(const MsgHeader& h) {
-  CommState* c = comms_->find(h.dst_comm);
-  if (c == nullptr || !c->is_send || c->phase != CommPhase::connecting) {
-    ++routing_misses_;
+void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uint8_t* body,
+                              size_t len) {
+  auto req = decode_conn_request(body, len);
+  if (!req || req->rails.empty()) {
+    core_.miss();
+    XPORT_LOG(warn, "dropping connection request: ",
+              req ? "no rail addresses" : req.status().to_string());
     return;
   }
-  c->peer_id = h.src_comm;
-  c->depth = static_cast<uint16_t>(std::min<uint64_t>(c->depth, std::max<uint64_t>(h.length, 1)));
-  c->sends.resize(c->depth);
-  c->early_cts.resize(c->depth);
-  c->credit_limit = c->depth;
-  if (!connected_endpoints() && h.slot != 0 && h.slot < c->paths.size()) {
-    // The listener has fewer rails than its handle advertised: never the case today, but the
-    // pairing must stay symmetric if it ever happens.
-    c->paths.resize(h.slot);
+  pool::Peer* peer = core_.peer_for(req->body.device_token);
+  core_.ref(peer);
+  if (peer->dead) {  // a device we gave up on connects again: it is alive
+    peer->dead = false;
+    peer->death.clear();
   }
-  c->eager_max = std::min<uint64_t>(config_.eager_max, h.aux);
-  c->phase = CommPhase::ready;
+  peer->last_heard = Clock::now();
+  // A request repeated (same nonce from the same device and comm) is answered once.
+  bool repeated = false;
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    repeated = repeated || (!c.is_send && c.peer == peer && c.nonce == req->body.nonce);
+  });
+  Status paths = repeated ? Status() : core_.set_paths(*peer, req->rails);
+  uint64_t reason = 0;
+  CommState* c = nullptr;
+  if (!repeated) {
+    if (!paths.ok()) {
+      XPORT_LOG(warn, "connection request with unusable addresses: ", paths.to_string());
+      reason = kBadRequest;
+    } else {
+      c = admit(h, *req, peer, &reason);
+    }
+  }
+  pool::Channel* reply =
+      !peer->paths.empty() && peer->paths[0].control != nullptr ? peer->paths[0].control : nullptr;
+  if (c == nullptr && !repeated && reply != nullptr) {
+    MsgHeader r = bare(MsgType::conn_reject);
+    r.dst_comm = h.src_comm;
+    r.dst_gen = h.src_gen;
+    r.aux = reason;
+    r.aux2 = req->body.nonce;
+    (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
+  }
+  if (c != nullptr) {
+    c->paths.assign(peer->paths.begin(), peer->paths.end());
+    for (pool::Path& p : c->paths) {
+      p.data->refs += 1;
+      p.control->refs += 1;
+    }
+    c->phase = Phase::ready;
+    ConnAck ack;
+    ack.body.nonce = c->nonce;
+    ack.body.device_token = core_.device_token;
+    ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+    ack.body.depth = c->depth;
+    ack.rails = local_addresses();
+    std::vector<uint8_t> bytes = encode_conn_ack(ack);
+    MsgHeader a = header(MsgType::conn_ack, *c);
+    Status s = core_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
+    if (!s.ok()) {
+      c->user_closed = true;
+      core_.fail_comm(*c, s);
+    } else {
+      core_.listeners[c->listener_token].ready.push_back(c->id);
+    }
+  }
+  core_.unref(peer);
 }
 
-void Engine::on_conn_reject(const MsgHeader& h) {
-  CommState* c = comms_->find(h.dst_comm);
-  if (c == nullptr || !c->is_send || c->phase != CommPhase::connecting) {
-    ++routing_misses_;
+void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck& ack) {
+  if (ack.body.device_token != c.peer->token) {
+    core_.fail_comm(c, core::error(Code::protocol, "connect: the listener answered as device ",
+                                   std::hex, ack.body.device_token, ", its handle named ",
+                                   c.peer->token));
     return;
   }
-  fail_comm(*c, core::error(Code::peer_lost, "the listener refused the connection: ",
-                            reject_text(h.aux)));
+  c.peer_comm = {h.src_comm, static_cast<uint8_t>(h.src_gen & pool::kCommGenMask)};
+  c.depth = std::min<uint16_t>(c.depth, ack.body.depth);
+  c.sends.resize(c.depth);
+  c.early_cts.resize(c.depth);
+  c.credit_limit = c.depth;
+  c.eager_max = std::min<uint64_t>(core_.config.eager_max, ack.body.eager_max);
+  if (!c.connection) {
+    Status s = core_.set_paths(*c.peer, ack.rails);
+    if (!s.ok()) {
+      core_.fail_comm(c, std::move(s).with_context("connect"));
+      return;
+    }
+    c.paths.assign(c.peer->paths.begin(), c.peer->paths.end());
+    for (pool::Path& p : c.paths) {
+      p.data->refs += 1;
+      p.control->refs += 1;
+    }
+  }
+  for (auto& s : c.sends) s.ctx.resize(c.paths.size());
+  c.phase = Phase::ready;
+  c.peer->last_heard = Clock::now();
 }
 
-Status Engine::progress_events() {
-  fid_eq* eq = rails_[0]->domain().eq();
+void Connections::on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t len) {
+  auto ack = decode_conn_ack(body, len);
+  if (!ack) {
+    core_.miss();
+    XPORT_LOG(warn, "dropping connection acknowledgement: ", ack.status().to_string());
+    return;
+  }
+  CommState* c = core_.comm({h.dst_comm, h.dst_gen});
+  if (c == nullptr || !c->is_send || c->phase != Phase::connecting ||
+      ack->body.nonce != c->nonce) {
+    // A late answer to a connection given up (its CONN_CANCEL tells the listener), or a forgery.
+    core_.miss(true);
+    return;
+  }
+  accept_answer(*c, h, *ack);
+  if (c->phase != Phase::ready) return;
+  // Control messages that overtook the acknowledgement on other rails.
+  std::deque<Stashed> stash = std::move(c->stash);
+  for (Stashed& m : stash) core_.engine->dispatch_stashed(m);
+}
+
+void Connections::on_conn_reject(const MsgHeader& h) {
+  CommState* c = core_.comm({h.dst_comm, h.dst_gen});
+  if (c == nullptr || !c->is_send || c->phase != Phase::connecting || h.aux2 != c->nonce) {
+    core_.miss(true);
+    return;
+  }
+  core_.fail_comm(*c, core::error(Code::peer_lost, "the listener refused the connection: ",
+                                  reject_text(h.aux)));
+}
+
+void Connections::remove_from_backlog(CommState& c) {
+  auto it = core_.listeners.find(c.listener_token);
+  if (it == core_.listeners.end()) return;
+  auto& q = it->second.ready;
+  q.erase(std::remove(q.begin(), q.end(), c.id), q.end());
+}
+
+void Connections::on_conn_cancel(const MsgHeader& h) {
+  CommState* found = nullptr;
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (!c.is_send && c.nonce == h.aux2 && c.peer_comm.index == h.src_comm &&
+        c.peer_comm.gen == (h.src_gen & pool::kCommGenMask)) {
+      found = &c;
+    }
+  });
+  if (found == nullptr) return;  // the request never arrived, or was refused
+  auto it = core_.listeners.find(found->listener_token);
+  const bool in_backlog =
+      it != core_.listeners.end() &&
+      std::find(it->second.ready.begin(), it->second.ready.end(), found->id) !=
+          it->second.ready.end();
+  if (in_backlog) {
+    remove_from_backlog(*found);
+    found->user_closed = true;
+    core_.fail_comm(*found, Status(Code::closed, "the connector gave up"));
+    return;
+  }
+  // Already accepted: the caller's communicator fails as a closed one.
+  found->peer_closed = true;
+  core_.fail_comm(*found, Status(Code::closed, "the connector gave up the connection"));
+}
+
+// ---- connected endpoints (FI_EP_MSG) ----
+
+void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) {
+  fabric::InfoPtr info(raw);
+  auto pep = core_.rails[0]->passive();
+  if (!pep) return;
+  struct Param {
+    MsgHeader h;
+    ConnBody b;
+  };
+  MsgHeader rej = bare(MsgType::conn_reject);
+  if (len < sizeof(Param)) {
+    core_.miss();
+    rej.aux = kBadRequest;
+    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
+    return;
+  }
+  Param p;
+  std::memcpy(&p, data, sizeof(p));
+  auto h = decode_header(reinterpret_cast<const uint8_t*>(&p), sizeof(p));
+  auto req = decode_conn_request(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
+  if (!h || !req || h->type != static_cast<uint8_t>(MsgType::conn_req)) {
+    core_.miss();
+    rej.aux = kBadRequest;
+    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
+    return;
+  }
+  rej.dst_comm = h->src_comm;
+  rej.dst_gen = h->src_gen;
+  rej.aux2 = req->body.nonce;
+  pool::Peer* peer = core_.peer_for(req->body.device_token);
+  core_.ref(peer);
+  uint64_t reason = 0;
+  CommState* c = admit(*h, *req, peer, &reason);
+  core_.unref(peer);
+  if (c == nullptr) {
+    rej.aux = reason;
+    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
+    return;
+  }
+  rail::Rail& r = *core_.rails[0];
+  auto ep = r.open_connection(info.get(), 2 * c->depth + 8, c->depth + 8);
+  Status s = ep.ok() ? Status() : ep.status();
+  if (s.ok()) {
+    auto ch = std::make_unique<pool::Channel>();
+    ch->owned = std::move(ep).value();
+    ch->ep = ch->owned.get();
+    ch->label = ch->ep->label();
+    c->connection = std::move(ch);
+    c->paths = {pool::Path{c->connection.get(), c->connection.get()}};
+    s = core_.control->post_receives(c->connection->ep);
+  }
+  if (s.ok()) {
+    struct {
+      MsgHeader h;
+      AckBody b;
+    } ack{};
+    ack.h = header(MsgType::conn_ack, *c);
+    ack.b.nonce = c->nonce;
+    ack.b.device_token = core_.device_token;
+    ack.b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+    ack.b.depth = c->depth;
+    const int ret = fi_accept(c->connection->ep->endpoint().get(), &ack, sizeof(ack));
+    if (ret != 0) s = fabric::fi_status(ret, "fi_accept");
+  }
+  if (!s.ok()) {
+    XPORT_LOG(warn, "cannot accept a connection: ", s.to_string());
+    if (!c->connection) fi_reject((*pep)->get(), info->handle, nullptr, 0);
+    c->user_closed = true;
+    core_.fail_comm(*c, s);
+    return;
+  }
+  core_.connecting[&c->connection->ep->endpoint().get()->fid] = c->id;
+  core_.listeners[c->listener_token].pending += 1;
+}
+
+void Connections::on_msg_connected(CommState& c, const uint8_t* data, size_t len) {
+  c.connection->connected = true;
+  if (c.is_send) {
+    struct {
+      MsgHeader h;
+      AckBody b;
+    } p{};
+    if (len < sizeof(p)) {
+      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
+                                                     "acknowledgement"));
+      return;
+    }
+    std::memcpy(&p, data, sizeof(p));
+    auto h = decode_header(reinterpret_cast<const uint8_t*>(&p), sizeof(p));
+    auto ack = decode_conn_ack(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
+    if (!h || !ack || h->type != static_cast<uint8_t>(MsgType::conn_ack) ||
+        ack->body.nonce != c.nonce) {
+      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
+                                                     "acknowledgement"));
+      return;
+    }
+    accept_answer(c, *h, *ack);
+    return;
+  }
+  auto lit = core_.listeners.find(c.listener_token);
+  if (lit == core_.listeners.end()) {
+    c.user_closed = true;
+    core_.fail_comm(c, Status(Code::closed, "the listener closed"));
+    return;
+  }
+  lit->second.pending -= 1;
+  c.phase = Phase::ready;
+  lit->second.ready.push_back(c.id);
+}
+
+Status Connections::progress_events() {
+  fid_eq* eq = core_.rails[0]->domain().eq();
   alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 512];
-  for (size_t n = 0; n < config_.cq_batch; ++n) {
+  for (size_t n = 0; n < core_.config.cq_batch; ++n) {
     uint32_t event = 0;
     ssize_t ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
     if (ret == -FI_EAGAIN) break;
     if (ret == -FI_EAVAIL) {
       fi_eq_err_entry err{};
       if (fi_eq_readerr(eq, &err, 0) < 0) break;
-      auto it = connecting_.find(err.fid);
       std::string why = core::str("connection failed: ", fi_strerror(err.err));
       if (err.err_data != nullptr && err.err_data_size >= sizeof(MsgHeader)) {
         MsgHeader r;
@@ -383,7 +647,15 @@ Status Engine::progress_events() {
           why = core::str("the listener refused the connection: ", reject_text(r.aux));
         }
       }
-      if (it != connecting_.end()) fail_channel(it->second, Status(Code::peer_lost, why));
+      auto it = core_.connecting.find(err.fid);
+      if (it != core_.connecting.end()) {
+        if (CommState* c = core_.comm(it->second)) {
+          c->connection->ep->failed = true;
+          c->connection->ep->failure = why;
+          remove_from_backlog(*c);
+          core_.fail_comm(*c, Status(Code::peer_lost, why));
+        }
+      }
       continue;
     }
     if (ret < 0) return fabric::fi_status(static_cast<int>(ret), "fi_eq_read");
@@ -393,97 +665,27 @@ Status Engine::progress_events() {
                                 ? static_cast<size_t>(ret) - sizeof(fi_eq_cm_entry)
                                 : 0;
     if (event == FI_CONNREQ) {
-      fabric::InfoPtr info(entry->info);
-      auto h = decode_header(data, std::min(data_len, sizeof(MsgHeader)));
-      MsgHeader rej = header(MsgType::conn_reject, h.ok() ? h->src_comm : 0, 0);
-      auto pep = rails_[0]->passive();
-      if (!h.ok() || h->type != static_cast<uint8_t>(MsgType::conn_req)) {
-        ++routing_misses_;
-        rej.aux = kUnknownListener;
-        fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-        continue;
-      }
-      auto it = listeners_.find(h->aux2);
-      if (it == listeners_.end() ||
-          it->second.ready.size() + it->second.pending >= config_.listen_backlog) {
-        rej.aux = it == listeners_.end() ? kUnknownListener : kBacklogFull;
-        fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-        continue;
-      }
-      auto owned = rails_[0]->open_connected_channel(info.get(), 2 * config_.max_requests + 8,
-                                                     config_.max_requests + 8);
-      if (!owned.ok()) {
-        XPORT_LOG(warn, "cannot accept a connection: ", owned.status().to_string());
-        fi_reject((*pep)->get(), info->handle, nullptr, 0);
-        continue;
-      }
-      pool::Channel* ch = owned->get();
-      channels_.push_back(std::move(owned).value());
-      ch->endpoint->set_retry(&Engine::retry_hook, this, config_.eagain_timeout);
-      if (Status s = post_all_rx(ch); !s.ok()) {
-        XPORT_LOG(warn, "cannot accept a connection: ", s.to_string());
-        continue;
-      }
-      const uint16_t depth = static_cast<uint16_t>(
-          std::min<uint64_t>(config_.max_requests, std::max<uint64_t>(h->length, 1)));
-      uint16_t id = comms_->insert(std::move(make_comm(false, {Path{ch, ch}}, depth)).value());
-      if (id == 0) {
-        rej.aux = kTableFull;
-        fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-        continue;
-      }
-      CommState* c = comms_->find(id);
-      c->id = id;
-      c->peer_id = h->src_comm;
-      c->eager_max = std::min<uint64_t>(config_.eager_max, h->aux);
-      c->phase = CommPhase::ready;
-      c->listener_token = h->aux2;
-      MsgHeader ack = header(MsgType::conn_ack, h->src_comm, id);
-      ack.length = depth;
-      ack.aux = config_.eager_max;
-      ack.aux2 = h->aux2;
-      int r = fi_accept(ch->endpoint->get(), &ack, sizeof(ack));
-      if (r != 0) {
-        fail_comm(*c, fabric::fi_status(r, "fi_accept"));
-        c->user_closed = true;
-        maybe_erase(*c);
-        continue;
-      }
-      connecting_[&ch->endpoint->get()->fid] = ch;
-      it->second.pending += 1;
-    } else if (event == FI_CONNECTED || event == FI_SHUTDOWN) {
-      auto it = connecting_.find(entry->fid);
-      if (it == connecting_.end()) continue;
-      pool::Channel* ch = it->second;
-      CommState* comm = nullptr;
-      comms_->for_each([&](uint16_t, CommState& c) {
-        if (uses(c.paths, ch)) comm = &c;
-      });
-      if (event == FI_SHUTDOWN) {
-        fail_channel(ch, Status(Code::peer_lost, "the peer closed the connection"));
-        continue;
-      }
-      ch->connected = true;
-      if (comm == nullptr) continue;
-      if (comm->is_send) {
-        auto h = decode_header(data, std::min(data_len, sizeof(MsgHeader)));
-        if (!h.ok() || h->type != static_cast<uint8_t>(MsgType::conn_ack)) {
-          fail_comm(*comm, core::error(Code::protocol, "connection accepted without a valid "
-                                                       "acknowledgement"));
-          continue;
-        }
-        on_conn_ack(*h);
-      } else {
-        auto lit = listeners_.find(comm->listener_token);
-        if (lit == listeners_.end()) {
-          comm->user_closed = true;
-          maybe_erase(*comm);
-          continue;
-        }
-        lit->second.pending -= 1;
-        lit->second.ready.push_back(comm->id);
-      }
+      on_msg_connreq(entry->info, data, data_len);
+      continue;
     }
+    if (event != FI_CONNECTED && event != FI_SHUTDOWN) continue;
+    auto it = core_.connecting.find(entry->fid);
+    if (it == core_.connecting.end()) continue;
+    CommState* c = core_.comm(it->second);
+    if (c == nullptr || !c->connection) continue;
+    if (event == FI_SHUTDOWN) {
+      c->connection->ep->failed = true;
+      c->connection->ep->failure = "the peer closed the connection";
+      remove_from_backlog(*c);
+      if (!c->is_send && c->phase == Phase::connecting) {
+        auto lit = core_.listeners.find(c->listener_token);
+        if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
+        c->user_closed = true;  // never handed out: nobody will close it
+      }
+      core_.fail_comm(*c, Status(Code::peer_lost, "the peer closed the connection"));
+      continue;
+    }
+    on_msg_connected(*c, data, data_len);
   }
   return Status::success();
 }

@@ -1,8 +1,10 @@
-// Engine core: opening rails, registration on every rail, the progress loop, and routing of
-// completions by op context.
+// Engine: opening rails, the public-facing calls, the progress loop and the routing of every
+// completion by its op context and remote CQ data, and teardown.
 #include "proto/engine.hpp"
 
-#include <random>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "core/knob.hpp"
@@ -17,14 +19,17 @@ EngineConfig EngineConfig::from_knobs() {
   c.eager_max = static_cast<size_t>(knob_int(KnobId::eager_max));
   c.headerless_eager = core::knob_bool(KnobId::eager_in_cq_data);
   c.max_requests =
-      static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, 4096));
+      static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, kMaxSlots));
   c.rx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::rx_buffers), 16));
   c.tx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::tx_buffers), 16));
   c.cq_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_batch), 1));
+  c.cq_entries = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_entries), 64));
   c.max_comms = static_cast<size_t>(std::clamp<int64_t>(knob_int(KnobId::max_comms), 1, 65535));
   c.listen_backlog = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::listen_backlog), 1));
   c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
-  c.first_key = static_cast<uint64_t>(knob_int(KnobId::mr_key_base));
+  c.keepalive = std::chrono::milliseconds(std::max<int64_t>(knob_int(KnobId::keepalive_ms), 1));
+  c.peer_timeout = std::chrono::milliseconds(knob_int(KnobId::peer_timeout_ms));
+  c.close_linger = std::chrono::milliseconds(knob_int(KnobId::close_linger_ms));
   c.stripe.threshold = static_cast<uint64_t>(knob_int(KnobId::stripe_threshold));
   c.stripe.align = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_align), 1, 1 << 30));
   if ((c.stripe.align & (c.stripe.align - 1)) != 0) c.stripe.align = 4096;
@@ -40,12 +45,23 @@ rail::RailConfig EngineConfig::rail_config() const {
   rail::RailConfig rc;
   rc.rx_buffers = rx_buffers;
   rc.tx_buffers = tx_buffers;
-  // A buffer holds an eager message or the largest control message (a CONN_REQ).
+  // A buffer holds an eager message or the largest control message (a CONN_REQ or CONN_ACK).
   rc.buffer_bytes =
       sizeof(MsgHeader) + std::max(eager_max, sizeof(ConnBody) + kMaxConnAddressBytes);
-  rc.first_key = first_key;
-  rc.cq_size = 8 * (rc.rx_buffers + rc.tx_buffers);
+  // The posted receives and send buffers of both endpoints, and room for operations.
+  rc.cq_size = 2 * (rx_buffers + tx_buffers) + cq_entries;
   return rc;
+}
+
+Engine::Engine() {
+  core_.engine = this;
+  core_.control = &control_;
+  core_.connections = &connections_;
+  core_.eager = &eager_;
+  core_.rendezvous = &rendezvous_;
+  core_.one_sided = &one_sided_;
+  core_.flusher = &flusher_;
+  core_.health = &health_;
 }
 
 Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& rails,
@@ -62,232 +78,586 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
                        " uses connected endpoints: one rail per device (", rails.size(),
                        " requested)");
   }
-  auto e = std::shared_ptr<Engine>(new Engine());
-  e->config_ = config;
-  e->caps_ = caps;
-  e->cq_data_bytes_ = info->domain_attr->cq_data_size;
-  e->inject_size_ = info->tx_attr->inject_size;
-  e->rx_cq_data_mode_ = (info->mode & FI_RX_CQ_DATA) != 0;
-  e->headerless_eager_ = e->cq_data_bytes_ >= 8 && config.headerless_eager;
-  e->device_token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  if (e->config_.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
-    e->config_.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
+  auto inner = std::shared_ptr<Engine>(new Engine());
+  Core& c = inner->core_;
+  c.config = config;
+  c.caps = caps;
+  c.cq_data_bytes = info->domain_attr->cq_data_size;
+  c.inject_size = info->tx_attr->inject_size;
+  c.rx_cq_data_mode = (info->mode & FI_RX_CQ_DATA) != 0;
+  c.headerless_eager = c.cq_data_bytes >= 8 && config.headerless_eager;
+  while (c.device_token == 0) {
+    if (getrandom(&c.device_token, sizeof(c.device_token), 0) != sizeof(c.device_token)) {
+      c.device_token = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+                       (uint64_t{static_cast<uint32_t>(getpid())} << 32);
+    }
   }
-  const rail::RailConfig rc = e->config_.rail_config();
+  if (c.config.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
+    c.config.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
+  }
+  const rail::RailConfig rc = c.config.rail_config();
+  std::vector<memory::Registry::Rail> targets;
   for (const fi_info* r : rails) {
-    if (r->domain_attr->cq_data_size != e->cq_data_bytes_) {
+    if (r->domain_attr->cq_data_size != c.cq_data_bytes) {
       return core::error(Code::unsupported, "rails differ in remote CQ data size (",
-                         r->domain_attr->cq_data_size, " vs ", e->cq_data_bytes_, " bytes)");
+                         r->domain_attr->cq_data_size, " vs ", c.cq_data_bytes, " bytes)");
     }
-    XPORT_ASSIGN_OR_RETURN(auto rail, rail::Rail::open(r, rc));
-    e->rails_.push_back(std::move(rail));
+    XPORT_ASSIGN_OR_RETURN(auto rail,
+                           rail::Rail::open(r, rc, static_cast<uint8_t>(c.rails.size())));
+    // Under FI_MR_ENDPOINT a region is bound to the rail's data endpoint, the only endpoint that
+    // moves caller memory (control messages use the control endpoint's own buffers).
+    targets.push_back({&rail->domain(), rail->data() ? &rail->data()->endpoint() : nullptr});
+    c.rails.push_back(std::move(rail));
   }
-  e->comms_ = std::make_unique<pool::CommTable<CommState>>(e->config_.max_comms);
-  for (uint32_t i = 0; i < e->rails_.size(); ++i) {
-    auto& r = e->rails_[i];
-    for (pool::Channel* ch : {r->data_channel(), r->control_channel()}) {
-      if (ch == nullptr) continue;
-      ch->rail = i;
-      ch->endpoint->set_retry(&Engine::retry_hook, e.get(), e->config_.eagain_timeout);
-      XPORT_RETURN_IF_ERROR(e->post_all_rx(ch));
+  c.registry = std::make_unique<memory::Registry>(std::move(targets), c.device_token);
+  c.comms = std::make_unique<pool::CommTable<CommState>>(c.config.max_comms);
+  for (auto& r : c.rails) {
+    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+      if (ep != nullptr) XPORT_RETURN_IF_ERROR(inner->control_.post_receives(ep));
     }
+    r->health().refresh_link();
   }
-  return e;
+  // The public handle: its last copy shuts the engine down; `inner` (also held by every
+  // registration) keeps the domains open until the last Region goes.
+  Engine* raw = inner.get();
+  return std::shared_ptr<Engine>(raw, [inner](Engine* e) mutable {
+    e->shutdown();
+    inner.reset();
+  });
 }
 
 Engine::~Engine() {
-  // Communicators and windows reference channels; channels' endpoints close before the rails.
-  windows_.clear();
-  comms_.reset();
-  channels_.clear();
-  rails_.clear();
+  // shutdown() ran (the handle's deleter) and no registration is left: endpoints close before
+  // the rails' CQs and domains (declaration order in Core).
 }
 
-RegionState::~RegionState() {
-  if (engine) engine->deregister(*this);
+void Engine::shutdown() {
+  if (shut_down_) return;
+  {
+    Lock l(core_);
+    std::vector<uint64_t> listeners;
+    for (auto& [token, ls] : core_.listeners) listeners.push_back(token);
+    for (uint64_t t : listeners) connections_.close_listener(t);
+    std::vector<CommId> open;
+    core_.comms->for_each([&](uint16_t, CommState& c) { open.push_back(c.id); });
+    for (CommId id : open) connections_.close(id);
+    for (auto& [id, w] : core_.windows) w->closed = true;
+  }
+  // A bounded drain: CLOSE messages go out, operations in flight complete.
+  const auto until = Clock::now() + std::chrono::milliseconds(500);
+  for (;;) {
+    Lock l(core_);
+    progress_locked();
+    bool busy = !core_.pending_control.empty();
+    core_.comms->for_each([&](uint16_t, CommState& c) { busy = busy || c.outstanding > 0; });
+    if (!busy || Clock::now() >= until) break;
+  }
+  Lock l(core_);
+  shut_down_ = true;
+  // What is still in flight is abandoned: receives are cancelled, connections close, and no
+  // progress reads the CQs again, so nothing dereferences the contexts freed below.
+  for (auto& r : core_.rails) {
+    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+      if (ep != nullptr) ep->cancel_receives();
+    }
+  }
+  core_.pending_control.clear();
+  core_.pending_eager.clear();
+  core_.pending_stripes.clear();
+  core_.pending_rma.clear();
+  core_.pending_rx.clear();
+  core_.windows.clear();
+  core_.flushes.clear();
+  std::vector<CommState*> all;
+  core_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
+  for (CommState* c : all) {
+    c->outstanding = 0;
+    c->user_closed = true;
+    core_.erase_comm(*c);
+  }
+  for (auto& ch : core_.retiring) {
+    if (ch->owned) ch->owned->close_endpoint();
+  }
+  core_.peers.clear();
 }
 
-void Engine::deregister(RegionState& r) {
-  auto l = lock();
-  mr_cache_.erase(r.base, &r);
-  r.mrs.clear();
-  registrations_ -= 1;
-  registered_bytes_ -= r.length;
-}
+// ---- memory ----
 
-Result<Region> Engine::register_memory(void* buf, size_t len) {
+Result<RegionRef> Engine::register_memory(void* buf, size_t len) {
   if (buf == nullptr || len == 0) {
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
-  auto l = lock();
-  if (auto cached = mr_cache_.find(buf, len)) {
-    // A live registration covers the range: share it (its owners keep it registered).
-    Region out;
-    out.state_ = std::move(cached);
-    out.view_base_ = static_cast<uint8_t*>(buf);
-    out.view_length_ = len;
-    return out;
-  }
-  auto state = std::make_shared<RegionState>();
-  state->base = static_cast<uint8_t*>(buf);
-  state->length = len;
-  state->virt_addr = (rails_[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0;
-  const uint64_t access =
-      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  for (auto& r : rails_) {
-    // Under FI_MR_ENDPOINT a region is bound to the rail's data endpoint, the only endpoint
-    // that moves user memory (control messages use the control endpoint's own buffers).
-    fabric::Endpoint* bind = nullptr;
-    if (r->domain().mr_mode() & FI_MR_ENDPOINT) {
-      if (r->data_channel() == nullptr) {
-        return core::error(Code::unsupported, "provider ", caps_.provider,
-                           " requires FI_MR_ENDPOINT with connected endpoints: not supported");
-      }
-      bind = r->data_channel()->endpoint;
-    }
-    auto mr = fabric::MemoryRegistration::create(r->domain(), buf, len, access, r->next_key(),
-                                                 bind);
-    if (!mr.ok()) return mr.status().with_context(core::str("register_memory on rail ", r->name()));
-    state->mrs.push_back(std::move(mr).value());
-  }
-  state->engine = shared_from_this();
-  registrations_ += 1;
-  registered_bytes_ += len;
-  mr_cache_.insert(buf, state);
-  Region out;
-  out.state_ = std::move(state);
-  out.view_base_ = static_cast<uint8_t*>(buf);
-  out.view_length_ = len;
-  return out;
+  Lock l(core_);
+  std::vector<RegionRef> dropped;  // released under the lock, after the cache walk
+  return core_.registry->acquire(buf, len, shared_from_this(), dropped);
 }
 
-std::vector<uint8_t> Engine::export_key(const Region& region) const {
-  const RegionState& r = *region.state_;
+void Engine::release_region(memory::RegionState& r) {
+  if (core_.held_by_me()) {
+    // The last holder was one of the engine's own operations, under the lock already.
+    core_.registry->release(r);
+    return;
+  }
+  Lock l(core_);
+  core_.registry->release(r);
+}
+
+std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
+  const memory::RegionState& r = **region.region;
   RemoteKey k;
   k.virt_addr = r.virt_addr;
-  k.base = reinterpret_cast<uint64_t>(region.view_base_);
-  k.length = region.view_length_;
-  k.mr_offset = static_cast<uint64_t>(region.view_base_ - r.base);
-  k.device_token = device_token_;
+  k.base = reinterpret_cast<uint64_t>(region.view_base);
+  k.length = region.view_length;
+  k.mr_offset = static_cast<uint64_t>(region.view_base - r.base);
+  k.device_token = r.device_token;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   return encode_key(k);
 }
 
-Result<RemoteRegion> Engine::import_key(std::span<const uint8_t> bytes) const {
+Result<RemoteKey> Engine::import_key(std::span<const uint8_t> bytes) const {
   auto k = decode_key(bytes);
-  if (!k.ok()) return k.status().with_context("import_key");
+  if (!k) return k.status().with_context("import_key");
   if (k->keys.size() > kMaxRails) {
     return core::error(Code::invalid_argument, "import_key: the key describes ", k->keys.size(),
                        " rails, at most ", kMaxRails, " are supported");
   }
-  if (k->virt_addr != ((rails_[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
+  if (k->virt_addr != ((core_.rails[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
     return core::error(Code::invalid_argument,
                        "import_key: the key's addressing (virtual or offset) does not match this "
                        "provider's FI_MR_VIRT_ADDR mode: was it exported by another provider?");
   }
-  RemoteRegion r;
-  r.virt_addr_ = k->virt_addr;
-  r.base_ = k->base;
-  r.length_ = k->length;
-  r.mr_offset_ = k->mr_offset;
-  r.keys_ = k->keys;
-  return r;
+  return std::move(k).value();
 }
 
-Status Engine::check_local(const Region& region, const void* buf, size_t len, const char* what) {
-  if (!region.valid()) return core::error(Code::invalid_argument, what, ": empty Region");
-  if (region.state_->engine.get() != this) {
+Status Engine::check_local(const LocalBuffer& region, const void* buf, size_t len,
+                           const char* what) {
+  if (region.region == nullptr || !*region.region) {
+    return core::error(Code::invalid_argument, what, ": empty Region");
+  }
+  if ((*region.region)->owner.get() != static_cast<memory::RegionOwner*>(this)) {
     return core::error(Code::invalid_argument, what,
                        ": the Region was registered on another device");
   }
-  if (!region.contains(buf, len)) {
+  const auto a = reinterpret_cast<uintptr_t>(buf);
+  const auto b = reinterpret_cast<uintptr_t>(region.view_base);
+  if (a < b || a - b > region.view_length || len > region.view_length - (a - b)) {
     return core::error(Code::invalid_argument, what, ": buffer [", buf, ", +", len,
-                       ") is not inside the registered region [", region.base(), ", +",
-                       region.length(), ")");
+                       ") is not inside the registered region [",
+                       static_cast<const void*>(region.view_base), ", +", region.view_length,
+                       ")");
   }
   return Status::success();
 }
 
+// ---- connections ----
+
+Result<Connections::Listening> Engine::listen() {
+  Lock l(core_);
+  return connections_.listen();
+}
+
+Result<CommId> Engine::accept(uint64_t token, Deadline deadline) {
+  CommId id;
+  Status err;
+  Status s = wait_until(
+      deadline,
+      [&] {
+        auto r = connections_.take_accepted(token);
+        if (!r) {
+          err = r.status();
+          return true;
+        }
+        id = *r;
+        return static_cast<bool>(id);
+      },
+      "accept: no connection arrived before the deadline");
+  if (!s) return s;
+  if (!err) return err;
+  return id;
+}
+
+void Engine::close_listener(uint64_t token) {
+  Lock l(core_);
+  connections_.close_listener(token);
+}
+
+Result<CommId> Engine::connect(const std::vector<uint8_t>& handle, Deadline deadline) {
+  CommId id;
+  {
+    Lock l(core_);
+    XPORT_ASSIGN_OR_RETURN(id, connections_.start(handle));
+  }
+  Status s = wait_until(
+      deadline,
+      [&] {
+        CommState* c = core_.comm(id);
+        return c == nullptr || c->phase != Phase::connecting;
+      },
+      "connect: the listener did not answer before the deadline (is the peer alive and "
+      "progressing?)");
+  Lock l(core_);
+  CommState* c = core_.comm(id);
+  if (s.ok() && c == nullptr) s = Status(Code::internal, "connect: the communicator vanished");
+  if (s.ok() && c->phase == Phase::failed) s = c->error;
+  if (!s.ok()) {
+    connections_.cancel(id);
+    return s;
+  }
+  return id;
+}
+
+void Engine::close_comm(CommId id) {
+  Lock l(core_);
+  connections_.close(id);
+}
+
+// ---- two-sided ----
+
+CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err) {
+  CommState* c = core_.comm(id);
+  if (c == nullptr || c->is_send != is_send || c->user_closed) {
+    *err = core::error(Code::invalid_argument, op, ": communicator ", id.index, " is not open");
+    return nullptr;
+  }
+  return c;
+}
+
+Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
+                               const LocalBuffer& region) {
+  Lock l(core_);
+  Status err;
+  CommState* c = comm_for(comm, true, "isend", &err);
+  if (c == nullptr) return err;
+  if (c->phase == Phase::failed) return c->error;
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, "isend"));
+  if (len >= kLengthUnknown && len > c->eager_max) {
+    return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
+                       "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
+                       "of length)");
+  }
+  const uint64_t seq = c->next_seq;
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  SendSlot& s = c->sends[slot];
+  if (s.active) {
+    return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
+                       comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  std::vector<fabric::OpContext> ctx = std::move(s.ctx);  // sized per rail once
+  s = SendSlot{};
+  s.ctx = std::move(ctx);
+  if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
+  s.active = true;
+  s.seq = seq;
+  s.buf = static_cast<const uint8_t*>(buf);
+  s.len = len;
+  s.region = *region.region;
+  s.eager = len <= c->eager_max;
+  Status st;
+  if (s.eager) {
+    // No clear-to-send needed: the receiver holds an unexpected message until its receive is
+    // posted, and credits bound how many it may have to hold.
+    EarlyCts& e = c->early_cts[slot];
+    if (e.valid && e.cts.seq == seq) e.valid = false;
+    st = eager_.start(*c, s, slot);
+  } else {
+    st = rendezvous_.start(*c, s, slot);
+  }
+  if (!st.ok()) {
+    // Nothing of it was posted: the request never existed.
+    s.active = false;
+    s.region.reset();
+    return st.with_context("isend");
+  }
+  c->next_seq += 1;
+  return seq;
+}
+
+Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region) {
+  Lock l(core_);
+  Status err;
+  CommState* c = comm_for(comm, false, "irecv", &err);
+  if (c == nullptr) return err;
+  if (c->phase == Phase::failed) return c->error;
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, "irecv"));
+  const uint64_t seq = c->next_seq;
+  if (c->peer_closed && seq >= c->peer_sent) {
+    return core::error(Code::closed, "irecv: the peer closed communicator ", comm.index,
+                       " after ", c->peer_sent, " messages");
+  }
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  RecvSlot& r = c->recvs[slot];
+  if (r.active) {
+    return core::error(Code::again, "irecv: ", c->depth,
+                       " receives are outstanding on communicator ", comm.index,
+                       " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  r = RecvSlot{};
+  r.active = true;
+  r.seq = seq;
+  r.buf = static_cast<uint8_t*>(buf);
+  r.cap = len;
+  r.region = *region.region;
+  // A buffer that can take a rendezvous message gets its clear-to-send now (the sender's write
+  // can start the moment it has the message); an eager-sized one only if the sender asked
+  // (RTS), and otherwise just counts towards the next eager credit.
+  bool cts = false;
+  Status st = rendezvous_.on_posted(*c, r, slot, &cts);
+  if (st.ok()) st = eager_.on_posted(*c, r, slot, cts);
+  if (!st.ok()) {
+    r = RecvSlot{};
+    return st.with_context("irecv");
+  }
+  c->next_seq += 1;
+  return seq;
+}
+
+Result<Completion> Engine::test(CommId comm, uint64_t seq) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || c->user_closed || c->depth == 0) {
+    return core::error(Code::invalid_argument, "test: communicator ", comm.index, " is not open");
+  }
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  auto not_outstanding = [&] {
+    return core::error(Code::invalid_argument, "test: request ", seq,
+                       " is not outstanding on communicator ", comm.index,
+                       " (completed already, or never issued)");
+  };
+  if (c->is_send) {
+    SendSlot& s = c->sends[slot];
+    if (!s.active || s.seq != seq) return not_outstanding();
+    if (!s.done()) return Completion{false, 0};
+    Status e = std::move(s.error);
+    const size_t n = s.len;
+    s.active = false;
+    s.region.reset();
+    if (!e.ok()) return e;
+    return Completion{true, n};
+  }
+  RecvSlot& r = c->recvs[slot];
+  if (!r.active || r.seq != seq) return not_outstanding();
+  if (!r.done()) return Completion{false, 0};
+  Status e = std::move(r.error);
+  const size_t n = r.bytes;
+  r.active = false;
+  r.region.reset();
+  if (!e.ok()) return e;
+  return Completion{true, n};
+}
+
+Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
+  for (uint32_t spin = 0;; ++spin) {
+    XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, seq));
+    if (done.done) return done.bytes;
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) {
+        return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
+                           " did not complete before the deadline");
+      }
+      std::this_thread::yield();
+    }
+  }
+}
+
+Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
+                     Deadline deadline) {
+  uint64_t id = 0;
+  {
+    Lock l(core_);
+    Status err;
+    CommState* c = comm_for(comm, false, "flush", &err);
+    if (c == nullptr) return err;
+    XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
+    XPORT_ASSIGN_OR_RETURN(id, flusher_.start(*c, static_cast<const uint8_t*>(buf), len,
+                                              *region.region));
+    if (id == 0) return Status::success();
+  }
+  Status s = wait_until(deadline, [&] { return flusher_.done(id); },
+                        "flush: the reads did not complete before the deadline");
+  Lock l(core_);
+  if (!s.ok()) {
+    flusher_.abandon(id);
+    return s;
+  }
+  return flusher_.finish(id);
+}
+
+// ---- one-sided ----
+
+Result<uint32_t> Engine::open_window(CommId comm) {
+  Lock l(core_);
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || c->user_closed) {
+    return core::error(Code::invalid_argument, "window: communicator ", comm.index,
+                       " is not open");
+  }
+  if (c->phase != Phase::ready) {
+    return c->phase == Phase::failed ? c->error
+                                     : core::error(Code::invalid_argument,
+                                                   "window: communicator is not connected");
+  }
+  return one_sided_.open(*c);
+}
+
+void Engine::close_window(uint32_t id) {
+  Lock l(core_);
+  one_sided_.close(id);
+}
+
+Status Engine::put(uint32_t window, const LocalBuffer& local, size_t loff,
+                   const RemoteKey& remote, size_t roff, size_t len) {
+  Lock l(core_);
+  if (loff > local.view_length || len > local.view_length - loff) {
+    return core::error(Code::invalid_argument, "put: local range [", loff, ", +", len,
+                       ") is outside the local region of ", local.view_length, " bytes");
+  }
+  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
+  XPORT_RETURN_IF_ERROR(check_local(local, p, len, "put"));
+  return one_sided_.rma(window, fabric::OpType::put, *local.region, p, len, remote, roff);
+}
+
+Status Engine::get(uint32_t window, const LocalBuffer& local, size_t loff,
+                   const RemoteKey& remote, size_t roff, size_t len) {
+  Lock l(core_);
+  if (loff > local.view_length || len > local.view_length - loff) {
+    return core::error(Code::invalid_argument, "get: local range [", loff, ", +", len,
+                       ") is outside the local region of ", local.view_length, " bytes");
+  }
+  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
+  XPORT_RETURN_IF_ERROR(check_local(local, p, len, "get"));
+  return one_sided_.rma(window, fabric::OpType::get, *local.region, p, len, remote, roff);
+}
+
+Status Engine::quiet(uint32_t window, Deadline deadline) {
+  uint64_t target = 0;
+  {
+    Lock l(core_);
+    XPORT_ASSIGN_OR_RETURN(target, one_sided_.quiet_target(window));
+    // Only what was issued before this call: concurrent issuers cannot keep it waiting.
+    if (one_sided_.completed_below(window, target)) return one_sided_.take_error(window, target);
+  }
+  Status s = wait_until(deadline, [&] { return one_sided_.completed_below(window, target); },
+                        "quiet");
+  Lock l(core_);
+  if (!s.ok()) {
+    auto it = core_.windows.find(window);
+    uint64_t left = 0;
+    if (it != core_.windows.end()) {
+      for (const WindowOp& o : it->second->ops) left += o.busy && o.ctx.seq < target;
+    }
+    return core::error(Code::timeout, "quiet: ", left,
+                       " operation stripes issued before it still outstanding at the deadline");
+  }
+  return one_sided_.take_error(window, target);
+}
+
+uint64_t Engine::window_issued(uint32_t window) const {
+  Lock l(core_);
+  auto it = core_.windows.find(window);
+  return it == core_.windows.end() ? 0 : it->second->issued;
+}
+
+uint64_t Engine::window_completed(uint32_t window) const {
+  Lock l(core_);
+  auto it = core_.windows.find(window);
+  return it == core_.windows.end() ? 0 : it->second->completed;
+}
+
 // ---- progress ----
 
-void Engine::retry_hook(void* self) {
-  auto* e = static_cast<Engine*>(self);
-  if (!e->in_progress_) (void)e->progress_locked();
-}
-
 Status Engine::progress() {
-  auto l = lock();
-  return progress_locked();
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  return Status::success();
 }
 
-Status Engine::progress_locked() {
-  if (in_progress_) return Status::success();
-  in_progress_ = true;
-  Status st;
+void Engine::refresh_links() {
+  if (core_.config.rail_check.count() == 0) return;
+  const int64_t now = Clock::now().time_since_epoch().count();
+  int64_t due = next_link_read_.load(std::memory_order_relaxed);
+  if (now < due) return;
+  const int64_t next =
+      now + std::chrono::duration_cast<std::chrono::nanoseconds>(core_.config.rail_check).count();
+  if (!next_link_read_.compare_exchange_strong(due, next, std::memory_order_relaxed)) return;
+  // File I/O, with no lock held; the results are applied under the lock by progress.
+  for (auto& r : core_.rails) r->health().refresh_link();
+}
+
+void Engine::progress_locked() {
+  if (core_.in_progress || shut_down_) return;
+  core_.in_progress = true;
   // A bounded batch from every rail's CQ per pass: no rail starves another.
-  for (size_t i = 0; i < rails_.size(); ++i) {
-    auto& r = rails_[i];
-    polling_rail_ = i;
-    auto n = r->cq().poll(
-        config_.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
-        [this](void* ctx, Status s) { on_error(ctx, std::move(s)); });
-    if (!n.ok() && st.ok()) st = n.status().with_context(core::str("rail ", r->name()));
+  for (size_t i = 0; i < core_.rails.size(); ++i) {
+    rail::Rail& r = *core_.rails[i];
+    core_.polling_rail = i;
+    auto n = r.cq().poll(
+        core_.config.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
+        [this](void* ctx, Status s, int err) { on_error(ctx, std::move(s), err); });
+    if (!n.ok()) {
+      // The CQ itself failed (overrun, a dead device): the rail is out of service; other rails
+      // and their communicators go on.
+      core_.note_failure(static_cast<uint32_t>(i), Status(Code::closed, n.status().message()));
+      XPORT_LOG(warn, "rail ", r.name(), ": ", n.status().to_string());
+    }
   }
-  if (st.ok() && connected_endpoints()) st = progress_events();
-  check_rails();
-  flush_pending();
-  in_progress_ = false;
-  return st;
+  if (core_.connected_endpoints()) {
+    Status s = connections_.progress_events();
+    if (!s.ok()) XPORT_LOG(warn, "connection events: ", s.to_string());
+  }
+  control_.retry_receives();
+  control_.retry();
+  eager_.retry();
+  rendezvous_.retry();
+  one_sided_.retry();
+  flusher_.retry();
+  if (++passes_ >= kPassesPerCheck) {
+    passes_ = 0;
+    housekeeping();
+  }
+  core_.in_progress = false;
 }
 
-void Engine::check_rails() {
-  if (config_.rail_check.count() == 0) return;
-  if (++passes_since_rail_check_ < kPassesPerRailCheck) return;
-  passes_since_rail_check_ = 0;
-  const auto now = Deadline::Clock::now();
-  if (now < next_rail_check_) return;
-  next_rail_check_ = now + config_.rail_check;
-  for (auto& r : rails_) {
-    const bool up = r->link_up();
-    if (r->state() == rail::Rail::State::up && !up) {
-      r->quarantine("link down", now + config_.rail_retry);
+void Engine::housekeeping() {
+  const auto now = Clock::now();
+  if (core_.config.rail_check.count() != 0 && now >= next_rail_check_) {
+    next_rail_check_ = now + core_.config.rail_check;
+    apply_link_states(now);
+  }
+  if (now >= next_health_check_) {
+    next_health_check_ = now + PeerHealth::kInterval;
+    health_.check(now);
+    control_.reap_retired(false);
+  }
+}
+
+void Engine::apply_link_states(Clock::time_point now) {
+  for (auto& r : core_.rails) {
+    rail::Health& h = r->health();
+    const bool up = h.link_up();
+    if (h.state() == rail::Health::State::up && !up) {
+      h.quarantine("link down", now + core_.config.rail_retry);
       XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
-    } else if (r->state() == rail::Rail::State::quarantined) {
+    } else if (h.state() == rail::Health::State::quarantined) {
       if (!up) {
-        r->quarantine(r->quarantine_reason(), now + config_.rail_retry);  // back off again
-      } else if (now >= r->retry_at()) {
-        r->restore();
+        h.quarantine(h.reason(), now + core_.config.rail_retry);  // back off again
+      } else if (now >= h.retry_at()) {
+        h.restore();
         XPORT_LOG(info, "rail ", r->name(), " back in service: link up");
       }
     }
   }
 }
 
-void Engine::note_failure(uint32_t rail, const Status& status, bool from_post) {
-  if (status.code() != Code::closed || rail >= rails_.size()) return;
-  rail::Rail& r = *rails_[rail];
-  if (!from_post && ++r.consecutive_failures() < kFatalInARow) return;
-  if (r.state() == rail::Rail::State::up) {
-    XPORT_LOG(warn, "rail ", r.name(), " quarantined after a fatal error: ", status.message());
-  }
-  r.quarantine(core::str("fatal error: ", status.message()),
-               Deadline::Clock::now() + config_.rail_retry);
-}
-
-Status Engine::no_rail_error(size_t limit, const char* what) const {
-  std::string why;
-  for (size_t i = 0; i < limit; ++i) {
-    why += core::str(why.empty() ? "" : ", ", rails_[i]->name(), ": ",
-                     rails_[i]->quarantine_reason());
-  }
-  return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
-                     why, "); retry when a link is back");
-}
-
 void Engine::on_completion(const fi_cq_data_entry& e) {
   auto* ctx = fabric::op_context_of(e.op_context);
-  rails_[polling_rail_]->consecutive_failures() = 0;
+  rail::Rail& rail = *core_.rails[core_.polling_rail];
+  rail.health().consecutive_failures() = 0;
   XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
             " data 0x", std::hex, e.data, " ctx ", e.op_context);
   // Target side of a write with data. (sockets also flags the initiator's own write completion
@@ -300,360 +670,168 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
                           !(e.flags & (FI_RMA | FI_REMOTE_WRITE)) && ctx != nullptr &&
                           ctx->type == fabric::OpType::rx_buffer;
   if (remote_data && !eager_data) {
-    on_write_data(e.data, e.len);
+    rendezvous_.on_write_data(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
     // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
-    // Otherwise op_context is undefined for remote completions and must not be read.
-    if (rx_cq_data_mode_ && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
-      auto* ch = static_cast<pool::Channel*>(ctx->owner);
-      repost(ch, &ch->rx->at(ctx->index));
+    // Otherwise op_context is undefined for remote completions and must not be read (the
+    // entry's CQ room was held by the clear-to-send).
+    if (core_.rx_cq_data_mode && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
+      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+      ep->posted_rx -= 1;
+      rail.cq_give();
+      control_.repost(ep, &ep->rx().at(ctx->index));
     }
     return;
   }
   if (ctx == nullptr) {
-    ++routing_misses_;
+    core_.miss();
     return;
   }
+  rail.cq_give();
   switch (ctx->type) {
     case fabric::OpType::rx_buffer: {
-      auto* ch = static_cast<pool::Channel*>(ctx->owner);
-      memory::Buffer* b = &ch->rx->at(ctx->index);
-      ch->endpoint->counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
-      ch->endpoint->counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
-      bool hold = false;
-      if (eager_data) {
-        on_eager_data(ch, b, e.data, e.len, &hold);
-      } else {
-        on_message(ch, b, e.len, &hold);
-      }
-      if (!hold) repost(ch, b);
+      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+      on_receive(ep, &ep->rx().at(ctx->index), e, eager_data);
       break;
     }
     case fabric::OpType::tx_buffer: {
-      auto* ch = static_cast<pool::Channel*>(ctx->owner);
-      ch->endpoint->count_completion(false);
-      on_eager_sent(ctx, Status::success());
-      ch->tx->give_back(&ch->tx->at(ctx->index));
+      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+      memory::Buffer* b = &ep->tx().at(ctx->index);
+      if (ctx->comm == 0) {
+        ep->endpoint().count_completion(false);
+        control_.on_sent(b, Status());
+      } else {
+        eager_.on_sent(ctx, Status(), b);
+      }
       break;
     }
-    case fabric::OpType::eager_send:
-      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(false);
-      on_eager_sent(ctx, Status::success());
-      break;
-    case fabric::OpType::rndv_write: on_write_done(ctx, Status::success()); break;
+    case fabric::OpType::eager_send: eager_.on_sent(ctx, Status(), nullptr); break;
+    case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, Status()); break;
     case fabric::OpType::put:
-    case fabric::OpType::get: on_window_done(ctx, Status::success()); break;
-    case fabric::OpType::flush:
-      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(false);
-      ++flushes_done_;
-      flush_in_flight_ = false;
-      break;
+    case fabric::OpType::get: one_sided_.on_done(ctx, Status()); break;
+    case fabric::OpType::flush: flusher_.on_done(ctx, Status()); break;
   }
 }
 
-void Engine::on_error(void* context, Status status) {
+void Engine::on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_data_entry& e,
+                        bool eager_data) {
+  ep->posted_rx -= 1;
+  if (ep->failed) return;  // a connection being retired: its buffers are not reposted
+  ep->endpoint().counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
+  ep->endpoint().counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
+  bool hold = false;
+  if (eager_data) {
+    eager_.on_eager_data(ep, b, e.data, e.len, &hold);
+  } else {
+    on_message(ep, b, e.len, &hold);
+  }
+  if (!hold) control_.repost(ep, b);
+}
+
+void Engine::on_error(void* context, Status status, int err) {
   auto* ctx = fabric::op_context_of(context);
+  const bool cancelled = err == FI_ECANCELED;
+  if (!cancelled) {
+    core_.note_failure(static_cast<uint32_t>(core_.polling_rail), status, false);
+  }
   if (ctx == nullptr) {
     XPORT_LOG(warn, "error completion without context: ", status.to_string());
-    ++routing_misses_;
-    note_failure(static_cast<uint32_t>(polling_rail_), status, false);
+    core_.miss();
     return;
   }
-  note_failure(static_cast<uint32_t>(polling_rail_), status, false);  // the CQ is the rail's
+  core_.rails[core_.polling_rail]->cq_give();
   switch (ctx->type) {
     case fabric::OpType::rx_buffer: {
-      auto* ch = static_cast<pool::Channel*>(ctx->owner);
-      ch->endpoint->counters().error_completions.add();
-      XPORT_LOG(debug, "receive buffer error on ", ch->label, ": ", status.to_string());
-      // A connected endpoint serves one peer: its loss fails that channel. The shared RDM
+      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+      ep->posted_rx -= 1;
+      if (cancelled || ep->failed) return;
+      ep->endpoint().counters().error_completions.add();
+      XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
+      // A connection serves one peer: its loss fails that communicator. The shared RDM
       // endpoints serve every peer: one peer's failure must not stop receives for the others.
-      const bool shared = ch->peer == FI_ADDR_UNSPEC && !connected_endpoints();
-      if (!shared && (status.code() == Code::peer_lost || ch->failed)) {
-        fail_channel(ch, status);
-      } else {
-        repost(ch, &ch->rx->at(ctx->index));
+      auto it = core_.connecting.find(&ep->endpoint().get()->fid);
+      if (it != core_.connecting.end() && status.code() == Code::peer_lost) {
+        ep->failed = true;
+        ep->failure = status.message();
+        if (CommState* c = core_.comm(it->second)) core_.fail_comm(*c, status);
+        return;
       }
+      control_.repost(ep, &ep->rx().at(ctx->index));
       break;
     }
     case fabric::OpType::tx_buffer: {
-      auto* ch = static_cast<pool::Channel*>(ctx->owner);
-      ch->endpoint->count_completion(true);
-      on_eager_sent(ctx, status);
-      ch->tx->give_back(&ch->tx->at(ctx->index));
+      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+      memory::Buffer* b = &ep->tx().at(ctx->index);
+      if (ctx->comm == 0) {
+        ep->endpoint().count_completion(true);
+        control_.on_sent(b, status);
+      } else {
+        eager_.on_sent(ctx, status, b);
+      }
       break;
     }
-    case fabric::OpType::eager_send:
-      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(true);
-      on_eager_sent(ctx, std::move(status));
-      break;
-    case fabric::OpType::rndv_write: on_write_done(ctx, std::move(status)); break;
+    case fabric::OpType::eager_send: eager_.on_sent(ctx, status, nullptr); break;
+    case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, status); break;
     case fabric::OpType::put:
-    case fabric::OpType::get: on_window_done(ctx, std::move(status)); break;
-    case fabric::OpType::flush:
-      static_cast<pool::Channel*>(ctx->owner)->endpoint->count_completion(true);
-      flush_error_ = std::move(status).with_context("flush");
-      ++flushes_done_;
-      flush_in_flight_ = false;
-      break;
+    case fabric::OpType::get: one_sided_.on_done(ctx, status); break;
+    case fabric::OpType::flush: flusher_.on_done(ctx, status); break;
   }
 }
 
-Status Engine::flush(uint16_t comm, const void* buf, size_t len, const Region& region,
-                     Deadline deadline) {
-  uint64_t target = 0;
-  {
-    auto l = lock();
-    Status err;
-    if (comm_for(comm, false, "flush", &err) == nullptr) return err;
-    XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
-    if (len == 0) return Status::success();
-    pool::Channel* ch = rails_[0]->data_channel();
-    if (ch == nullptr || ch->owned_flush == nullptr) {
-      return Status::success();  // connected endpoints: the receive completion already orders
-    }
-    const RegionState& rs = *region.state_;
-    memory::Buffer& fb = ch->owned_flush->at(0);
-    const uint64_t raddr = rs.virt_addr ? reinterpret_cast<uint64_t>(buf)
-                                        : static_cast<uint64_t>(
-                                              static_cast<const uint8_t*>(buf) - rs.base);
-    const size_t n = std::min<size_t>(len, 4);
-    if (flush_in_flight_) {
-      return core::error(Code::again, "flush: another flush is in flight on this device");
-    }
-    target = flushes_done_ + 1;
-    flush_error_ = Status();
-    Status st = ch->endpoint->read(fb.data, n, ch->owned_flush->desc(), ch->self, raddr,
-                                   rs.mrs[0]->key(), &fb.ctx, true);
-    if (!st.ok()) return st.with_context("flush");
-    flush_in_flight_ = true;
-  }
-  Status s = wait_until(deadline, [&] { return flushes_done_ >= target; },
-                        "flush: the read did not complete before the deadline");
-  // A timed-out read keeps the slot busy until it completes (its context is still posted).
-  if (!s.ok()) return s;
-  auto l = lock();
-  flush_in_flight_ = false;
-  return flush_error_;
-}
-
-void Engine::on_message(pool::Channel* ch, memory::Buffer* b, size_t len, bool* hold) {
+void Engine::on_message(rail::RailEndpoint* ep, memory::Buffer* b, size_t len, bool* hold) {
   auto h = decode_header(b->data, len);
-  if (!h.ok()) {
-    ++routing_misses_;
-    XPORT_LOG(warn, "dropping malformed message on ", ch->label, ": ", h.status().to_string());
+  if (!h) {
+    core_.miss();
+    XPORT_LOG(warn, "dropping malformed message on ", ep->label(), ": ", h.status().to_string());
     return;
   }
-  const uint8_t* body = b->data + sizeof(MsgHeader);
-  const size_t body_len = len - sizeof(MsgHeader);
-  switch (static_cast<MsgType>(h->type)) {
-    case MsgType::conn_req: on_conn_req(ch, *h, body, body_len); break;
-    case MsgType::conn_ack: on_conn_ack(*h); break;
-    case MsgType::conn_reject: on_conn_reject(*h); break;
-    case MsgType::cts: {
-      Cts cts;
-      cts.seq = h->seq;
-      cts.raddr = h->aux;
-      cts.length = h->length;
-      cts.rails = static_cast<uint32_t>(body_len / 8);
-      std::memcpy(cts.keys.data(), body, body_len);
-      on_cts(*h, cts);
+  dispatch(ep, b, *h, b->data + sizeof(MsgHeader), len - sizeof(MsgHeader), hold);
+}
+
+void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h,
+                      const uint8_t* body, size_t body_len, bool* hold) {
+  const auto type = static_cast<MsgType>(h.type);
+  switch (type) {
+    case MsgType::conn_req: connections_.on_conn_req(ep, h, body, body_len); return;
+    case MsgType::conn_ack: connections_.on_conn_ack(h, body, body_len); return;
+    case MsgType::conn_reject: connections_.on_conn_reject(h); return;
+    case MsgType::conn_cancel: connections_.on_conn_cancel(h); return;
+    case MsgType::ping: health_.on_ping(h); return;
+    case MsgType::pong: health_.on_pong(h); return;
+    default: break;
+  }
+  // A clear-to-send, a credit or a close from a listener may take another rail than its
+  // CONN_ACK and overtake it: kept for the connecting communicator, replayed after the ACK.
+  if (type == MsgType::cts || type == MsgType::credit || type == MsgType::close) {
+    CommState* c = core_.comm({h.dst_comm, h.dst_gen});
+    if (c != nullptr && c->is_send && c->phase == Phase::connecting && !c->connection) {
+      if (c->stash.size() < 2u * c->depth + 4) {
+        c->stash.push_back({h, std::vector<uint8_t>(body, body + body_len)});
+      } else {
+        core_.miss();
+      }
+      return;
+    }
+  }
+  switch (type) {
+    case MsgType::cts: rendezvous_.on_cts(h, body, body_len); break;
+    case MsgType::eager:
+      if (b != nullptr) eager_.on_eager(ep, b, h, hold);
       break;
-    }
-    case MsgType::eager: on_eager(ch, b, *h, hold); break;
-    case MsgType::abort: on_abort(*h); break;
-    case MsgType::close: on_close(*h); break;
-    case MsgType::rts: on_rts(*h); break;
-    case MsgType::credit: on_credit(*h); break;
+    case MsgType::abort: rendezvous_.on_abort(h); break;
+    case MsgType::close: connections_.on_close(h); break;
+    case MsgType::rts: rendezvous_.on_rts(h); break;
+    case MsgType::credit: eager_.on_credit(h); break;
+    default: core_.miss(); break;
   }
 }
 
-void Engine::repost(pool::Channel* ch, memory::Buffer* b) {
-  if (ch->failed) return;
-  Status s = ch->endpoint->recv(b->data, ch->rx->size(), ch->rx->desc(), FI_ADDR_UNSPEC, &b->ctx,
-                                false);
-  if (s.code() == Code::again) {
-    pending_rx_.emplace_back(ch, b);
-  } else if (!s.ok()) {
-    XPORT_LOG(warn, "cannot repost a receive buffer on ", ch->label, ": ", s.to_string());
-  }
-}
-
-Status Engine::post_all_rx(pool::Channel* ch) {
-  for (size_t i = 0; i < ch->rx->count(); ++i) {
-    memory::Buffer* b = ch->rx->take();
-    Status s = ch->endpoint->recv(b->data, ch->rx->size(), ch->rx->desc(), FI_ADDR_UNSPEC,
-                                  &b->ctx, true);
-    if (!s.ok()) return s.with_context(core::str("posting receive buffers on ", ch->label));
-  }
-  return Status::success();
-}
-
-Status Engine::send_control(pool::Channel* ch, const MsgHeader& hdr,
-                            const std::vector<uint8_t>* body, bool retry, bool queue_if_busy) {
-  if (ch->failed) return core::error(Code::peer_lost, ch->label, ": ", ch->failure);
-  const size_t body_len = body != nullptr ? body->size() : 0;
-  const size_t len = sizeof(MsgHeader) + body_len;
-  if (len > ch->tx->size()) {
-    return core::error(Code::internal, "control message of ", len, " bytes exceeds the ",
-                       ch->tx->size(), "-byte buffers of ", ch->label);
-  }
-  memory::Buffer* b = take_tx(ch, retry);
-  Status s;
-  if (b == nullptr) {
-    s = core::error(Code::again, "no free send buffer on ", ch->label);
-  } else {
-    std::memcpy(b->data, &hdr, sizeof(hdr));
-    if (body_len > 0) std::memcpy(b->data + sizeof(hdr), body->data(), body_len);
-    b->ctx.comm = 0;  // a control message: no request waits for its completion
-    if (len <= inject_size_) {
-      s = ch->endpoint->inject(b->data, len, ch->peer, retry);
-      ch->tx->give_back(b);
-    } else {
-      s = ch->endpoint->send(b->data, len, ch->tx->desc(), ch->peer, &b->ctx, retry);
-      if (!s.ok()) ch->tx->give_back(b);
-    }
-  }
-  if (s.code() == Code::again && queue_if_busy) {
-    PendingControl p;
-    p.ch = ch;
-    p.hdr = hdr;
-    if (body != nullptr) p.body = *body;
-    p.since = Deadline::Clock::now();
-    pending_control_.push_back(std::move(p));
-    return Status::success();
-  }
-  return s;
-}
-
-memory::Buffer* Engine::take_tx(pool::Channel* ch, bool wait) {
-  memory::Buffer* b = ch->tx->take();
-  for (auto until = Deadline::after(config_.eagain_timeout);
-       b == nullptr && wait && !until.expired();) {
-    if (!in_progress_) (void)progress_locked();
-    b = ch->tx->take();
-  }
-  return b;
-}
-
-Status Engine::post_rma(const PendingRma& op) {
-  return op.ctx->type == fabric::OpType::put
-             ? op.ch->endpoint->write(op.local, op.len, op.desc, op.ch->peer, op.raddr, op.key,
-                                      op.ctx, false, 0, false)
-             : op.ch->endpoint->read(op.local, op.len, op.desc, op.ch->peer, op.raddr, op.key,
-                                     op.ctx, false);
-}
-
-void Engine::flush_pending() {
-  for (size_t n = pending_rx_.size(); n > 0 && !pending_rx_.empty(); --n) {
-    auto [ch, b] = pending_rx_.front();
-    pending_rx_.erase(pending_rx_.begin());
-    repost(ch, b);
-  }
-  for (size_t n = pending_control_.size(); n > 0; --n) {
-    PendingControl p = std::move(pending_control_.front());
-    pending_control_.pop_front();
-    Status s = send_control(p.ch, p.hdr, p.body.empty() ? nullptr : &p.body, false, false);
-    if (s.code() == Code::again && !expired(p.since)) {
-      pending_control_.push_back(std::move(p));
-    } else if (!s.ok()) {
-      XPORT_LOG(warn, "dropping control message for ", p.ch->label, ": ", s.to_string());
-    }
-  }
-  for (size_t n = pending_eager_.size(); n > 0; --n) {
-    PendingEager p = pending_eager_.front();
-    pending_eager_.pop_front();
-    Status s = post_eager(p);
-    if (s.ok()) continue;
-    if (s.code() == Code::again && !expired(p.since)) {
-      pending_eager_.push_back(p);
-      continue;
-    }
-    on_eager_sent(p.ctx, std::move(s).with_context("eager send"));
-    if (p.buffer != nullptr) p.ch->tx->give_back(p.buffer);
-  }
-  for (size_t n = pending_rma_.size(); n > 0; --n) {
-    PendingRma p = pending_rma_.front();
-    pending_rma_.pop_front();
-    Status s = post_rma(p);
-    if (s.ok()) continue;
-    if (s.code() == Code::again && !expired(p.since)) {
-      pending_rma_.push_back(p);
-      continue;
-    }
-    on_window_done(p.ctx, std::move(s));
-  }
-  for (size_t n = pending_writes_.size(); n > 0; --n) {
-    PendingWrite w = pending_writes_.front();
-    pending_writes_.pop_front();
-    CommState* c = comms_->find(w.comm);
-    if (c == nullptr) continue;
-    SendSlot& s = c->sends[w.slot];
-    if (!s.active || s.seq != w.seq || s.done) continue;
-    if (expired(w.since)) {
-      s.error = core::error(Code::again, "rendezvous write of message ", s.seq,
-                            ": the provider stayed busy (-FI_EAGAIN) for XPORT_EAGAIN_TIMEOUT_MS");
-      s.done = true;
-      continue;
-    }
-    post_stripe(*c, s, w.slot, w.stripe, w.raddr, w.keys, w.since);
-  }
-}
-
-void Engine::fail_comm(CommState& c, Status why) {
-  if (c.phase == CommPhase::failed) return;
-  c.phase = CommPhase::failed;
-  c.error = why;
-  for (auto& s : c.sends) {
-    if (s.active && !s.done) {
-      s.error = why;
-      s.done = true;
-    }
-  }
-  for (auto& r : c.recvs) {
-    if (r.active && !r.done) {
-      r.error = why;
-      r.done = true;
-    }
-  }
-  XPORT_LOG(info, "communicator ", c.id, " failed: ", why.to_string());
-}
-
-void Engine::fail_channel(pool::Channel* ch, Status why) {
-  if (!ch->failed) {
-    ch->failed = true;
-    ch->failure = why.message();
-  }
-  comms_->for_each([&](uint16_t, CommState& c) {
-    if (uses(c.paths, ch)) fail_comm(c, why);
-  });
-  for (auto& [id, w] : windows_) {
-    if (uses(w->paths, ch) && w->first_error.ok()) w->first_error = why;
-  }
-}
-
-void Engine::maybe_erase(CommState& c) {
-  if (!c.user_closed || c.inflight > 0) return;
-  for (auto& e : c.early_eager) {
-    if (e.buffer != nullptr) repost(e.owner, e.buffer);
-    e.buffer = nullptr;
-  }
-  for (Path& p : c.paths) {
-    p.data->refs -= 1;
-    if (p.control != p.data) p.control->refs -= 1;
-  }
-  comms_->erase(c.id);
-}
-
-CommState* Engine::comm_for(uint16_t id, bool is_send, const char* op, Status* err) {
-  CommState* c = comms_->find(id);
-  if (c == nullptr || c->is_send != is_send || c->user_closed) {
-    *err = core::error(Code::invalid_argument, op, ": communicator ", id, " is not open");
-    return nullptr;
-  }
-  return c;
+void Engine::dispatch_stashed(Stashed& m) {
+  bool hold = false;
+  dispatch(nullptr, nullptr, m.header, m.body.data(), m.body.size(), &hold);
 }
 
 Stats Engine::stats() const {
-  auto l = lock();
+  Lock l(core_);
   Stats s;
   auto add_ep = [&](const fabric::Endpoint& ep, const std::string& rail) {
     EndpointStats es;
@@ -667,24 +845,24 @@ Stats Engine::stats() const {
     es.posted = c.posted.get();
     es.completed = c.completed.get();
     es.error_completions = c.error_completions.get();
-    es.eagain_retries = c.eagain_retries.get();
+    es.eagain_retries = c.eagain.get();
     s.endpoints.push_back(es);
   };
-  for (const auto& r : rails_) {
+  for (const auto& r : core_.rails) {
     RailStats rs;
     rs.name = r->name();
-    rs.state = r->state_name();
-    rs.quarantine_events = r->quarantines().get();
+    rs.state = r->health().state_name();
+    rs.quarantine_events = r->health().quarantines().get();
     rs.low_latency_control = r->low_latency_control();
     rs.stripes_out = r->stripes_out().get();
     rs.stripes_in = r->stripes_in().get();
     rs.write_bytes_in = r->bytes_in().get();
-    for (pool::Channel* ch : {r->data_channel(), r->control_channel()}) {
-      if (ch != nullptr) rs.errors += ch->endpoint->counters().error_completions.get();
+    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+      if (ep != nullptr) rs.errors += ep->endpoint().counters().error_completions.get();
     }
     s.rails.push_back(rs);
-    if (r->data_channel()) add_ep(*r->data_channel()->endpoint, r->name());
-    if (r->control_channel()) add_ep(*r->control_channel()->endpoint, r->name());
+    if (r->data()) add_ep(r->data()->endpoint(), r->name());
+    if (r->control()) add_ep(r->control()->endpoint(), r->name());
     CqStats cs;
     cs.name = "cq " + r->name();
     const auto& cc = r->cq().counters();
@@ -695,15 +873,23 @@ Stats Engine::stats() const {
     cs.max_batch = cc.max_batch.get();
     s.cqs.push_back(cs);
   }
-  for (const auto& ch : channels_) {
-    if (ch->owned_endpoint) add_ep(*ch->owned_endpoint, rails_[0]->name());
-  }
-  s.comms_open = comms_->size();
-  s.registrations = registrations_;
-  s.registered_bytes = registered_bytes_;
-  s.routing_misses = routing_misses_;
-  s.mr_cache_hits = mr_cache_.hits();
-  s.mr_cache_misses = mr_cache_.misses();
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (c.connection && c.connection->owned) {
+      add_ep(c.connection->owned->endpoint(), core_.rails[0]->name());
+    }
+  });
+  s.comms_open = core_.comms->size();
+  s.registrations = core_.registry->registrations();
+  s.registered_bytes = core_.registry->registered_bytes();
+  s.routing_misses = core_.counters.routing_misses;
+  s.late_arrivals = core_.counters.late_arrivals;
+  s.peers_lost = core_.counters.peers_lost;
+  s.keepalives_sent = core_.counters.keepalives_sent;
+  s.deferred_posts = core_.counters.deferred_posts;
+  s.overflow_copies = core_.counters.overflow_copies;
+  s.peers = core_.peers.size();
+  s.mr_cache_hits = core_.registry->cache_hits();
+  s.mr_cache_misses = core_.registry->cache_misses();
   return s;
 }
 

@@ -1,192 +1,185 @@
-// One-sided put/get over a communicator's channel, with local completion counted per window.
+// One-sided put/get with local completion counted per window by ticket.
+#include "proto/one_sided.hpp"
+
 #include "core/log.hpp"
-#include "proto/engine.hpp"
 
 namespace xport::proto {
-namespace {
-constexpr size_t kWindowContexts = 256;
-}
 
-Result<uint32_t> Engine::open_window(uint16_t comm) {
-  auto l = lock();
-  CommState* c = comms_->find(comm);
-  if (c == nullptr || c->user_closed) {
-    return core::error(Code::invalid_argument, "window: communicator ", comm, " is not open");
-  }
-  if (c->phase != CommPhase::ready) {
-    return c->phase == CommPhase::failed ? c->error
-                                         : core::error(Code::invalid_argument,
-                                                       "window: communicator is not connected");
-  }
+Result<uint32_t> OneSided::open(CommState& c) {
   auto w = std::make_unique<WindowState>();
-  w->id = next_window_++;
-  w->comm = comm;
-  w->paths = c->paths;
-  w->ctxs.resize(kWindowContexts);
-  for (uint32_t i = 0; i < kWindowContexts; ++i) {
-    w->ctxs[i].owner = w.get();
-    w->ctxs[i].index = i;
-    w->free.push_back(kWindowContexts - 1 - i);
+  w->id = core_.next_window++;
+  w->comm = c.id;
+  w->peer = c.peer;
+  w->paths = c.paths;
+  w->ops.resize(kOps);
+  for (uint32_t i = 0; i < kOps; ++i) {
+    w->ops[i].ctx.owner = w.get();
+    w->ops[i].ctx.index = i;
+    w->free.push_back(kOps - 1 - i);
   }
-  for (Path& p : w->paths) p.data->refs += 1;
+  core_.ref(c.peer);
+  core_.hold(c);
   const uint32_t id = w->id;
-  windows_[id] = std::move(w);
+  core_.windows[id] = std::move(w);
   return id;
 }
 
-void Engine::close_window(uint32_t id) {
-  auto l = lock();
-  auto it = windows_.find(id);
-  if (it == windows_.end()) return;
+void OneSided::maybe_erase(WindowState& w) {
+  if (!w.closed || w.free.size() != w.ops.size()) return;
+  const CommId comm = w.comm;
+  pool::Peer* peer = w.peer;
+  core_.windows.erase(w.id);
+  if (CommState* c = core_.comm(comm)) core_.release(*c);
+  core_.unref(peer);
+}
+
+void OneSided::close(uint32_t id) {
+  auto it = core_.windows.find(id);
+  if (it == core_.windows.end()) return;
   it->second->closed = true;
-  if (it->second->issued == it->second->completed) {
-    for (Path& p : it->second->paths) p.data->refs -= 1;
-    windows_.erase(it);
-  }
+  maybe_erase(*it->second);
 }
 
-Result<uint64_t> Engine::remote_address(const RemoteRegion& remote, size_t roff,
-                                        size_t len) const {
-  if (remote.keys_.empty()) return core::error(Code::invalid_argument, "empty RemoteRegion");
-  if (roff > remote.length_ || len > remote.length_ - roff) {
-    return core::error(Code::invalid_argument, "remote range [", roff, ", +", len,
-                       ") is outside the remote region of ", remote.length_, " bytes");
-  }
-  return remote.virt_addr_ ? remote.base_ + roff : remote.mr_offset_ + roff;
-}
-
-Status Engine::put(uint32_t window, const Region& local, size_t loff, const RemoteRegion& remote,
-                   size_t roff, size_t len) {
-  return rma(window, fabric::OpType::put, local, loff, remote, roff, len);
-}
-
-Status Engine::get(uint32_t window, const Region& local, size_t loff, const RemoteRegion& remote,
-                   size_t roff, size_t len) {
-  return rma(window, fabric::OpType::get, local, loff, remote, roff, len);
-}
-
-Status Engine::rma(uint32_t window, fabric::OpType op, const Region& local, size_t loff,
-                   const RemoteRegion& remote, size_t roff, size_t len) {
+Status OneSided::rma(uint32_t window, fabric::OpType op, const RegionRef& local, uint8_t* lbuf,
+                     size_t len, const RemoteKey& remote, size_t roff) {
   const char* what = op == fabric::OpType::put ? "put" : "get";
-  auto l = lock();
-  auto it = windows_.find(window);
-  if (it == windows_.end() || it->second->closed) {
+  auto it = core_.windows.find(window);
+  if (it == core_.windows.end() || it->second->closed) {
     return core::error(Code::invalid_argument, what, ": window ", window, " is not open");
   }
-  WindowState* w = it->second.get();
-  for (const Path& p : w->paths) {
-    if (p.data->failed) return core::error(Code::peer_lost, what, ": ", p.data->failure);
+  WindowState& w = *it->second;
+  if (w.peer != nullptr && w.peer->dead) {
+    return core::error(Code::peer_lost, what, ": the peer is lost (", w.peer->death, ")");
   }
-  if (!local.valid() || local.state_->engine.get() != this) {
-    return core::error(Code::invalid_argument, what, ": the local Region is empty or from "
-                                                     "another device");
+  for (const pool::Path& p : w.paths) {
+    if (p.data->failed()) return core::error(Code::peer_lost, what, ": ", p.data->failure());
   }
-  if (loff > local.length() || len > local.length() - loff) {
-    return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
-                       ") is outside the local region of ", local.length(), " bytes");
+  if (w.peer != nullptr && remote.device_token != w.peer->token) {
+    return core::error(Code::invalid_argument, what, ": the remote key was exported by another "
+                       "device (token ", std::hex, remote.device_token, ") than this window's "
+                       "peer (", w.peer->token, ")");
   }
-  auto raddr = remote_address(remote, roff, len);
-  if (!raddr.ok()) return raddr.status().with_context(what);
+  if (remote.keys.empty()) return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
+  if (roff > remote.length || len > remote.length - roff) {
+    return core::error(Code::invalid_argument, what, ": remote range [", roff, ", +", len,
+                       ") is outside the remote region of ", remote.length, " bytes");
+  }
   if (len == 0) return Status::success();
+  const uint64_t raddr = (remote.virt_addr ? remote.base : remote.mr_offset) + roff;
   // Large transfers are striped over the rails both the window and the remote key cover.
-  const uint32_t rails =
-      static_cast<uint32_t>(std::min(w->paths.size(), remote.keys_.size()));
-  RailList healthy;
-  const uint32_t up = healthy_rails(rails, healthy);
-  if (up == 0) return no_rail_error(rails, what);
-  const uint32_t n = stripe_count(config_.stripe, len, up);
-  const uint32_t first = w->next_stripe++ % up;
+  const uint32_t rails = static_cast<uint32_t>(std::min(w.paths.size(), remote.keys.size()));
+  Core::RailList healthy;
+  const uint32_t up = core_.healthy_rails(rails, healthy);
+  if (up == 0) return core_.no_rail_error(rails, what);
+  const uint32_t n = stripe_count(core_.config.stripe, len, up);
+  if (w.free.size() < n) {
+    return core::error(Code::again, what, ": ", kOps, " operations outstanding on the window; "
+                       "call quiet()");
+  }
+  const uint32_t first = w.next_stripe++ % up;
+  const uint64_t ticket = w.next_ticket++;
   for (uint32_t i = 0; i < n; ++i) {
-    for (auto until = Deadline::after(config_.eagain_timeout);
-         w->free.empty() && !until.expired();) {
-      (void)progress_locked();
-    }
-    if (w->free.empty()) {
-      return core::error(Code::again, what, ": ", kWindowContexts,
-                         " operations outstanding on the window; call quiet()");
-    }
     const uint32_t rail = healthy[(first + i) % up];
-    const uint64_t off = stripe_offset(config_.stripe, len, n, i);
-    const uint64_t end = stripe_offset(config_.stripe, len, n, i + 1);
-    fabric::OpContext* ctx = &w->ctxs[w->free.back()];
-    w->free.pop_back();
-    ctx->type = op;
-    ctx->slot = static_cast<uint16_t>(rail);
-    uint8_t* p = static_cast<uint8_t*>(local.base()) + loff + off;
-    void* desc = local.state_->mrs[rail]->desc();
-    pool::Channel* ch = w->paths[rail].data;
-    PendingRma rma{ch, ctx, p, end - off, desc, *raddr + off, remote.keys_[rail],
-                   Deadline::Clock::now()};
-    Status st = post_rma(rma);
+    const uint64_t off = stripe_offset(core_.config.stripe, len, n, i);
+    const uint64_t end = stripe_offset(core_.config.stripe, len, n, i + 1);
+    const uint32_t index = w.free.back();
+    w.free.pop_back();
+    WindowOp& o = w.ops[index];
+    o.busy = true;
+    o.region = local;
+    o.ctx.type = op;
+    o.ctx.rail = static_cast<uint8_t>(rail);
+    o.ctx.seq = ticket;
+    o.ctx.stripe = i;
+    w.issued += 1;
+    Status st = post(w, index, lbuf + off, end - off, raddr + off, remote.keys[rail]);
     if (st.code() == Code::again) {
-      pending_rma_.push_back(rma);  // progress posts it; quiet() waits for it
-      st = Status::success();
+      ++core_.counters.deferred_posts;
+      core_.pending_rma.push_back(
+          {w.id, index, lbuf + off, end - off, raddr + off, remote.keys[rail], Clock::now()});
+      continue;  // progress posts it; quiet() waits for it
     }
     if (!st.ok()) {
-      note_failure(rail, st);
-      w->free.push_back(ctx->index);
+      core_.note_failure(rail, st);
       // Stripes already posted complete (or fail) on their own; quiet() reports them.
+      finish(w, index, Status());
       return st.with_context(core::str(what, " stripe ", i, " of ", n, " on rail ",
-                                        rails_[rail]->name()));
+                                        core_.rails[rail]->name()));
     }
-    if (n > 1) rails_[rail]->stripes_out().add();
-    w->issued += 1;
+    if (n > 1) core_.rails[rail]->stripes_out().add();
   }
   return Status::success();
 }
 
-void Engine::on_window_done(fabric::OpContext* ctx, Status status) {
+Status OneSided::post(WindowState& w, uint32_t op, uint8_t* local, size_t len, uint64_t raddr,
+                      uint64_t key) {
+  WindowOp& o = w.ops[op];
+  const uint8_t rail = o.ctx.rail;
+  pool::Channel* ch = w.paths[rail].data;
+  rail::Rail& r = *core_.rails[rail];
+  if (!r.cq_take()) return Status(Code::again, "CQ full");
+  void* desc = o.region->desc(rail);
+  Status st = o.ctx.type == fabric::OpType::put
+                  ? ch->ep->endpoint().write(local, len, desc, ch->peer, raddr, key, &o.ctx)
+                  : ch->ep->endpoint().read(local, len, desc, ch->peer, raddr, key, &o.ctx);
+  if (!st.ok()) r.cq_give();
+  return st;
+}
+
+void OneSided::retry() {
+  for (size_t n = core_.pending_rma.size(); n > 0 && !core_.pending_rma.empty(); --n) {
+    PendingRma p = core_.pending_rma.front();
+    core_.pending_rma.pop_front();
+    auto it = core_.windows.find(p.window);
+    if (it == core_.windows.end()) continue;  // cannot happen: a busy op keeps its window
+    WindowState& w = *it->second;
+    Status st = post(w, p.op, p.local, p.len, p.raddr, p.key);
+    if (st.ok()) continue;
+    if (st.code() == Code::again && !core_.expired(p.since)) {
+      core_.pending_rma.push_back(p);
+      continue;
+    }
+    finish(w, p.op, st.with_context(w.ops[p.op].ctx.type == fabric::OpType::put ? "put" : "get"));
+  }
+}
+
+void OneSided::finish(WindowState& w, uint32_t index, const Status& st) {
+  WindowOp& o = w.ops[index];
+  if (!st.ok() && w.first_error.ok()) w.first_error = st;
+  o.busy = false;
+  o.region.reset();  // (under the lock: released at once, as the engine's own)
+  w.completed += 1;
+  w.free.push_back(index);
+  maybe_erase(w);
+}
+
+void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
   auto* w = static_cast<WindowState*>(ctx->owner);
-  w->completed += 1;
-  w->free.push_back(ctx->index);
-  w->paths[ctx->slot % w->paths.size()].data->endpoint->count_completion(!status.ok());
-  if (!status.ok() && w->first_error.ok()) {
-    w->first_error = std::move(status).with_context(ctx->type == fabric::OpType::put ? "put"
-                                                                                     : "get");
-  }
-  if (w->closed && w->issued == w->completed) {
-    for (Path& p : w->paths) p.data->refs -= 1;
-    windows_.erase(w->id);
-  }
+  w->paths[ctx->rail].data->ep->endpoint().count_completion(!st.ok());
+  finish(*w, ctx->index,
+         st.ok() ? st : st.with_context(ctx->type == fabric::OpType::put ? "put" : "get"));
 }
 
-Status Engine::quiet(uint32_t window, Deadline deadline) {
-  WindowState* w = nullptr;
-  {
-    auto l = lock();
-    auto it = windows_.find(window);
-    if (it == windows_.end()) {
-      return core::error(Code::invalid_argument, "quiet: window ", window, " is not open");
-    }
-    w = it->second.get();
-    if (w->issued == w->quiet_mark && w->completed == w->issued && w->first_error.ok()) {
-      return Status::success();  // nothing issued since the last quiet
-    }
+Result<uint64_t> OneSided::quiet_target(uint32_t window) {
+  auto it = core_.windows.find(window);
+  if (it == core_.windows.end() || it->second->closed) {
+    return core::error(Code::invalid_argument, "quiet: window ", window, " is not open");
   }
-  Status s = wait_until(
-      deadline, [&] { return w->completed == w->issued; },
-      "quiet: operations still outstanding at the deadline");
-  auto l = lock();
-  if (!s.ok()) {
-    return core::error(Code::timeout, "quiet: ", w->issued - w->completed, " of ", w->issued,
-                       " operations still outstanding at the deadline");
-  }
-  w->quiet_mark = w->issued;
-  Status e = std::move(w->first_error);
-  w->first_error = Status();
+  return it->second->next_ticket;
+}
+
+bool OneSided::completed_below(uint32_t window, uint64_t target) const {
+  auto it = core_.windows.find(window);
+  return it == core_.windows.end() || it->second->oldest_outstanding() >= target;
+}
+
+Status OneSided::take_error(uint32_t window, uint64_t target) {
+  auto it = core_.windows.find(window);
+  if (it == core_.windows.end()) return Status::success();
+  it->second->quiet_mark = std::max(it->second->quiet_mark, target);
+  Status e = std::move(it->second->first_error);
+  it->second->first_error = Status();
   return e;
-}
-
-uint64_t Engine::window_issued(uint32_t window) const {
-  auto l = lock();
-  auto it = windows_.find(window);
-  return it == windows_.end() ? 0 : it->second->issued;
-}
-
-uint64_t Engine::window_completed(uint32_t window) const {
-  auto l = lock();
-  auto it = windows_.find(window);
-  return it == windows_.end() ? 0 : it->second->completed;
 }
 
 }  // namespace xport::proto

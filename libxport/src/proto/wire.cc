@@ -40,30 +40,27 @@ Status check_crc(std::span<const uint8_t> bytes, const char* what) {
 }
 }  // namespace
 
-std::vector<uint8_t> encode_handle(const Handle& h) {
+uint32_t provider_hash(const std::string& provider) {
+  return crc32(reinterpret_cast<const uint8_t*>(provider.data()), provider.size());
+}
+
+Result<std::vector<uint8_t>> encode_handle(const Handle& h) {
+  if (h.address.empty() || h.address.size() > kMaxHandleAddressBytes) {
+    return core::error(Code::unsupported, "a listener address of ", h.address.size(),
+                       " bytes does not fit a ", kMaxHandleBytes, "-byte connection handle (at most ",
+                       kMaxHandleAddressBytes, ")");
+  }
   HandleHeader hdr{};
   hdr.magic = kHandleMagic;
   hdr.version = kWireVersion;
-  hdr.header_bytes = sizeof(HandleHeader);
   hdr.endpoint_type = h.endpoint_type;
-  hdr.rail_count = static_cast<uint8_t>(h.rails.size());
-  hdr.per_rail = h.endpoint_type == 1 ? 1 : 2;
-  size_t longest = 0;
-  for (const auto& r : h.rails) longest = std::max({longest, r.data.size(), r.control.size()});
-  hdr.address_bytes = static_cast<uint16_t>(longest);
+  hdr.address_bytes = static_cast<uint8_t>(h.address.size());
+  hdr.provider_hash = h.provider_hash;
   hdr.listener_token = h.listener_token;
-  std::memcpy(hdr.provider, h.provider.data(), std::min(h.provider.size(), kProviderNameBytes - 1));
+  hdr.device_token = h.device_token;
   std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
                            reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
-  auto put = [&](const std::vector<uint8_t>& a) {
-    std::vector<uint8_t> padded(a);
-    padded.resize(hdr.address_bytes, 0);
-    out.insert(out.end(), padded.begin(), padded.end());
-  };
-  for (const auto& r : h.rails) {
-    put(r.data);
-    if (hdr.per_rail == 2) put(r.control);
-  }
+  out.insert(out.end(), h.address.begin(), h.address.end());
   put_crc(out);
   return out;
 }
@@ -71,7 +68,7 @@ std::vector<uint8_t> encode_handle(const Handle& h) {
 Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
   if (bytes.size() < 8) {
     return core::error(Code::protocol, "connection handle is truncated: ", bytes.size(),
-                       " bytes, a handle has at least ", sizeof(HandleHeader) + 4);
+                       " bytes, a handle has at least ", sizeof(HandleHeader) + 5);
   }
   uint32_t magic;
   uint16_t version;
@@ -85,54 +82,35 @@ Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
     return core::error(Code::protocol, "connection handle version ", version,
                        " is not supported (this libxport speaks version ", kWireVersion, ")");
   }
-  if (bytes.size() < sizeof(HandleHeader) + 4) {
+  if (bytes.size() < sizeof(HandleHeader) + 1 + 4) {
     return core::error(Code::protocol, "connection handle is truncated: ", bytes.size(),
                        " bytes, the header alone needs ", sizeof(HandleHeader) + 4);
   }
   HandleHeader hdr;
   std::memcpy(&hdr, bytes.data(), sizeof(hdr));
-  if (hdr.header_bytes != sizeof(HandleHeader)) {
-    return core::error(Code::protocol, "connection handle header is ", hdr.header_bytes,
-                       " bytes, expected ", sizeof(HandleHeader));
-  }
-  if (hdr.rail_count == 0 || hdr.rail_count > kMaxRails || hdr.address_bytes == 0 ||
-      hdr.address_bytes > kMaxAddressBytes) {
-    return core::error(Code::protocol, "connection handle describes ", int(hdr.rail_count),
-                       " rails of ", hdr.address_bytes, "-byte addresses (need 1..", kMaxRails,
-                       " rails, 1..", kMaxAddressBytes, " bytes)");
-  }
-  if (hdr.endpoint_type > 1 || hdr.per_rail != (hdr.endpoint_type == 1 ? 1 : 2)) {
+  if (hdr.endpoint_type > 1 || hdr.reserved != 0) {
     return core::error(Code::protocol, "connection handle has endpoint type ",
-                       int(hdr.endpoint_type), " with ", int(hdr.per_rail),
-                       " addresses per rail");
+                       int(hdr.endpoint_type), " and reserved word ", hdr.reserved,
+                       " (type 0 or 1, reserved 0 expected)");
   }
-  const size_t need =
-      sizeof(HandleHeader) + size_t{hdr.rail_count} * hdr.per_rail * hdr.address_bytes + 4;
+  if (hdr.address_bytes == 0 || hdr.address_bytes > kMaxHandleAddressBytes) {
+    return core::error(Code::protocol, "connection handle carries a ", int(hdr.address_bytes),
+                       "-byte address (1..", kMaxHandleAddressBytes, " allowed)");
+  }
+  const size_t need = sizeof(HandleHeader) + hdr.address_bytes + 4;
   if (bytes.size() != need) {
     return core::error(Code::protocol, "connection handle is ", bytes.size(),
                        " bytes but its header describes ", need,
                        bytes.size() < need ? " (truncated)" : " (trailing bytes)");
   }
   XPORT_RETURN_IF_ERROR(check_crc(bytes, "connection handle"));
-  if (std::find(hdr.provider, hdr.provider + kProviderNameBytes, '\0') ==
-      hdr.provider + kProviderNameBytes) {
-    return core::error(Code::protocol, "connection handle provider name is not terminated");
-  }
   Handle h;
   h.endpoint_type = hdr.endpoint_type;
+  h.provider_hash = hdr.provider_hash;
   h.listener_token = hdr.listener_token;
-  h.provider = hdr.provider;
+  h.device_token = hdr.device_token;
   const uint8_t* p = bytes.data() + sizeof(HandleHeader);
-  for (int i = 0; i < hdr.rail_count; ++i) {
-    RailAddresses r;
-    r.data.assign(p, p + hdr.address_bytes);
-    p += hdr.address_bytes;
-    if (hdr.per_rail == 2) {
-      r.control.assign(p, p + hdr.address_bytes);
-      p += hdr.address_bytes;
-    }
-    h.rails.push_back(std::move(r));
-  }
+  h.address.assign(p, p + hdr.address_bytes);
   return h;
 }
 
@@ -147,13 +125,22 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
     return core::error(Code::protocol, "message version ", int(h.version), " (expected ",
                        kWireVersion, ")");
   }
+  if (h.reserved0 != 0 || h.reserved1 != 0) {
+    return core::error(Code::protocol, "message has non-zero reserved fields (version ",
+                       kWireVersion, " requires zeros)");
+  }
   const size_t body = len - sizeof(MsgHeader);
   switch (static_cast<MsgType>(h.type)) {
     case MsgType::conn_req:
-      // RDM requests carry the sender's addresses; connection-manager requests carry none.
-      if (body != 0 && (body < sizeof(ConnBody) || body > sizeof(ConnBody) + kMaxConnAddressBytes)) {
-        return core::error(Code::protocol, "CONN_REQ body is ", body, " bytes, expected 0 or ",
+      if (body < sizeof(ConnBody) || body > sizeof(ConnBody) + kMaxConnAddressBytes) {
+        return core::error(Code::protocol, "CONN_REQ body is ", body, " bytes, expected ",
                            sizeof(ConnBody), "..", sizeof(ConnBody) + kMaxConnAddressBytes);
+      }
+      break;
+    case MsgType::conn_ack:
+      if (body < sizeof(AckBody) || body > sizeof(AckBody) + kMaxConnAddressBytes) {
+        return core::error(Code::protocol, "CONN_ACK body is ", body, " bytes, expected ",
+                           sizeof(AckBody), "..", sizeof(AckBody) + kMaxConnAddressBytes);
       }
       break;
     case MsgType::cts:
@@ -168,12 +155,14 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
                            " bytes but carries ", body);
       }
       break;
-    case MsgType::conn_ack:
     case MsgType::conn_reject:
     case MsgType::abort:
     case MsgType::close:
     case MsgType::rts:
     case MsgType::credit:
+    case MsgType::conn_cancel:
+    case MsgType::ping:
+    case MsgType::pong:
       if (body != 0) {
         return core::error(Code::protocol, "control message type ", int(h.type), " carries ",
                            body, " unexpected bytes");
@@ -185,15 +174,18 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
   return h;
 }
 
-std::vector<uint8_t> encode_conn_body(const ConnRequest& r) {
-  ConnBody b = r.body;
+namespace {
+
+template <typename Body>
+std::vector<uint8_t> encode_with_addresses(Body b, const std::vector<RailAddresses>& rails) {
   std::memset(b.reserved, 0, sizeof(b.reserved));  // never send uninitialised bytes
   size_t longest = 0;
-  for (const auto& a : r.rails) longest = std::max({longest, a.data.size(), a.control.size()});
+  for (const auto& a : rails) longest = std::max({longest, a.data.size(), a.control.size()});
   b.address_bytes = static_cast<uint16_t>(longest);
-  b.rail_count = static_cast<uint8_t>(r.rails.size());
-  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&b), reinterpret_cast<uint8_t*>(&b) + sizeof(b));
-  for (const auto& a : r.rails) {
+  b.rail_count = static_cast<uint8_t>(rails.size());
+  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&b),
+                           reinterpret_cast<uint8_t*>(&b) + sizeof(b));
+  for (const auto& a : rails) {
     for (const auto* v : {&a.data, &a.control}) {
       std::vector<uint8_t> padded(*v);
       padded.resize(longest, 0);
@@ -203,7 +195,52 @@ std::vector<uint8_t> encode_conn_body(const ConnRequest& r) {
   return out;
 }
 
-Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len) {
+// The addresses after a body: rail_count (0 allowed: connected endpoints) x {data, control}.
+template <typename Body>
+Status decode_addresses(const Body& b, const uint8_t* data, size_t len, const char* what,
+                        std::vector<RailAddresses>& out) {
+  for (uint8_t r : b.reserved) {
+    if (r != 0) {
+      return core::error(Code::protocol, what, " has non-zero reserved bytes (version ",
+                         kWireVersion, " requires zeros)");
+    }
+  }
+  if (b.rail_count > kMaxRails) {
+    return core::error(Code::protocol, what, " describes ", int(b.rail_count), " rails (at most ",
+                       kMaxRails, ")");
+  }
+  if (b.rail_count > 0 && (b.address_bytes == 0 || b.address_bytes > kMaxAddressBytes)) {
+    return core::error(Code::protocol, what, " carries ", b.address_bytes,
+                       "-byte addresses (1..", kMaxAddressBytes, " allowed)");
+  }
+  const size_t addresses = size_t{b.rail_count} * 2 * (b.rail_count > 0 ? b.address_bytes : 0);
+  if (addresses > kMaxConnAddressBytes || len != sizeof(Body) + addresses) {
+    return core::error(Code::protocol, what, " body is ", len, " bytes, its header describes ",
+                       sizeof(Body) + addresses);
+  }
+  const uint8_t* p = data + sizeof(Body);
+  for (int i = 0; i < b.rail_count; ++i) {
+    RailAddresses a;
+    a.data.assign(p, p + b.address_bytes);
+    p += b.address_bytes;
+    a.control.assign(p, p + b.address_bytes);
+    p += b.address_bytes;
+    out.push_back(std::move(a));
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_conn_request(const ConnRequest& r) {
+  return encode_with_addresses(r.body, r.rails);
+}
+
+std::vector<uint8_t> encode_conn_ack(const ConnAck& a) {
+  return encode_with_addresses(a.body, a.rails);
+}
+
+Result<ConnRequest> decode_conn_request(const uint8_t* data, size_t len) {
   if (len < sizeof(ConnBody)) {
     return core::error(Code::protocol, "connection request body is ", len, " bytes, at least ",
                        sizeof(ConnBody), " expected");
@@ -211,40 +248,30 @@ Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len) {
   ConnRequest r;
   std::memcpy(&r.body, data, sizeof(ConnBody));
   const ConnBody& b = r.body;
-  if (b.address_bytes == 0 || b.address_bytes > kMaxAddressBytes) {
-    return core::error(Code::protocol, "connection request carries ", b.address_bytes,
-                       "-byte addresses (1..", kMaxAddressBytes, " allowed)");
-  }
-  if (b.rail_count == 0 || b.rail_count > kMaxRails) {
-    return core::error(Code::protocol, "connection request describes ", int(b.rail_count),
-                       " rails (1..", kMaxRails, " allowed)");
-  }
   if (b.max_requests == 0) {
     return core::error(Code::protocol, "connection request allows 0 outstanding requests");
-  }
-  if (b.reserved[0] != 0 || b.reserved[1] != 0 || b.reserved[2] != 0) {
-    return core::error(Code::protocol, "connection request has non-zero reserved bytes "
-                       "(version ", kWireVersion, " requires zeros)");
   }
   if (b.stripe_align == 0 || (b.stripe_align & (b.stripe_align - 1)) != 0 || b.stripe_min == 0) {
     return core::error(Code::protocol, "connection request has stripe alignment ", b.stripe_align,
                        " and minimum ", b.stripe_min, " (need a power of two and a minimum > 0)");
   }
-  const size_t need = sizeof(ConnBody) + size_t{b.rail_count} * 2 * b.address_bytes;
-  if (len != need) {
-    return core::error(Code::protocol, "connection request body is ", len, " bytes, its header "
-                       "describes ", need);
-  }
-  const uint8_t* p = data + sizeof(ConnBody);
-  for (int i = 0; i < b.rail_count; ++i) {
-    RailAddresses a;
-    a.data.assign(p, p + b.address_bytes);
-    p += b.address_bytes;
-    a.control.assign(p, p + b.address_bytes);
-    p += b.address_bytes;
-    r.rails.push_back(std::move(a));
-  }
+  XPORT_RETURN_IF_ERROR(decode_addresses(b, data, len, "connection request", r.rails));
   return r;
+}
+
+Result<ConnAck> decode_conn_ack(const uint8_t* data, size_t len) {
+  if (len < sizeof(AckBody)) {
+    return core::error(Code::protocol, "connection acknowledgement body is ", len,
+                       " bytes, at least ", sizeof(AckBody), " expected");
+  }
+  ConnAck a;
+  std::memcpy(&a.body, data, sizeof(AckBody));
+  if (a.body.depth == 0 || a.body.depth > kMaxSlots) {
+    return core::error(Code::protocol, "connection acknowledgement agrees to ", a.body.depth,
+                       " outstanding requests (1..", kMaxSlots, ")");
+  }
+  XPORT_RETURN_IF_ERROR(decode_addresses(a.body, data, len, "connection acknowledgement", a.rails));
+  return a;
 }
 
 uint32_t stripe_count(const StripePlan& p, uint64_t len, uint32_t rails) {

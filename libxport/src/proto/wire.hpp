@@ -1,5 +1,6 @@
 // Versioned, fixed-size, little-endian wire formats: the connection handle, the control and
-// eager messages, and exported remote keys. Every decoder validates lengths and ranges first.
+// eager messages with their bodies, the remote CQ data of writes and headerless eager messages,
+// and exported remote keys. Every decoder validates lengths and ranges before use (and is fuzzed).
 #pragma once
 
 #include <cstddef>
@@ -17,105 +18,139 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire formats are littl
 
 inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
 inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
-inline constexpr uint16_t kWireVersion = 2;  // 2: eager credits, RTS
+// 3: comm-id generations, connection nonces, device tokens, compact handles (the listener's
+// rail addresses travel in CONN_ACK), keepalive, one meaning per header field.
+inline constexpr uint16_t kWireVersion = 3;
 inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr size_t kMaxRails = 32;
-// All addresses of a CONN_REQ together (rails x {data, control} x address size) stay below this,
-// so a request always fits one bounce buffer.
+// All addresses of a CONN_REQ or CONN_ACK together (rails x {data, control} x address size)
+// stay below this, so a connection message always fits one bounce buffer.
 inline constexpr size_t kMaxConnAddressBytes = 4096;
-inline constexpr size_t kProviderNameBytes = 32;
+// A connection handle fits NCCL's 128-byte handle: the header, one address, the checksum.
+inline constexpr size_t kMaxHandleBytes = 128;
 
 uint32_t crc32(const uint8_t* data, size_t len);
 
 // ---- connection handle: what a listener gives the runtime to ship out of band ----
+// Only what reaches the listener travels: its rail-0 control endpoint (RDM) or its passive
+// endpoint (connected); every other address goes in the connection exchange.
 struct HandleHeader {
   uint32_t magic;
   uint16_t version;
-  uint16_t header_bytes;   // sizeof(HandleHeader): lets a reader skip future fields
   uint8_t endpoint_type;   // 0 rdm, 1 msg
-  uint8_t rail_count;      // rails described after the header
-  uint16_t address_bytes;  // length of each address
-  uint8_t per_rail;        // addresses per rail: 2 (data, control) for RDM, 1 for connected
-  uint8_t reserved[3];
+  uint8_t address_bytes;   // length of the address that follows
+  uint32_t provider_hash;  // CRC-32 of the provider name
+  uint32_t reserved;       // zero
   uint64_t listener_token; // names the listener inside its process
-  char provider[kProviderNameBytes];  // NUL-padded provider name
+  uint64_t device_token;   // names the listening device (exported keys carry the same)
 };
-static_assert(sizeof(HandleHeader) == 56);
+static_assert(sizeof(HandleHeader) == 32);
 static_assert(offsetof(HandleHeader, listener_token) == 16);
-static_assert(offsetof(HandleHeader, provider) == 24);
-
-struct RailAddresses {
-  std::vector<uint8_t> data;
-  std::vector<uint8_t> control;  // empty for connected endpoints (one address per rail)
-};
+inline constexpr size_t kMaxHandleAddressBytes = kMaxHandleBytes - sizeof(HandleHeader) - 4;
 
 struct Handle {
   uint8_t endpoint_type = 0;
+  uint32_t provider_hash = 0;
   uint64_t listener_token = 0;
-  std::string provider;
-  std::vector<RailAddresses> rails;
+  uint64_t device_token = 0;
+  std::vector<uint8_t> address;
 };
 
-std::vector<uint8_t> encode_handle(const Handle& h);
-// Layout: HandleHeader, rail_count * per_rail * address_bytes (zero-padded), then the CRC-32
-// of everything before it.
+uint32_t provider_hash(const std::string& provider);
+// Fails when the address does not fit a 128-byte handle.
+Result<std::vector<uint8_t>> encode_handle(const Handle& h);
+// Layout: HandleHeader, address_bytes of address, then the CRC-32 of everything before it.
 Result<Handle> decode_handle(std::span<const uint8_t> bytes);
 
 // ---- messages on the control path and eager payloads ----
 enum class MsgType : uint8_t {
-  conn_req = 1,    // sender -> listener: open a communicator
-  conn_ack = 2,    // listener -> sender: accepted, here is the receiver's comm id
-  conn_reject = 3, // listener -> sender: refused (reason in `aux`)
-  cts = 4,         // receiver -> sender: clear to send message `seq` into this buffer
-                   // (body: the buffer's key on each rail, 8 bytes each)
-  eager = 5,       // sender -> receiver: message `seq` inline after the header
-  abort = 6,       // either way: message `seq` failed at the peer (reason in `aux`)
-  close = 7,       // either way: the communicator is closed
-  rts = 8,         // sender -> receiver: message `seq` of `length` bytes goes by rendezvous and
-                   // no CTS has come for it yet (the receiver's buffer was eager-sized)
-  credit = 9,      // receiver -> sender: every receive up to `seq` is posted (eager credit)
+  conn_req = 1,     // connector -> listener: open a communicator (body: ConnBody + addresses)
+  conn_ack = 2,     // listener -> connector: accepted (body: AckBody + the listener's addresses)
+  conn_reject = 3,  // listener -> connector: refused (aux: reason, aux2: the request's nonce)
+  cts = 4,          // receiver -> sender: clear to send message `seq` into this buffer
+                    // (aux: its remote address, length: its capacity; body: its key per rail)
+  eager = 5,        // sender -> receiver: message `seq` inline after the header
+  abort = 6,        // sender -> receiver: message `seq` failed at the sender (aux: reason)
+  close = 7,        // either way: the communicator is closed (from a sender: seq = messages sent)
+  rts = 8,          // sender -> receiver: message `seq` of `length` bytes goes by rendezvous and
+                    // no CTS has come for it yet (the receiver's buffer was eager-sized)
+  credit = 9,       // receiver -> sender: every receive up to `seq` is posted (eager credit)
+  conn_cancel = 10, // connector -> listener: the connection with nonce aux2 was given up
+  ping = 11,        // keepalive (dst_comm 0; aux: the sender's device token, aux2: nonce)
+  pong = 12,        // keepalive answer (aux: the answering device's token, aux2: the nonce)
 };
 
 struct MsgHeader {
   uint8_t type;        // MsgType
   uint8_t version;     // kWireVersion
-  uint16_t dst_comm;   // comm id at the receiver of this message
+  uint8_t dst_gen;     // generation of dst_comm the sender knows (checked by the receiver)
+  uint8_t src_gen;     // generation of src_comm
+  uint16_t dst_comm;   // comm id at the receiver of this message (0: none, for ping/pong/conn)
   uint16_t src_comm;   // comm id at the sender of this message
   uint16_t slot;       // request slot the message refers to
+  uint16_t reserved0;  // zero
+  uint32_t reserved1;  // zero
   uint64_t seq;        // message sequence number within the communicator
   uint64_t length;     // payload / buffer length in bytes
-  uint64_t aux;        // type-specific: CTS remote address, reject/abort reason
-  uint64_t aux2;       // type-specific: CTS key; CONN_* listener token
+  uint64_t aux;        // type-specific (see MsgType)
+  uint64_t aux2;       // type-specific (see MsgType)
 };
-static_assert(sizeof(MsgHeader) == 40);
-static_assert(offsetof(MsgHeader, seq) == 8);
-static_assert(offsetof(MsgHeader, aux2) == 32);
+static_assert(sizeof(MsgHeader) == 48);
+static_assert(offsetof(MsgHeader, seq) == 16);
+static_assert(offsetof(MsgHeader, aux2) == 40);
 
-// CONN_REQ body (after the header), RDM only: who is asking, how to reach each of its rails,
-// and the striping parameters both sides must share to count a message's stripes.
-// Followed by rail_count x {data, control} addresses of address_bytes each.
+// CONN_REQ body: who is asking (device token, nonce), what it allows, the striping parameters
+// both sides must share to count a message's stripes, and how to reach each of its rails.
+// Followed by rail_count x {data, control} addresses of address_bytes each (RDM; connected
+// endpoints send none: the connection is the path).
 struct ConnBody {
-  uint16_t max_requests;
-  uint16_t address_bytes;
-  uint8_t rail_count;
-  uint8_t reserved[3];
+  uint64_t nonce;             // echoed by CONN_ACK, CONN_REJECT and CONN_CANCEL
+  uint64_t device_token;      // the connecting device
+  uint64_t listener_token;    // the listener asked for (from its handle)
   uint64_t stripe_threshold;  // messages at least this long are striped
   uint64_t stripe_min;        // bytes per stripe at least
   uint32_t stripe_align;      // stripe boundaries are multiples of this
   uint32_t stripe_rails;      // stripe over at most this many rails (0: all)
+  uint32_t eager_max;         // largest eager message the connector sends
+  uint16_t max_requests;
+  uint16_t address_bytes;
+  uint8_t rail_count;
+  uint8_t reserved[7];
 };
-static_assert(sizeof(ConnBody) == 32);
-static_assert(offsetof(ConnBody, stripe_threshold) == 8);
+static_assert(sizeof(ConnBody) == 64);
+
+// CONN_ACK body: the request's nonce, the listening device, what it agreed to, and its rails.
+struct AckBody {
+  uint64_t nonce;
+  uint64_t device_token;
+  uint32_t eager_max;
+  uint16_t depth;         // outstanding requests agreed (min of both sides)
+  uint16_t address_bytes;
+  uint8_t rail_count;
+  uint8_t reserved[7];
+};
+static_assert(sizeof(AckBody) == 32);
+
+struct RailAddresses {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> control;
+};
 
 struct ConnRequest {
-  ConnBody body;
+  ConnBody body{};
   std::vector<RailAddresses> rails;
 };
-std::vector<uint8_t> encode_conn_body(const ConnRequest& r);
+struct ConnAck {
+  AckBody body{};
+  std::vector<RailAddresses> rails;
+};
+std::vector<uint8_t> encode_conn_request(const ConnRequest& r);
+std::vector<uint8_t> encode_conn_ack(const ConnAck& a);
 
-// Validates a received message: size, version, type, and type-specific lengths.
+// Validates a received message: size, version, type, reserved fields, type-specific lengths.
 Result<MsgHeader> decode_header(const uint8_t* data, size_t len);
-Result<ConnRequest> decode_conn_body(const uint8_t* data, size_t len);
+Result<ConnRequest> decode_conn_request(const uint8_t* data, size_t len);
+Result<ConnAck> decode_conn_ack(const uint8_t* data, size_t len);
 
 // The striping plan both sides compute from a message length and the sender's parameters.
 struct StripePlan {
@@ -129,35 +164,38 @@ uint32_t stripe_count(const StripePlan& p, uint64_t len, uint32_t rails);
 // Offset of stripe `i` of `n` (stripe i spans [offset(i), offset(i+1)); offset(n) = len).
 uint64_t stripe_offset(const StripePlan& p, uint64_t len, uint32_t n, uint32_t i);
 
-// ---- remote CQ data of a rendezvous write ----
-// Low 32 bits: (request_slot << 16) | receiver_comm_id, which routes the completion.
-// High 32 bits (providers with 8-byte CQ data): the message length, because several providers
-// (tcp, ofi_rxm, sockets) report len = 0 for remote writes; kLengthUnknown when it does not fit,
-// and the receiver then uses the completion's len (hardware providers report it).
+// ---- remote CQ data ----
+// Low 32 bits, both widths: comm id (16) | request slot (12) | a 4-bit field:
+//   8-byte CQ data: the receiver comm's generation; the high 32 bits carry the message length
+//     (writes: tcp, ofi_rxm and sockets report len = 0 for remote writes; kLengthUnknown when it
+//     does not fit, then the completion's len is used) or the low 32 bits of the sequence number
+//     (headerless eager messages);
+//   4-byte CQ data (efa, verbs): the message's stripe count - 1 (writes; eager messages carry a
+//     header there), so at most kMaxNarrowStripes stripes; the receiver adds up the completions'
+//     lengths.
 inline constexpr uint32_t kLengthUnknown = 0xffffffffu;
-inline uint64_t encode_cq_data(uint16_t comm, uint16_t slot, uint64_t length, size_t data_bytes) {
-  uint64_t d = (static_cast<uint64_t>(slot) << 16) | comm;
-  if (data_bytes >= 8) {
-    const uint64_t l = length < kLengthUnknown ? length : kLengthUnknown;
-    d |= l << 32;
-  }
-  return d;
-}
-struct CqData {
-  uint16_t comm;
-  uint16_t slot;
-  uint32_t length;  // kLengthUnknown, or 0 with 4-byte CQ data
-};
-inline CqData decode_cq_data(uint64_t d) {
-  return {static_cast<uint16_t>(d & 0xffff), static_cast<uint16_t>((d >> 16) & 0xffff),
-          static_cast<uint32_t>(d >> 32)};
-}
+inline constexpr uint32_t kMaxNarrowStripes = 16;
+inline constexpr uint16_t kMaxSlots = 4096;  // request slots fit 12 bits
 
-// An eager message without a header (providers with 8 bytes of remote CQ data): the CQ data
-// routes it like a write's and its high word carries the low 32 bits of the sequence number;
-// the payload is the whole message.
-inline uint64_t encode_eager_data(uint16_t comm, uint16_t slot, uint64_t seq) {
-  return (seq << 32) | (static_cast<uint64_t>(slot) << 16) | comm;
+struct CqData {
+  uint16_t comm = 0;
+  uint16_t slot = 0;
+  uint8_t field = 0;   // generation (8-byte data) or stripe count - 1 (4-byte data)
+  uint32_t high = 0;   // 8-byte data: length (writes) or sequence low word (eager)
+};
+inline uint64_t encode_cq_data(const CqData& d, size_t data_bytes) {
+  uint64_t v = static_cast<uint64_t>(d.comm) | (static_cast<uint64_t>(d.slot & 0xfff) << 16) |
+               (static_cast<uint64_t>(d.field & 0xf) << 28);
+  if (data_bytes >= 8) v |= static_cast<uint64_t>(d.high) << 32;
+  return v;
+}
+inline CqData decode_cq_data(uint64_t v, size_t data_bytes) {
+  CqData d;
+  d.comm = static_cast<uint16_t>(v & 0xffff);
+  d.slot = static_cast<uint16_t>((v >> 16) & 0xfff);
+  d.field = static_cast<uint8_t>((v >> 28) & 0xf);
+  d.high = data_bytes >= 8 ? static_cast<uint32_t>(v >> 32) : 0;
+  return d;
 }
 // The sequence number with these low 32 bits nearest to `near`: a receiver's window of
 // possible messages (2 x depth) is far narrower than 2^31.
@@ -178,7 +216,7 @@ struct KeyHeader {
   uint64_t base;        // region address in the owner's process
   uint64_t length;      // region length in bytes
   uint64_t mr_offset;   // offset of `base` in its registration (offset-addressed providers)
-  uint64_t device_token; // identifies the device that registered it
+  uint64_t device_token; // the device that registered it: usable only towards that device
 };
 static_assert(sizeof(KeyHeader) == 40);
 

@@ -1,5 +1,6 @@
 // A rail: one NIC (libfabric domain) with its completion queue, address vector, and either the
-// shared RDM endpoint with its bounce buffers, or a passive endpoint for connected channels.
+// shared RDM data and control endpoints with their bounce buffers, or a passive endpoint from
+// which connected endpoints are made. Also the rail's health and its CQ's room.
 #pragma once
 
 #include <chrono>
@@ -7,8 +8,8 @@
 #include <string>
 
 #include "fabric/objects.hpp"
-#include "memory/buffer_pool.hpp"
-#include "pool/channel.hpp"
+#include "rail/endpoint.hpp"
+#include "rail/health.hpp"
 
 namespace xport::rail {
 
@@ -16,95 +17,90 @@ struct RailConfig {
   size_t rx_buffers = 256;
   size_t tx_buffers = 256;
   size_t buffer_bytes = 8192 + 64;
-  size_t cq_size = 4096;
-  uint64_t first_key = 1;
+  // Entries the CQ holds. Every operation that will complete on it (posted receives, sends,
+  // writes, reads, and the remote-CQ-data writes a peer was cleared to send) takes room before it
+  // is posted and gives it back when its entry is read (see cq_take()).
+  size_t cq_size = 16384;
 };
 
 class Rail {
  public:
-  static Result<std::unique_ptr<Rail>> open(const fi_info* info, const RailConfig& config);
+  static Result<std::unique_ptr<Rail>> open(const fi_info* info, const RailConfig& config,
+                                            uint8_t index);
   ~Rail();
 
   // Bytes open() registers for a shared-endpoint (RDM) rail with this config: rx and tx bounce
-  // buffers of the data and control endpoints, and the data endpoint's flush buffer. Connected
-  // rails register rx + tx buffers per connection instead (open_connected_channel).
+  // buffers of the data and control endpoints, and the data endpoint's flush target. Connected
+  // rails register rx + tx buffers per connection instead (open_connection).
   static size_t registered_bytes(const RailConfig& config);
 
+  uint8_t index() const { return index_; }
   fabric::Domain& domain() { return *domain_; }
+  const fabric::Domain& domain() const { return *domain_; }
   fabric::CompletionQueue& cq() { return *cq_; }
+  const fabric::CompletionQueue& cq() const { return *cq_; }
   fabric::AddressVector* av() { return av_.get(); }
   bool connected_endpoints() const { return domain_->connected_endpoints(); }
   const std::string& name() const { return domain_->name(); }
   const RailConfig& config() const { return config_; }
 
   // RDM: the shared data endpoint (payload, eager messages, rendezvous writes) and the control
-  // endpoint (connection set-up, clear-to-send, aborts; low-latency traffic class where the
-  // provider takes it), each with its bounce buffers. Connected endpoints: nullptr.
-  pool::Channel* data_channel() { return data_.get(); }
-  pool::Channel* control_channel() { return control_.get(); }
+  // endpoint (connection set-up, clear-to-send, credits, aborts; low-latency traffic class where
+  // the provider takes it). Connected endpoints: nullptr.
+  RailEndpoint* data() { return data_.get(); }
+  RailEndpoint* control() { return control_.get(); }
+  const RailEndpoint* data() const { return data_.get(); }
+  const RailEndpoint* control() const { return control_.get(); }
   bool low_latency_control() const { return low_latency_; }
 
   // Connected endpoints: the passive endpoint, opened on first use.
   Result<fabric::PassiveEndpoint*> passive();
+  // Connected endpoints: a connection with its own endpoint and bounce buffers. `info` is the
+  // domain's (connect) or an FI_CONNREQ's (accept).
+  Result<std::unique_ptr<RailEndpoint>> open_connection(fi_info* info, size_t rx, size_t tx);
 
-  // Connected endpoints: a channel with its own endpoint and bounce buffers.
-  // `info` is the domain's info (connect) or an FI_CONNREQ's (accept).
-  Result<std::unique_ptr<pool::Channel>> open_connected_channel(fi_info* info, size_t rx,
-                                                                size_t tx);
+  Health& health() { return health_; }
+  const Health& health() const { return health_; }
+  bool in_service() const { return health_.state() == Health::State::up; }
 
-  // Health. A rail whose link is down is quarantined: new traffic avoids it; it is probed
-  // again after a back-off and returns to service when its link is up.
-  enum class State { up, quarantined };
-  State state() const { return state_; }
-  const char* state_name() const { return state_ == State::up ? "up" : "quarantined"; }
-  // Reads the link state where the OS exposes it (sysfs operstate of the interface, or the
-  // InfiniBand port state); true when unknown.
-  bool link_up() const;
-  void quarantine(const std::string& why, std::chrono::steady_clock::time_point retry_at);
-  void restore();
-  std::chrono::steady_clock::time_point retry_at() const { return retry_at_; }
-  const std::string& quarantine_reason() const { return reason_; }
-  // Fatal error completions in a row (reset by any successful completion on the rail).
-  uint32_t& consecutive_failures() { return consecutive_failures_; }
-  fabric::Counter& quarantines() { return quarantines_; }
-  const fabric::Counter& quarantines() const { return quarantines_; }
+  // CQ room (under the engine lock): take before posting an operation that will complete on this
+  // CQ, give back when its entry (success or error) is read. Never over-committed, so the CQ
+  // cannot overrun.
+  bool cq_take(size_t n = 1) {
+    if (cq_used_ + n > config_.cq_size) return false;
+    cq_used_ += n;
+    return true;
+  }
+  void cq_give(size_t n = 1) { cq_used_ = cq_used_ >= n ? cq_used_ - n : 0; }
+  size_t cq_used() const { return cq_used_; }
 
-  // Stripes of striped writes this rail carried out and in (telemetry).
+  // Stripes of striped writes this rail carried out and in, and bytes peers wrote into this
+  // process through it (rendezvous data, which no local endpoint posts or counts).
   fabric::Counter& stripes_out() { return stripes_out_; }
   fabric::Counter& stripes_in() { return stripes_in_; }
+  fabric::Counter& bytes_in() { return bytes_in_; }
   const fabric::Counter& stripes_out() const { return stripes_out_; }
   const fabric::Counter& stripes_in() const { return stripes_in_; }
-  // Bytes peers wrote into this process through this rail (rendezvous data), which no local
-  // endpoint posts and so no endpoint counts.
-  fabric::Counter& bytes_in() { return bytes_in_; }
   const fabric::Counter& bytes_in() const { return bytes_in_; }
 
-  // A requested key unique within this domain (for providers without FI_MR_PROV_KEY).
-  uint64_t next_key() { return next_key_++; }
-
  private:
-  Rail() = default;
+  Rail(std::string name) : health_(std::move(name)) {}
   RailConfig config_;
-  uint64_t next_key_ = 1;
-  // Declaration order is close order reversed: buffers' MRs, endpoints, then AV/CQ/domain.
+  uint8_t index_ = 0;
+  // Declaration order is close order reversed: endpoints (and their buffers' MRs), then
+  // AV/CQ/domain.
   std::unique_ptr<fabric::Domain> domain_;
   std::unique_ptr<fabric::CompletionQueue> cq_;
   std::unique_ptr<fabric::AddressVector> av_;
   std::unique_ptr<fabric::PassiveEndpoint> pep_;
-  std::unique_ptr<pool::Channel> data_;
-  std::unique_ptr<pool::Channel> control_;
+  std::unique_ptr<RailEndpoint> data_;
+  std::unique_ptr<RailEndpoint> control_;
   bool low_latency_ = false;
+  Health health_;
+  size_t cq_used_ = 0;
   fabric::Counter stripes_out_;
   fabric::Counter stripes_in_;
-  fabric::Counter quarantines_;
   fabric::Counter bytes_in_;
-  State state_ = State::up;
-  uint32_t consecutive_failures_ = 0;
-  std::string reason_;
-  std::chrono::steady_clock::time_point retry_at_{};
-  std::string link_file_;  // where link_up() reads, empty when the OS gives nothing
-
-  Result<std::unique_ptr<pool::Channel>> open_shared(const char* role, bool low_latency);
 };
 
 }  // namespace xport::rail

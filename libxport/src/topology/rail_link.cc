@@ -75,10 +75,22 @@ RailLink rail_link_in(const std::string& sysfs_root, std::string_view rail) {
     }
     return link;
   }
-  const fs::path net = fs::path(sysfs_root) / "class" / "net" / std::string(rail);
+  // HPE Slingshot (cxi): the libfabric domain is the cxi device ("cxi0"), whose link is the
+  // Ethernet interface of the same PCI function ("hsn0"), listed under its device's net/.
+  std::string netdev(rail);
+  const fs::path cxi = fs::path(sysfs_root) / "class" / "cxi" / std::string(rail);
+  if (fs::exists(cxi)) {
+    std::error_code ec;
+    for (fs::directory_iterator it(cxi / "device" / "net", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      netdev = it->path().filename().string();
+      break;
+    }
+  }
+  const fs::path net = fs::path(sysfs_root) / "class" / "net" / netdev;
   if (fs::exists(net)) {
     link.kind = "netdev";
-    link.device = std::string(rail);
+    link.device = netdev;
     link.state = first_line(net / "operstate");
     // Mb/s; "-1" or a read error (EINVAL on loopback and down links) means unknown.
     std::string speed = first_line(net / "speed");

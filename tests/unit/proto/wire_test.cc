@@ -14,43 +14,44 @@ Handle sample_handle() {
   Handle h;
   h.endpoint_type = 0;
   h.listener_token = 0x1122334455667788ull;
-  h.provider = "tcp;ofi_rxm";
-  RailAddresses a;
-  a.data = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  a.control = {16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
-  h.rails = {a, a};
-  h.rails[1].data[0] = 99;
+  h.device_token = 0x99aabbccddeeff00ull;
+  h.provider_hash = provider_hash("tcp;ofi_rxm");
+  h.address = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   return h;
 }
+
+std::vector<uint8_t> sample_handle_bytes() { return encode_handle(sample_handle()).value(); }
 
 TEST(Crc32, KnownVector) {
   const char* s = "123456789";
   EXPECT_EQ(crc32(reinterpret_cast<const uint8_t*>(s), 9), 0xCBF43926u);
 }
 
-TEST(Handle, RoundTrip) {
-  auto bytes = encode_handle(sample_handle());
-  EXPECT_EQ(bytes.size(), sizeof(HandleHeader) + 2 * 2 * 16 + 4);
+TEST(Handle, RoundTripFitsNcclsHandle) {
+  auto bytes = sample_handle_bytes();
+  EXPECT_EQ(bytes.size(), sizeof(HandleHeader) + 16 + 4);
   auto h = decode_handle(bytes);
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   EXPECT_EQ(h->listener_token, 0x1122334455667788ull);
-  EXPECT_EQ(h->provider, "tcp;ofi_rxm");
-  ASSERT_EQ(h->rails.size(), 2u);
-  EXPECT_EQ(h->rails[0].data[15], 16);
-  EXPECT_EQ(h->rails[0].control[0], 16);
-  EXPECT_EQ(h->rails[1].data[0], 99);
-  Handle msg;
-  msg.endpoint_type = 1;
-  msg.provider = "tcp";
-  msg.rails.resize(1);
-  msg.rails[0].data = {7, 7, 7};
-  auto m = decode_handle(encode_handle(msg));
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
-  EXPECT_TRUE(m->rails[0].control.empty()) << "connected endpoints carry one address per rail";
+  EXPECT_EQ(h->device_token, 0x99aabbccddeeff00ull);
+  EXPECT_EQ(h->provider_hash, provider_hash("tcp;ofi_rxm"));
+  EXPECT_EQ(h->address[15], 16);
+  // The largest address that fits makes a handle of exactly NCCL's 128 bytes; one more byte is
+  // refused when encoding, with the reason.
+  Handle big = sample_handle();
+  big.address.assign(kMaxHandleAddressBytes, 7);
+  auto max = encode_handle(big);
+  ASSERT_TRUE(max.ok()) << max.status().to_string();
+  EXPECT_EQ(max->size(), kMaxHandleBytes);
+  EXPECT_TRUE(decode_handle(*max).ok());
+  big.address.push_back(7);
+  auto over = encode_handle(big);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("does not fit"), std::string::npos);
 }
 
 TEST(Handle, EveryTruncationIsRefused) {
-  auto bytes = encode_handle(sample_handle());
+  auto bytes = sample_handle_bytes();
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto h = decode_handle(std::span<const uint8_t>(bytes.data(), n));
     ASSERT_FALSE(h.ok()) << "accepted a handle cut to " << n << " bytes";
@@ -61,7 +62,7 @@ TEST(Handle, EveryTruncationIsRefused) {
 }
 
 TEST(Handle, EverySingleBitFlipIsRefused) {
-  const auto bytes = encode_handle(sample_handle());
+  const auto bytes = sample_handle_bytes();
   for (size_t i = 0; i < bytes.size(); ++i) {
     for (int bit = 0; bit < 8; ++bit) {
       auto c = bytes;
@@ -72,7 +73,7 @@ TEST(Handle, EverySingleBitFlipIsRefused) {
 }
 
 TEST(Handle, FutureVersionAndTrailingBytesAreNamed) {
-  auto bytes = encode_handle(sample_handle());
+  auto bytes = sample_handle_bytes();
   auto future = bytes;
   future[4] = static_cast<uint8_t>(kWireVersion + 1);
   auto h = decode_handle(future);
@@ -98,7 +99,8 @@ TEST(Message, HeaderValidation) {
   EXPECT_FALSE(decode_header(buf, sizeof(MsgHeader) - 1).ok());
   EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("unexpected bytes"),
             std::string::npos);
-  for (MsgType t : {MsgType::rts, MsgType::credit}) {  // header-only control messages
+  for (MsgType t : {MsgType::rts, MsgType::credit, MsgType::conn_reject, MsgType::conn_cancel,
+                    MsgType::ping, MsgType::pong}) {  // header-only control messages
     h.type = static_cast<uint8_t>(t);
     std::memcpy(buf, &h, sizeof(h));
     EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader)).ok()) << int(h.type);
@@ -115,6 +117,11 @@ TEST(Message, HeaderValidation) {
   h.length = 9;  // announces more than it carries
   std::memcpy(buf, &h, sizeof(h));
   EXPECT_FALSE(decode_header(buf, sizeof(buf)).ok());
+  h.reserved0 = 1;  // reserved fields must be zero
+  std::memcpy(buf, &h, sizeof(h));
+  EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("reserved"),
+            std::string::npos);
+  h.reserved0 = 0;
   h.version = 7;
   std::memcpy(buf, &h, sizeof(h));
   EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("version 7"),
@@ -123,10 +130,14 @@ TEST(Message, HeaderValidation) {
 
 ConnRequest sample_request(int rails) {
   ConnRequest r;
+  r.body.nonce = 77;
+  r.body.device_token = 88;
+  r.body.listener_token = 99;
   r.body.max_requests = 8;
   r.body.stripe_threshold = 1 << 18;
   r.body.stripe_min = 1 << 16;
   r.body.stripe_align = 4096;
+  r.body.eager_max = 8192;
   for (int i = 0; i < rails; ++i) {
     RailAddresses a;
     a.data = std::vector<uint8_t>(16, static_cast<uint8_t>(i));
@@ -136,31 +147,60 @@ ConnRequest sample_request(int rails) {
   return r;
 }
 
-TEST(Message, ConnBodyRoundTripAndValidation) {
-  auto bytes = encode_conn_body(sample_request(4));
-  auto r = decode_conn_body(bytes.data(), bytes.size());
+TEST(Message, ConnRequestRoundTripAndValidation) {
+  auto bytes = encode_conn_request(sample_request(4));
+  auto r = decode_conn_request(bytes.data(), bytes.size());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_EQ(r->rails.size(), 4u);
   EXPECT_EQ(r->rails[3].control[0], 103);
   EXPECT_EQ(r->body.stripe_min, 1u << 16);
+  EXPECT_EQ(r->body.nonce, 77u);
+  EXPECT_EQ(r->body.device_token, 88u);
+  EXPECT_EQ(r->body.listener_token, 99u);
   for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_FALSE(decode_conn_body(bytes.data(), n).ok()) << n;
+    EXPECT_FALSE(decode_conn_request(bytes.data(), n).ok()) << n;
   }
   auto bad = sample_request(1);
   bad.body.stripe_align = 3000;  // not a power of two
-  auto b = encode_conn_body(bad);
-  EXPECT_NE(decode_conn_body(b.data(), b.size()).status().message().find("power of two"),
+  auto b = encode_conn_request(bad);
+  EXPECT_NE(decode_conn_request(b.data(), b.size()).status().message().find("power of two"),
             std::string::npos);
   bad = sample_request(1);
   bad.body.max_requests = 0;
-  b = encode_conn_body(bad);
-  EXPECT_FALSE(decode_conn_body(b.data(), b.size()).ok());
-  auto reserved = encode_conn_body(sample_request(1));
-  reserved[6] = 0xff;  // ConnBody::reserved
-  EXPECT_NE(decode_conn_body(reserved.data(), reserved.size()).status().message().find("reserved"),
+  b = encode_conn_request(bad);
+  EXPECT_FALSE(decode_conn_request(b.data(), b.size()).ok());
+  auto reserved = encode_conn_request(sample_request(1));
+  reserved[offsetof(ConnBody, reserved)] = 0xff;
+  EXPECT_NE(decode_conn_request(reserved.data(), reserved.size()).status().message().find("reserved"),
             std::string::npos);
-  auto none = encode_conn_body(sample_request(0));
-  EXPECT_FALSE(decode_conn_body(none.data(), none.size()).ok()) << "a request without rails";
+  // Connected endpoints send no addresses: the connection is the path.
+  auto none = encode_conn_request(sample_request(0));
+  EXPECT_TRUE(decode_conn_request(none.data(), none.size()).ok());
+}
+
+TEST(Message, ConnAckRoundTripAndValidation) {
+  ConnAck a;
+  a.body.nonce = 5;
+  a.body.device_token = 6;
+  a.body.eager_max = 4096;
+  a.body.depth = 64;
+  a.rails = sample_request(2).rails;
+  auto bytes = encode_conn_ack(a);
+  auto d = decode_conn_ack(bytes.data(), bytes.size());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->body.nonce, 5u);
+  EXPECT_EQ(d->body.depth, 64);
+  ASSERT_EQ(d->rails.size(), 2u);
+  EXPECT_EQ(d->rails[1].data[0], 1);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(decode_conn_ack(bytes.data(), n).ok()) << n;
+  }
+  a.body.depth = 0;
+  auto z = encode_conn_ack(a);
+  EXPECT_FALSE(decode_conn_ack(z.data(), z.size()).ok()) << "a depth of 0";
+  a.body.depth = kMaxSlots + 1;
+  z = encode_conn_ack(a);
+  EXPECT_FALSE(decode_conn_ack(z.data(), z.size()).ok()) << "a depth beyond 12 bits of slot";
 }
 
 TEST(Message, CtsCarriesOneKeyPerRail) {
@@ -207,23 +247,36 @@ TEST(StripePlan, CoversTheMessageExactlyWithAlignedNonEmptyStripes) {
   }
 }
 
-TEST(CqData, RoutesAndCarriesLength) {
-  uint64_t d = encode_cq_data(0xBEEF, 0x0123, 1 << 20, 8);
-  EXPECT_EQ(d & 0xffffffffu, (0x0123u << 16) | 0xBEEFu) << "(slot << 16) | comm_id";
-  CqData c = decode_cq_data(d);
+TEST(CqData, WideRoutesWithGenerationAndCarriesLength) {
+  const uint64_t d = encode_cq_data({0xBEEF, 0x0123, 0x9, 1 << 20}, 8);
+  EXPECT_EQ(d & 0xffffu, 0xBEEFu) << "comm id in the low 16 bits";
+  const CqData c = decode_cq_data(d, 8);
   EXPECT_EQ(c.comm, 0xBEEF);
   EXPECT_EQ(c.slot, 0x0123);
-  EXPECT_EQ(c.length, 1u << 20);
-  EXPECT_EQ(decode_cq_data(encode_cq_data(1, 2, 1ull << 33, 8)).length, kLengthUnknown);
-  EXPECT_EQ(encode_cq_data(1, 2, 5, 4) >> 32, 0u) << "4-byte CQ data carries no length";
+  EXPECT_EQ(c.field, 0x9) << "the receiver comm's generation";
+  EXPECT_EQ(c.high, 1u << 20);
+  // Slots are 12 bits, the field 4: neither spills into the other.
+  const CqData m = decode_cq_data(encode_cq_data({1, kMaxSlots - 1, 0xf, 0}, 8), 8);
+  EXPECT_EQ(m.slot, kMaxSlots - 1);
+  EXPECT_EQ(m.field, 0xf);
+}
+
+TEST(CqData, NarrowCarriesTheStripeCountAndNothingAbove32Bits) {
+  const uint64_t d = encode_cq_data({7, 4095, kMaxNarrowStripes - 1, 0xffffffffu}, 4);
+  EXPECT_EQ(d >> 32, 0u) << "4-byte CQ data: nothing above the low word";
+  const CqData c = decode_cq_data(d, 4);
+  EXPECT_EQ(c.comm, 7);
+  EXPECT_EQ(c.slot, 4095);
+  EXPECT_EQ(c.field + 1u, kMaxNarrowStripes);
+  EXPECT_EQ(c.high, 0u);
 }
 
 TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequence) {
-  const uint64_t d = encode_eager_data(0x0102, 7, 0x1234567890ull);
-  const CqData c = decode_cq_data(d);
+  const uint64_t seqv = 0x1234567890ull;
+  const CqData c = decode_cq_data(encode_cq_data({0x0102, 7, 3, static_cast<uint32_t>(seqv)}, 8), 8);
   EXPECT_EQ(c.comm, 0x0102);
   EXPECT_EQ(c.slot, 7);
-  EXPECT_EQ(c.length, 0x34567890u) << "the high word carries the sequence's low 32 bits";
+  EXPECT_EQ(c.high, 0x34567890u) << "the high word carries the sequence's low 32 bits";
   // The receiver recovers the full sequence from its own position, on both sides of it and
   // across 2^32 boundaries (window of +-depth around the next receive).
   for (uint64_t near : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 3, uint64_t{1} << 32,

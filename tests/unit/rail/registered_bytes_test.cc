@@ -23,12 +23,12 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   rc.rx_buffers = 20;
   rc.tx_buffers = 17;
   rc.buffer_bytes = 5000;  // not a multiple of 64: the pool rounds each slot up
-  auto rail = Rail::open(sel->info.get(), rc);
+  auto rail = Rail::open(sel->info.get(), rc, 0);
   ASSERT_TRUE(rail.ok()) << rail.status().to_string();
   size_t opened = 0;
-  for (pool::Channel* ch : {(*rail)->data_channel(), (*rail)->control_channel()}) {
-    ASSERT_NE(ch, nullptr);
-    opened += pool_bytes(ch->rx) + pool_bytes(ch->tx) + pool_bytes(ch->owned_flush.get());
+  for (RailEndpoint* ep : {(*rail)->data(), (*rail)->control()}) {
+    ASSERT_NE(ep, nullptr);
+    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target());
   }
   EXPECT_EQ(Rail::registered_bytes(rc), opened);
   EXPECT_EQ(opened % 4096, 0u);

@@ -37,6 +37,12 @@ class RailLinkSysfs : public ::testing::Test {
     put(root_ / "class/net/veth1/operstate", "down\n");
     put(root_ / "class/net/veth1/speed", "-1\n");
     put(root_ / "class/net/lo/operstate", "unknown\n");
+    // Slingshot: the cxi device's link is the interface of its PCI function.
+    put(root_ / "class/cxi/cxi0/device/net/hsn0/ifindex", "3\n");
+    put(root_ / "class/net/hsn0/operstate", "up\n");
+    put(root_ / "class/net/hsn0/speed", "200000\n");
+    put(root_ / "class/cxi/cxi1/device/net/hsn1/ifindex", "4\n");
+    put(root_ / "class/net/hsn1/operstate", "down\n");
   }
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_;
@@ -59,6 +65,17 @@ TEST_F(RailLinkSysfs, EfaDomainSuffixIsStrippedAndDownIsDown) {
   EXPECT_EQ(l.device, "rdmap16s27");
   EXPECT_EQ(l.state, "DOWN");
   EXPECT_FALSE(l.up());
+}
+
+TEST_F(RailLinkSysfs, CxiDomainReadsItsInterface) {
+  RailLink up = rail_link_in(root_.string(), "cxi0");
+  EXPECT_EQ(up.kind, "netdev");
+  EXPECT_EQ(up.device, "hsn0");
+  EXPECT_TRUE(up.up());
+  EXPECT_DOUBLE_EQ(up.rate_gbps, 200);
+  RailLink down = rail_link_in(root_.string(), "cxi1");
+  EXPECT_EQ(down.device, "hsn1");
+  EXPECT_FALSE(down.up());
 }
 
 TEST_F(RailLinkSysfs, NetworkInterfaces) {

@@ -1,0 +1,41 @@
+// Registering caller memory on every rail, through the MR cache.
+#include "memory/registry.hpp"
+
+#include "core/format.hpp"
+
+namespace xport::memory {
+
+Registry::Registry(std::vector<Rail> rails, uint64_t device_token)
+    : rails_(std::move(rails)), device_token_(device_token) {}
+
+Result<RegionRef> Registry::acquire(void* buf, size_t len,
+                                    const std::shared_ptr<RegionOwner>& owner,
+                                    std::vector<RegionRef>& graveyard) {
+  if (auto cached = cache_.find(buf, len, graveyard)) return cached;
+  auto state = std::make_shared<RegionState>();
+  state->base = static_cast<uint8_t*>(buf);
+  state->length = len;
+  state->virt_addr = (rails_[0].domain->mr_mode() & FI_MR_VIRT_ADDR) != 0;
+  state->device_token = device_token_;
+  const uint64_t access =
+      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  for (const Rail& r : rails_) {
+    auto mr = fabric::MemoryRegistration::create(*r.domain, buf, len, access, r.bind);
+    if (!mr) return mr.status().with_context(core::str("register_memory on rail ", r.domain->name()));
+    state->mrs.push_back(std::move(mr).value());
+  }
+  state->owner = owner;
+  registrations_ += 1;
+  registered_bytes_ += len;
+  cache_.insert(buf, state);
+  return state;
+}
+
+void Registry::release(RegionState& r) {
+  cache_.erase(r.base, &r);
+  r.mrs.clear();
+  registrations_ -= 1;
+  registered_bytes_ -= r.length;
+}
+
+}  // namespace xport::memory

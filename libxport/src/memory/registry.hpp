@@ -1,0 +1,82 @@
+// Registration of caller memory on every rail of a device: RegionState (one MR per rail, bound to
+// the rail's data endpoint under FI_MR_ENDPOINT), the MR cache in front of it, and the device
+// token that names this device in exported keys. Not thread-safe: the engine serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fabric/objects.hpp"
+#include "memory/mr_cache.hpp"
+#include "xport/status.hpp"
+
+namespace xport::memory {
+
+struct RegionState;
+
+// Who closes a region's registrations when its last holder lets go: the engine, which must
+// serialise that against its other libfabric calls (and must not take its lock twice when the
+// last holder was one of its own operations).
+class RegionOwner {
+ public:
+  virtual void release_region(RegionState& r) = 0;
+
+ protected:
+  ~RegionOwner() = default;
+};
+
+struct RegionState {
+  std::shared_ptr<RegionOwner> owner;  // keeps the domains open while the registration lives
+  uint8_t* base = nullptr;
+  size_t length = 0;
+  bool virt_addr = false;       // remote addresses are virtual (FI_MR_VIRT_ADDR) or offsets
+  uint64_t device_token = 0;    // the device that registered it (exported keys carry it)
+  std::vector<std::unique_ptr<fabric::MemoryRegistration>> mrs;  // one per rail
+  RegionState() = default;
+  RegionState(const RegionState&) = delete;
+  RegionState& operator=(const RegionState&) = delete;
+  ~RegionState() {
+    if (owner) owner->release_region(*this);
+  }
+  // The address a peer names `p` by in RMA operations (virtual address or offset).
+  uint64_t remote_address(const void* p) const {
+    return virt_addr ? reinterpret_cast<uint64_t>(p)
+                     : static_cast<uint64_t>(static_cast<const uint8_t*>(p) - base);
+  }
+  void* desc(size_t rail) const { return mrs[rail]->desc(); }
+  uint64_t key(size_t rail) const { return mrs[rail]->key(); }
+};
+using RegionRef = std::shared_ptr<RegionState>;
+
+class Registry {
+ public:
+  struct Rail {
+    fabric::Domain* domain = nullptr;
+    fabric::Endpoint* bind = nullptr;  // the data endpoint (FI_MR_ENDPOINT binds to it)
+  };
+  Registry(std::vector<Rail> rails, uint64_t device_token);
+
+  // A registration covering [buf, buf+len): a live cached one, or a new one on every rail owned
+  // by `owner`. References dropped while probing the cache are moved to `graveyard`, which the
+  // caller releases once it may deregister.
+  Result<RegionRef> acquire(void* buf, size_t len, const std::shared_ptr<RegionOwner>& owner,
+                            std::vector<RegionRef>& graveyard);
+  // Closes r's registrations and forgets it (its owner calls this, serialised).
+  void release(RegionState& r);
+
+  uint64_t device_token() const { return device_token_; }
+  uint64_t registrations() const { return registrations_; }
+  uint64_t registered_bytes() const { return registered_bytes_; }
+  uint64_t cache_hits() const { return cache_.hits(); }
+  uint64_t cache_misses() const { return cache_.misses(); }
+
+ private:
+  std::vector<Rail> rails_;
+  uint64_t device_token_;
+  MrCache<RegionState> cache_;
+  uint64_t registrations_ = 0;
+  uint64_t registered_bytes_ = 0;
+};
+
+}  // namespace xport::memory

@@ -1,0 +1,31 @@
+// A peer: one remote device (identified by the token its handles and connection requests
+// carry), the channels to it on every rail it shares with this device, and what this device
+// knows of its health (when it was last heard from, an outstanding keepalive, its death).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pool/channel.hpp"
+
+namespace xport::pool {
+
+struct Peer {
+  using Clock = std::chrono::steady_clock;
+  uint64_t token = 0;        // the remote device's token
+  std::vector<Path> paths;   // RDM: rail i pairs with the peer's rail i (shared by its comms)
+  std::vector<std::unique_ptr<Channel>> channels;  // RDM: the channels of `paths`
+  int refs = 0;              // communicators, windows and queued messages that name this peer
+  Clock::time_point idle_since{};  // when refs last fell to 0 (retired after a linger)
+  Clock::time_point last_heard{};
+  Clock::time_point ping_sent{};
+  bool ping_outstanding = false;
+  uint64_t ping_nonce = 0;
+  bool dead = false;
+  std::string death;  // why it was declared dead
+};
+
+}  // namespace xport::pool

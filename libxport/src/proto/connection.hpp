@@ -1,0 +1,61 @@
+// Connection set-up and tear-down: listeners and their handles, the connect/accept exchange over
+// the control path (RDM: CONN_REQ / CONN_ACK / CONN_REJECT / CONN_CANCEL) or the connection
+// manager (FI_EP_MSG: the same bodies as connect/accept parameter data), and closing.
+#pragma once
+
+#include <vector>
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class Connections {
+ public:
+  explicit Connections(Core& core) : core_(core) {}
+
+  struct Listening {
+    uint64_t token = 0;
+    std::vector<uint8_t> handle;
+  };
+  Result<Listening> listen();
+  void close_listener(uint64_t token);
+  // The next accepted communicator of a listener, or {} when none is ready yet.
+  Result<CommId> take_accepted(uint64_t token);
+
+  // Starts connecting to a listener's handle: the communicator is `connecting` until the
+  // listener's answer arrives (phase ready or failed).
+  Result<CommId> start(const std::vector<uint8_t>& handle);
+  // Gives up a connection still in progress (the listener is told, so no half-open
+  // communicator stays in its backlog) and forgets it.
+  void cancel(CommId id);
+  // The user closes a communicator (docs/semantics.md, "Closing").
+  void close(CommId id);
+
+  // Messages.
+  void on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_conn_reject(const MsgHeader& h);
+  void on_conn_cancel(const MsgHeader& h);
+  void on_close(const MsgHeader& h);
+  // Connection-manager events of connected endpoints.
+  Status progress_events();
+
+ private:
+  MsgHeader header(MsgType t, const CommState& c) const;
+  ConnBody request_body(const CommState& c) const;
+  std::vector<RailAddresses> local_addresses() const;
+  // Makes a communicator (slots sized by depth) with a reference on `peer`.
+  Result<CommState*> make_comm(bool is_send, pool::Peer* peer, uint16_t depth);
+  // The listener's answer (RDM and connected): fills a connecting communicator.
+  void accept_answer(CommState& c, const MsgHeader& h, const ConnAck& ack);
+  // Listener side: checks a request and makes the receiving communicator (nullptr + reason).
+  CommState* admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
+                   uint64_t* reject_reason);
+  void remove_from_backlog(CommState& c);
+  Status connect_msg(CommState& c, const std::vector<uint8_t>& address);
+  void on_msg_connreq(fi_info* info, const uint8_t* data, size_t len);
+  void on_msg_connected(CommState& c, const uint8_t* data, size_t len);
+  Core& core_;
+};
+
+}  // namespace xport::proto

@@ -1,0 +1,226 @@
+// Control messages, receive buffers and connection retirement.
+#include "proto/control.hpp"
+
+#include <algorithm>
+
+#include "core/log.hpp"
+
+namespace xport::proto {
+
+Status Control::send(pool::Channel* ch, const MsgHeader& h, const std::vector<uint8_t>* body,
+                     CommState* owner, Dependent dep, pool::Peer* peer) {
+  if (ch == nullptr) return core::error(Code::internal, "control message without a channel");
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  const size_t len = sizeof(MsgHeader) + (body != nullptr ? body->size() : 0);
+  if (len > ch->ep->tx().size()) {
+    return core::error(Code::internal, "control message of ", len, " bytes exceeds the ",
+                       ch->ep->tx().size(), "-byte buffers of ", ch->label);
+  }
+  PendingControl p;
+  p.ch = ch;
+  p.hdr = h;
+  if (body != nullptr) p.body = *body;
+  p.dep = dep;
+  if (owner != nullptr) {
+    p.owner = owner->id;
+    p.peer = owner->peer;
+  } else {
+    p.peer = peer;
+  }
+  // Messages queued on the same channel go first (a CLOSE must not overtake its communicator's
+  // earlier CTS, for one).
+  bool behind = false;
+  for (const PendingControl& q : core_.pending_control) behind = behind || q.ch == ch;
+  Status s = behind ? Status(Code::again, "queued") : attempt(p);
+  if (s.code() != Code::again) return s;
+  if (owner != nullptr) core_.hold(*owner);
+  core_.ref(p.peer);
+  p.since = Clock::now();
+  ++core_.counters.deferred_posts;
+  core_.pending_control.push_back(std::move(p));
+  return Status::success();
+}
+
+Status Control::attempt(PendingControl& p) {
+  pool::Channel* ch = p.ch;
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  rail::RailEndpoint& ep = *ch->ep;
+  const size_t len = sizeof(MsgHeader) + p.body.size();
+  const bool inject = len <= core_.inject_size;
+  rail::Rail& rail = *core_.rails[ch->rail];
+  if (!inject && !rail.cq_take()) return Status(Code::again, "CQ full");
+  memory::Buffer* b = ep.tx().take();
+  if (b == nullptr) {
+    if (!inject) rail.cq_give();
+    return Status(Code::again, core::str("no free send buffer on ", ch->label));
+  }
+  std::memcpy(b->data, &p.hdr, sizeof(MsgHeader));
+  if (!p.body.empty()) std::memcpy(b->data + sizeof(MsgHeader), p.body.data(), p.body.size());
+  // A control message: no request waits for its completion; the peer's token names whom an
+  // error completion concerns.
+  b->ctx.comm = 0;
+  b->ctx.seq = p.peer != nullptr ? p.peer->token : 0;
+  Status s;
+  if (inject) {
+    s = ep.endpoint().inject(b->data, len, ch->peer);
+    ep.tx().give_back(b);
+  } else {
+    s = ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
+    if (!s.ok()) {
+      ep.tx().give_back(b);
+      rail.cq_give();
+    }
+  }
+  if (!s.ok() && s.code() != Code::again) core_.note_failure(ch->rail, s);
+  return s;
+}
+
+void Control::done_with(PendingControl& p) {
+  if (CommState* c = core_.comm(p.owner)) core_.release(*c);
+  core_.unref(p.peer);
+}
+
+void Control::give_up(PendingControl& p, Status why) {
+  why = std::move(why).with_context(core::str("control message type ", int(p.hdr.type), " on ",
+                                              p.ch->label));
+  CommState* c = core_.comm(p.dep.comm);
+  switch (p.dep.kind) {
+    case Dependent::Kind::send:
+      if (c != nullptr && c->sends[p.dep.slot].seq == p.dep.seq) {
+        core_.fail_send(*c, c->sends[p.dep.slot], why);
+      }
+      break;
+    case Dependent::Kind::recv:
+      if (c != nullptr && c->recvs[p.dep.slot].seq == p.dep.seq) {
+        core_.fail_recv(*c, c->recvs[p.dep.slot], why);
+      }
+      break;
+    case Dependent::Kind::comm:
+      if (c != nullptr) core_.fail_comm(*c, why);
+      break;
+    case Dependent::Kind::none:
+      // Nothing local waits for it, but the peer does (a CLOSE, a CONN_ACK...): a peer that
+      // cannot be reached for XPORT_EAGAIN_TIMEOUT_MS is treated as lost.
+      if (p.peer != nullptr) {
+        core_.fail_peer(*p.peer, Status(Code::peer_lost, core::str("unreachable: ", why.message())));
+      } else {
+        XPORT_LOG(info, "dropping ", why.to_string());
+      }
+      break;
+  }
+}
+
+void Control::retry() {
+  // Order is kept per channel: once one message of a channel stays queued this pass, the ones
+  // behind it wait too; other channels go on (one busy peer stalls nobody else).
+  std::vector<const pool::Channel*> blocked;
+  for (size_t n = core_.pending_control.size(); n > 0 && !core_.pending_control.empty(); --n) {
+    PendingControl p = std::move(core_.pending_control.front());
+    core_.pending_control.pop_front();
+    const bool behind = std::find(blocked.begin(), blocked.end(), p.ch) != blocked.end();
+    Status s = behind ? Status(Code::again, "queued") : attempt(p);
+    if (s.code() == Code::again && (behind || !core_.expired(p.since))) {
+      if (!behind) blocked.push_back(p.ch);
+      core_.pending_control.push_back(std::move(p));
+      continue;
+    }
+    if (!s.ok()) give_up(p, std::move(s));
+    done_with(p);
+  }
+}
+
+void Control::on_sent(memory::Buffer* b, const Status& st) {
+  const uint64_t token = b->ctx.seq;
+  auto* ep = static_cast<rail::RailEndpoint*>(b->ctx.owner);
+  ep->tx().give_back(b);
+  if (st.ok()) return;
+  XPORT_LOG(info, "control message failed on ", ep->label(), ": ", st.to_string());
+  // The provider could not deliver to that peer (connection refused, reset...): it is lost.
+  if (st.code() == Code::peer_lost && token != 0) {
+    auto it = core_.peers.find(token);
+    if (it != core_.peers.end()) core_.fail_peer(*it->second, st);
+  }
+}
+
+void Control::repost(rail::RailEndpoint* ep, memory::Buffer* b) {
+  if (ep->failed) return;
+  rail::Rail& rail = *core_.rails[ep->rail()];
+  if (!rail.cq_take()) {
+    core_.pending_rx.push_back({ep, b});
+    return;
+  }
+  Status s = ep->endpoint().recv(b->data, ep->rx().size(), ep->rx().desc(), FI_ADDR_UNSPEC,
+                                 &b->ctx);
+  if (s.ok()) {
+    ep->posted_rx += 1;
+    return;
+  }
+  rail.cq_give();
+  if (s.code() == Code::again) {
+    core_.pending_rx.push_back({ep, b});
+  } else {
+    XPORT_LOG(warn, "cannot repost a receive buffer on ", ep->label(), ": ", s.to_string());
+  }
+}
+
+Status Control::post_receives(rail::RailEndpoint* ep) {
+  for (size_t i = 0; i < ep->rx().count(); ++i) {
+    memory::Buffer* b = ep->rx().take();
+    if (!core_.rails[ep->rail()]->cq_take()) {
+      return core::error(Code::resource, "posting receive buffers on ", ep->label(),
+                         ": the CQ has no room (raise XPORT_CQ_ENTRIES)");
+    }
+    Status s = ep->endpoint().recv(b->data, ep->rx().size(), ep->rx().desc(), FI_ADDR_UNSPEC,
+                                   &b->ctx);
+    if (s.code() == Code::again) {
+      core_.rails[ep->rail()]->cq_give();
+      core_.pending_rx.push_back({ep, b});
+      continue;
+    }
+    if (!s.ok()) return s.with_context(core::str("posting receive buffers on ", ep->label()));
+    ep->posted_rx += 1;
+  }
+  return Status::success();
+}
+
+void Control::retry_receives() {
+  for (size_t n = core_.pending_rx.size(); n > 0 && !core_.pending_rx.empty(); --n) {
+    PendingRx p = core_.pending_rx.front();
+    core_.pending_rx.pop_front();
+    repost(p.ep, p.buffer);
+  }
+}
+
+void Control::retire(std::unique_ptr<pool::Channel> connection) {
+  if (!connection || !connection->owned) return;
+  rail::RailEndpoint* ep = connection->owned.get();
+  core_.connecting.erase(&ep->endpoint().get()->fid);
+  ep->failed = true;
+  ep->failure = "closed";
+  // Receives queued for reposting must not be posted any more.
+  std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
+  ep->cancel_receives();
+  connection->retire_since = Clock::now();
+  core_.retiring.push_back(std::move(connection));
+  reap_retired(false);
+}
+
+void Control::reap_retired(bool force) {
+  const auto now = Clock::now();
+  std::erase_if(core_.retiring, [&](std::unique_ptr<pool::Channel>& ch) {
+    rail::RailEndpoint* ep = ch->owned.get();
+    const bool drained = ep->posted_rx == 0 && ep->tx().available() == ep->tx().count();
+    if (drained) return true;  // nothing names its buffers any more: endpoint and memory go
+    if (!force && now - ch->retire_since < kRetireWait) return false;
+    // A provider that reports no cancellation would keep it for ever: after a bounded wait the
+    // endpoint (its file descriptors) closes, and its buffers' memory stays with the engine, so
+    // a completion that still names them reads valid memory (and is dropped as stale).
+    core_.rails[ep->rail()]->cq_give(ep->posted_rx);
+    ep->posted_rx = 0;
+    ep->close_endpoint();
+    core_.stale_endpoints.push_back(std::move(ch->owned));
+    return true;
+  });
+}
+
+}  // namespace xport::proto

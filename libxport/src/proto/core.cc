@@ -1,0 +1,246 @@
+// What every part of the engine shares: the lock, routing of headers, request and communicator
+// outcomes with their accounting, and peers with their channels.
+#include "core/log.hpp"
+#include "proto/control.hpp"
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+Lock::Lock(Core& c) : core_(&c) {
+  if (!c.config.thread_safe) return;
+  c.mu.lock();
+  c.holder = std::this_thread::get_id();
+  held_ = true;
+}
+
+void Lock::unlock() {
+  if (!held_) return;
+  core_->holder = std::thread::id();
+  held_ = false;
+  core_->mu.unlock();
+}
+
+Lock::~Lock() { unlock(); }
+
+Status Core::no_rail_error(size_t limit, const char* what) const {
+  std::string why;
+  for (size_t i = 0; i < limit; ++i) {
+    why += core::str(why.empty() ? "" : ", ", rails[i]->name(), ": ",
+                     rails[i]->health().reason());
+  }
+  return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
+                     why, "); retry when a link is back");
+}
+
+void Core::note_failure(uint32_t rail, const Status& status, bool from_post) {
+  if (status.code() != Code::closed || rail >= rails.size()) return;
+  rail::Health& h = rails[rail]->health();
+  if (!from_post && ++h.consecutive_failures() < kFatalInARow) return;
+  if (h.state() == rail::Health::State::up) {
+    XPORT_LOG(warn, "rail ", rails[rail]->name(), " quarantined after a fatal error: ",
+              status.message());
+  }
+  h.quarantine(core::str("fatal error: ", status.message()), Clock::now() + config.rail_retry);
+}
+
+CommState* Core::route(const MsgHeader& h, Side side) {
+  CommState* c = comms->find({h.dst_comm, h.dst_gen});
+  if (c == nullptr) {
+    // A communicator that is gone (or an older generation of its id): traffic that was still on
+    // its way when it closed, or a forgery; either way it reaches nobody.
+    miss(comms->find_any(h.dst_comm) != nullptr || h.dst_comm != 0);
+    return nullptr;
+  }
+  const bool side_ok = side == Side::either || c->is_send == (side == Side::send);
+  if (!side_ok || c->depth == 0 || c->phase == Phase::connecting ||
+      c->peer_comm.index != h.src_comm || c->peer_comm.gen != (h.src_gen & pool::kCommGenMask)) {
+    miss();
+    return nullptr;
+  }
+  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  return c;
+}
+
+void Core::fail_send(CommState& c, SendSlot& s, Status why) {
+  if (!s.active || s.finished) return;
+  if (s.error.ok()) s.error = std::move(why);
+  s.finished = true;
+  // A receiver told of this message (RTS), or whose clear-to-send it used, waits for it: it
+  // hears of the failure once nothing of the message is in flight any more.
+  if (!s.eager && (s.rts_sent || s.cts_consumed)) s.abort_owed = true;
+  if (s.waiting_credit) s.waiting_credit = false;
+  settle(c, s);
+}
+
+void Core::fail_recv(CommState& c, RecvSlot& r, Status why) {
+  if (!r.active || r.finished) return;
+  r.error = std::move(why);
+  r.finished = true;
+  release_cts_room(c, r);
+}
+
+void Core::fail_comm(CommState& c, Status why) {
+  if (c.phase == Phase::failed) return;
+  c.phase = Phase::failed;
+  c.error = why;
+  for (auto& s : c.sends) fail_send(c, s, why);
+  for (auto& r : c.recvs) fail_recv(c, r, why);
+  XPORT_LOG(info, "communicator ", c.id.index, " failed: ", why.to_string());
+  maybe_erase(c);
+}
+
+void Core::fail_peer(pool::Peer& p, Status why) {
+  if (!p.dead) {
+    p.dead = true;
+    p.death = why.message();
+    ++counters.peers_lost;
+    XPORT_LOG(warn, "peer ", std::hex, p.token, std::dec, " lost: ", why.to_string());
+  }
+  std::vector<CommId> victims;
+  comms->for_each([&](uint16_t, CommState& c) {
+    if (c.peer == &p) victims.push_back(c.id);
+  });
+  for (CommId id : victims) {
+    if (CommState* c = comms->find(id)) fail_comm(*c, why);
+  }
+  for (auto& [id, w] : windows) {
+    if (w->peer == &p && w->first_error.ok()) w->first_error = why;
+  }
+}
+
+void Core::release(CommState& c, SendSlot& s) {
+  if (s.outstanding > 0) --s.outstanding;
+  release(c);
+  settle(c, s);
+}
+
+void Core::release(CommState& c) {
+  if (c.outstanding > 0) --c.outstanding;
+  maybe_erase(c);
+}
+
+void Core::settle(CommState& c, SendSlot& s) {
+  if (!s.done() || !s.abort_owed) return;
+  s.abort_owed = false;
+  if (c.phase == Phase::connecting || c.paths.empty()) return;
+  MsgHeader a{};
+  a.type = static_cast<uint8_t>(MsgType::abort);
+  a.version = kWireVersion;
+  a.dst_comm = c.peer_comm.index;
+  a.dst_gen = c.peer_comm.gen;
+  a.src_comm = c.id.index;
+  a.src_gen = c.id.gen;
+  a.slot = static_cast<uint16_t>(s.seq % c.depth);
+  a.seq = s.seq;
+  a.length = s.len;
+  a.aux = s.error.code() == Code::truncated ? 1 : 2;  // too large / failed at the sender
+  (void)control->send(control_path(c), a, nullptr, &c, Dependent{});
+}
+
+void Core::release_cts_room(CommState& c, RecvSlot& r) {
+  if (r.cq_reserved == 0) return;
+  for (const pool::Path& p : c.paths) rails[p.data->rail]->cq_give(r.cq_reserved);
+  r.cq_reserved = 0;
+}
+
+void Core::maybe_erase(CommState& c) {
+  if (!c.user_closed || c.outstanding > 0) return;
+  if (!c.is_send && c.phase != Phase::failed && !c.peer_closed && Clock::now() < c.linger_until) {
+    // A peer cleared to write into a receive may still be writing: the id (and the receive's
+    // registration) stay until those writes land, the sender closes, or the linger ends.
+    for (const RecvSlot& r : c.recvs) {
+      if (r.active && r.cts_sent && !r.finished) return;
+    }
+  }
+  erase_comm(c);
+}
+
+void Core::erase_comm(CommState& c) {
+  for (Unexpected& u : c.unexpected) {
+    if (u.valid && u.buffer != nullptr) {
+      u.owner->held -= 1;
+      control->repost(u.owner, u.buffer);
+    }
+    u = Unexpected{};
+  }
+  for (RecvSlot& r : c.recvs) release_cts_room(c, r);
+  for (pool::Path& p : c.paths) {
+    if (c.connection) break;
+    p.data->refs -= 1;
+    if (p.control != p.data) p.control->refs -= 1;
+  }
+  if (c.connection) control->retire(std::move(c.connection));
+  pool::Peer* peer = c.peer;
+  const uint16_t index = c.id.index;
+  comms->erase(index);  // destroys c (its slots let their registrations go: held_by_me)
+  unref(peer);
+}
+
+pool::Peer* Core::peer_for(uint64_t token) {
+  auto& slot = peers[token];
+  if (!slot) {
+    slot = std::make_unique<pool::Peer>();
+    slot->token = token;
+    slot->last_heard = Clock::now();
+  }
+  return slot.get();
+}
+
+void Core::unref(pool::Peer* p) {
+  if (p == nullptr || --p->refs > 0) return;
+  // Retired after a linger (PeerHealth::check), so a device that is reconnected to at once
+  // keeps its channels, and a message just handed to the provider is not cut off.
+  p->idle_since = Clock::now();
+}
+
+void Core::retire_peer(pool::Peer& p) {
+  // The last user is gone: forget the peer's addresses (RDM channels share the rail endpoints,
+  // so nothing else is open for it). A later connection makes them again.
+  for (auto& ch : p.channels) {
+    if (rails[ch->rail]->av() != nullptr && ch->peer != FI_ADDR_UNSPEC) {
+      Status s = rails[ch->rail]->av()->remove(ch->peer);
+      if (!s.ok()) XPORT_LOG(debug, "removing ", ch->label, ": ", s.to_string());
+    }
+  }
+  peers.erase(p.token);
+}
+
+Result<pool::Channel*> Core::channel_to(pool::Peer& p, size_t rail, bool control,
+                                        const std::vector<uint8_t>& address) {
+  rail::Rail& r = *rails[rail];
+  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, r.av()->insert(address));
+  auto ch = std::make_unique<pool::Channel>();
+  ch->ep = control ? r.control() : r.data();
+  ch->peer = a;
+  ch->connected = true;
+  ch->rail = static_cast<uint8_t>(rail);
+  ch->label = core::str("rail ", r.name(), control ? " control" : " data", " peer ", a);
+  pool::Channel* out = ch.get();
+  p.channels.push_back(std::move(ch));
+  return out;
+}
+
+Status Core::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
+  const size_t common = std::min(rails.size(), remote.size());
+  if (p.paths.size() > common) p.paths.resize(common);
+  for (size_t i = 0; i < common; ++i) {
+    if (i < p.paths.size() && p.paths[i].data != nullptr && p.paths[i].control != nullptr) {
+      continue;  // known already (another communicator to the same device)
+    }
+    if (i >= p.paths.size()) p.paths.resize(i + 1);
+    pool::Path& path = p.paths[i];
+    if (path.data == nullptr) {
+      XPORT_ASSIGN_OR_RETURN(path.data, channel_to(p, i, false, remote[i].data));
+    }
+    if (path.control == nullptr) {
+      XPORT_ASSIGN_OR_RETURN(path.control, channel_to(p, i, true, remote[i].control));
+    }
+  }
+  if (common < std::max(rails.size(), remote.size())) {
+    XPORT_LOG(info, "pairing over ", common, " common rails (this device has ", rails.size(),
+              ", the peer ", remote.size(), ")");
+  }
+  return Status::success();
+}
+
+}  // namespace xport::proto

@@ -1,0 +1,299 @@
+// Eager messages under credit-based flow control.
+#include "proto/eager.hpp"
+
+#include "core/log.hpp"
+#include "proto/control.hpp"
+
+namespace xport::proto {
+
+Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
+  if (s.seq < c.credit_limit && c.credit_wait.empty()) {
+    return post(c, s, slot, core_.data_path(c), nullptr, false);
+  }
+  s.waiting_credit = true;
+  c.credit_wait.push_back(slot);
+  return Status::success();
+}
+
+void Eager::grant_credit(CommState& c, uint64_t posted_through) {
+  c.credit_limit = std::max(c.credit_limit, posted_through + 1 + c.depth);
+  while (!c.credit_wait.empty()) {
+    SendSlot& s = c.sends[c.credit_wait.front()];
+    if (!s.active || s.finished || !s.waiting_credit) {  // failed or cancelled meanwhile
+      c.credit_wait.pop_front();
+      continue;
+    }
+    if (s.seq >= c.credit_limit) break;
+    c.credit_wait.pop_front();
+    s.waiting_credit = false;
+    Status st = post(c, s, static_cast<uint16_t>(s.seq % c.depth), core_.data_path(c), nullptr,
+                     false);
+    if (!st.ok()) {
+      core_.fail_send(c, s, std::move(st).with_context(core::str("eager send of message ", s.seq)));
+    }
+  }
+}
+
+void Eager::on_credit(const MsgHeader& h) {
+  CommState* c = core_.route(h, Core::Side::send);
+  if (c != nullptr) grant_credit(*c, h.seq);
+}
+
+Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
+                   memory::Buffer* buffer, bool queued) {
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  rail::RailEndpoint& ep = *ch->ep;
+  rail::Rail& rail = *core_.rails[ch->rail];
+  Status st;
+  fabric::OpContext* ctx = nullptr;
+  if (core_.headerless_eager) {
+    // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
+    const uint64_t data = encode_cq_data(
+        {c.peer_comm.index, slot, c.peer_comm.gen, static_cast<uint32_t>(s.seq)}, 8);
+    if (s.len <= core_.inject_size) {
+      st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
+      if (st.ok()) {
+        s.finished = true;
+        if (queued) core_.release(c, s);
+        return st;
+      }
+    } else if (!rail.cq_take()) {
+      st = Status(Code::again, "CQ full");
+    } else {
+      ctx = &s.ctx[0];
+      *ctx = fabric::OpContext{};
+      ctx->type = fabric::OpType::eager_send;
+      ctx->owner = &ep;
+      st = Status(Code::again, "");  // posted below
+    }
+    if (ctx != nullptr) {
+      ctx->rail = ch->rail;
+      ctx->comm = c.id.index;
+      ctx->comm_gen = c.id.gen;
+      ctx->slot = slot;
+      ctx->seq = s.seq;
+      st = ep.endpoint().senddata(s.buf, s.len, s.region->desc(ch->rail), data, ch->peer, ctx);
+      if (!st.ok()) rail.cq_give();
+    }
+  } else {
+    // A header in a bounce buffer of the data endpoint, the payload behind it.
+    const size_t len = sizeof(MsgHeader) + s.len;
+    memory::Buffer* b = buffer != nullptr ? buffer : ep.tx().take();
+    if (b == nullptr) {
+      st = Status(Code::again, core::str("no free send buffer on ", ch->label));
+    } else {
+      if (buffer == nullptr) {
+        MsgHeader h{};
+        h.type = static_cast<uint8_t>(MsgType::eager);
+        h.version = kWireVersion;
+        h.dst_comm = c.peer_comm.index;
+        h.dst_gen = c.peer_comm.gen;
+        h.src_comm = c.id.index;
+        h.src_gen = c.id.gen;
+        h.slot = slot;
+        h.seq = s.seq;
+        h.length = s.len;
+        std::memcpy(b->data, &h, sizeof(h));
+        if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
+      }
+      buffer = b;
+      if (len <= core_.inject_size) {
+        st = ep.endpoint().inject(b->data, len, ch->peer);
+        if (st.ok()) {
+          ep.tx().give_back(b);
+          s.finished = true;
+          if (queued) core_.release(c, s);
+          return st;
+        }
+      } else if (!rail.cq_take()) {
+        st = Status(Code::again, "CQ full");
+      } else {
+        b->ctx.comm = c.id.index;  // the request the completion belongs to
+        b->ctx.comm_gen = c.id.gen;
+        b->ctx.slot = slot;
+        b->ctx.seq = s.seq;
+        st = ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
+        if (!st.ok()) rail.cq_give();
+      }
+    }
+  }
+  if (st.ok()) {
+    if (!queued) core_.hold(c, s);
+    return st;
+  }
+  if (st.code() == Code::again) {
+    // The provider is busy (or still connecting), or buffers or CQ room are short: progress
+    // posts it later; the request stays open and its wait() deadline bounds the caller.
+    if (queued) return st;  // stays queued (retry() keeps it)
+    core_.hold(c, s);
+    ++core_.counters.deferred_posts;
+    core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
+    return Status::success();
+  }
+  if (buffer != nullptr) ep.tx().give_back(buffer);
+  core_.note_failure(ch->rail, st);
+  if (queued) core_.release(c, s);
+  return st;
+}
+
+void Eager::retry() {
+  for (size_t n = core_.pending_eager.size(); n > 0 && !core_.pending_eager.empty(); --n) {
+    PendingEager p = core_.pending_eager.front();
+    core_.pending_eager.pop_front();
+    CommState* c = core_.comm(p.comm);
+    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    SendSlot& s = c->sends[p.slot];
+    if (!s.active || s.seq != p.seq || s.finished) {
+      // Cancelled (closed) or failed meanwhile: never posted, so never read again.
+      if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
+      core_.release(*c, s);
+      continue;
+    }
+    Status st = post(*c, s, p.slot, p.ch, p.buffer, true);
+    if (st.ok()) continue;
+    if (st.code() == Code::again) {
+      if (!core_.expired(p.since)) {
+        core_.pending_eager.push_back(p);
+        continue;
+      }
+      st = core::error(Code::again, "eager send of message ", s.seq, ": the provider stayed "
+                       "busy for XPORT_EAGAIN_TIMEOUT_MS");
+      if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
+      core_.fail_send(*c, s, st);
+      core_.release(*c, s);
+      continue;
+    }
+    core_.fail_send(*c, s, std::move(st).with_context("eager send"));
+  }
+}
+
+void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->endpoint().count_completion(!st.ok());
+  const CommId id{ctx->comm, ctx->comm_gen};
+  const uint16_t slot = ctx->slot;
+  const uint64_t seq = ctx->seq;
+  if (b != nullptr) ep->tx().give_back(b);
+  CommState* c = core_.comm(id);
+  if (c == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  SendSlot& s = c->sends[slot];
+  if (s.active && s.seq == seq) {
+    if (!st.ok()) {
+      core_.fail_send(*c, s, st.with_context(core::str("eager send of message ", s.seq)));
+      if (st.code() == Code::peer_lost && c->peer != nullptr) core_.fail_peer(*c->peer, st);
+    } else {
+      s.finished = true;
+    }
+  }
+  core_.release(*c, s);
+}
+
+Status Eager::on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool cts_sent) {
+  if (!cts_sent && r.seq + 1 - c.reported_next >= std::max<uint64_t>(1, c.depth / 2)) {
+    MsgHeader g{};
+    g.type = static_cast<uint8_t>(MsgType::credit);
+    g.version = kWireVersion;
+    g.dst_comm = c.peer_comm.index;
+    g.dst_gen = c.peer_comm.gen;
+    g.src_comm = c.id.index;
+    g.src_gen = c.id.gen;
+    g.slot = slot;
+    g.seq = r.seq;
+    XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), g, nullptr, &c, Dependent{}));
+    c.reported_next = r.seq + 1;
+  }
+  Unexpected& u = c.unexpected[slot];
+  if (u.valid && u.seq == r.seq) {
+    deliver(c, r, u.data(), u.len);
+    if (u.buffer != nullptr) {
+      u.owner->held -= 1;
+      core_.control->repost(u.owner, u.buffer);
+    }
+    u = Unexpected{};
+  }
+  return Status::success();
+}
+
+void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold) {
+  CommState* c = core_.route(h, Core::Side::recv);
+  if (c == nullptr) return;
+  if (h.slot != h.seq % c->depth) {
+    core_.miss();
+    return;
+  }
+  accept(*c, ep, b, h.slot, h.seq, sizeof(MsgHeader), h.length, hold);
+}
+
+void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
+                          bool* hold) {
+  const CqData d = decode_cq_data(data, 8);
+  CommState* c = core_.comm({d.comm, d.field});
+  if (c == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  // No header names the sender: it must at least have come on a data endpoint of one of the
+  // communicator's rails (RDM endpoints are shared by all peers of a rail).
+  bool on_path = false;
+  for (const pool::Path& p : c->paths) on_path = on_path || p.data->ep == ep;
+  if (c->is_send || c->phase == Phase::connecting || c->depth == 0 || d.slot >= c->depth ||
+      !on_path) {
+    core_.miss();
+    return;
+  }
+  const uint64_t seq = widen_seq(d.high, c->next_seq);
+  if (seq % c->depth != d.slot) {
+    core_.miss();
+    return;
+  }
+  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  accept(*c, ep, b, d.slot, seq, 0, len, hold);
+}
+
+void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
+                   uint64_t seq, size_t offset, size_t len, bool* hold) {
+  RecvSlot& r = c.recvs[slot];
+  if (r.active && r.seq == seq && !r.finished) {
+    deliver(c, r, b->data + offset, len);
+    return;
+  }
+  Unexpected& u = c.unexpected[slot];
+  if (seq < c.next_seq || u.valid) {
+    core_.miss();
+    return;
+  }
+  u.valid = true;
+  u.seq = seq;
+  u.len = len;
+  // Credits bound a communicator's early arrivals to its depth; an endpoint's receive buffers
+  // are shared by every communicator, so at most half of them are held: beyond that the message
+  // is copied out and its buffer goes back at once.
+  if (ep->held < ep->rx().count() / 2) {
+    u.buffer = b;
+    u.owner = ep;
+    u.offset = offset;
+    ep->held += 1;
+    *hold = true;
+  } else {
+    u.copy.assign(b->data + offset, b->data + offset + len);
+    ++core_.counters.overflow_copies;
+  }
+}
+
+void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {
+  if (len > r.cap) {
+    r.error = core::error(Code::truncated, "irecv: message ", r.seq, " of ", len,
+                          " bytes does not fit the ", r.cap, "-byte receive buffer of comm ",
+                          c.id.index);
+  } else if (len > 0) {
+    std::memcpy(r.buf, data, len);
+  }
+  r.bytes = len;
+  r.finished = true;
+  core_.release_cts_room(c, r);
+}
+
+}  // namespace xport::proto

@@ -1,0 +1,42 @@
+// Eager messages and their flow control: small messages go whole to one rail without waiting
+// for the receiver (headerless, routed by 8-byte remote CQ data, or behind a header in a bounce
+// buffer), under credits the receiver grants as it posts receives; an early arrival waits in its
+// receive buffer (or a copy) for its receive.
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class Eager {
+ public:
+  explicit Eager(Core& core) : core_(core) {}
+
+  // Sender: the message goes now if its credit allows, else waits for credit in order.
+  Status start(CommState& c, SendSlot& s, uint16_t slot);
+  // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
+  void grant_credit(CommState& c, uint64_t posted_through);
+  void on_credit(const MsgHeader& h);
+  // A completion of an eager send (headerless: its request's context; headered: the bounce
+  // buffer's).
+  void on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b);
+  void retry();
+
+  // Receiver: reports the new receive towards the next credit and takes an early arrival.
+  Status on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool cts_sent);
+  void on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold);
+  void on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
+                     bool* hold);
+
+ private:
+  // One attempt to post (or inject) message s; queues it when the provider, the CQ or the
+  // bounce buffers are full. `buffer`: the bounce buffer a queued headered message is in.
+  Status post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
+              memory::Buffer* buffer, bool queued);
+  void accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
+              uint64_t seq, size_t offset, size_t len, bool* hold);
+  void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
+  Core& core_;
+};
+
+}  // namespace xport::proto

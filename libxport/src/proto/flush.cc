@@ -1,0 +1,102 @@
+// Flush reads on every rail of a communicator.
+#include "proto/flush.hpp"
+
+namespace xport::proto {
+
+Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
+                                const RegionRef& region) {
+  if (len == 0 || c.connection) return uint64_t{0};
+  auto f = std::make_unique<FlushState>();
+  f->id = core_.next_flush++;
+  f->comm = c.id;
+  f->region = region;
+  for (const pool::Path& p : c.paths) {
+    if (p.data->ep->flush_target() != nullptr) f->eps.push_back(p.data->ep);
+  }
+  if (f->eps.empty()) return uint64_t{0};
+  f->ctx.resize(f->eps.size());
+  f->remaining = static_cast<uint32_t>(f->eps.size());
+  const uint64_t raddr = region->remote_address(buf);
+  FlushState& fs = *f;
+  const uint64_t id = f->id;
+  core_.flushes[id] = std::move(f);
+  for (uint32_t i = 0; i < fs.eps.size(); ++i) {
+    fabric::OpContext& ctx = fs.ctx[i];
+    ctx.type = fabric::OpType::flush;
+    ctx.owner = &fs;
+    ctx.index = i;
+    ctx.rail = fs.eps[i]->rail();
+    ctx.seq = raddr;
+    ctx.stripe = static_cast<uint32_t>(std::min<size_t>(len, 4));  // bytes read
+    Status st = post(fs, i);
+    if (st.code() == Code::again) {
+      unposted_.emplace_back(id, i);
+      ++core_.counters.deferred_posts;
+    } else if (!st.ok()) {
+      if (fs.error.ok()) fs.error = st.with_context("flush");
+      fs.remaining -= 1;
+    }
+  }
+  return id;
+}
+
+Status Flusher::post(FlushState& f, uint32_t i) {
+  rail::RailEndpoint* ep = f.eps[i];
+  rail::Rail& r = *core_.rails[ep->rail()];
+  if (!r.cq_take()) return Status(Code::again, "CQ full");
+  memory::Buffer& target = ep->flush_target()->at(0);
+  const fabric::OpContext& ctx = f.ctx[i];
+  Status st = ep->endpoint().read(target.data, ctx.stripe, ep->flush_target()->desc(), ep->self(),
+                                  ctx.seq, f.region->key(ep->rail()), &f.ctx[i]);
+  if (!st.ok()) r.cq_give();
+  return st;
+}
+
+void Flusher::retry() {
+  for (size_t n = unposted_.size(); n > 0 && !unposted_.empty(); --n) {
+    auto [id, i] = unposted_.front();
+    unposted_.erase(unposted_.begin());
+    auto it = core_.flushes.find(id);
+    if (it == core_.flushes.end()) continue;
+    FlushState& f = *it->second;
+    Status st = post(f, i);
+    if (st.code() == Code::again) {
+      unposted_.emplace_back(id, i);
+    } else if (!st.ok()) {
+      if (f.error.ok()) f.error = st.with_context("flush");
+      if (--f.remaining == 0 && f.abandoned) core_.flushes.erase(it);
+    }
+  }
+}
+
+void Flusher::on_done(fabric::OpContext* ctx, const Status& st) {
+  auto* f = static_cast<FlushState*>(ctx->owner);
+  f->eps[ctx->index]->endpoint().count_completion(!st.ok());
+  if (!st.ok() && f->error.ok()) f->error = st.with_context("flush");
+  if (--f->remaining == 0 && f->abandoned) core_.flushes.erase(f->id);
+}
+
+bool Flusher::done(uint64_t id) const {
+  auto it = core_.flushes.find(id);
+  return it == core_.flushes.end() || it->second->remaining == 0;
+}
+
+Status Flusher::finish(uint64_t id) {
+  auto it = core_.flushes.find(id);
+  if (it == core_.flushes.end()) return Status::success();
+  Status e = std::move(it->second->error);
+  core_.flushes.erase(it);
+  return e;
+}
+
+void Flusher::abandon(uint64_t id) {
+  auto it = core_.flushes.find(id);
+  if (it == core_.flushes.end()) return;
+  if (it->second->remaining == 0) {
+    core_.flushes.erase(it);
+  } else {
+    it->second->abandoned = true;  // its reads still name it
+  }
+}
+
+}  // namespace xport::proto

@@ -1,0 +1,31 @@
+// Flush: after a receive into device memory, a read of the received buffer through every rail
+// of its communicator into that rail's flush target; each read completes after the writes that
+// came on its rail, which is what makes the data visible before a kernel uses it.
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class Flusher {
+ public:
+  explicit Flusher(Core& core) : core_(core) {}
+
+  // Starts a flush of [buf, buf+len): its id, or 0 when nothing is to be read (len 0, or
+  // connected endpoints, whose receive completion already orders the data).
+  Result<uint64_t> start(CommState& c, const uint8_t* buf, size_t len, const RegionRef& region);
+  bool done(uint64_t id) const;
+  // The outcome of a done flush (and forgets it).
+  Status finish(uint64_t id);
+  // The caller stopped waiting: forgotten once its reads complete.
+  void abandon(uint64_t id);
+  void on_done(fabric::OpContext* ctx, const Status& st);
+  void retry();
+
+ private:
+  Status post(FlushState& f, uint32_t i);
+  Core& core_;
+  std::vector<std::pair<uint64_t, uint32_t>> unposted_;  // (flush, read) queued for progress
+};
+
+}  // namespace xport::proto

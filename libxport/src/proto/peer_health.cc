@@ -1,0 +1,118 @@
+// Keepalives, peer loss, and the clock-driven clean-up of peers and closed communicators.
+#include "proto/peer_health.hpp"
+
+#include <set>
+
+#include "core/log.hpp"
+#include "proto/control.hpp"
+
+namespace xport::proto {
+namespace {
+
+MsgHeader keepalive(MsgType t, uint64_t token, uint64_t nonce) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(t);
+  h.version = kWireVersion;
+  h.aux = token;
+  h.aux2 = nonce;
+  return h;
+}
+
+// The first path of a peer whose rail is in service (or any).
+pool::Channel* control_channel(const Core& core, pool::Peer& p) {
+  pool::Channel* any = nullptr;
+  for (const pool::Path& path : p.paths) {
+    if (path.control == nullptr) continue;
+    if (core.rails[path.control->rail]->in_service()) return path.control;
+    if (any == nullptr) any = path.control;
+  }
+  return any;
+}
+
+}  // namespace
+
+void PeerHealth::check(Clock::time_point now) {
+  // Which peers this device waits on: a connection in progress, a request not yet finished,
+  // window operations in flight.
+  std::set<pool::Peer*> waiting;
+  std::vector<CommId> lingering;
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (c.peer == nullptr || c.phase == Phase::failed) {
+      if (c.user_closed) lingering.push_back(c.id);
+      return;
+    }
+    bool waits = c.phase == Phase::connecting;
+    for (const SendSlot& s : c.sends) waits = waits || (s.active && !s.done());
+    for (const RecvSlot& r : c.recvs) waits = waits || (r.active && !r.finished);
+    if (waits) waiting.insert(c.peer);
+    if (c.user_closed) lingering.push_back(c.id);
+  });
+  for (auto& [id, w] : core_.windows) {
+    if (w->peer != nullptr && w->free.size() != w->ops.size()) waiting.insert(w->peer);
+  }
+  std::vector<pool::Peer*> idle;
+  for (auto& [token, owned] : core_.peers) {
+    pool::Peer& p = *owned;
+    if (p.refs <= 0) {
+      if (now - p.idle_since > kPeerLinger) idle.push_back(&p);
+      continue;
+    }
+    if (p.dead || core_.connected_endpoints()) continue;  // connections report their own loss
+    if (waiting.count(&p) == 0) {
+      p.last_heard = now;  // silence while nothing is asked of a peer means nothing
+      p.ping_outstanding = false;
+      continue;
+    }
+    const auto silent = now - p.last_heard;
+    if (silent > core_.config.peer_timeout) {
+      core_.fail_peer(p, core::error(Code::peer_lost, "the peer (device ", std::hex, p.token,
+                                     std::dec, ") sent nothing for ",
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(silent)
+                                         .count(),
+                                     " ms while requests waited on it (XPORT_PEER_TIMEOUT_MS)"));
+      continue;
+    }
+    if (silent > core_.config.keepalive &&
+        (!p.ping_outstanding || now - p.ping_sent > core_.config.keepalive)) {
+      ping(p, now);
+    }
+  }
+  for (pool::Peer* p : idle) core_.retire_peer(*p);
+  for (CommId id : lingering) {
+    if (CommState* c = core_.comm(id)) core_.maybe_erase(*c);
+  }
+}
+
+void PeerHealth::ping(pool::Peer& p, Clock::time_point now) {
+  pool::Channel* ch = control_channel(core_, p);
+  if (ch == nullptr) return;
+  p.ping_nonce = next_nonce_++;
+  p.ping_sent = now;
+  p.ping_outstanding = true;
+  ++core_.counters.keepalives_sent;
+  (void)core_.control->send(ch, keepalive(MsgType::ping, core_.device_token, p.ping_nonce),
+                            nullptr, nullptr, Dependent{}, &p);
+}
+
+void PeerHealth::on_ping(const MsgHeader& h) {
+  auto it = core_.peers.find(h.aux);
+  // A device this one knows nothing of (all its communicators closed) gets no answer: whatever
+  // it waits on here is gone.
+  if (it == core_.peers.end() || it->second->dead) return;
+  pool::Peer& p = *it->second;
+  p.last_heard = Clock::now();
+  pool::Channel* ch = control_channel(core_, p);
+  if (ch == nullptr) return;
+  (void)core_.control->send(ch, keepalive(MsgType::pong, core_.device_token, h.aux2), nullptr,
+                            nullptr, Dependent{}, &p);
+}
+
+void PeerHealth::on_pong(const MsgHeader& h) {
+  auto it = core_.peers.find(h.aux);
+  if (it == core_.peers.end()) return;
+  pool::Peer& p = *it->second;
+  p.last_heard = Clock::now();
+  if (h.aux2 == p.ping_nonce) p.ping_outstanding = false;
+}
+
+}  // namespace xport::proto

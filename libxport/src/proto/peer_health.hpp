@@ -1,0 +1,26 @@
+// Peer health and housekeeping on the clock: keepalives to peers this device waits on, peers
+// declared lost after XPORT_PEER_TIMEOUT_MS of silence (their requests fail even when nobody
+// set a deadline), idle peers retired, closed communicators whose linger ended erased.
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class PeerHealth {
+ public:
+  explicit PeerHealth(Core& core) : core_(core) {}
+  // A bounded sweep, from progress at most every kInterval.
+  void check(Clock::time_point now);
+  void on_ping(const MsgHeader& h);
+  void on_pong(const MsgHeader& h);
+  static constexpr std::chrono::milliseconds kInterval{50};
+  static constexpr std::chrono::seconds kPeerLinger{2};
+
+ private:
+  void ping(pool::Peer& p, Clock::time_point now);
+  Core& core_;
+  uint64_t next_nonce_ = 1;
+};
+
+}  // namespace xport::proto

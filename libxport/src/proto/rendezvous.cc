@@ -1,0 +1,349 @@
+// Rendezvous: clear-to-send, request-to-send, striped writes with remote CQ data.
+#include "proto/rendezvous.hpp"
+
+#include "core/log.hpp"
+#include "proto/control.hpp"
+#include "proto/eager.hpp"
+
+namespace xport::proto {
+namespace {
+
+MsgHeader header(MsgType t, const CommState& c, uint16_t slot, uint64_t seq) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(t);
+  h.version = kWireVersion;
+  h.dst_comm = c.peer_comm.index;
+  h.dst_gen = c.peer_comm.gen;
+  h.src_comm = c.id.index;
+  h.src_gen = c.id.gen;
+  h.slot = slot;
+  h.seq = seq;
+  return h;
+}
+
+enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2 };
+
+}  // namespace
+
+Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot) {
+  EarlyCts& e = c.early_cts[slot];
+  if (e.valid && e.cts.seq == s.seq) {
+    e.valid = false;
+    consume(c, s, slot, e.cts);
+    return Status::success();
+  }
+  // Ask for the clear-to-send in case the receive was posted with an eager-sized buffer (then
+  // none comes unasked); a receiver that sent one already ignores this.
+  MsgHeader r = header(MsgType::rts, c, slot, s.seq);
+  r.length = s.len;
+  XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), r, nullptr, &c,
+                                            Dependent{Dependent::Kind::send, c.id, slot, s.seq})
+                            .with_context("request-to-send"));
+  s.rts_sent = true;
+  return Status::success();
+}
+
+void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
+  CommState* c = core_.route(h, Core::Side::send);
+  if (c == nullptr) return;
+  if (h.slot != h.seq % c->depth) {
+    core_.miss();
+    return;
+  }
+  Cts cts;
+  cts.seq = h.seq;
+  cts.raddr = h.aux;
+  cts.length = h.length;
+  cts.rails = static_cast<uint32_t>(len / 8);
+  std::memcpy(cts.keys.data(), body, len);
+  // A clear-to-send also says every receive up to it is posted: eager credit.
+  core_.eager->grant_credit(*c, h.seq);
+  SendSlot& s = c->sends[h.slot];
+  if (s.active && s.seq == h.seq) {
+    if (!s.eager && !s.cts_consumed) consume(*c, s, h.slot, cts);
+  } else if (h.seq >= c->next_seq) {
+    c->early_cts[h.slot] = EarlyCts{true, cts};
+  }
+  // Otherwise the CTS of an eager message that completed without it (the receive was posted
+  // with a large buffer): nothing to do.
+}
+
+void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts) {
+  s.cts_consumed = true;
+  if (s.finished) return;
+  if (s.len > cts.length) {
+    core_.fail_send(c, s, core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
+                                      " bytes is larger than the receiver's buffer of ",
+                                      cts.length, " bytes"));
+    return;
+  }
+  if (cts.rails < c.paths.size()) {
+    core_.fail_send(c, s, core::error(Code::protocol, "isend: clear-to-send for message ", s.seq,
+                                      " carries ", cts.rails, " keys for ", c.paths.size(),
+                                      " rails"));
+    return;
+  }
+  // Large messages are striped over the rails (the plan both sides compute from the length, or
+  // the count the 4-byte CQ data carries), the first rail rotating from message to message.
+  // Quarantined rails just carry none: their stripes go to the rails in service.
+  s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
+  if (core_.cq_data_bytes < 8) s.stripes = std::min(s.stripes, kMaxNarrowStripes);
+  s.stripes_done = 0;
+  Core::RailList healthy;
+  const uint32_t up = core_.healthy_rails(c.paths.size(), healthy);
+  if (up == 0) {
+    core_.fail_send(c, s, core_.no_rail_error(c.paths.size(), "isend"));
+    return;
+  }
+  const uint32_t first = c.next_stripe++ % up;
+  for (uint32_t i = 0; i < s.stripes; ++i) s.ctx[i].rail = static_cast<uint8_t>(healthy[(first + i) % up]);
+  for (uint32_t i = 0; i < s.stripes && !s.finished; ++i) {
+    Status st = post_stripe(c, s, slot, i, cts.raddr, cts.keys, false);
+    if (!st.ok() && st.code() != Code::again) {
+      core_.fail_send(c, s, std::move(st).with_context(core::str("rendezvous write of message ",
+                                                                  s.seq)));
+    }
+  }
+}
+
+Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe,
+                               uint64_t raddr, const std::array<uint64_t, kMaxRails>& keys,
+                               bool queued) {
+  fabric::OpContext& ctx = s.ctx[stripe];
+  const uint8_t rail = ctx.rail;
+  const uint64_t off = stripe_offset(c.plan, s.len, s.stripes, stripe);
+  const uint64_t end = stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
+  pool::Channel* ch = c.paths[rail].data;
+  ctx = fabric::OpContext{};
+  ctx.type = fabric::OpType::rndv_write;
+  ctx.rail = rail;
+  ctx.comm = c.id.index;
+  ctx.comm_gen = c.id.gen;
+  ctx.slot = slot;
+  ctx.seq = s.seq;
+  ctx.stripe = stripe;
+  ctx.owner = ch->ep;
+  CqData d;
+  d.comm = c.peer_comm.index;
+  d.slot = slot;
+  if (core_.cq_data_bytes >= 8) {
+    d.field = c.peer_comm.gen;
+    d.high = s.len < kLengthUnknown ? static_cast<uint32_t>(s.len) : kLengthUnknown;
+  } else {
+    d.field = static_cast<uint8_t>(s.stripes - 1);
+  }
+  const uint64_t data = encode_cq_data(d, core_.cq_data_bytes);
+  rail::Rail& r = *core_.rails[rail];
+  Status st;
+  if (ch->failed()) {
+    st = core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  } else if (!r.cq_take()) {
+    st = Status(Code::again, "CQ full");
+  } else {
+    st = ch->ep->endpoint().writedata(s.buf + off, end - off, s.region->desc(rail), data,
+                                      ch->peer, raddr + off, keys[rail], &ctx);
+    if (!st.ok()) r.cq_give();
+  }
+  if (st.code() == Code::again) {
+    if (!queued) {
+      core_.hold(c, s);
+      ++core_.counters.deferred_posts;
+      PendingStripe p;
+      p.comm = c.id;
+      p.slot = slot;
+      p.seq = s.seq;
+      p.stripe = stripe;
+      p.raddr = raddr;
+      p.keys = keys;
+      p.since = Clock::now();
+      core_.pending_stripes.push_back(p);
+    }
+    return st;
+  }
+  if (!st.ok()) {
+    core_.note_failure(rail, st);
+    if (queued) core_.release(c, s);
+    return st;
+  }
+  if (!queued) core_.hold(c, s);
+  if (s.stripes > 1) r.stripes_out().add();
+  return st;
+}
+
+void Rendezvous::retry() {
+  for (size_t n = core_.pending_stripes.size(); n > 0 && !core_.pending_stripes.empty(); --n) {
+    PendingStripe p = core_.pending_stripes.front();
+    core_.pending_stripes.pop_front();
+    CommState* c = core_.comm(p.comm);
+    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    SendSlot& s = c->sends[p.slot];
+    if (!s.active || s.seq != p.seq || s.finished) {
+      core_.release(*c, s);  // failed meanwhile: this stripe is never posted
+      continue;
+    }
+    if (core_.expired(p.since)) {
+      core_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
+                                         ": the provider stayed busy (-FI_EAGAIN) for "
+                                         "XPORT_EAGAIN_TIMEOUT_MS"));
+      core_.release(*c, s);
+      continue;
+    }
+    Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
+    if (st.code() == Code::again) {
+      core_.pending_stripes.push_back(p);
+    } else if (!st.ok()) {
+      core_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",
+                                                                   s.seq)));
+    }
+  }
+}
+
+void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
+  static_cast<rail::RailEndpoint*>(ctx->owner)->endpoint().count_completion(!st.ok());
+  CommState* c = core_.comm({ctx->comm, ctx->comm_gen});
+  if (c == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  SendSlot& s = c->sends[ctx->slot];
+  if (s.active && s.seq == ctx->seq) {
+    ++s.stripes_done;
+    if (!st.ok()) {
+      core_.fail_send(*c, s, st.with_context(core::str("rendezvous write of message ", s.seq,
+                                                       " on rail ",
+                                                       core_.rails[ctx->rail]->name())));
+    } else if (s.stripes_done == s.stripes) {
+      s.finished = true;
+    }
+  }
+  core_.release(*c, s);
+}
+
+Status Rendezvous::on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool* sent) {
+  *sent = false;
+  EarlyRts& rts = c.early_rts[slot];
+  const bool asked = rts.valid && rts.seq == r.seq;
+  if (r.cap <= c.eager_max && !asked) return Status::success();
+  rts.valid = false;
+  XPORT_RETURN_IF_ERROR(send_cts(c, r, slot));
+  *sent = true;
+  return Status::success();
+}
+
+Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
+  // The writes this CTS allows complete on this side's CQs with remote CQ data: their room is
+  // held until the receive is done (every stripe could land on one rail). Providers in
+  // FI_RX_CQ_DATA mode consume a posted receive instead, whose room is held already.
+  uint32_t room = 0;
+  if (!core_.rx_cq_data_mode) {
+    room = stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
+    if (core_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
+    for (size_t i = 0; i < c.paths.size(); ++i) {
+      if (!core_.rails[c.paths[i].data->rail]->cq_take(room)) {
+        for (size_t k = 0; k < i; ++k) core_.rails[c.paths[k].data->rail]->cq_give(room);
+        return core::error(Code::again, "irecv: no CQ room for the writes of another "
+                           "rendezvous receive (XPORT_CQ_ENTRIES); complete some first");
+      }
+    }
+  }
+  r.cq_reserved = room;
+  MsgHeader h = header(MsgType::cts, c, slot, r.seq);
+  h.length = r.cap;
+  h.aux = r.region->remote_address(r.buf);
+  // The buffer's key on every rail shared with the peer: any rail may carry a stripe.
+  std::vector<uint8_t> keys(8 * c.paths.size());
+  for (size_t i = 0; i < c.paths.size(); ++i) {
+    const uint64_t k = r.region->key(c.paths[i].data->rail);
+    std::memcpy(keys.data() + 8 * i, &k, 8);
+  }
+  Status s = core_.control->send(core_.control_path(c), h, &keys, &c,
+                                 Dependent{Dependent::Kind::recv, c.id, slot, r.seq});
+  if (!s.ok()) {
+    core_.release_cts_room(c, r);
+    return s.with_context("clear-to-send");
+  }
+  r.cts_sent = true;
+  c.reported_next = std::max(c.reported_next, r.seq + 1);
+  return Status::success();
+}
+
+void Rendezvous::on_rts(const MsgHeader& h) {
+  CommState* c = core_.route(h, Core::Side::recv);
+  if (c == nullptr) return;
+  if (h.slot != h.seq % c->depth) {
+    core_.miss();
+    return;
+  }
+  RecvSlot& r = c->recvs[h.slot];
+  if (r.active && r.seq == h.seq) {
+    if (r.cts_sent || r.finished) return;  // the usual case: the CTS went out when posted
+    Status st = send_cts(*c, r, h.slot);
+    if (!st.ok()) core_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
+  } else if (h.seq >= c->next_seq) {
+    c->early_rts[h.slot] = EarlyRts{true, h.seq};
+  } else {
+    core_.miss();
+  }
+}
+
+void Rendezvous::on_abort(const MsgHeader& h) {
+  CommState* c = core_.route(h, Core::Side::recv);
+  if (c == nullptr) return;
+  RecvSlot& r = c->recvs[h.seq % c->depth];
+  if (!r.active || r.seq != h.seq || r.finished) return;
+  core_.fail_recv(*c, r,
+                  h.aux == kTooLarge
+                      ? core::error(Code::truncated, "irecv: the sender's message ", h.seq, " of ",
+                                    h.length, " bytes is larger than this ", r.cap,
+                                    "-byte receive buffer")
+                      : core::error(Code::peer_lost, "irecv: the sender failed to write message ",
+                                    h.seq));
+}
+
+void Rendezvous::on_write_data(uint64_t data, size_t len, uint32_t rail) {
+  const CqData d = decode_cq_data(data, core_.cq_data_bytes);
+  const bool wide = core_.cq_data_bytes >= 8;
+  // With 4-byte CQ data there is no room for a generation: the receive slot must be waiting
+  // for writes (its CTS out, not yet complete), which only its own sender was cleared for.
+  CommState* c = wide ? core_.comm({d.comm, d.field}) : core_.comms->find_any(d.comm);
+  if (c == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  if (c->is_send || c->depth == 0 || d.slot >= c->depth) {
+    core_.miss();
+    return;
+  }
+  RecvSlot& r = c->recvs[d.slot];
+  if (!r.active || r.finished || !r.cts_sent) {
+    core_.miss(true);
+    return;
+  }
+  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  uint32_t stripes;
+  size_t bytes;
+  if (wide) {
+    bytes = d.high != kLengthUnknown ? d.high : len;
+    stripes = stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()));
+  } else {
+    r.bytes += len;
+    bytes = r.bytes;
+    stripes = static_cast<uint32_t>(d.field) + 1;
+  }
+  rail::Rail& rl = *core_.rails[rail];
+  rl.bytes_in().add(len != 0 ? len : bytes / stripes);
+  if (stripes > 1) rl.stripes_in().add();
+  if (bytes > r.cap) {
+    core_.fail_recv(*c, r, core::error(Code::protocol, "irecv: a write of ", bytes,
+                                       " bytes into the ", r.cap, "-byte buffer of message ",
+                                       r.seq));
+    return;
+  }
+  // The message is complete when every stripe of the sender's plan has landed.
+  if (++r.stripes_seen < stripes) return;
+  r.bytes = bytes;
+  r.finished = true;
+  core_.release_cts_room(*c, r);
+}
+
+}  // namespace xport::proto

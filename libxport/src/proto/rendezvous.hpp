@@ -1,0 +1,37 @@
+// Rendezvous messages: the receiver clears the sender to write (CTS: buffer address, capacity,
+// its key on every rail), the sender asks for it (RTS) when none came unasked, and writes the
+// message with remote CQ data, striped over the rails; the receiver counts the stripes.
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class Rendezvous {
+ public:
+  explicit Rendezvous(Core& core) : core_(core) {}
+
+  // Sender: writes at once if the CTS is already here, else asks for it.
+  Status start(CommState& c, SendSlot& s, uint16_t slot);
+  void on_cts(const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_write_done(fabric::OpContext* ctx, const Status& st);
+  void retry();
+
+  // Receiver: a buffer that can take a rendezvous message gets its CTS now (or when asked).
+  // `*sent` says whether one went out.
+  Status on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool* sent);
+  void on_rts(const MsgHeader& h);
+  void on_abort(const MsgHeader& h);
+  // A peer's write with remote CQ data landed on rail `rail` (`len`: the completion's).
+  void on_write_data(uint64_t data, size_t len, uint32_t rail);
+
+ private:
+  Status send_cts(CommState& c, RecvSlot& r, uint16_t slot);
+  void consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts);
+  // Posts stripe `stripe` of message s (queued when the provider or the CQ is full).
+  Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
+                     const std::array<uint64_t, kMaxRails>& keys, bool queued);
+  Core& core_;
+};
+
+}  // namespace xport::proto

@@ -1,0 +1,451 @@
+// The state of one device's protocol engine, shared by its parts (engine.hpp lists them):
+// configuration, rails, peers, the comm table with its requests, windows, flushes, the queues of
+// posts waiting for the provider, and the engine lock. Everything here is read and written under
+// Core::mu (or by the only thread of a thread_safe = false device).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fabric/op_context.hpp"
+#include "memory/registry.hpp"
+#include "pool/channel.hpp"
+#include "pool/comm_table.hpp"
+#include "pool/peer.hpp"
+#include "proto/wire.hpp"
+#include "rail/rail.hpp"
+#include "xport/deadline.hpp"
+#include "xport/provider.hpp"
+
+namespace xport::proto {
+
+using Clock = std::chrono::steady_clock;
+using memory::RegionRef;
+using pool::CommId;
+
+struct EngineConfig {
+  size_t eager_max = 8192;
+  bool headerless_eager = true;  // where the provider has 8-byte CQ data
+  uint16_t max_requests = 64;
+  size_t rx_buffers = 256;
+  size_t tx_buffers = 256;
+  size_t cq_batch = 32;
+  size_t cq_entries = 8192;  // CQ room beyond the bounce buffers (XPORT_CQ_ENTRIES)
+  size_t max_comms = 4096;
+  size_t listen_backlog = 128;
+  std::chrono::nanoseconds eagain_timeout{std::chrono::seconds(10)};
+  std::chrono::milliseconds keepalive{1000};
+  std::chrono::milliseconds peer_timeout{30000};
+  std::chrono::milliseconds close_linger{1000};
+  bool thread_safe = true;
+  StripePlan stripe;
+  std::chrono::milliseconds rail_check{100};
+  std::chrono::milliseconds rail_retry{1000};
+  static EngineConfig from_knobs();
+  // The rail layout this config gives every rail (bounce buffers sized for an eager message or
+  // the largest control message, behind a header; the CQ sized for the buffers and
+  // cq_entries operations); device_registered_bytes() sizes from it too.
+  rail::RailConfig rail_config() const;
+};
+
+enum class Phase : uint8_t { connecting, ready, failed };
+
+// A send request. done() once nothing of it is posted or queued any more and it will start
+// nothing new: only then may its slot (and its op contexts) be reused.
+struct SendSlot {
+  bool active = false;  // issued, and test() has not reported it done yet
+  uint64_t seq = 0;
+  const uint8_t* buf = nullptr;
+  size_t len = 0;
+  RegionRef region;  // the registration stays while any operation may use it
+  bool eager = false;
+  bool waiting_credit = false;  // eager: queued until the receiver grants credit for it
+  bool rts_sent = false;        // rendezvous: the receiver was told of it
+  bool cts_consumed = false;    // rendezvous: its clear-to-send arrived and was used
+  bool finished = false;        // nothing more will be started for it
+  bool abort_owed = false;      // the receiver must hear of its failure (once done)
+  uint32_t outstanding = 0;     // its operations posted to the provider or queued
+  uint32_t stripes = 0;         // rendezvous: writes this message was cut into
+  uint32_t stripes_done = 0;    // ... and how many completed (successfully or not)
+  Status error;
+  std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
+  bool done() const { return finished && outstanding == 0; }
+};
+
+struct RecvSlot {
+  bool active = false;
+  uint64_t seq = 0;
+  uint8_t* buf = nullptr;
+  size_t cap = 0;
+  RegionRef region;
+  bool cts_sent = false;       // a clear-to-send went out: the sender may write into buf
+  uint32_t cq_reserved = 0;    // CQ room held on each rail for the writes the CTS allows
+  size_t bytes = 0;            // received so far (4-byte CQ data: the sum of the stripes)
+  uint32_t stripes_seen = 0;   // rendezvous writes that landed
+  bool finished = false;
+  Status error;
+  bool done() const { return finished; }
+};
+
+struct Cts {
+  uint64_t seq = 0;
+  uint64_t raddr = 0;
+  uint64_t length = 0;
+  uint32_t rails = 0;                        // keys carried
+  std::array<uint64_t, kMaxRails> keys{};    // the receive buffer's key on each rail
+};
+
+struct EarlyCts {
+  bool valid = false;
+  Cts cts;
+};
+
+// A sender's request-to-send that arrived before the matching receive was posted.
+struct EarlyRts {
+  bool valid = false;
+  uint64_t seq = 0;
+};
+
+// An eager message that arrived before its receive: in the receive buffer it came in (held, and
+// reposted once consumed), or copied out when its endpoint's holding budget was spent.
+struct Unexpected {
+  bool valid = false;
+  uint64_t seq = 0;
+  memory::Buffer* buffer = nullptr;
+  rail::RailEndpoint* owner = nullptr;
+  size_t offset = 0;  // payload offset in the buffer (the header's size, or 0 when headerless)
+  size_t len = 0;
+  std::vector<uint8_t> copy;
+  const uint8_t* data() const { return buffer != nullptr ? buffer->data + offset : copy.data(); }
+};
+
+// A control message that reached a communicator still waiting for its CONN_ACK (it may take
+// another rail and overtake the ACK): replayed once the ACK is in.
+struct Stashed {
+  MsgHeader header;
+  std::vector<uint8_t> body;
+};
+
+struct CommState {
+  CommId id;
+  CommId peer_comm;  // the communicator at the other end
+  bool is_send = false;
+  Phase phase = Phase::connecting;
+  Status error;  // why the communicator failed
+  pool::Peer* peer = nullptr;        // the remote device (a reference is held)
+  std::vector<pool::Path> paths;     // rails shared with the peer (rail i pairs with its rail i)
+  std::unique_ptr<pool::Channel> connection;  // connected endpoints: this comm's own connection
+  uint32_t next_data = 0;     // round-robin over paths for eager messages
+  uint32_t next_control = 0;  // round-robin over paths for control messages
+  uint32_t next_stripe = 0;   // rotating first rail of striped writes
+  StripePlan plan;            // the sending side's striping parameters
+  uint16_t depth = 0;         // outstanding requests agreed with the peer
+  size_t eager_max = 0;       // largest eager message (min of both sides)
+  uint64_t next_seq = 0;
+  std::vector<SendSlot> sends;
+  std::vector<RecvSlot> recvs;
+  std::vector<EarlyCts> early_cts;
+  std::vector<EarlyRts> early_rts;
+  std::vector<Unexpected> unexpected;
+  // Eager flow control (docs/semantics.md): the sender may have message `seq` on the wire only
+  // while seq < credit_limit = (receives the peer reported posted) + depth, so the receiver
+  // never holds more than `depth` unexpected messages of this communicator.
+  uint64_t credit_limit = 0;          // sender
+  std::deque<uint16_t> credit_wait;   // sender: eager slots queued for credit, in seq order
+  uint64_t reported_next = 0;         // receiver: receives reported posted to the peer
+  // Connection set-up.
+  uint64_t nonce = 0;           // of the CONN_REQ (connector) or the one it answered (listener)
+  uint64_t listener_token = 0;
+  std::deque<Stashed> stash;    // connector: control messages that overtook the CONN_ACK
+  Clock::time_point connect_started{};
+  // Closing.
+  bool user_closed = false;
+  bool peer_closed = false;     // receiver: the sender closed after peer_sent messages
+  uint64_t peer_sent = 0;
+  Clock::time_point linger_until{};  // receiver: how long late writes are waited for
+  uint32_t outstanding = 0;     // operations posted or queued that name this communicator
+};
+
+struct ListenerState {
+  uint64_t token = 0;
+  std::deque<CommId> ready;  // accepted recv comms, not yet taken by accept()
+  size_t pending = 0;        // connected endpoints: accepted, waiting for FI_CONNECTED
+};
+
+// One put or get stripe of a window: its context and the registration it reads or writes.
+struct WindowOp {
+  fabric::OpContext ctx;
+  RegionRef region;
+  bool busy = false;
+};
+
+struct WindowState {
+  uint32_t id = 0;
+  CommId comm;                 // the communicator it was opened from (held while it lives)
+  pool::Peer* peer = nullptr;  // a reference is held
+  std::vector<pool::Path> paths;
+  uint32_t next_stripe = 0;
+  uint64_t next_ticket = 1;   // issued operations are numbered from 1
+  uint64_t quiet_mark = 0;    // every ticket below it has completed (reported by quiet)
+  uint64_t completed = 0;
+  uint64_t issued = 0;
+  Status first_error;
+  std::vector<WindowOp> ops;
+  std::vector<uint32_t> free;
+  bool closed = false;
+  // The lowest ticket still outstanding (UINT64_MAX when none).
+  uint64_t oldest_outstanding() const {
+    uint64_t m = UINT64_MAX;
+    for (const WindowOp& o : ops)
+      if (o.busy && o.ctx.seq < m) m = o.ctx.seq;
+    return m;
+  }
+};
+
+// A flush: one read per rail of its communicator into that rail's flush target.
+struct FlushState {
+  uint64_t id = 0;
+  CommId comm;
+  RegionRef region;
+  uint32_t remaining = 0;
+  Status error;
+  std::vector<fabric::OpContext> ctx;
+  std::vector<rail::RailEndpoint*> eps;  // the data endpoint of each read
+  bool abandoned = false;  // its waiter gave up: erase once its reads complete
+};
+
+// Who waits on a queued control message: its failure fails them.
+struct Dependent {
+  enum class Kind : uint8_t { none, send, recv, comm } kind = Kind::none;
+  CommId comm;
+  uint16_t slot = 0;
+  uint64_t seq = 0;
+};
+
+// Posts that met -FI_EAGAIN, found no bounce buffer or no CQ room: retried by progress (never by
+// spinning inside a call) until posted, dropped when their owner is gone, failed (with their
+// owner) after XPORT_EAGAIN_TIMEOUT_MS.
+struct PendingControl {
+  pool::Channel* ch = nullptr;
+  pool::Peer* peer = nullptr;  // a reference is held (RDM channels belong to their peer)
+  CommId owner;                // counted in its `outstanding` (connected channels are its own)
+  MsgHeader hdr{};
+  std::vector<uint8_t> body;
+  Dependent dep;
+  Clock::time_point since{};
+};
+
+struct PendingEager {
+  CommId comm;
+  uint16_t slot = 0;
+  uint64_t seq = 0;
+  pool::Channel* ch = nullptr;
+  memory::Buffer* buffer = nullptr;  // headered: the bounce buffer it is in (else nullptr)
+  Clock::time_point since{};
+};
+
+struct PendingStripe {
+  CommId comm;
+  uint16_t slot = 0;
+  uint64_t seq = 0;
+  uint32_t stripe = 0;
+  uint64_t raddr = 0;
+  std::array<uint64_t, kMaxRails> keys{};
+  Clock::time_point since{};
+};
+
+struct PendingRma {
+  uint32_t window = 0;
+  uint32_t op = 0;  // index in the window's ops
+  uint8_t* local = nullptr;
+  size_t len = 0;
+  uint64_t raddr = 0;
+  uint64_t key = 0;
+  Clock::time_point since{};
+};
+
+struct PendingRx {
+  rail::RailEndpoint* ep = nullptr;
+  memory::Buffer* buffer = nullptr;
+};
+
+class Core;
+
+// The engine lock: Core::mu, with the holding thread recorded so that a registration released
+// by the engine's own operation (already under the lock) does not take it twice.
+class Lock {
+ public:
+  explicit Lock(Core& c);
+  ~Lock();
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+  void unlock();
+
+ private:
+  Core* core_;
+  bool held_ = false;
+};
+
+// Counters that live under the engine lock.
+struct EngineCounters {
+  uint64_t routing_misses = 0;   // messages or completions for no known communicator/request
+  uint64_t late_arrivals = 0;    // of them: traffic for a communicator already closed
+  uint64_t peers_lost = 0;       // peers declared dead (keepalive or provider errors)
+  uint64_t keepalives_sent = 0;
+  uint64_t deferred_posts = 0;   // posts queued for lack of provider room, buffers or CQ room
+  uint64_t overflow_copies = 0;  // unexpected messages copied out of their receive buffer
+};
+
+class Control;
+class Connections;
+class Eager;
+class Rendezvous;
+class OneSided;
+class Flusher;
+class PeerHealth;
+class Engine;
+
+class Core {
+ public:
+  EngineConfig config;
+  Capabilities caps;
+  uint64_t device_token = 0;
+  size_t cq_data_bytes = 0;
+  bool headerless_eager = false;  // eager messages carry no header (8-byte CQ data)
+  size_t inject_size = 0;
+  bool rx_cq_data_mode = false;   // writes with data consume a posted receive
+
+  std::mutex mu;
+  std::thread::id holder;         // the thread holding mu (default: none)
+  bool in_progress = false;
+  size_t polling_rail = 0;        // the rail whose CQ is being read
+
+  // Declaration order is teardown order reversed: everything that names channels and endpoints
+  // goes before the peers, the peers before the rails.
+  std::vector<std::unique_ptr<rail::Rail>> rails;
+  std::unique_ptr<memory::Registry> registry;
+  std::map<uint64_t, std::unique_ptr<pool::Peer>> peers;  // by device token
+  std::map<fid_t, CommId> connecting;  // connected endpoints: connection fid -> comm
+  // Connections whose endpoint is closed but whose buffers' completions may still come.
+  std::vector<std::unique_ptr<pool::Channel>> retiring;
+  // Endpoints closed before their last completions came: their buffers' memory stays.
+  std::vector<std::unique_ptr<rail::RailEndpoint>> stale_endpoints;
+  std::unique_ptr<pool::CommTable<CommState>> comms;
+  std::map<uint64_t, ListenerState> listeners;
+  std::map<uint32_t, std::unique_ptr<WindowState>> windows;
+  uint32_t next_window = 1;
+  std::map<uint64_t, std::unique_ptr<FlushState>> flushes;
+  uint64_t next_flush = 1;
+  std::deque<PendingControl> pending_control;
+  std::deque<PendingEager> pending_eager;
+  std::deque<PendingStripe> pending_stripes;
+  std::deque<PendingRma> pending_rma;
+  std::deque<PendingRx> pending_rx;
+  EngineCounters counters;
+
+  // The parts (set by the Engine that owns them all).
+  Engine* engine = nullptr;
+  Control* control = nullptr;
+  Connections* connections = nullptr;
+  Eager* eager = nullptr;
+  Rendezvous* rendezvous = nullptr;
+  OneSided* one_sided = nullptr;
+  Flusher* flusher = nullptr;
+  PeerHealth* health = nullptr;
+
+  bool held_by_me() const { return holder == std::this_thread::get_id(); }
+  bool connected_endpoints() const { return rails[0]->connected_endpoints(); }
+  bool expired(Clock::time_point since) const {
+    return Clock::now() - since > config.eagain_timeout;
+  }
+
+  // Round-robin over the paths whose rail is in service (any path when none is: the caller has
+  // checked usable() first where that matters).
+  const pool::Path& pick(std::vector<pool::Path>& paths, uint32_t& cursor) const {
+    for (size_t tries = 0; tries < paths.size(); ++tries) {
+      const size_t i = cursor++ % paths.size();
+      if (rails[i]->in_service()) return paths[i];
+    }
+    return paths[cursor++ % paths.size()];
+  }
+  pool::Channel* control_path(CommState& c) const { return pick(c.paths, c.next_control).control; }
+  pool::Channel* data_path(CommState& c) const { return pick(c.paths, c.next_data).data; }
+  // The rails (indices) among the first `limit` that are in service, written to `out` without
+  // allocating (hot path); 0 when none is.
+  using RailList = std::array<uint32_t, kMaxRails>;
+  uint32_t healthy_rails(size_t limit, RailList& out) const {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < limit; ++i)
+      if (rails[i]->in_service()) out[n++] = i;
+    return n;
+  }
+  // The error when no rail among the first `limit` is in service (cold path).
+  Status no_rail_error(size_t limit, const char* what) const;
+  Status check_usable(const std::vector<pool::Path>& paths, const char* what) const {
+    RailList r;
+    return healthy_rails(paths.size(), r) > 0 ? Status() : no_rail_error(paths.size(), what);
+  }
+  // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from: a
+  // post the domain refuses at once, error completions after kFatalInARow in a row (one failed
+  // operation is that operation's error, not the rail's).
+  static constexpr uint32_t kFatalInARow = 3;
+  void note_failure(uint32_t rail, const Status& status, bool from_post = true);
+
+  // The communicator a message names: exact id and generation, the expected side and peer
+  // comm, connected; nullptr (a routing miss, counted) otherwise.
+  enum class Side : uint8_t { send, recv, either };
+  CommState* route(const MsgHeader& h, Side side);
+  // An operation's owner by id and generation (nullptr once it is gone).
+  CommState* comm(CommId id) const { return comms->find(id); }
+  void miss(bool late = false) {
+    ++counters.routing_misses;
+    if (late) ++counters.late_arrivals;
+  }
+
+  // Request and communicator outcomes.
+  void fail_send(CommState& c, SendSlot& s, Status why);
+  void fail_recv(CommState& c, RecvSlot& r, Status why);
+  void fail_comm(CommState& c, Status why);
+  // Every communicator and window of a peer fails (it died, or cannot be reached).
+  void fail_peer(pool::Peer& p, Status why);
+  // Accounting of operations that name a request: taken when posted or queued, given back when
+  // completed or dropped; a request (and a closed communicator) moves on when the last goes.
+  void hold(CommState& c, SendSlot& s) {
+    ++s.outstanding;
+    ++c.outstanding;
+  }
+  void release(CommState& c, SendSlot& s);
+  void hold(CommState& c) { ++c.outstanding; }
+  void release(CommState& c);
+  // Once a send is done: the ABORT it owes the receiver goes out.
+  void settle(CommState& c, SendSlot& s);
+  // Gives back the CQ room a receive's clear-to-send reserved.
+  void release_cts_room(CommState& c, RecvSlot& r);
+  // Erases a closed communicator once nothing of it can still be in flight.
+  void maybe_erase(CommState& c);
+  void erase_comm(CommState& c);
+
+  // Peers: found by token or made; a reference per user; retired (AV entries removed, channels
+  // freed) with the last one.
+  pool::Peer* peer_for(uint64_t token);
+  void ref(pool::Peer* p) {
+    if (p != nullptr) ++p->refs;
+  }
+  void unref(pool::Peer* p);
+  void retire_peer(pool::Peer& p);
+  // Rail i of `p` pairs with the remote rail i over the rails both have; channels are made for
+  // rails not yet known. `addresses` come from a CONN_REQ or CONN_ACK.
+  Status set_paths(pool::Peer& p, const std::vector<RailAddresses>& addresses);
+  // A channel to one address on one rail (RDM), owned by `p`.
+  Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
+                                    const std::vector<uint8_t>& address);
+};
+
+}  // namespace xport::proto
