@@ -85,7 +85,11 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   c.cq_data_bytes = info->domain_attr->cq_data_size;
   c.inject_size = info->tx_attr->inject_size;
   c.rx_cq_data_mode = (info->mode & FI_RX_CQ_DATA) != 0;
-  c.headerless_eager = c.cq_data_bytes >= 8 && config.headerless_eager;
+  // libfabric 1.17's sockets provider drops FI_REMOTE_CQ_DATA from a message it had to buffer
+  // as unexpected (no receive posted when it arrived), leaving stale data: such a message could
+  // not be told from a headered one. Headers there.
+  c.headerless_eager =
+      c.cq_data_bytes >= 8 && config.headerless_eager && caps.provider != "sockets";
   while (c.device_token == 0) {
     if (getrandom(&c.device_token, sizeof(c.device_token), 0) != sizeof(c.device_token)) {
       c.device_token = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
