@@ -2,10 +2,13 @@
 # One command from a fresh Debian machine (as root) to a result:
 #   scripts/dev.sh loopback  installs what is missing, builds, runs xport-loopback (default provider)
 #   scripts/dev.sh test      installs what is missing, builds, runs the whole test suite:
-#                            unit + integration tests, an ASan+UBSan build of the suite,
-#                            and the libFuzzer targets for a bounded time.
+#                            the suite (debugoptimized), again under ASan+UBSan (debug), the
+#                            threaded tests under ThreadSanitizer, a release build of everything
+#                            a user builds, and the libFuzzer targets for a bounded time. Every
+#                            build here treats warnings as errors (a user's build does not).
 # Knobs for this script: XPORT_BUILD_DIR (default build), XPORT_FUZZ_SECONDS (default 30 per target),
-# XPORT_SKIP_SANITIZE=1, XPORT_SKIP_FUZZ=1 (for quick local runs; CI runs everything).
+# XPORT_SKIP_SANITIZE=1, XPORT_SKIP_TSAN=1, XPORT_SKIP_RELEASE=1, XPORT_SKIP_FUZZ=1 (for quick
+# local runs; CI runs everything).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +19,7 @@ shift || true
 packages=(
   build-essential pkg-config meson ninja-build python3
   libfabric-dev libfabric-bin libhwloc-dev hwloc libcli11-dev
-  libgtest-dev libgmock-dev libibverbs-dev rdma-core prometheus-cpp-dev
+  libgtest-dev libgmock-dev prometheus-cpp-dev
   iproute2 clang libclang-rt-14-dev
   prometheus chromium
   libopenmpi-dev openmpi-bin
@@ -54,24 +57,36 @@ case "$mode" in
     ;;
   test)
     install_packages
-    configure_build "$build_dir"
+    # Warnings are errors here (development and CI), never in a user's build.
+    configure_build "$build_dir" -Dwerror=true
     status=0
     python3 scripts/run-tests.py "$build_dir" || status=1
     if [ "${XPORT_SKIP_SANITIZE:-0}" != 1 ]; then
-      configure_build "$build_dir-asan" -Db_sanitize=address,undefined -Db_lundef=false \
-        -Dbuildtype=debug -Dexporter=disabled -Dcuda=disabled
+      configure_build "$build_dir-asan" -Dwerror=true -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debug -Dexporter=disabled
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
         python3 scripts/run-tests.py "$build_dir-asan" || status=1
     fi
+    if [ "${XPORT_SKIP_TSAN:-0}" != 1 ]; then
+      # The suites that run threads against one device (and the library under them).
+      configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread -Db_lundef=false \
+        -Dexporter=disabled -Dmpi=disabled
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
+        python3 scripts/run-tests.py "$build_dir-tsan" unit integration stress || status=1
+    fi
+    if [ "${XPORT_SKIP_RELEASE:-0}" != 1 ]; then
+      # What a user builds with --buildtype=release (-O3 warns differently): built, not re-run.
+      configure_build "$build_dir-release" -Dwerror=true -Dbuildtype=release -Dtests=disabled
+    fi
     if [ "${XPORT_SKIP_FUZZ:-0}" != 1 ]; then
       # The library is instrumented too (fuzzer-no-link), or the fuzzer would be nearly blind.
-      CC=clang CXX=clang++ configure_build "$build_dir-fuzz" -Dfuzz=true -Dtests=disabled \
-        -Dcpp_args=-fsanitize=fuzzer-no-link,address,undefined \
+      CC=clang CXX=clang++ configure_build "$build_dir-fuzz" -Dwerror=true -Dfuzz=true \
+        -Dtests=disabled -Dcpp_args=-fsanitize=fuzzer-no-link,address,undefined \
         -Dcpp_link_args=-fsanitize=address,undefined \
-        -Dexporter=disabled -Dcuda=disabled -Db_lundef=false
+        -Dexporter=disabled -Db_lundef=false
       python3 scripts/run-fuzz.py "$build_dir-fuzz" "${XPORT_FUZZ_SECONDS:-30}" || status=1
     fi
-    python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-fuzz"
+    python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-tsan" "$build_dir-fuzz"
     exit $status
     ;;
   *)

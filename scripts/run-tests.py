@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 build = sys.argv[1]
-cmd = ["meson", "test", "-C", build, "--print-errorlogs", "--num-processes", "2"]
+# Further arguments name the tests to run (default: all).
+cmd = ["meson", "test", "-C", build, "--print-errorlogs", "--num-processes", "2"] + sys.argv[2:]
 print("== " + " ".join(cmd), flush=True)
 sys.exit(subprocess.call(cmd))

@@ -41,7 +41,10 @@ std::string json_string(std::string_view s) {
 
 std::string json_array(const std::vector<std::string>& raw_items) {
   std::string o = "[";
-  for (size_t i = 0; i < raw_items.size(); ++i) o += (i ? "," : "") + raw_items[i];
+  for (size_t i = 0; i < raw_items.size(); ++i) {
+    if (i > 0) o += ',';
+    o += raw_items[i];
+  }
   return o + "]";
 }
 
@@ -77,8 +80,13 @@ JsonObject& JsonObject::raw(std::string_view key, std::string json) {
 
 std::string JsonObject::render() const {
   std::string o = "{";
+  // Appended piece by piece: `"," + std::string&&` trips GCC 12's -Wrestrict at -O3 (a false
+  // positive that failed release builds).
   for (size_t i = 0; i < fields_.size(); ++i) {
-    o += (i ? "," : "") + json_string(fields_[i].first) + ":" + fields_[i].second;
+    if (i > 0) o += ',';
+    o += json_string(fields_[i].first);
+    o += ':';
+    o += fields_[i].second;
   }
   return o + "}";
 }
