@@ -834,6 +834,49 @@ void Engine::dispatch_stashed(Stashed& m) {
   dispatch(nullptr, nullptr, m.header, m.body.data(), m.body.size(), &hold);
 }
 
+namespace {
+// A receive buffer outside every pool, for injected traffic: nothing may hold it.
+struct Scratch {
+  std::vector<uint8_t> bytes;
+  memory::Buffer buffer;
+  explicit Scratch(const uint8_t* p, size_t len) : bytes(p, p + len) {
+    buffer.data = bytes.data();
+  }
+};
+}  // namespace
+
+void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
+  Lock l(core_);
+  if (rail >= core_.rails.size() || shut_down_) return;
+  auto h = decode_header(bytes, len);
+  if (!h) {
+    core_.miss();
+    return;
+  }
+  Scratch s(bytes, len);
+  bool hold = false;
+  core_.polling_rail = rail;
+  dispatch(nullptr, &s.buffer, *h, s.bytes.data() + sizeof(MsgHeader), len - sizeof(MsgHeader),
+           &hold);
+}
+
+void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len,
+                            bool eager) {
+  Lock l(core_);
+  if (rail >= core_.rails.size() || shut_down_) return;
+  core_.polling_rail = rail;
+  if (!eager) {
+    rendezvous_.on_write_data(data, len, static_cast<uint32_t>(rail));
+    return;
+  }
+  rail::RailEndpoint* ep = core_.rails[rail]->data();
+  if (ep == nullptr) return;
+  Scratch s(payload, len);
+  bool hold = false;
+  eager_.on_eager_data(nullptr, &s.buffer, data, len, &hold);
+  (void)ep;
+}
+
 Stats Engine::stats() const {
   Lock l(core_);
   Stats s;

@@ -101,6 +101,15 @@ class Engine : public memory::RegionOwner, public std::enable_shared_from_this<E
   // For the parts: a control message that overtook its CONN_ACK, dispatched once it is in.
   void dispatch_stashed(Stashed& m);
 
+  // For engine-level tests and the fuzz target: what progress does with `len` bytes that arrived
+  // as a message on rail `rail` (control endpoint), or with a remote-CQ-data completion on it
+  // (`eager`: a headerless eager message of `len` payload bytes, else a peer's write). Nothing
+  // is held: an early eager message is copied.
+  void inject_message(size_t rail, const uint8_t* bytes, size_t len);
+  void inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len, bool eager);
+  // The device's token (exported keys and connection messages carry it).
+  uint64_t device_token() const { return core_.device_token; }
+
  private:
   Engine();
   void shutdown();

@@ -58,9 +58,9 @@ Result<std::vector<uint8_t>> encode_handle(const Handle& h) {
   hdr.provider_hash = h.provider_hash;
   hdr.listener_token = h.listener_token;
   hdr.device_token = h.device_token;
-  std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&hdr),
-                           reinterpret_cast<uint8_t*>(&hdr) + sizeof(hdr));
-  out.insert(out.end(), h.address.begin(), h.address.end());
+  std::vector<uint8_t> out(sizeof(hdr) + h.address.size());
+  std::memcpy(out.data(), &hdr, sizeof(hdr));
+  std::memcpy(out.data() + sizeof(hdr), h.address.data(), h.address.size());
   put_crc(out);
   return out;
 }

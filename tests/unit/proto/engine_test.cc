@@ -1,0 +1,206 @@
+// The engine without a second process: one engine connected to itself over shm (or two, one of
+// which never progresses), with forged messages and CQ data injected where progress would hand
+// them over. Routing never reaches the wrong communicator or request: unknown comms, older
+// generations, wrong peers, out-of-range slots and forged acknowledgements are counted as
+// misses and change nothing.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fabric/provider.hpp"
+#include "proto/engine.hpp"
+
+namespace xport::proto {
+namespace {
+
+using namespace std::chrono_literals;
+
+Deadline soon() { return Deadline::after(20s); }
+
+class EngineTest : public ::testing::Test {
+ protected:
+  // shm between engines of one process is fragile at teardown (an engine's shm region goes with
+  // it while the other may still send or read there): tests with two engines use tcp;ofi_rxm.
+  virtual const char* provider() const { return "shm"; }
+  void SetUp() override {
+    fabric::ProviderRequest req;
+    req.provider = provider();
+    req.peers_on_host = true;
+    auto sel = fabric::select_provider(req);
+    if (!sel) GTEST_SKIP() << "no " << provider() << " provider: " << sel.status().to_string();
+    sel_ = std::move(sel).value();
+    a_ = open_engine();
+  }
+
+  std::shared_ptr<Engine> open_engine() {
+    EngineConfig cfg;
+    cfg.max_requests = 8;
+    cfg.eager_max = 4096;
+    auto e = Engine::open({sel_.info.get()}, sel_.report.caps, cfg);
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }
+
+  // A pair of communicators of `a_` connected to itself.
+  void connect_self() {
+    auto l = a_->listen();
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    token_ = l->token;
+    auto s = a_->connect(l->handle, soon());
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    send_ = *s;
+    auto r = a_->accept(l->token, soon());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    recv_ = *r;
+  }
+
+  LocalBuffer local(std::vector<uint8_t>& mem) {
+    auto r = a_->register_memory(mem.data(), mem.size());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    regions_.push_back(std::move(r).value());
+    return LocalBuffer{&regions_.back(), mem.data(), mem.size()};
+  }
+
+  uint64_t misses() { return a_->stats().routing_misses; }
+
+  MsgHeader header(MsgType t, CommId dst, CommId src, uint64_t seq) {
+    MsgHeader h{};
+    h.type = static_cast<uint8_t>(t);
+    h.version = kWireVersion;
+    h.dst_comm = dst.index;
+    h.dst_gen = dst.gen;
+    h.src_comm = src.index;
+    h.src_gen = src.gen;
+    h.slot = static_cast<uint16_t>(seq % 8);
+    h.seq = seq;
+    return h;
+  }
+  void inject(const MsgHeader& h, const std::vector<uint8_t>& body = {}) {
+    std::vector<uint8_t> bytes(sizeof(h) + body.size());
+    std::memcpy(bytes.data(), &h, sizeof(h));
+    if (!body.empty()) std::memcpy(bytes.data() + sizeof(h), body.data(), body.size());
+    a_->inject_message(0, bytes.data(), bytes.size());
+  }
+
+  void TearDown() override {
+    regions_.clear();
+    a_.reset();
+    b_.reset();  // after a_, whose shutdown may still send to it (shm maps the peer's memory)
+  }
+
+  fabric::SelectedProvider sel_;
+  std::shared_ptr<Engine> a_;
+  std::shared_ptr<Engine> b_;
+  std::deque<RegionRef> regions_;
+  uint64_t token_ = 0;
+  CommId send_, recv_;
+};
+
+TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
+  connect_self();
+  std::vector<uint8_t> buf(64 << 10);
+  auto lb = local(buf);
+  auto r = a_->irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const uint64_t before = misses();
+  const uint32_t len = 1000;
+  // The right communicator index, an older generation: the write was for its previous owner.
+  a_->inject_cq_data(0, encode_cq_data({recv_.index, 0, static_cast<uint8_t>(recv_.gen + 15), len}, 8),
+                     nullptr, len, false);
+  // A slot beyond the communicator's depth, an unknown communicator.
+  a_->inject_cq_data(0, encode_cq_data({recv_.index, 9, recv_.gen, len}, 8), nullptr, len, false);
+  a_->inject_cq_data(0, encode_cq_data({999, 0, 0, len}, 8), nullptr, len, false);
+  EXPECT_EQ(misses(), before + 3);
+  auto t = a_->test(recv_, *r);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_FALSE(t->done) << "forged or stale write data completed a receive";
+  // The real thing completes it.
+  a_->inject_cq_data(0, encode_cq_data({recv_.index, 0, recv_.gen, len}, 8), nullptr, len, false);
+  t = a_->test(recv_, *r);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_TRUE(t->done);
+  EXPECT_EQ(t->bytes, len);
+}
+
+TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
+  connect_self();
+  std::vector<uint8_t> buf(256);
+  auto lb = local(buf);
+  auto r = a_->irecv(recv_, buf.data(), 64, lb);
+  ASSERT_TRUE(r.ok());
+  const uint64_t before = misses();
+  MsgHeader e = header(MsgType::eager, recv_, send_, *r);
+  e.length = 4;
+  std::vector<uint8_t> payload{1, 2, 3, 4};
+  MsgHeader wrong_gen = e;
+  wrong_gen.dst_gen = static_cast<uint8_t>((recv_.gen + 1) & pool::kCommGenMask);
+  inject(wrong_gen, payload);
+  MsgHeader wrong_src = e;
+  wrong_src.src_comm = static_cast<uint16_t>(send_.index + 7);
+  inject(wrong_src, payload);
+  MsgHeader abort = header(MsgType::abort, recv_, CommId{static_cast<uint16_t>(send_.index + 1), 0}, *r);
+  inject(abort);  // an abort from someone else's communicator
+  MsgHeader credit = header(MsgType::credit, CommId{4000, 0}, recv_, 0);
+  inject(credit);  // no such communicator
+  EXPECT_EQ(misses(), before + 4);
+  auto t = a_->test(recv_, *r);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_FALSE(t->done);
+  inject(e, payload);  // from the right peer: delivered
+  t = a_->test(recv_, *r);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->done);
+  EXPECT_EQ(t->bytes, 4u);
+  EXPECT_EQ(buf[3], 4);
+}
+
+TEST_F(EngineTest, LateTrafficOfAClosedCommunicatorIsCountedNotDelivered) {
+  connect_self();
+  const CommId old = recv_;
+  a_->close_comm(recv_);
+  a_->close_comm(send_);
+  for (int i = 0; i < 200 && a_->stats().comms_open != 0; ++i) (void)a_->progress();
+  ASSERT_EQ(a_->stats().comms_open, 0u);
+  const uint64_t late = a_->stats().late_arrivals;
+  a_->inject_cq_data(0, encode_cq_data({old.index, 0, old.gen, 12}, 8), nullptr, 12, false);
+  std::vector<uint8_t> p(4, 9);
+  a_->inject_cq_data(0, encode_cq_data({old.index, 0, old.gen, 0}, 8), p.data(), p.size(), true);
+  EXPECT_EQ(a_->stats().late_arrivals, late + 2);
+  // A new pair takes other ids first (FIFO): the old id is not reissued while others are free.
+  connect_self();
+  EXPECT_NE(recv_.index, old.index);
+  EXPECT_NE(send_.index, old.index);
+}
+
+class TwoEngines : public EngineTest {
+  const char* provider() const override { return "tcp;ofi_rxm"; }
+};
+
+TEST_F(TwoEngines, AForgedAcknowledgementDoesNotCompleteAConnect) {
+  b_ = open_engine();  // the listener, which never progresses: nobody answers for real
+  ASSERT_NE(b_, nullptr);
+  auto l = b_->listen();
+  ASSERT_TRUE(l.ok());
+  Result<CommId> got = Status(Code::internal, "not run");
+  std::thread t([&] { got = a_->connect(l->handle, Deadline::after(1500ms)); });
+  for (int i = 0; i < 1000 && a_->stats().comms_open == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(a_->stats().comms_open, 1u) << "the connecting communicator";
+  // An acknowledgement naming that communicator (the first id a fresh engine issues) with the
+  // listener's device, but not the request's nonce.
+  AckBody body{};
+  body.nonce = 0x1234;
+  body.device_token = b_->device_token();
+  body.eager_max = 4096;
+  body.depth = 8;
+  ConnAck ack;
+  ack.body = body;
+  std::vector<uint8_t> bytes = encode_conn_ack(ack);
+  MsgHeader h = header(MsgType::conn_ack, CommId{1, 0}, CommId{1, 0}, 0);
+  inject(h, bytes);
+  t.join();
+  ASSERT_FALSE(got.ok()) << "a forged acknowledgement completed the connect";
+  EXPECT_EQ(got.status().code(), Code::timeout) << got.status().to_string();
+}
+
+}  // namespace
+}  // namespace xport::proto
