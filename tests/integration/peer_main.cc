@@ -1,5 +1,6 @@
 // xport-test-peer: the other process of the integration tests. Speaks lines on stdout
 // (HANDLE <hex>, KEY <hex>, OK ..., FAIL ...) and reads commands on stdin.
+#include <sys/select.h>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -143,12 +144,82 @@ int linger(Device& dev) {
   return 0;
 }
 
+// The other end of the churn test (churn_test.cc): accepts communicators for ever; each one's
+// first message says which it is, how many messages follow and after how many of them this side
+// closes early (provoking late data). Every message received is checked against its pattern:
+// data routed to the wrong communicator or request fails the check. At "DONE" on stdin it
+// prints its totals and resource use ("STATS ...").
+int churn(Device& dev) {
+  auto listener = dev.listen();
+  if (!listener.ok()) return fail(listener.status().to_string());
+  std::cout << "HANDLE " << test::to_hex((*listener)->handle()) << std::endl;
+  std::vector<uint8_t> buf(1 << 20);
+  auto reg = dev.register_memory(buf.data(), buf.size());
+  if (!reg.ok()) return fail("register");
+  uint64_t comms = 0, received = 0, closed_early = 0;
+  std::string line;
+  for (;;) {
+    auto comm = (*listener)->accept(Deadline::after(std::chrono::milliseconds(200)));
+    if (!comm.ok()) {
+      if (comm.status().code() != Code::timeout) return fail("accept: " + comm.status().to_string());
+      // Nothing to accept: the test may be done.
+      fd_set in;
+      FD_ZERO(&in);
+      FD_SET(0, &in);
+      timeval tv{0, 0};
+      if (select(1, &in, nullptr, nullptr, &tv) > 0) {
+        std::getline(std::cin, line);
+        break;
+      }
+      continue;
+    }
+    ++comms;
+    uint64_t head[3] = {};
+    auto r = (*comm)->irecv(buf.data(), sizeof(head), *reg);
+    if (!r.ok()) return fail("irecv head: " + r.status().to_string());
+    auto got = (*comm)->wait(*r, soon());
+    if (!got.ok() || *got != sizeof(head)) {
+      return fail("head of communicator " + std::to_string(comms) + ": " +
+                  (got.ok() ? "wrong size" : got.status().to_string()));
+    }
+    std::memcpy(head, buf.data(), sizeof(head));
+    const uint64_t id = head[0], count = head[1], close_at = head[2];
+    const auto sizes = test::message_sizes(static_cast<uint32_t>(id), count, 300 * 1024);
+    for (uint64_t k = 0; k < count; ++k) {
+      if (k == close_at) {
+        ++closed_early;
+        break;  // closes with the sender's later messages still coming
+      }
+      auto rr = (*comm)->irecv(buf.data(), buf.size(), *reg);
+      if (!rr.ok()) return fail("irecv: " + rr.status().to_string());
+      auto g = (*comm)->wait(*rr, soon());
+      if (!g.ok()) {
+        return fail("communicator " + std::to_string(id) + " message " + std::to_string(k) + ": " +
+                    g.status().to_string());
+      }
+      if (*g != sizes[k] || test::first_mismatch(buf.data(), *g, id * 1000 + k) != -1) {
+        return fail("communicator " + std::to_string(id) + " message " + std::to_string(k) +
+                    " is not its own: misrouted or corrupted");
+      }
+      ++received;
+    }
+  }
+  // Let the last closes and late arrivals settle before counting.
+  for (auto d = Deadline::after(std::chrono::seconds(3)); !d.expired();) (void)dev.progress();
+  const Stats st = dev.stats();
+  std::cout << "STATS comms " << comms << " received " << received << " closed_early "
+            << closed_early << " misses " << st.routing_misses << " late " << st.late_arrivals
+            << " comms_open " << st.comms_open << std::endl;
+  std::getline(std::cin, line);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: xport-test-peer recv-stream SEED COUNT MAX | send-stream SEED COUNT MAX"
-                 " | target SIZE | linger\n";
+                 " | target SIZE | linger | churn\n";
     return 2;
   }
   ContextOptions opts;
@@ -166,6 +237,7 @@ int main(int argc, char** argv) {
   }
   if (role == "target" && argc == 3) return target(**dev, std::stoul(argv[2]));
   if (role == "linger") return linger(**dev);
+  if (role == "churn") return churn(**dev);
   std::cerr << "xport-test-peer: bad arguments\n";
   return 2;
 }

@@ -290,6 +290,44 @@ TEST_P(Transfer, KilledPeerGivesAnErrorWithinTheDeadline) {
   EXPECT_EQ(healthy.wait_exit(20000), 0);
 }
 
+// A peer that dies is found out even by a caller that waits without a deadline: its requests
+// fail with a peer error within XPORT_PEER_TIMEOUT_MS (keepalive), or sooner where the provider
+// reports the loss.
+class PeerLoss : public Transfer {
+ protected:
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_PEER_TIMEOUT_MS", "2000"}, {"XPORT_KEEPALIVE_MS", "200"}};
+  }
+};
+
+TEST_P(PeerLoss, AWaitWithoutDeadlineEndsWhenThePeerDies) {
+  auto p = peer({"linger"});
+  ASSERT_TRUE(p.started());
+  auto comm = connect_to(p);
+  ASSERT_NE(comm, nullptr);
+  expect_line(p, "READY");
+  std::vector<uint8_t> big(1 << 20);
+  auto reg = dev_->register_memory(big.data(), big.size());
+  ASSERT_TRUE(reg.ok());
+  // The first message fills the peer's only receive; the second waits for a receive that
+  // will never be posted.
+  auto first = comm->isend(big.data(), big.size(), *reg);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_TRUE(comm->wait(*first, Deadline::after(std::chrono::seconds(20))).ok());
+  auto second = comm->isend(big.data(), big.size(), *reg);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  p.kill_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto w = comm->wait(*second, Deadline::never());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(w.ok()) << "a send to a dead peer completed";
+  EXPECT_TRUE(w.status().code() == Code::peer_lost || w.status().code() == Code::closed)
+      << w.status().to_string();
+  EXPECT_LT(secs, 10.0) << "the loss must be found within XPORT_PEER_TIMEOUT_MS (2 s), not hang";
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, PeerLoss, test::all_providers(), param_name);
+
 TEST_P(Transfer, BadHandlesAndBuffersGiveClearErrors) {
   auto p = peer({"recv-stream", "5", "50", "20000"});
   ASSERT_TRUE(p.started());

@@ -21,6 +21,8 @@ struct Channel {
   bool connected = false;  // connected endpoints: FI_CONNECTED seen
   std::string label;       // for messages: "rail lo data peer 3"
   std::chrono::steady_clock::time_point retire_since{};  // connections being closed
+  bool shutdown_sent = false;  // ... shut down (once their last sends were out)
+  bool shutdown_seen = false;  // ... and their FI_SHUTDOWN event was read
 
   bool failed() const { return ep->failed; }
   const std::string& failure() const { return ep->failure; }

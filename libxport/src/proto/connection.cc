@@ -239,7 +239,7 @@ Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& addres
   param.h.src_comm = c.id.index;
   param.h.src_gen = c.id.gen;
   param.b = request_body(c);
-  core_.connecting[&conn->ep->endpoint().get()->fid] = c.id;
+  core_.conn_by_fid[&conn->ep->endpoint().get()->fid] = c.id;
   const int ret = fi_connect(conn->ep->endpoint().get(), address.data(), &param, sizeof(param));
   if (ret != 0) return fabric::fi_status(ret, "fi_connect");
   return Status::success();
@@ -288,7 +288,13 @@ void Connections::close(CommId id) {
       c->credit_wait.clear();
       h.seq = sent;
     } else {
-      h.seq = c->next_seq;
+      // A receiver's CLOSE says how many messages it took, in order: the sender fails only its
+      // sends beyond them (the others were received, even if their local completion is late).
+      uint64_t taken = c->next_seq;
+      for (const auto& r : c->recvs) {
+        if (r.active && !r.finished) taken = std::min(taken, r.seq);
+      }
+      h.seq = taken;
       c->linger_until = Clock::now() + core_.config.close_linger;
       for (auto& r : c->recvs) {
         if (r.active && !r.finished) {
@@ -310,8 +316,19 @@ void Connections::close(CommId id) {
 void Connections::on_close(const MsgHeader& h) {
   CommState* c = core_.route(h, Core::Side::either);
   if (c == nullptr) return;
-  if (c->is_send) {  // the receiver went away: nothing more can be delivered
-    core_.fail_comm(*c, core::error(Code::closed, "the peer closed communicator ", c->id.index));
+  if (c->is_send) {
+    // The receiver went away after taking h.seq messages: nothing more can be delivered. Sends
+    // it took complete as they were (their local completions may still be on their way).
+    c->peer_closed = true;
+    const Status why =
+        core::error(Code::closed, "the peer closed communicator ", c->id.index, " after taking ",
+                    h.seq, " messages");
+    c->phase = Phase::failed;
+    c->error = why;
+    for (auto& s : c->sends) {
+      if (s.active && !s.finished && s.seq >= h.seq) core_.fail_send(*c, s, why);
+    }
+    core_.maybe_erase(*c);
     return;
   }
   // The sender sent h.seq messages: receives of those still complete when their data lands
@@ -590,7 +607,7 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
     core_.fail_comm(*c, s);
     return;
   }
-  core_.connecting[&c->connection->ep->endpoint().get()->fid] = c->id;
+  core_.conn_by_fid[&c->connection->ep->endpoint().get()->fid] = c->id;
   core_.listeners[c->listener_token].pending += 1;
 }
 
@@ -647,8 +664,12 @@ Status Connections::progress_events() {
           why = core::str("the listener refused the connection: ", reject_text(r.aux));
         }
       }
-      auto it = core_.connecting.find(err.fid);
-      if (it != core_.connecting.end()) {
+      if (core_.control->is_retiring(err.fid)) {
+        core_.control->on_shutdown(err.fid);
+        continue;
+      }
+      auto it = core_.conn_by_fid.find(err.fid);
+      if (it != core_.conn_by_fid.end()) {
         if (CommState* c = core_.comm(it->second)) {
           c->connection->ep->failed = true;
           c->connection->ep->failure = why;
@@ -669,8 +690,12 @@ Status Connections::progress_events() {
       continue;
     }
     if (event != FI_CONNECTED && event != FI_SHUTDOWN) continue;
-    auto it = core_.connecting.find(entry->fid);
-    if (it == core_.connecting.end()) continue;
+    if (event == FI_SHUTDOWN && core_.control->is_retiring(entry->fid)) {
+      core_.control->on_shutdown(entry->fid);
+      continue;
+    }
+    auto it = core_.conn_by_fid.find(entry->fid);
+    if (it == core_.conn_by_fid.end()) continue;
     CommState* c = core_.comm(it->second);
     if (c == nullptr || !c->connection) continue;
     if (event == FI_SHUTDOWN) {

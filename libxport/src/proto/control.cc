@@ -136,7 +136,8 @@ void Control::on_sent(memory::Buffer* b, const Status& st) {
   if (st.ok()) return;
   XPORT_LOG(info, "control message failed on ", ep->label(), ": ", st.to_string());
   // The provider could not deliver to that peer (connection refused, reset...): it is lost.
-  if (st.code() == Code::peer_lost && token != 0) {
+  // (A connection's failure is its communicator's: it reports itself by FI_SHUTDOWN.)
+  if (st.code() == Code::peer_lost && token != 0 && !core_.connected_endpoints()) {
     auto it = core_.peers.find(token);
     if (it != core_.peers.end()) core_.fail_peer(*it->second, st);
   }
@@ -194,15 +195,38 @@ void Control::retry_receives() {
 void Control::retire(std::unique_ptr<pool::Channel> connection) {
   if (!connection || !connection->owned) return;
   rail::RailEndpoint* ep = connection->owned.get();
-  core_.connecting.erase(&ep->endpoint().get()->fid);
+  core_.conn_by_fid.erase(&ep->endpoint().get()->fid);
+  const bool was_failed = ep->failed;
   ep->failed = true;
   ep->failure = "closed";
   // Receives queued for reposting must not be posted any more.
   std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
   ep->cancel_receives();
+  // Once its last sends are out (a CLOSE may be among them) the connection is shut down, and
+  // the endpoint stays allocated until its own FI_SHUTDOWN is read, so no queued event can
+  // name an address a new connection reuses.
+  connection->shutdown_seen = was_failed;
+  connection->shutdown_sent = was_failed;
   connection->retire_since = Clock::now();
   core_.retiring.push_back(std::move(connection));
   reap_retired(false);
+}
+
+void Control::on_shutdown(fid_t fid) {
+  for (auto& ch : core_.retiring) {
+    if (ch->owned && ch->owned->has_endpoint() && &ch->owned->endpoint().get()->fid == fid) {
+      ch->shutdown_seen = true;
+    }
+  }
+}
+
+bool Control::is_retiring(fid_t fid) const {
+  for (const auto& ch : core_.retiring) {
+    if (ch->owned && ch->owned->has_endpoint() && &ch->owned->endpoint().get()->fid == fid) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Control::reap_retired(bool force) {
@@ -210,11 +234,15 @@ void Control::reap_retired(bool force) {
   std::erase_if(core_.retiring, [&](std::unique_ptr<pool::Channel>& ch) {
     rail::RailEndpoint* ep = ch->owned.get();
     const bool drained = ep->posted_rx == 0 && ep->tx().available() == ep->tx().count();
-    if (drained) return true;  // nothing names its buffers any more: endpoint and memory go
-    if (!force && now - ch->retire_since < kRetireWait) return false;
-    // A provider that reports no cancellation would keep it for ever: after a bounded wait the
-    // endpoint (its file descriptors) closes, and its buffers' memory stays with the engine, so
-    // a completion that still names them reads valid memory (and is dropped as stale).
+    const bool waited = now - ch->retire_since >= kRetireWait;
+    if (drained) {
+      return true;  // nothing names it any more: endpoint and memory go
+    }
+    if (!force && !waited) return false;
+    if (!ep->has_endpoint()) return false;  // closed already; its memory waits for the engine
+    // A provider that reports no cancellation or shutdown would keep it for ever: after a
+    // bounded wait the endpoint (its file descriptors) closes, and its buffers' memory stays
+    // with the engine, so a completion that still names them reads valid memory.
     core_.rails[ep->rail()]->cq_give(ep->posted_rx);
     ep->posted_rx = 0;
     ep->close_endpoint();

@@ -36,6 +36,9 @@ class Control {
   // reports no cancellations, after a bounded wait).
   void retire(std::unique_ptr<pool::Channel> connection);
   void reap_retired(bool force);
+  // Connection events for retired connections: their FI_SHUTDOWN lets them go.
+  void on_shutdown(fid_t fid);
+  bool is_retiring(fid_t fid) const;
   static constexpr std::chrono::seconds kRetireWait{2};
 
  private:

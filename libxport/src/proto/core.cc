@@ -145,6 +145,12 @@ void Core::release_cts_room(CommState& c, RecvSlot& r) {
 
 void Core::maybe_erase(CommState& c) {
   if (!c.user_closed || c.outstanding > 0) return;
+  if (c.is_send && c.connection && c.phase == Phase::ready && !c.peer_closed) {
+    // A connection is the path of its data: closing it while the receiver has not taken every
+    // message would lose them (its end sees the shutdown first). The sender's end goes when the
+    // receiver closes (its CLOSE, or the connection's shutdown).
+    return;
+  }
   if (!c.is_send && c.phase != Phase::failed && !c.peer_closed && Clock::now() < c.linger_until) {
     // A peer cleared to write into a receive may still be writing: the id (and the receive's
     // registration) stay until those writes land, the sender closes, or the linger ends.

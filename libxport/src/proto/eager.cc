@@ -183,7 +183,13 @@ void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b)
   if (s.active && s.seq == seq) {
     if (!st.ok()) {
       core_.fail_send(*c, s, st.with_context(core::str("eager send of message ", s.seq)));
-      if (st.code() == Code::peer_lost && c->peer != nullptr) core_.fail_peer(*c->peer, st);
+      // The provider could not deliver to that peer: on a shared (RDM) endpoint the peer is
+      // unreachable; a connection's failure is that communicator's.
+      if (st.code() == Code::peer_lost && c->peer != nullptr && !c->connection) {
+        core_.fail_peer(*c->peer, st);
+      } else if (st.code() == Code::peer_lost) {
+        core_.fail_comm(*c, st);
+      }
     } else {
       s.finished = true;
     }

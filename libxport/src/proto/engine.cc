@@ -752,8 +752,8 @@ void Engine::on_error(void* context, Status status, int err) {
       XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
       // A connection serves one peer: its loss fails that communicator. The shared RDM
       // endpoints serve every peer: one peer's failure must not stop receives for the others.
-      auto it = core_.connecting.find(&ep->endpoint().get()->fid);
-      if (it != core_.connecting.end() && status.code() == Code::peer_lost) {
+      auto it = core_.conn_by_fid.find(&ep->endpoint().get()->fid);
+      if (it != core_.conn_by_fid.end() && status.code() == Code::peer_lost) {
         ep->failed = true;
         ep->failure = status.message();
         if (CommState* c = core_.comm(it->second)) core_.fail_comm(*c, status);

@@ -332,8 +332,10 @@ class Core {
   std::vector<std::unique_ptr<rail::Rail>> rails;
   std::unique_ptr<memory::Registry> registry;
   std::map<uint64_t, std::unique_ptr<pool::Peer>> peers;  // by device token
-  std::map<fid_t, CommId> connecting;  // connected endpoints: connection fid -> comm
-  // Connections whose endpoint is closed but whose buffers' completions may still come.
+  std::map<fid_t, CommId> conn_by_fid;  // connected endpoints: connection fid -> comm
+  // Connections no communicator uses any more, shut down but not yet closed: their buffers'
+  // completions and their FI_SHUTDOWN event may still come (an endpoint freed earlier could
+  // have its address reused by a new connection while an event naming the old one is queued).
   std::vector<std::unique_ptr<pool::Channel>> retiring;
   // Endpoints closed before their last completions came: their buffers' memory stays.
   std::vector<std::unique_ptr<rail::RailEndpoint>> stale_endpoints;

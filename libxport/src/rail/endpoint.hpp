@@ -35,6 +35,7 @@ class RailEndpoint {
   RailEndpoint& operator=(const RailEndpoint&) = delete;
 
   fabric::Endpoint& endpoint() { return *endpoint_; }
+  bool has_endpoint() const { return endpoint_ != nullptr; }
   memory::BufferPool& rx() { return *rx_; }
   memory::BufferPool& tx() { return *tx_; }
   memory::BufferPool* flush_target() { return flush_.get(); }
