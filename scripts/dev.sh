@@ -74,7 +74,7 @@ case "$mode" in
       configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread -Db_lundef=false \
         -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
-        python3 scripts/run-tests.py "$build_dir-tsan" unit integration stress || status=1
+        python3 scripts/run-tests.py "$build_dir-tsan" unit threads stress || status=1
     fi
     if [ "${XPORT_SKIP_RELEASE:-0}" != 1 ]; then
       # What a user builds with --buildtype=release (-O3 warns differently): built, not re-run.

@@ -9,13 +9,13 @@ namespace xport::proto {
 Lock::Lock(Core& c) : core_(&c) {
   if (!c.config.thread_safe) return;
   c.mu.lock();
-  c.holder = std::this_thread::get_id();
+  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
   held_ = true;
 }
 
 void Lock::unlock() {
   if (!held_) return;
-  core_->holder = std::thread::id();
+  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
   held_ = false;
   core_->mu.unlock();
 }

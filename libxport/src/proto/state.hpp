@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -323,7 +324,9 @@ class Core {
   bool rx_cq_data_mode = false;   // writes with data consume a posted receive
 
   std::mutex mu;
-  std::thread::id holder;         // the thread holding mu (default: none)
+  // The thread holding mu (none by default). Atomic: any thread asks whether it is the holder
+  // (only the holder itself can find its own id there, so relaxed order is enough).
+  std::atomic<std::thread::id> holder{};
   bool in_progress = false;
   size_t polling_rail = 0;        // the rail whose CQ is being read
 
@@ -362,7 +365,9 @@ class Core {
   Flusher* flusher = nullptr;
   PeerHealth* health = nullptr;
 
-  bool held_by_me() const { return holder == std::this_thread::get_id(); }
+  bool held_by_me() const {
+    return holder.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
   bool connected_endpoints() const { return rails[0]->connected_endpoints(); }
   bool expired(Clock::time_point since) const {
     return Clock::now() - since > config.eagain_timeout;
