@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <cstdlib>
 #include <thread>
 #include <sstream>
@@ -142,6 +143,50 @@ TEST_F(MultiRail, StripedPutsAndGetsVerified) {
   p.write_line("bye");
   EXPECT_EQ(p.wait_exit(30000), 0);
   for (const auto& r : dev_->stats().rails) EXPECT_GT(r.stripes_out, 0u) << r.name;
+}
+
+// A flush after a striped receive reads through every rail of the communicator (each read
+// completes after the writes that came on its rail), not through rail 0 only.
+TEST_F(MultiRail, FlushReadsThroughEveryRailThatCarriedData) {
+  auto listener = dev_->listen();
+  ASSERT_TRUE(listener.ok()) << listener.status().to_string();
+  auto p = peer({"send-stream", "5", "20", std::to_string(2 << 20)}, all_peer_rails());
+  ASSERT_TRUE(p.started());
+  p.write_line("HANDLE " + test::to_hex((*listener)->handle()));
+  auto comm = (*listener)->accept(Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  auto reads_per_rail = [&] {
+    std::map<std::string, uint64_t> out;
+    for (const auto& e : dev_->stats().endpoints) {
+      if (e.name.find(" data") != std::string::npos) out[e.rail] += e.ops[3];  // read
+    }
+    return out;
+  };
+  const auto before = reads_per_rail();
+  const auto sizes = test::message_sizes(5, 20, 2 << 20);
+  std::vector<uint8_t> buf((2 << 20) + 1);
+  auto reg = dev_->register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(reg.ok());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto r = (*comm)->irecv(buf.data(), buf.size(), *reg);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto got = (*comm)->wait(*r, Deadline::after(std::chrono::seconds(30)));
+    ASSERT_TRUE(got.ok()) << "message " << i << ": " << got.status().to_string();
+    ASSERT_EQ(test::first_mismatch(buf.data(), *got, i), -1) << "message " << i;
+    Status f = (*comm)->flush(buf.data(), *got == 0 ? 1 : *got, *reg,
+                              Deadline::after(std::chrono::seconds(10)));
+    ASSERT_TRUE(f.ok()) << f.to_string();
+  }
+  const auto after = reads_per_rail();
+  for (const std::string& rail : rails_) {
+    const uint64_t b = before.count(rail) ? before.at(rail) : 0;
+    const uint64_t a = after.count(rail) ? after.at(rail) : 0;
+    EXPECT_GE(a - b, sizes.size()) << "rail " << rail << " read for " << a - b << " of "
+                                   << sizes.size() << " flushes";
+  }
+  expect_line(p, "OK");
+  p.write_line("bye");
+  EXPECT_EQ(p.wait_exit(20000), 0);
 }
 
 TEST_F(MultiRail, PeerWithFewerRailsIsPairedOverTheCommonRails) {

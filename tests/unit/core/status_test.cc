@@ -70,3 +70,26 @@ TEST(Code, EveryCodeHasText) {
 
 }  // namespace
 }  // namespace xport
+
+namespace xport {
+namespace {
+
+// Status and Result test as booleans ("if it succeeded"), as std::expected does; the
+// conversion is explicit, so neither slips into arithmetic or comparisons.
+TEST(Status, TestsAsABoolean) {
+  static_assert(!std::is_convertible_v<Status, bool>);
+  static_assert(!std::is_convertible_v<Result<int>, bool>);
+  EXPECT_TRUE(static_cast<bool>(Status()));
+  EXPECT_FALSE(static_cast<bool>(Status(Code::timeout, "late")));
+  Result<int> r = 7;
+  if (r) {
+    EXPECT_EQ(*r, 7);
+  } else {
+    ADD_FAILURE() << "a Result with a value tested false";
+  }
+  Result<int> e = Status(Code::not_found, "none");
+  EXPECT_FALSE(e);
+}
+
+}  // namespace
+}  // namespace xport
