@@ -85,6 +85,19 @@ constexpr CounterName kNames[] = {
      "a GPU a device serves: PCI address, NUMA node (value 1)"},
     {CounterId::rail_plan_info, "xport_rail_plan_info", gauge, kNone, "",
      "which rail carries which device's (GPU's) traffic (value 1)"},
+
+    {CounterId::device_late_arrivals, "xport_device_late_arrivals_total", counter, kNone, "",
+     "routing misses that were traffic of a communicator already closed"},
+    {CounterId::device_peers, "xport_device_peers", gauge, kNone, "",
+     "remote devices this device has channels to"},
+    {CounterId::device_peers_lost, "xport_device_peers_lost_total", counter, kNone, "",
+     "peers declared lost (keepalive silence or provider errors)"},
+    {CounterId::device_keepalives_sent, "xport_device_keepalives_sent_total", counter, kNone, "",
+     "keepalive pings sent to peers that requests waited on"},
+    {CounterId::device_deferred_posts, "xport_device_deferred_posts_total", counter, kNone, "",
+     "posts queued for progress (provider busy, no bounce buffer or CQ room)"},
+    {CounterId::device_overflow_copies, "xport_device_overflow_copies_total", counter, kNone, "",
+     "early eager messages copied out of their receive buffer"},
 };
 
 constexpr const char* kLabelNames[] = {

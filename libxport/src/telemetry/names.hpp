@@ -93,6 +93,13 @@ enum class CounterId : uint16_t {
   nic_info = 60,
   gpu_info = 61,
   rail_plan_info = 62,
+  // device: peers and the engine's queues
+  device_late_arrivals = 70,
+  device_peers = 71,
+  device_peers_lost = 72,
+  device_keepalives_sent = 73,
+  device_deferred_posts = 74,
+  device_overflow_copies = 75,
 };
 
 struct CounterName {

@@ -46,6 +46,12 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   dev.counter(CounterId::device_routing_misses, stats.routing_misses);
   dev.counter(CounterId::device_mr_cache_hits, stats.mr_cache_hits);
   dev.counter(CounterId::device_mr_cache_misses, stats.mr_cache_misses);
+  dev.counter(CounterId::device_late_arrivals, stats.late_arrivals);
+  dev.counter(CounterId::device_peers, stats.peers);
+  dev.counter(CounterId::device_peers_lost, stats.peers_lost);
+  dev.counter(CounterId::device_keepalives_sent, stats.keepalives_sent);
+  dev.counter(CounterId::device_deferred_posts, stats.deferred_posts);
+  dev.counter(CounterId::device_overflow_copies, stats.overflow_copies);
   out.push_back(dev.record());
 
   std::map<std::pair<std::string, std::string>, EndpointStats> endpoints;
