@@ -237,9 +237,13 @@ Outcome check_capabilities(std::shared_ptr<xport::Context> ctx,
   std::vector<std::string> missing;
   if (!c.rma) missing.push_back("RMA");
   if (c.remote_cq_data_size < 4) missing.push_back("4 bytes of remote CQ data");
+  // 4-byte CQ data (efa, verbs) carries a message's stripe count: at most 16 stripes.
+  const std::string cq_data =
+      std::to_string(c.remote_cq_data_size) + " B" +
+      (c.remote_cq_data_size == 4 ? " (a message is striped over at most 16 rails)" : "");
+  // libxport's windows have no atomics yet: only the provider's capability is reported.
   std::string text = std::string("RMA ") + (c.rma ? "yes" : "no") + "; remote CQ data " +
-                     std::to_string(c.remote_cq_data_size) + " B; atomics " +
-                     (c.atomics ? "native (FI_ATOMIC)" : "emulated (no FI_ATOMIC)") + "; FI_HMEM " +
+                     cq_data + "; provider atomics " + (c.atomics ? "yes" : "no") + "; FI_HMEM " +
                      (c.hmem ? "yes"
                       : gpus ? "no"
                              : "no (not needed: no GPU)");
@@ -254,7 +258,7 @@ Outcome check_capabilities(std::shared_ptr<xport::Context> ctx,
   Outcome o = make("capabilities", v, text);
   o.check.details.boolean("rma", c.rma)
       .integer("remote_cq_data_bytes", static_cast<int64_t>(c.remote_cq_data_size))
-      .str("atomics", c.atomics ? "native" : "emulated")
+      .boolean("provider_atomics", c.atomics)
       .boolean("hmem", c.hmem)
       .boolean("fence", c.fence)
       .raw("mr_mode", json_strings(c.mr_mode))
