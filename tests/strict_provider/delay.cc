@@ -1,7 +1,7 @@
 // A slow rail (STRICT_FI_DELAY_POST_US): data operations are queued per endpoint and handed to
 // the base 0..N us after they were posted, in their order, from the domain's CQ reads and later
-// posts, so the data itself lands late. Also the clock and the seeded draws that the delays and
-// STRICT_FI_REORDER share.
+// posts (and, on a domain with FI_PROGRESS_AUTO, from a thread of its own), so the data itself
+// lands late. Also the clock and the seeded draws that the delays and STRICT_FI_REORDER share.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -86,6 +86,33 @@ void flush_posts(Domain* d) {
       ep->deferred.pop_front();
     }
   }
+}
+
+void start_pump(Domain* d) {
+  if (!d->auto_progress || d->delay_post_us == 0) return;
+  d->pump = std::thread([d] {
+    std::unique_lock<std::mutex> lock(d->mu);
+    while (!d->pump_stop) {
+      flush_posts(d);
+      // Until the next post is due (at most 1 ms, so new posts are seen), or a post wakes us.
+      uint64_t next = UINT64_MAX;
+      for (const Endpoint* ep : d->eps)
+        if (!ep->deferred.empty()) next = std::min(next, ep->deferred.front().ready_ns);
+      const uint64_t now = now_ns();
+      const uint64_t wait_ns = next <= now ? 20000 : std::min<uint64_t>(next - now, 1000000);
+      d->pump_cv.wait_for(lock, std::chrono::nanoseconds(wait_ns));
+    }
+  });
+}
+
+void stop_pump(Domain* d) {
+  if (!d->pump.joinable()) return;
+  {
+    std::lock_guard<std::mutex> g(d->mu);
+    d->pump_stop = true;
+  }
+  d->pump_cv.notify_all();
+  d->pump.join();
 }
 
 void drop_posts(Endpoint* ep, bool closing) {

@@ -79,8 +79,13 @@ fi_ops_fabric fabric_ops = {
 
 int domain_close(fid* f) {
   auto* d = reinterpret_cast<Domain*>(f);
+  stop_pump(d);
   int ret = fi_close(&d->base->fid);
-  if (ret != 0) return ret;
+  if (ret != 0) {
+    d->pump_stop = false;  // still open (-FI_EBUSY): keep delivering
+    start_pump(d);
+    return ret;
+  }
   delete d;
   return 0;
 }
@@ -192,6 +197,7 @@ int open_domain(Fabric* fab, fi_info* info, fid_domain** out, void* context) {
     d->delay_us = d->cfg.delay_us;
     d->delay_post_us = d->cfg.delay_post_us;
   }
+  d->auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
   d->rng.seed(domain_seed(d->cfg, d->name));
   int ret = fi_domain(fab->base, binfo, &d->base, context);
   fi_freeinfo(binfo);
@@ -204,6 +210,7 @@ int open_domain(Fabric* fab, fi_info* info, fid_domain** out, void* context) {
   d->domain.fid.ops = &domain_fid_ops;
   d->domain.ops = &domain_ops;
   d->domain.mr = &mr_ops;
+  start_pump(d);
   *out = &d->domain;
   return 0;
 }

@@ -154,6 +154,7 @@ ssize_t submit(fid_ep* e, const Request& req, PostFn post) {
   if (d->delay_post_us > 0) {
     defer_post(ep, req, base_desc, std::move(post), std::move(adm));
     flush_posts(d);
+    d->pump_cv.notify_one();
     return 0;
   }
   ssize_t ret = post(ep->base, base_desc);

@@ -103,24 +103,6 @@ TEST_F(Raw, CqDataAboveTheLow32BitsIsRefusedOnEveryPost) {
   EXPECT_EQ(b[31], 0x5a);
 }
 
-// A second domain on the rig's fabric, opened under the environment of its caller.
-struct PeerDomain {
-  fid_domain* domain = nullptr;
-  fid_cq* cq = nullptr;
-  fid_av* av = nullptr;
-  fid_ep* ep = nullptr;
-  fid_mr* mr = nullptr;
-  fi_addr_t to = FI_ADDR_NOTAVAIL;
-  void close() {
-    for (fid* f : {mr != nullptr ? &mr->fid : nullptr, ep != nullptr ? &ep->fid : nullptr,
-                   av != nullptr ? &av->fid : nullptr, cq != nullptr ? &cq->fid : nullptr,
-                   domain != nullptr ? &domain->fid : nullptr})
-      if (f != nullptr) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
-  }
-};
-
 TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
   // The rig's domain is a 4-byte NIC; the peer's domain carries 8 bytes (as a base would): what
   // the target reads must still be the low 32 bits only.
@@ -133,23 +115,8 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
 
   ScopedEnv wide{{"STRICT_FI_CQ_DATA_SIZE", "8"}};
   PeerDomain p;
-  ASSERT_EQ(fi_domain(fabric_, info_, &p.domain, nullptr), 0);
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  ASSERT_EQ(fi_cq_open(p.domain, &cq_attr, &p.cq, nullptr), 0);
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  ASSERT_EQ(fi_av_open(p.domain, &av_attr, &p.av, nullptr), 0);
-  ASSERT_EQ(fi_endpoint(p.domain, info_, &p.ep, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(p.ep, &p.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_ep_bind(p.ep, &p.av->fid, 0), 0);
-  ASSERT_EQ(fi_enable(p.ep), 0);
-  char name[256];
-  size_t len = sizeof(name);
-  ASSERT_EQ(fi_getname(&ep_[1]->fid, name, &len), 0);
-  ASSERT_EQ(fi_av_insert(p.av, name, 1, &p.to, 0, nullptr), 1);
-  ASSERT_EQ(fi_mr_reg(p.domain, a.data(), a.size(), FI_SEND | FI_WRITE, 0, 33, 0, &p.mr, nullptr),
-            0);
+  ASSERT_TRUE(open_peer(&p, a.data(), a.size()));
+  p.to = p.to_ep1;
 
   fi_context2 rctx{}, sctx{}, wctx{};
   ASSERT_EQ(fi_recv(ep_[1], r.data(), 64, fi_mr_desc(mr), FI_ADDR_UNSPEC, &rctx), 0);
@@ -196,7 +163,6 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
     if (fi_cq_read(p.cq, &e, 1) == 1) ++n;
     progress();
   }
-  p.close();
 }
 
 }  // namespace

@@ -76,6 +76,19 @@ struct Completion {
 
 using Clock = std::chrono::steady_clock;
 
+// A second domain on the rig's fabric (as another process's NIC would be), opened under the
+// environment of its caller: one CQ, one endpoint, one MR. Closed by the rig's TearDown.
+struct PeerDomain {
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  fid_mr* mr = nullptr;
+  fi_addr_t to = FI_ADDR_NOTAVAIL;        // where `ep` sends (set by the test)
+  fi_addr_t to_ep1 = FI_ADDR_NOTAVAIL;    // the rig's endpoint 1, in this domain's AV
+  fi_addr_t from_rig = FI_ADDR_NOTAVAIL;  // this endpoint, in the rig's AV
+};
+
 struct RigOptions {
   int mr_mode = kMrModes;
   size_t cq_size = 128;
@@ -140,7 +153,42 @@ class RawRig : public ::testing::Test {
     return true;
   }
 
+  // Opens `p` on the rig's fabric with the rig's info; `buf` is registered as its MR.
+  bool open_peer(PeerDomain* p, void* buf, size_t len) {
+    peers_.push_back(p);
+    if (fi_domain(fabric_, info_, &p->domain, nullptr) != 0) return fail("peer fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    if (fi_cq_open(p->domain, &cq_attr, &p->cq, nullptr) != 0) return fail("peer fi_cq_open");
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    if (fi_av_open(p->domain, &av_attr, &p->av, nullptr) != 0) return fail("peer fi_av_open");
+    if (fi_endpoint(p->domain, info_, &p->ep, nullptr) != 0) return fail("peer fi_endpoint");
+    if (fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV) != 0) return fail("peer bind");
+    if (fi_ep_bind(p->ep, &p->av->fid, 0) != 0) return fail("peer bind av");
+    if (fi_enable(p->ep) != 0) return fail("peer fi_enable");
+    char name[256];
+    size_t n = sizeof(name);
+    if (fi_getname(&ep_[1]->fid, name, &n) != 0) return fail("fi_getname");
+    if (fi_av_insert(p->av, name, 1, &p->to_ep1, 0, nullptr) != 1) return fail("peer av insert");
+    n = sizeof(name);
+    if (fi_getname(&p->ep->fid, name, &n) != 0) return fail("peer fi_getname");
+    if (fi_av_insert(av_, name, 1, &p->from_rig, 0, nullptr) != 1) return fail("rig av insert");
+    if (fi_mr_reg(p->domain, buf, len,
+                  FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 99,
+                  0, &p->mr, nullptr) != 0)
+      return fail("peer fi_mr_reg");
+    return true;
+  }
+
   void TearDown() override {
+    for (PeerDomain* p : peers_) {
+      for (fid* f :
+           {p->mr != nullptr ? &p->mr->fid : nullptr, p->ep != nullptr ? &p->ep->fid : nullptr,
+            p->av != nullptr ? &p->av->fid : nullptr, p->cq != nullptr ? &p->cq->fid : nullptr,
+            p->domain != nullptr ? &p->domain->fid : nullptr})
+        close_fid(f);
+    }
     // Dependents first: MRs bound to an endpoint, endpoints, then what they were bound to.
     for (fid_mr* m : mrs_) close_fid(m != nullptr ? &m->fid : nullptr);
     for (fid_ep* e : ep_) close_fid(e != nullptr ? &e->fid : nullptr);
@@ -258,6 +306,7 @@ class RawRig : public ::testing::Test {
   fid_ep* ep_[2] = {nullptr, nullptr};
   fi_addr_t addr_[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
   std::vector<fid_mr*> mrs_;
+  std::vector<PeerDomain*> peers_;
 };
 
 }  // namespace strict_test

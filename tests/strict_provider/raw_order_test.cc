@@ -265,6 +265,62 @@ TEST_F(Order, DelayedPostsLandLateInOrderWithTheirData) {
   EXPECT_EQ(std::memcmp(dst_[0].data(), src_[0].data(), 4096), 0) << "the delayed read's data";
 }
 
+TEST_F(Order, DelayedPostsGoOutWithoutCallsUnderAutoProgress) {
+  // FI_PROGRESS_AUTO promises progress without the application's calls: a slow NIC still
+  // delivers while nobody calls into its domain. The receiver is another domain, polled alone.
+  ScopedEnv env{{"STRICT_TEST_PROGRESS", "auto"}, {"STRICT_FI_DELAY_POST_US", "5000"}};
+  {
+    fi_info* hints = strict_hints(kMrModes);
+    fi_info* list = nullptr;
+    const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
+    fi_freeinfo(hints);
+    fi_freeinfo(list);
+    if (ret == -FI_ENODATA) GTEST_SKIP() << "the base offers no FI_PROGRESS_AUTO";
+  }
+  open();
+  ASSERT_EQ(info_->domain_attr->data_progress, FI_PROGRESS_AUTO);
+  PeerDomain p;
+  std::vector<uint8_t> rbuf(2 * kSlot, 0);
+  {
+    ScopedEnv undelayed{{"STRICT_FI_DELAY_POST_US", "0"}};
+    ASSERT_TRUE(open_peer(&p, rbuf.data(), rbuf.size()));
+  }
+  fi_context2 r[2]{}, s[2]{};
+  for (size_t i = 0; i < 2; ++i)
+    ASSERT_EQ(
+        fi_recv(p.ep, rbuf.data() + i * kSlot, kSlot, fi_mr_desc(p.mr), FI_ADDR_UNSPEC, &r[i]), 0);
+  auto peer_completion = [&] {
+    fi_cq_data_entry e{};
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (Clock::now() < until)
+      if (fi_cq_read(p.cq, &e, 1) == 1) return true;
+    return false;
+  };
+  // A first message while both sides are driven, so that the connection is up.
+  ASSERT_EQ(retry([&] {
+              (void)fi_cq_read(p.cq, nullptr, 0);
+              return fi_send(ep_[0], src_[0].data(), kSlot, fi_mr_desc(msrc_[0]), p.from_rig,
+                             &s[0]);
+            }),
+            0);
+  bool first = false;
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (!first && Clock::now() < until) {
+    progress();
+    fi_cq_data_entry e{};
+    first = fi_cq_read(p.cq, &e, 1) == 1;
+  }
+  ASSERT_TRUE(first) << "the first message never arrived";
+  ASSERT_EQ(next().ret, 1) << "the first send's completion";
+  // The second: after fi_send returns, no call into the sender's domain until it arrived.
+  ASSERT_EQ(fi_send(ep_[0], src_[0].data() + kSlot, kSlot, fi_mr_desc(msrc_[0]), p.from_rig, &s[1]),
+            0);
+  EXPECT_TRUE(peer_completion())
+      << "a delayed post on an auto-progress domain never went out while nobody called it";
+  EXPECT_EQ(std::memcmp(rbuf.data() + kSlot, src_[0].data() + kSlot, kSlot), 0);
+  ASSERT_EQ(next().ret, 1) << "the second send's completion";
+}
+
 TEST_F(Order, DelaysApplyOnlyToTheNamedDomain) {
   // Delays of up to 10 s on a NIC that is not this one: nothing here may wait for them.
   ScopedEnv env{{"STRICT_FI_DELAY_US", "10000000"},

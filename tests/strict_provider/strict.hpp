@@ -14,6 +14,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -121,6 +123,7 @@ struct Domain {
   bool source = false;                 // FI_SOURCE: CQs report source addresses
   uint64_t delay_us = 0;               // STRICT_FI_DELAY_US for this domain
   uint64_t delay_post_us = 0;          // STRICT_FI_DELAY_POST_US for this domain
+  bool auto_progress = false;          // opened with FI_PROGRESS_AUTO data progress
   std::atomic<uint64_t> posts{0};      // every post, for STRICT_FI_EAGAIN_EVERY
   std::atomic<uint64_t> ops{0};        // data operations admitted, for STRICT_FI_DEAD_DOMAIN_AT
   std::atomic<uint64_t> error_ops{0};  // operations of STRICT_FI_ERROR_OP kinds
@@ -131,6 +134,11 @@ struct Domain {
   std::vector<Endpoint*> eps;
   std::mt19937_64 rng;
   uint64_t next_ep_id = 1;
+  // FI_PROGRESS_AUTO with STRICT_FI_DELAY_POST_US: a thread posts what is due even while the
+  // application makes no call (a slow NIC still delivers).
+  std::thread pump;
+  std::condition_variable pump_cv;
+  bool pump_stop = false;
   // Marks the domain dead and fails every operation still outstanding on its CQs (mu held).
   void kill();
   uint64_t draw_us(uint64_t max_us);  // uniform in [0, max_us]
@@ -318,6 +326,8 @@ void refused(const Admission& adm, void* ctx);
 
 void defer_post(Endpoint* ep, const Request& req, void** base_desc, PostFn post, Admission adm);
 void flush_posts(Domain* d);  // posts what is due, on every endpoint of the domain
+void start_pump(Domain* d);   // at fi_domain, for auto progress
+void stop_pump(Domain* d);    // at domain close, before the base domain closes
 // At endpoint close (`closing`: their contexts are forgotten) and domain death (they stay
 // outstanding and fail).
 void drop_posts(Endpoint* ep, bool closing);
