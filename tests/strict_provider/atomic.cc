@@ -98,13 +98,15 @@ struct OwnedAtomicMsg {
   }
 };
 
-Request atomic_request(void* ctx, void* const* desc, size_t count) {
-  return Request{.op = Op::atomic, .ctx = ctx, .desc = desc, .count = count};
+Request atomic_request(void* ctx, void* const* desc, size_t count, fi_addr_t peer) {
+  Request r{.op = Op::atomic, .ctx = ctx, .desc = desc, .count = count};
+  r.peer = peer;
+  return r;
 }
 
 Request atomic_msg_request(const fi_msg_atomic* msg, void* const* desc, size_t count,
                            uint64_t flags) {
-  Request r = atomic_request(msg->context, desc, count);
+  Request r = atomic_request(msg->context, desc, count, msg->addr);
   r.has_data = (flags & FI_REMOTE_CQ_DATA) != 0;
   r.data = msg->data;
   return r;
@@ -113,7 +115,7 @@ Request atomic_msg_request(const fi_msg_atomic* msg, void* const* desc, size_t c
 ssize_t awrite(fid_ep* ep, const void* buf, size_t count, void* desc, fi_addr_t dest, uint64_t addr,
                uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
   if (hidden(ep)) return -FI_EOPNOTSUPP;
-  return submit(ep, atomic_request(ctx, &desc, 1), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, &desc, 1, dest), [=](fid_ep* b, void** d) {
     return fi_atomic(b, buf, count, d[0], dest, addr, key, dt, op, ctx);
   });
 }
@@ -123,7 +125,7 @@ ssize_t awritev(fid_ep* ep, const fi_ioc* iov, void** desc, size_t count, fi_add
   if (hidden(ep)) return -FI_EOPNOTSUPP;
   OwnedIoc o(iov, count, false, dt);
   const bool had_desc = desc != nullptr;
-  return submit(ep, atomic_request(ctx, desc, count), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, desc, count, dest), [=](fid_ep* b, void** d) {
     return fi_atomicv(b, o.data(nullptr), had_desc ? d : nullptr, count, dest, addr, key, dt, op,
                       ctx);
   });
@@ -145,7 +147,7 @@ ssize_t ainject(fid_ep* ep, const void* buf, size_t count, fi_addr_t dest, uint6
   if (hidden(ep)) return -FI_EOPNOTSUPP;
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + count * datatype_size(dt));
-  Request r = atomic_request(nullptr, nullptr, 0);
+  Request r = atomic_request(nullptr, nullptr, 0, dest);
   r.completes = false;
   return submit(ep, r, [=](fid_ep* b, void**) {
     return fi_inject_atomic(b, copy.data(), count, dest, addr, key, dt, op);
@@ -157,7 +159,7 @@ ssize_t areadwrite(fid_ep* ep, const void* buf, size_t count, void* desc, void* 
                    fi_op op, void* ctx) {
   if (hidden(ep)) return -FI_EOPNOTSUPP;
   void* all[2] = {desc, result_desc};
-  return submit(ep, atomic_request(ctx, all, 2), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, all, 2, dest), [=](fid_ep* b, void** d) {
     return fi_fetch_atomic(b, buf, count, d[0], result, d[1], dest, addr, key, dt, op, ctx);
   });
 }
@@ -172,7 +174,7 @@ ssize_t areadwritev(fid_ep* ep, const fi_ioc* iov, void** desc, size_t count, fi
   OwnedIoc o(iov, count, false, dt);
   OwnedIoc res(resultv, result_count, false, dt);
   const bool had_desc = desc != nullptr, had_rdesc = result_desc != nullptr;
-  return submit(ep, atomic_request(ctx, all, n), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, all, n, dest), [=](fid_ep* b, void** d) {
     return fi_fetch_atomicv(b, o.data(nullptr), had_desc ? d : nullptr, count,
                             const_cast<fi_ioc*>(res.data(nullptr)), had_rdesc ? d + count : nullptr,
                             result_count, dest, addr, key, dt, op, ctx);
@@ -202,7 +204,7 @@ ssize_t acompwrite(fid_ep* ep, const void* buf, size_t count, void* desc, const 
                    uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
   if (hidden(ep)) return -FI_EOPNOTSUPP;
   void* all[3] = {desc, compare_desc, result_desc};
-  return submit(ep, atomic_request(ctx, all, 3), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, all, 3, dest), [=](fid_ep* b, void** d) {
     return fi_compare_atomic(b, buf, count, d[0], compare, d[1], result, d[2], dest, addr, key, dt,
                              op, ctx);
   });
@@ -221,7 +223,7 @@ ssize_t acompwritev(fid_ep* ep, const fi_ioc* iov, void** desc, size_t count,
   OwnedIoc res(resultv, result_count, false, dt);
   const bool had_desc = desc != nullptr, had_cdesc = compare_desc != nullptr,
              had_rdesc = result_desc != nullptr;
-  return submit(ep, atomic_request(ctx, all, n), [=](fid_ep* b, void** d) {
+  return submit(ep, atomic_request(ctx, all, n, dest), [=](fid_ep* b, void** d) {
     return fi_compare_atomicv(b, o.data(nullptr), had_desc ? d : nullptr, count, cmp.data(nullptr),
                               had_cdesc ? d + count : nullptr, compare_count,
                               const_cast<fi_ioc*>(res.data(nullptr)),

@@ -1,11 +1,13 @@
 // A slow rail (STRICT_FI_DELAY_POST_US): data operations are queued per endpoint and handed to
-// the base 0..N us after they were posted, in their order, from the domain's CQ reads and later
-// posts (and, on a domain with FI_PROGRESS_AUTO, from a thread of its own), so the data itself
-// lands late. Also the clock and the seeded draws that the delays and STRICT_FI_REORDER share.
+// the base 0..N us after they were posted, in their order (per peer), from the domain's CQ reads
+// and later posts (and, on a domain with FI_PROGRESS_AUTO, from a thread of its own), so the data
+// itself lands late. Also the clock and the seeded draws that the delays and STRICT_FI_REORDER
+// share.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <vector>
 
 #include "strict.hpp"
 
@@ -64,11 +66,23 @@ void defer_post(Endpoint* ep, const Request& req, void** base_desc, PostFn post,
 
 void flush_posts(Domain* d) {
   const uint64_t now = now_ns();
+  std::vector<fi_addr_t> busy;  // peers whose oldest due post the base refused in this pass
   for (Endpoint* ep : d->eps) {
-    while (!ep->deferred.empty() && ep->deferred.front().ready_ns <= now) {
-      DeferredPost& p = ep->deferred.front();
+    busy.clear();
+    // Due posts go in order; one the base refuses (-FI_EAGAIN) holds back the later ones to its
+    // peer only, as a stalled peer does not hold up an RDM endpoint's traffic to others.
+    for (auto it = ep->deferred.begin(); it != ep->deferred.end() && it->ready_ns <= now;) {
+      DeferredPost& p = *it;
+      if (std::find(busy.begin(), busy.end(), p.req.peer) != busy.end()) {
+        ++it;
+        continue;
+      }
       const ssize_t ret = p.post(ep->base, p.base_desc);
-      if (ret == -FI_EAGAIN) break;  // the base is busy: later, still in order
+      if (ret == -FI_EAGAIN) {
+        busy.push_back(p.req.peer);
+        ++it;
+        continue;
+      }
       if (ret != 0) {
         // The caller was told it was posted: what the base says now comes as its completion.
         totals.delayed_post_errors.fetch_add(1, std::memory_order_relaxed);
@@ -83,7 +97,7 @@ void flush_posts(Domain* d) {
                                   static_cast<int>(-ret), kErrDelayedPost, text);
         }
       }
-      ep->deferred.pop_front();
+      it = ep->deferred.erase(it);
     }
   }
 }

@@ -33,6 +33,11 @@ struct OwnedIov {
 // `desc` of a msg call: the translated descriptors, or none when the caller gave none.
 void** msg_desc(bool had_desc, void** d) { return had_desc ? d : nullptr; }
 
+Request to(fi_addr_t peer, Request r) {
+  r.peer = peer;
+  return r;
+}
+
 // ---- messages ----
 
 ssize_t recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
@@ -64,13 +69,13 @@ ssize_t recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
 }
 
 ssize_t send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
-  return submit(ep, Request{.op = Op::send, .ctx = ctx, .desc = &desc, .count = 1},
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = &desc, .count = 1}),
                 [=](fid_ep* b, void** d) { return fi_send(b, buf, len, d[0], dest, ctx); });
 }
 
 ssize_t sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
-  return submit(ep, Request{.op = Op::send, .ctx = ctx, .desc = desc, .count = count},
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = desc, .count = count}),
                 [=](fid_ep* b, void** d) { return fi_sendv(b, v.data(), d, v.size(), dest, ctx); });
 }
 
@@ -79,12 +84,12 @@ ssize_t sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
   const fi_msg m = *msg;
   const bool had_desc = msg->desc != nullptr;
   return submit(ep,
-                Request{.op = Op::send,
-                        .ctx = msg->context,
-                        .desc = msg->desc,
-                        .count = msg->iov_count,
-                        .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
-                        .data = msg->data},
+                to(msg->addr, Request{.op = Op::send,
+                                      .ctx = msg->context,
+                                      .desc = msg->desc,
+                                      .count = msg->iov_count,
+                                      .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
+                                      .data = msg->data}),
                 [=](fid_ep* b, void** d) {
                   iovec one;
                   fi_msg x = m;
@@ -99,7 +104,7 @@ ssize_t sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
 ssize_t inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
-  return submit(ep, Request{.op = Op::send, .completes = false},
+  return submit(ep, to(dest, Request{.op = Op::send, .completes = false}),
                 [=](fid_ep* b, void**) { return fi_inject(b, copy.data(), copy.size(), dest); });
 }
 
@@ -107,8 +112,12 @@ ssize_t senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t d
                  void* ctx) {
   return submit(
       ep,
-      Request{
-          .op = Op::send, .ctx = ctx, .desc = &desc, .count = 1, .has_data = true, .data = data},
+      to(dest, Request{.op = Op::send,
+                       .ctx = ctx,
+                       .desc = &desc,
+                       .count = 1,
+                       .has_data = true,
+                       .data = data}),
       [=](fid_ep* b, void** d) { return fi_senddata(b, buf, len, d[0], data, dest, ctx); });
 }
 
@@ -116,7 +125,7 @@ ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_ad
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
   return submit(
-      ep, Request{.op = Op::send, .completes = false, .has_data = true, .data = data},
+      ep, to(dest, Request{.op = Op::send, .completes = false, .has_data = true, .data = data}),
       [=](fid_ep* b, void**) { return fi_injectdata(b, copy.data(), copy.size(), data, dest); });
 }
 
@@ -125,7 +134,7 @@ ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_ad
 ssize_t read(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
              uint64_t key, void* ctx) {
   return submit(
-      ep, Request{.op = Op::read, .ctx = ctx, .desc = &desc, .count = 1},
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = &desc, .count = 1}),
       [=](fid_ep* b, void** d) { return fi_read(b, buf, len, d[0], src, addr, key, ctx); });
 }
 
@@ -133,7 +142,7 @@ ssize_t readv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t
               uint64_t key, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
   return submit(
-      ep, Request{.op = Op::read, .ctx = ctx, .desc = desc, .count = count},
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = desc, .count = count}),
       [=](fid_ep* b, void** d) { return fi_readv(b, v.data(), d, v.size(), src, addr, key, ctx); });
 }
 
@@ -161,7 +170,9 @@ struct OwnedRma {
 ssize_t readmsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
   OwnedRma o(msg, false);
   return submit(
-      ep, Request{.op = Op::read, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count},
+      ep,
+      to(msg->addr,
+         Request{.op = Op::read, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count}),
       [=](fid_ep* b, void** d) {
         iovec one;
         fi_msg_rma x = o.view(d, &one);
@@ -172,14 +183,14 @@ ssize_t readmsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
 ssize_t write(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
               uint64_t key, void* ctx) {
   return submit(
-      ep, Request{.op = Op::write, .ctx = ctx, .desc = &desc, .count = 1},
+      ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = &desc, .count = 1}),
       [=](fid_ep* b, void** d) { return fi_write(b, buf, len, d[0], dest, addr, key, ctx); });
 }
 
 ssize_t writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                uint64_t addr, uint64_t key, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
-  return submit(ep, Request{.op = Op::write, .ctx = ctx, .desc = desc, .count = count},
+  return submit(ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = desc, .count = count}),
                 [=](fid_ep* b, void** d) {
                   return fi_writev(b, v.data(), d, v.size(), dest, addr, key, ctx);
                 });
@@ -189,12 +200,12 @@ ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
   const bool inj = (flags & FI_INJECT) != 0;
   OwnedRma o(msg, inj);
   return submit(ep,
-                Request{.op = Op::write,
-                        .ctx = msg->context,
-                        .desc = msg->desc,
-                        .count = msg->iov_count,
-                        .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
-                        .data = msg->data},
+                to(msg->addr, Request{.op = Op::write,
+                                      .ctx = msg->context,
+                                      .desc = msg->desc,
+                                      .count = msg->iov_count,
+                                      .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
+                                      .data = msg->data}),
                 [=](fid_ep* b, void** d) {
                   iovec one;
                   fi_msg_rma x = o.view(d, &one);
@@ -206,30 +217,34 @@ ssize_t inject_write(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, ui
                      uint64_t key) {
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
-  return submit(ep, Request{.op = Op::write, .completes = false}, [=](fid_ep* b, void**) {
+  return submit(ep, to(dest, Request{.op = Op::write, .completes = false}), [=](fid_ep* b, void**) {
     return fi_inject_write(b, copy.data(), copy.size(), dest, addr, key);
   });
 }
 
 ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
                   fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) {
-  return submit(
-      ep,
-      Request{
-          .op = Op::write, .ctx = ctx, .desc = &desc, .count = 1, .has_data = true, .data = data},
-      [=](fid_ep* b, void** d) {
-        return fi_writedata(b, buf, len, d[0], data, dest, addr, key, ctx);
-      });
+  return submit(ep,
+                to(dest, Request{.op = Op::write,
+                                 .ctx = ctx,
+                                 .desc = &desc,
+                                 .count = 1,
+                                 .has_data = true,
+                                 .data = data}),
+                [=](fid_ep* b, void** d) {
+                  return fi_writedata(b, buf, len, d[0], data, dest, addr, key, ctx);
+                });
 }
 
 ssize_t inject_writedata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                          uint64_t addr, uint64_t key) {
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
-  return submit(ep, Request{.op = Op::write, .completes = false, .has_data = true, .data = data},
-                [=](fid_ep* b, void**) {
-                  return fi_inject_writedata(b, copy.data(), copy.size(), data, dest, addr, key);
-                });
+  return submit(
+      ep, to(dest, Request{.op = Op::write, .completes = false, .has_data = true, .data = data}),
+      [=](fid_ep* b, void**) {
+        return fi_inject_writedata(b, copy.data(), copy.size(), data, dest, addr, key);
+      });
 }
 
 }  // namespace

@@ -321,6 +321,47 @@ TEST_F(Order, DelayedPostsGoOutWithoutCallsUnderAutoProgress) {
   ASSERT_EQ(next().ret, 1) << "the second send's completion";
 }
 
+TEST_F(Order, DelayedPostsToAStalledPeerHoldBackOnlyThatPeer) {
+  ScopedEnv env{{"STRICT_FI_DELAY_POST_US", "1000"}};
+  open();
+  // The address of an endpoint that is gone: the base can never deliver there. (shm 1.17
+  // crashes sending to a closed endpoint of its own process: there, a name that never existed.)
+  fi_addr_t gone = FI_ADDR_NOTAVAIL;
+  const char* base = std::getenv("STRICT_FI_BASE");
+  if (base != nullptr && std::strcmp(base, "shm") == 0) {
+    char name[64] = "strict-no-such-peer";
+    ASSERT_EQ(fi_av_insert(av_, name, 1, &gone, 0, nullptr), 1);
+  } else {
+    fid_ep* tmp = nullptr;
+    ASSERT_EQ(fi_endpoint(domain_, info_, &tmp, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(tmp, &cq_->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(tmp, &av_->fid, 0), 0);
+    ASSERT_EQ(fi_enable(tmp), 0);
+    char name[256];
+    size_t len = sizeof(name);
+    ASSERT_EQ(fi_getname(&tmp->fid, name, &len), 0);
+    ASSERT_EQ(fi_av_insert(av_, name, 1, &gone, 0, nullptr), 1);
+    ASSERT_EQ(fi_close(&tmp->fid), 0);
+  }
+  fi_context2 dead[3]{};
+  for (auto& c : dead) {
+    const ssize_t ret = fi_send(ep_[0], src_[0].data(), kSlot, fi_mr_desc(msrc_[0]), gone, &c);
+    ASSERT_TRUE(ret == 0 || ret == -FI_EAGAIN) << fi_strerror(static_cast<int>(-ret));
+  }
+  ASSERT_EQ(
+      fi_recv(ep_[1], dst_[1].data(), kSlot, fi_mr_desc(mdst_[1]), FI_ADDR_UNSPEC, &rctx_[1][0]),
+      0);
+  ASSERT_EQ(retry([&] {
+              return fi_send(ep_[0], src_[0].data() + kSlot, kSlot, fi_mr_desc(msrc_[0]), addr_[1],
+                             &sctx_[0][0]);
+            }),
+            0);
+  EXPECT_TRUE(progress_until(
+      [&] { return std::memcmp(dst_[1].data(), src_[0].data() + kSlot, kSlot) == 0; },
+      std::chrono::seconds(3)))
+      << "posts to a live peer waited behind posts to a dead one";
+}
+
 TEST_F(Order, DelaysApplyOnlyToTheNamedDomain) {
   // Delays of up to 10 s on a NIC that is not this one: nothing here may wait for them.
   ScopedEnv env{{"STRICT_FI_DELAY_US", "10000000"},

@@ -223,6 +223,7 @@ struct Request {
   size_t count = 0;
   bool has_data = false;  // carries remote CQ data
   uint64_t data = 0;
+  fi_addr_t peer = FI_ADDR_UNSPEC;  // the other side (delayed posts keep their order per peer)
 };
 
 struct Admission {
