@@ -114,8 +114,9 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
   ASSERT_TRUE(mb && mr);
 
   ScopedEnv wide{{"STRICT_FI_CQ_DATA_SIZE", "8"}};
-  PeerDomain p;
-  ASSERT_TRUE(open_peer(&p, a.data(), a.size()));
+  PeerDomain* peer = open_peer(a.data(), a.size());
+  ASSERT_NE(peer, nullptr);
+  PeerDomain& p = *peer;
   p.to = p.to_ep1;
 
   fi_context2 rctx{}, sctx{}, wctx{};

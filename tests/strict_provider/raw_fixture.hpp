@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -153,9 +154,15 @@ class RawRig : public ::testing::Test {
     return true;
   }
 
-  // Opens `p` on the rig's fabric with the rig's info; `buf` is registered as its MR.
+  // Opens a peer domain on the rig's fabric with the rig's info, `buf` registered as its MR;
+  // the rig owns it and closes it at TearDown. nullptr (with a gtest failure) when refused.
+  PeerDomain* open_peer(void* buf, size_t len) {
+    peers_.push_back(std::make_unique<PeerDomain>());
+    PeerDomain* p = peers_.back().get();
+    return open_peer(p, buf, len) ? p : nullptr;
+  }
+
   bool open_peer(PeerDomain* p, void* buf, size_t len) {
-    peers_.push_back(p);
     if (fi_domain(fabric_, info_, &p->domain, nullptr) != 0) return fail("peer fi_domain");
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_DATA;
@@ -182,7 +189,7 @@ class RawRig : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (PeerDomain* p : peers_) {
+    for (const auto& p : peers_) {
       for (fid* f :
            {p->mr != nullptr ? &p->mr->fid : nullptr, p->ep != nullptr ? &p->ep->fid : nullptr,
             p->av != nullptr ? &p->av->fid : nullptr, p->cq != nullptr ? &p->cq->fid : nullptr,
@@ -306,7 +313,7 @@ class RawRig : public ::testing::Test {
   fid_ep* ep_[2] = {nullptr, nullptr};
   fi_addr_t addr_[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
   std::vector<fid_mr*> mrs_;
-  std::vector<PeerDomain*> peers_;
+  std::vector<std::unique_ptr<PeerDomain>> peers_;
 };
 
 }  // namespace strict_test

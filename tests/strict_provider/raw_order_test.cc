@@ -279,12 +279,14 @@ TEST_F(Order, DelayedPostsGoOutWithoutCallsUnderAutoProgress) {
   }
   open();
   ASSERT_EQ(info_->domain_attr->data_progress, FI_PROGRESS_AUTO);
-  PeerDomain p;
   std::vector<uint8_t> rbuf(2 * kSlot, 0);
+  PeerDomain* peer = nullptr;
   {
     ScopedEnv undelayed{{"STRICT_FI_DELAY_POST_US", "0"}};
-    ASSERT_TRUE(open_peer(&p, rbuf.data(), rbuf.size()));
+    peer = open_peer(rbuf.data(), rbuf.size());
   }
+  ASSERT_NE(peer, nullptr);
+  PeerDomain& p = *peer;
   fi_context2 r[2]{}, s[2]{};
   for (size_t i = 0; i < 2; ++i)
     ASSERT_EQ(
