@@ -1,10 +1,25 @@
-// Endpoint of the strict provider: binds translate our CQ/AV wrappers to the base's, enable,
-// names, options and cancel pass through, and close refuses (-FI_EBUSY) while MRs are still bound
-// to it, as providers that require FI_MR_ENDPOINT do.
+// Endpoint of the strict provider: a CQ bind opens a base CQ for this endpoint alone (so every
+// base completion is known to be this endpoint's), an AV bind translates our wrapper to the
+// base's; enable arms the FI_RX_CQ_DATA receive queue, cancel takes back a receive it holds;
+// names and options pass through; close refuses (-FI_EBUSY) while MRs are still bound to it, as
+// providers that require FI_MR_ENDPOINT do.
 #include "strict.hpp"
 
 namespace strict {
 namespace {
+
+// Closes the endpoint's base CQs. What of it is still held in the strict CQs stays readable,
+// but no longer counts against their size.
+void detach(Endpoint* ep, const std::shared_ptr<Source>& s) {
+  Cq* cq = s->cq;
+  cq->expected -= s->expected;
+  s->expected = 0;
+  s->ep = nullptr;
+  if (s->base != nullptr) (void)fi_close(&s->base->fid);
+  s->base = nullptr;
+  std::erase(cq->sources, s);
+  (void)ep;
+}
 
 int ep_close(fid* f) {
   auto* ep = reinterpret_cast<Endpoint*>(f);
@@ -12,9 +27,52 @@ int ep_close(fid* f) {
     totals.mr_busy_closes.fetch_add(1, std::memory_order_relaxed);
     return -FI_EBUSY;
   }
-  int ret = fi_close(&ep->base->fid);
-  if (ret != 0) return ret;
+  Domain* d = ep->domain;
+  {
+    std::lock_guard<std::mutex> g(d->mu);
+    int ret = fi_close(&ep->base->fid);
+    if (ret != 0) return ret;
+    // Operations the application posted and nothing will complete any more.
+    rx_clear(ep, true);
+    drop_posts(ep, true);
+    if (ep->tx_src) detach(ep, ep->tx_src);
+    if (ep->rx_src && ep->rx_src != ep->tx_src) detach(ep, ep->rx_src);
+    std::erase(d->eps, ep);
+  }
   delete ep;
+  return 0;
+}
+
+// Each binding to a strict CQ gets a base CQ of its own (one per endpoint and CQ, for both
+// directions when both are bound to the same CQ).
+int bind_cq(Endpoint* ep, Cq* cq, uint64_t flags) {
+  const uint64_t dir = flags & (FI_TRANSMIT | FI_RECV);
+  if (((dir & FI_TRANSMIT) && ep->tx_src) || ((dir & FI_RECV) && ep->rx_src)) return -FI_EINVAL;
+  std::shared_ptr<Source> s;
+  if (ep->tx_src && ep->tx_src->cq == cq) s = ep->tx_src;
+  if (ep->rx_src && ep->rx_src->cq == cq) s = ep->rx_src;
+  const bool fresh = !s;
+  if (fresh) {
+    s = std::make_shared<Source>();
+    s->cq = cq;
+    s->ep = ep;
+    s->ep_id = ep->id;
+    fi_cq_attr attr{};
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.size = cq->base_size;
+    attr.wait_obj = FI_WAIT_NONE;
+    int ret = fi_cq_open(ep->domain->base, &attr, &s->base, nullptr);
+    if (ret != 0) return ret;
+  }
+  int ret = fi_ep_bind(ep->base, &s->base->fid, flags);
+  if (ret != 0) {
+    if (fresh) (void)fi_close(&s->base->fid);
+    return ret;
+  }
+  s->bind_flags |= dir;
+  if (fresh) cq->sources.push_back(s);
+  if (dir & FI_TRANSMIT) ep->tx_src = s;
+  if (dir & FI_RECV) ep->rx_src = s;
   return 0;
 }
 
@@ -22,11 +80,8 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
   auto* ep = reinterpret_cast<Endpoint*>(f);
   if (Cq* cq = as_cq(bfid)) {
     if (cq->domain != ep->domain) return -FI_EINVAL;
-    int ret = fi_ep_bind(ep->base, &cq->base->fid, flags);
-    if (ret != 0) return ret;
-    if (flags & FI_TRANSMIT) ep->tx_cq = cq;
-    if (flags & FI_RECV) ep->rx_cq = cq;
-    return 0;
+    std::lock_guard<std::mutex> g(ep->domain->mu);
+    return bind_cq(ep, cq, flags);
   }
   if (Av* av = as_av(bfid)) return fi_ep_bind(ep->base, &av->base->fid, flags);
   switch (bfid->fclass) {
@@ -41,13 +96,26 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
 int ep_control(fid* f, int command, void* arg) {
   auto* ep = reinterpret_cast<Endpoint*>(f);
   switch (command) {
-    case FI_ENABLE:
+    case FI_ENABLE: {
+      std::lock_guard<std::mutex> g(ep->domain->mu);
+      int ret = fi_control(&ep->base->fid, command, arg);
+      if (ret != 0) return ret;
+      return ep->domain->cfg.rx_cq_data ? rx_arm(ep) : 0;
+    }
     case FI_GETOPSFLAG:
     case FI_SETOPSFLAG:
       return fi_control(&ep->base->fid, command, arg);
     default:
       return -FI_ENOSYS;
   }
+}
+
+ssize_t ep_cancel(fid_t f, void* context) {
+  auto* ep = reinterpret_cast<Endpoint*>(f);
+  std::lock_guard<std::mutex> g(ep->domain->mu);
+  // Receives held under FI_RX_CQ_DATA are ours to cancel; the rest is the base's.
+  if (ep->rxq && rx_cancel(ep, context)) return 0;
+  return fi_cancel(&ep->base->fid, context);
 }
 
 fi_ops ep_fid_ops = {
@@ -65,7 +133,7 @@ fid_ep* base_of(fid_t f) { return reinterpret_cast<Endpoint*>(f)->base; }
 
 fi_ops_ep ep_ops = {
     .size = sizeof(fi_ops_ep),
-    .cancel = [](fid_t f, void* context) { return fi_cancel(&base_of(f)->fid, context); },
+    .cancel = ep_cancel,
     .getopt =
         [](fid_t f, int level, int optname, void* optval, size_t* optlen) {
           return fi_getopt(&base_of(f)->fid, level, optname, optval, optlen);
@@ -147,6 +215,11 @@ int open_endpoint(Domain* d, fi_info* info, fid_ep** out, void* context) {
   if (ret != 0) {
     delete ep;
     return ret;
+  }
+  {
+    std::lock_guard<std::mutex> g(d->mu);
+    ep->id = d->next_ep_id++;
+    d->eps.push_back(ep);
   }
   ep->ep.fid.fclass = FI_CLASS_EP;
   ep->ep.fid.context = context;

@@ -57,13 +57,12 @@ int fabric_wait_open(fid_fabric* f, fi_wait_attr* attr, fid_wait** waitset) {
   return fi_wait_open(reinterpret_cast<Fabric*>(f)->base, attr, waitset);
 }
 
+// A strict CQ reads several base CQs (one per endpoint) and holds entries of its own, so there
+// is no one wait object to block on: callers are told to poll.
 int fabric_trywait(fid_fabric* f, fid** fids, int count) {
-  std::vector<fid*> base(static_cast<size_t>(count > 0 ? count : 0));
-  for (int i = 0; i < count; ++i) {
-    Cq* cq = as_cq(fids[i]);
-    base[static_cast<size_t>(i)] = cq != nullptr ? &cq->base->fid : fids[i];
-  }
-  return fi_trywait(reinterpret_cast<Fabric*>(f)->base, base.data(), count);
+  for (int i = 0; i < count; ++i)
+    if (as_cq(fids[i]) != nullptr) return -FI_EAGAIN;
+  return fi_trywait(reinterpret_cast<Fabric*>(f)->base, fids, count);
 }
 
 fi_ops_fabric fabric_ops = {
@@ -80,8 +79,13 @@ fi_ops_fabric fabric_ops = {
 
 int domain_close(fid* f) {
   auto* d = reinterpret_cast<Domain*>(f);
+  stop_pump(d);
   int ret = fi_close(&d->base->fid);
-  if (ret != 0) return ret;
+  if (ret != 0) {
+    d->pump_stop = false;  // still open (-FI_EBUSY): keep delivering
+    start_pump(d);
+    return ret;
+  }
   delete d;
   return 0;
 }
@@ -184,8 +188,17 @@ int open_domain(Fabric* fab, fi_info* info, fid_domain** out, void* context) {
   auto* d = new Domain();
   d->fabric = fab;
   d->cfg = Config::from_env();
+  d->name = info->domain_attr->name != nullptr ? info->domain_attr->name : "";
   d->enforce_mr_endpoint = (info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
   d->base_prov_key = (info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+  d->base_mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  d->source = (info->caps & FI_SOURCE) != 0;
+  if (d->cfg.delay_domain.empty() || d->cfg.delay_domain == d->name) {
+    d->delay_us = d->cfg.delay_us;
+    d->delay_post_us = d->cfg.delay_post_us;
+  }
+  d->auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+  d->rng.seed(domain_seed(d->cfg, d->name));
   int ret = fi_domain(fab->base, binfo, &d->base, context);
   fi_freeinfo(binfo);
   if (ret != 0) {
@@ -197,13 +210,23 @@ int open_domain(Fabric* fab, fi_info* info, fid_domain** out, void* context) {
   d->domain.fid.ops = &domain_fid_ops;
   d->domain.ops = &domain_ops;
   d->domain.mr = &mr_ops;
+  start_pump(d);
   *out = &d->domain;
   return 0;
 }
 
 void Domain::kill() {
   if (dead.exchange(true)) return;
-  std::lock_guard<std::mutex> g(lock);
+  // A dead NIC reports nothing more: what was held back goes too, and every context still
+  // outstanding (held completions included) completes in error instead.
+  for (Cq* cq : cqs) {
+    std::erase_if(cq->staged, [](const Entry& e) { return e.admitted; });
+    cq->err_seq = 0;
+  }
+  for (Endpoint* ep : eps) {
+    rx_clear(ep, false);
+    drop_posts(ep, false);
+  }
   for (Cq* cq : cqs) cq->fail_outstanding();
 }
 

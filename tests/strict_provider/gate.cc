@@ -1,6 +1,9 @@
 // The gate every data operation of the strict provider passes before it reaches the base:
-// a dead domain, injected -FI_EAGAIN, FI_MR_ENDPOINT checks of the local descriptors (which are
-// translated to the base's), the dead-domain trigger and the injected error completion.
+// a dead or overrun domain, CQ data wider than the NIC carries, injected -FI_EAGAIN, the CQ
+// overrun count, FI_MR_ENDPOINT checks of the local descriptors (which are translated to the
+// base's), the dead-domain trigger and the injected error completion. Then the operation is posted,
+// queued for a late post (STRICT_FI_DELAY_POST_US), or for a receive under STRICT_FI_RX_CQ_DATA
+// held by this layer.
 #include <cstdio>
 
 #include "strict.hpp"
@@ -47,10 +50,9 @@ bool translate(const Endpoint* ep, void* desc, void** out, int* prov_errno, std:
   return true;
 }
 
-}  // namespace
-
-ssize_t admit(Endpoint* ep, Op op, void* ctx, bool completes, void* const* desc, void** out,
-              size_t count, Admission* adm) {
+// Every check of one post, in the order a NIC would refuse it (mu held). Returns 0 to post it,
+// kConsumed when an error completion stands in for it, or the negative return of the call.
+ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
   Domain* d = ep->domain;
   const Config& cfg = d->cfg;
   totals.posts.fetch_add(1, std::memory_order_relaxed);
@@ -58,33 +60,56 @@ ssize_t admit(Endpoint* ep, Op op, void* ctx, bool completes, void* const* desc,
     totals.dead_fails.fetch_add(1, std::memory_order_relaxed);
     return -FI_EIO;
   }
-  if (count > kMaxIov) return -FI_EINVAL;
+  if (d->overrun) {
+    totals.overrun_eio.fetch_add(1, std::memory_order_relaxed);
+    return -FI_EIO;  // a CQ of this NIC was overrun: it is in error
+  }
+  if (req.count > kMaxIov) return -FI_EINVAL;
+  // Stricter than hardware, which drops the high bits silently: a bug should be loud.
+  if (req.has_data && cfg.cq_data_size == 4 && (req.data >> 32) != 0) {
+    totals.cq_data_refused.fetch_add(1, std::memory_order_relaxed);
+    return -FI_EINVAL;
+  }
   const uint64_t post = d->posts.fetch_add(1) + 1;
   if (cfg.eagain_every > 0 && post % cfg.eagain_every == 0) {
     totals.eagain.fetch_add(1, std::memory_order_relaxed);
     return -FI_EAGAIN;
   }
-  Cq* cq = op == Op::recv ? ep->rx_cq : ep->tx_cq;
+  const std::shared_ptr<Source>& src = req.op == Op::recv ? ep->rx_src : ep->tx_src;
+  Cq* cq = src ? src->cq : nullptr;
+  if (req.completes && cq != nullptr) {
+    if (!cq->expect(src)) {
+      cq->unexpect(src);
+      return -FI_EOVERRUN;
+    }
+    adm->expect = src;
+  }
 
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < req.count; ++i) {
     int prov_errno = 0;
     std::string text;
-    if (translate(ep, desc != nullptr ? desc[i] : nullptr, &out[i], &prov_errno, &text)) continue;
+    if (translate(ep, req.desc != nullptr ? req.desc[i] : nullptr, &out[i], &prov_errno, &text))
+      continue;
     totals.mr_rejects.fetch_add(1, std::memory_order_relaxed);
     // Strict hardware reports a protection error on the work request, not at the doorbell.
-    if (!completes || cq == nullptr) return -FI_EINVAL;
-    cq->push_error(ctx, completion_flags(op), FI_EACCES, prov_errno, std::move(text));
+    if (!req.completes || cq == nullptr) {
+      refused(*adm, req.ctx);
+      return -FI_EINVAL;
+    }
+    cq->push_error(src, req.ctx, completion_flags(req.op), req.op == Op::recv, FI_EACCES,
+                   prov_errno, std::move(text));
     return kConsumed;
   }
 
   adm->domain = d;
   const uint64_t n = d->ops.fetch_add(1) + 1;
   if (cfg.dead_at > 0 && n > cfg.dead_at) {
+    refused(*adm, req.ctx);
     d->kill();
     totals.dead_fails.fetch_add(1, std::memory_order_relaxed);
     return -FI_EIO;
   }
-  if (completes && cfg.error_at > 0 && (cfg.error_ops & static_cast<unsigned>(op)) != 0 &&
+  if (req.completes && cfg.error_at > 0 && (cfg.error_ops & static_cast<unsigned>(req.op)) != 0 &&
       cq != nullptr) {
     const uint64_t k = d->error_ops.fetch_add(1) + 1;
     adm->counted_error = true;
@@ -92,24 +117,65 @@ ssize_t admit(Endpoint* ep, Op op, void* ctx, bool completes, void* const* desc,
       char text[160];
       std::snprintf(text, sizeof(text),
                     "strict provider: injected error completion on %s #%llu (STRICT_FI_ERROR_AT)",
-                    op_name(op), static_cast<unsigned long long>(k));
+                    op_name(req.op), static_cast<unsigned long long>(k));
       totals.errors.fetch_add(1, std::memory_order_relaxed);
-      cq->push_error(ctx, completion_flags(op), FI_EIO, kErrInjected, text);
+      cq->push_error(src, req.ctx, completion_flags(req.op), req.op == Op::recv, FI_EIO,
+                     kErrInjected, text);
       return kConsumed;
     }
   }
-  if (completes && cq != nullptr && cq->tracking) {
-    cq->track(ctx, completion_flags(op));
+  if (req.completes && cq != nullptr && cq->tracking) {
+    cq->track(req.ctx, completion_flags(req.op));
     adm->tracked = cq;
   }
   return 0;
 }
 
+}  // namespace
+
 void refused(const Admission& adm, void* ctx) {
   if (adm.tracked != nullptr) adm.tracked->untrack(ctx);
+  if (adm.expect) adm.expect->cq->unexpect(adm.expect);
   if (adm.domain == nullptr) return;
   adm.domain->ops.fetch_sub(1);
   if (adm.counted_error) adm.domain->error_ops.fetch_sub(1);
+}
+
+ssize_t submit(fid_ep* e, const Request& req, PostFn post) {
+  auto* ep = reinterpret_cast<Endpoint*>(e);
+  Domain* d = ep->domain;
+  std::lock_guard<std::mutex> g(d->mu);
+  if (d->delay_post_us > 0) flush_posts(d);  // later posts drive the earlier ones out
+  void* base_desc[kMaxIov] = {};
+  Admission adm;
+  ssize_t r = admit(ep, req, base_desc, &adm);
+  if (r == kConsumed) return 0;
+  if (r < 0) return r;
+  if (d->delay_post_us > 0) {
+    defer_post(ep, req, base_desc, std::move(post), std::move(adm));
+    flush_posts(d);
+    d->pump_cv.notify_one();
+    return 0;
+  }
+  ssize_t ret = post(ep->base, base_desc);
+  if (ret != 0) refused(adm, req.ctx);
+  return ret;
+}
+
+ssize_t submit_recv(fid_ep* e, const Request& req, const iovec* iov, size_t count, PostFn post) {
+  auto* ep = reinterpret_cast<Endpoint*>(e);
+  Domain* d = ep->domain;
+  std::lock_guard<std::mutex> g(d->mu);
+  if (d->delay_post_us > 0) flush_posts(d);
+  void* base_desc[kMaxIov] = {};
+  Admission adm;
+  ssize_t r = admit(ep, req, base_desc, &adm);
+  if (r == kConsumed) return 0;
+  if (r < 0) return r;
+  // Under FI_RX_CQ_DATA the base never sees the application's receives.
+  ssize_t ret = d->cfg.rx_cq_data ? rx_post(ep, req.ctx, iov, count) : post(ep->base, base_desc);
+  if (ret != 0) refused(adm, req.ctx);
+  return ret;
 }
 
 }  // namespace strict

@@ -1,130 +1,250 @@
 // Two-sided (fi_ops_msg) and one-sided (fi_ops_rma) operations of the strict provider: each
-// passes the gate, then goes to the base endpoint with the caller's context unchanged.
+// passes the gate, then goes to the base endpoint with the caller's context unchanged. Each post
+// is a closure that owns copies of what the caller lends only for the call (iov and rma_iov
+// arrays, inject payloads), so that STRICT_FI_DELAY_POST_US can run it later.
+#include <cstring>
+
 #include "strict.hpp"
 
 namespace strict {
 namespace {
 
+// An iov array, and with FI_INJECT its payload gathered (the caller may reuse it at return).
+// Copies of it stay valid: the one-buffer iov of a payload is made at each use.
+struct OwnedIov {
+  std::vector<iovec> iov;
+  std::vector<uint8_t> payload;
+  bool inject;
+  OwnedIov(const iovec* v, size_t count, bool inj) : iov(v, v + count), inject(inj) {
+    if (!inject) return;
+    for (const iovec& x : iov) {
+      const auto* p = static_cast<const uint8_t*>(x.iov_base);
+      payload.insert(payload.end(), p, p + x.iov_len);
+    }
+  }
+  const iovec* data(iovec* one) const {
+    if (!inject) return iov.data();
+    *one = iovec{const_cast<uint8_t*>(payload.data()), payload.size()};
+    return one;
+  }
+  size_t count() const { return inject ? 1 : iov.size(); }
+};
+
+// `desc` of a msg call: the translated descriptors, or none when the caller gave none.
+void** msg_desc(bool had_desc, void** d) { return had_desc ? d : nullptr; }
+
+Request to(fi_addr_t peer, Request r) {
+  r.peer = peer;
+  return r;
+}
+
 // ---- messages ----
 
 ssize_t recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
-  return pass(ep, Op::recv, ctx, true, &desc, 1,
-              [&](fid_ep* b, void** d) { return fi_recv(b, buf, len, d[0], src, ctx); });
+  iovec iov{buf, len};
+  return submit_recv(ep, Request{.op = Op::recv, .ctx = ctx, .desc = &desc, .count = 1}, &iov, 1,
+                     [=](fid_ep* b, void** d) { return fi_recv(b, buf, len, d[0], src, ctx); });
 }
 
 ssize_t recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx) {
-  return pass(ep, Op::recv, ctx, true, desc, count,
-              [&](fid_ep* b, void** d) { return fi_recvv(b, iov, d, count, src, ctx); });
+  std::vector<iovec> v(iov, iov + count);
+  return submit_recv(
+      ep, Request{.op = Op::recv, .ctx = ctx, .desc = desc, .count = count}, iov, count,
+      [=](fid_ep* b, void** d) { return fi_recvv(b, v.data(), d, v.size(), src, ctx); });
 }
 
 ssize_t recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
-  return pass(ep, Op::recv, msg->context, true, msg->desc, msg->iov_count,
-              [&](fid_ep* b, void** d) {
-                fi_msg m = *msg;
-                m.desc = msg->desc != nullptr ? d : nullptr;
-                return fi_recvmsg(b, &m, flags);
-              });
+  OwnedIov o(msg->msg_iov, msg->iov_count, false);
+  const fi_msg m = *msg;
+  const bool had_desc = msg->desc != nullptr;
+  return submit_recv(
+      ep, Request{.op = Op::recv, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count},
+      msg->msg_iov, msg->iov_count, [=](fid_ep* b, void** d) {
+        iovec one;
+        fi_msg x = m;
+        x.msg_iov = o.data(&one);
+        x.desc = msg_desc(had_desc, d);
+        return fi_recvmsg(b, &x, flags);
+      });
 }
 
 ssize_t send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
-  return pass(ep, Op::send, ctx, true, &desc, 1,
-              [&](fid_ep* b, void** d) { return fi_send(b, buf, len, d[0], dest, ctx); });
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = &desc, .count = 1}),
+                [=](fid_ep* b, void** d) { return fi_send(b, buf, len, d[0], dest, ctx); });
 }
 
 ssize_t sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
-  return pass(ep, Op::send, ctx, true, desc, count,
-              [&](fid_ep* b, void** d) { return fi_sendv(b, iov, d, count, dest, ctx); });
+  std::vector<iovec> v(iov, iov + count);
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = desc, .count = count}),
+                [=](fid_ep* b, void** d) { return fi_sendv(b, v.data(), d, v.size(), dest, ctx); });
 }
 
 ssize_t sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
-  return pass(ep, Op::send, msg->context, true, msg->desc, msg->iov_count,
-              [&](fid_ep* b, void** d) {
-                fi_msg m = *msg;
-                m.desc = msg->desc != nullptr ? d : nullptr;
-                return fi_sendmsg(b, &m, flags);
-              });
+  OwnedIov o(msg->msg_iov, msg->iov_count, (flags & FI_INJECT) != 0);
+  const fi_msg m = *msg;
+  const bool had_desc = msg->desc != nullptr;
+  return submit(ep,
+                to(msg->addr, Request{.op = Op::send,
+                                      .ctx = msg->context,
+                                      .desc = msg->desc,
+                                      .count = msg->iov_count,
+                                      .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
+                                      .data = msg->data}),
+                [=](fid_ep* b, void** d) {
+                  iovec one;
+                  fi_msg x = m;
+                  x.msg_iov = o.data(&one);
+                  x.iov_count = o.count();
+                  // An inject's payload was gathered into one buffer that needs no descriptor.
+                  x.desc = (flags & FI_INJECT) ? nullptr : msg_desc(had_desc, d);
+                  return fi_sendmsg(b, &x, flags);
+                });
 }
 
 ssize_t inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
-  return pass(ep, Op::send, nullptr, false, nullptr, 0,
-              [&](fid_ep* b, void**) { return fi_inject(b, buf, len, dest); });
+  const auto* p = static_cast<const uint8_t*>(buf);
+  std::vector<uint8_t> copy(p, p + len);
+  return submit(ep, to(dest, Request{.op = Op::send, .completes = false}),
+                [=](fid_ep* b, void**) { return fi_inject(b, copy.data(), copy.size(), dest); });
 }
 
 ssize_t senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                  void* ctx) {
-  return pass(ep, Op::send, ctx, true, &desc, 1,
-              [&](fid_ep* b, void** d) { return fi_senddata(b, buf, len, d[0], data, dest, ctx); });
+  return submit(
+      ep,
+      to(dest, Request{.op = Op::send,
+                       .ctx = ctx,
+                       .desc = &desc,
+                       .count = 1,
+                       .has_data = true,
+                       .data = data}),
+      [=](fid_ep* b, void** d) { return fi_senddata(b, buf, len, d[0], data, dest, ctx); });
 }
 
 ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
-  return pass(ep, Op::send, nullptr, false, nullptr, 0,
-              [&](fid_ep* b, void**) { return fi_injectdata(b, buf, len, data, dest); });
+  const auto* p = static_cast<const uint8_t*>(buf);
+  std::vector<uint8_t> copy(p, p + len);
+  return submit(
+      ep, to(dest, Request{.op = Op::send, .completes = false, .has_data = true, .data = data}),
+      [=](fid_ep* b, void**) { return fi_injectdata(b, copy.data(), copy.size(), data, dest); });
 }
 
 // ---- RMA ----
 
 ssize_t read(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
              uint64_t key, void* ctx) {
-  return pass(ep, Op::read, ctx, true, &desc, 1,
-              [&](fid_ep* b, void** d) { return fi_read(b, buf, len, d[0], src, addr, key, ctx); });
+  return submit(
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = &desc, .count = 1}),
+      [=](fid_ep* b, void** d) { return fi_read(b, buf, len, d[0], src, addr, key, ctx); });
 }
 
 ssize_t readv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr,
               uint64_t key, void* ctx) {
-  return pass(ep, Op::read, ctx, true, desc, count,
-              [&](fid_ep* b, void** d) { return fi_readv(b, iov, d, count, src, addr, key, ctx); });
+  std::vector<iovec> v(iov, iov + count);
+  return submit(
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = desc, .count = count}),
+      [=](fid_ep* b, void** d) { return fi_readv(b, v.data(), d, v.size(), src, addr, key, ctx); });
 }
 
+// A fi_msg_rma with its arrays (and an inject's payload) owned.
+struct OwnedRma {
+  fi_msg_rma m;
+  OwnedIov iov;
+  std::vector<fi_rma_iov> rma;
+  bool had_desc;
+  OwnedRma(const fi_msg_rma* msg, bool inject)
+      : m(*msg),
+        iov(msg->msg_iov, msg->iov_count, inject),
+        rma(msg->rma_iov, msg->rma_iov + msg->rma_iov_count),
+        had_desc(msg->desc != nullptr) {}
+  fi_msg_rma view(void** d, iovec* one) const {
+    fi_msg_rma x = m;
+    x.msg_iov = iov.data(one);
+    x.iov_count = iov.count();
+    x.rma_iov = rma.data();
+    x.desc = iov.inject ? nullptr : msg_desc(had_desc, d);
+    return x;
+  }
+};
+
 ssize_t readmsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
-  return pass(ep, Op::read, msg->context, true, msg->desc, msg->iov_count,
-              [&](fid_ep* b, void** d) {
-                fi_msg_rma m = *msg;
-                m.desc = msg->desc != nullptr ? d : nullptr;
-                return fi_readmsg(b, &m, flags);
-              });
+  OwnedRma o(msg, false);
+  return submit(
+      ep,
+      to(msg->addr,
+         Request{.op = Op::read, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count}),
+      [=](fid_ep* b, void** d) {
+        iovec one;
+        fi_msg_rma x = o.view(d, &one);
+        return fi_readmsg(b, &x, flags);
+      });
 }
 
 ssize_t write(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
               uint64_t key, void* ctx) {
-  return pass(ep, Op::write, ctx, true, &desc, 1, [&](fid_ep* b, void** d) {
-    return fi_write(b, buf, len, d[0], dest, addr, key, ctx);
-  });
+  return submit(
+      ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = &desc, .count = 1}),
+      [=](fid_ep* b, void** d) { return fi_write(b, buf, len, d[0], dest, addr, key, ctx); });
 }
 
 ssize_t writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                uint64_t addr, uint64_t key, void* ctx) {
-  return pass(ep, Op::write, ctx, true, desc, count, [&](fid_ep* b, void** d) {
-    return fi_writev(b, iov, d, count, dest, addr, key, ctx);
-  });
+  std::vector<iovec> v(iov, iov + count);
+  return submit(ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = desc, .count = count}),
+                [=](fid_ep* b, void** d) {
+                  return fi_writev(b, v.data(), d, v.size(), dest, addr, key, ctx);
+                });
 }
 
 ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
-  return pass(ep, Op::write, msg->context, true, msg->desc, msg->iov_count,
-              [&](fid_ep* b, void** d) {
-                fi_msg_rma m = *msg;
-                m.desc = msg->desc != nullptr ? d : nullptr;
-                return fi_writemsg(b, &m, flags);
-              });
+  const bool inj = (flags & FI_INJECT) != 0;
+  OwnedRma o(msg, inj);
+  return submit(ep,
+                to(msg->addr, Request{.op = Op::write,
+                                      .ctx = msg->context,
+                                      .desc = msg->desc,
+                                      .count = msg->iov_count,
+                                      .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
+                                      .data = msg->data}),
+                [=](fid_ep* b, void** d) {
+                  iovec one;
+                  fi_msg_rma x = o.view(d, &one);
+                  return fi_writemsg(b, &x, flags);
+                });
 }
 
 ssize_t inject_write(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                      uint64_t key) {
-  return pass(ep, Op::write, nullptr, false, nullptr, 0,
-              [&](fid_ep* b, void**) { return fi_inject_write(b, buf, len, dest, addr, key); });
+  const auto* p = static_cast<const uint8_t*>(buf);
+  std::vector<uint8_t> copy(p, p + len);
+  return submit(ep, to(dest, Request{.op = Op::write, .completes = false}), [=](fid_ep* b, void**) {
+    return fi_inject_write(b, copy.data(), copy.size(), dest, addr, key);
+  });
 }
 
 ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
                   fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) {
-  return pass(ep, Op::write, ctx, true, &desc, 1, [&](fid_ep* b, void** d) {
-    return fi_writedata(b, buf, len, d[0], data, dest, addr, key, ctx);
-  });
+  return submit(ep,
+                to(dest, Request{.op = Op::write,
+                                 .ctx = ctx,
+                                 .desc = &desc,
+                                 .count = 1,
+                                 .has_data = true,
+                                 .data = data}),
+                [=](fid_ep* b, void** d) {
+                  return fi_writedata(b, buf, len, d[0], data, dest, addr, key, ctx);
+                });
 }
 
 ssize_t inject_writedata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                          uint64_t addr, uint64_t key) {
-  return pass(ep, Op::write, nullptr, false, nullptr, 0, [&](fid_ep* b, void**) {
-    return fi_inject_writedata(b, buf, len, data, dest, addr, key);
-  });
+  const auto* p = static_cast<const uint8_t*>(buf);
+  std::vector<uint8_t> copy(p, p + len);
+  return submit(
+      ep, to(dest, Request{.op = Op::write, .completes = false, .has_data = true, .data = data}),
+      [=](fid_ep* b, void**) {
+        return fi_inject_writedata(b, copy.data(), copy.size(), data, dest, addr, key);
+      });
 }
 
 }  // namespace

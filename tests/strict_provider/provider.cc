@@ -1,5 +1,6 @@
 // Entry point of the strict provider (libstrict-fi.so, found through FI_PROVIDER_PATH): its
 // fi_provider, the environment configuration, and fi_getinfo answered by the base provider.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,56 +9,7 @@
 
 namespace strict {
 
-Totals totals;
-
 namespace {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && (std::strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 ||
-                          strcasecmp(v, "true") == 0 || strcasecmp(v, "on") == 0);
-}
-
-uint64_t env_count(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0') {
-    std::fprintf(stderr, "strict provider: ignoring %s=%s (not a count)\n", name, v);
-    return 0;
-  }
-  return n;
-}
-
-unsigned env_ops(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return kAllOps;
-  unsigned mask = 0;
-  std::string s(v);
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    std::string word = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (word == "send")
-      mask |= static_cast<unsigned>(Op::send);
-    else if (word == "recv")
-      mask |= static_cast<unsigned>(Op::recv);
-    else if (word == "write")
-      mask |= static_cast<unsigned>(Op::write);
-    else if (word == "read")
-      mask |= static_cast<unsigned>(Op::read);
-    else if (word == "atomic")
-      mask |= static_cast<unsigned>(Op::atomic);
-    else if (word == "any")
-      mask |= kAllOps;
-    else
-      std::fprintf(stderr, "strict provider: ignoring '%s' in %s\n", word.c_str(), name);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return mask != 0 ? mask : kAllOps;
-}
 
 // Capabilities whose operations this layer does not interpose: never advertised.
 constexpr uint64_t kUnwrappedCaps = FI_TAGGED | FI_COLLECTIVE | FI_MULTICAST | FI_TRIGGER |
@@ -82,7 +34,16 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   const Config cfg = Config::from_env();
   if (cfg.base.empty() || cfg.base.find("strict") != std::string::npos) return -FI_ENODATA;
 
-  uint64_t refused_caps = kUnwrappedCaps | (cfg.hide_atomic ? FI_ATOMIC : 0);
+  if (cfg.cq_data_size_bad) {
+    std::fprintf(stderr,
+                 "strict provider: STRICT_FI_CQ_DATA_SIZE=%s: only 4 and 8 are "
+                 "accepted; offering nothing\n",
+                 std::getenv("STRICT_FI_CQ_DATA_SIZE"));
+    return -FI_ENODATA;
+  }
+  // Held receives are matched in arrival order only: no receives from a named source.
+  uint64_t refused_caps =
+      kUnwrappedCaps | (cfg.hide_atomic ? FI_ATOMIC : 0) | (cfg.rx_cq_data ? FI_DIRECTED_RECV : 0);
   if (hints != nullptr) {
     if (hints->caps & refused_caps) return -FI_ENODATA;
     if (hints->ep_attr != nullptr && hints->ep_attr->type != FI_EP_UNSPEC &&
@@ -91,6 +52,13 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // An application that cannot bind MRs to endpoints must not get a domain that requires it.
     if (cfg.mr_endpoint && hints->domain_attr != nullptr &&
         !(hints->domain_attr->mr_mode & FI_MR_ENDPOINT))
+      return -FI_ENODATA;
+    // Nor one that wants more CQ data than the NIC carries, or cannot post a receive for each
+    // write with data.
+    if (hints->domain_attr != nullptr && hints->domain_attr->cq_data_size > cfg.cq_data_size)
+      return -FI_ENODATA;
+    if (cfg.rx_cq_data && !(hints->mode & FI_RX_CQ_DATA)) return -FI_ENODATA;
+    if (cfg.rx_cq_data && hints->ep_attr != nullptr && hints->ep_attr->max_msg_size > kRxSlotSize)
       return -FI_ENODATA;
   }
 
@@ -102,6 +70,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   base_hints->domain_attr->mr_mode &= ~FI_MR_ENDPOINT;
   if (hints == nullptr)
     base_hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE) & ~FI_MR_ENDPOINT;
+  if (cfg.rx_cq_data) {
+    // This layer consumes the receives itself: a base that needs FI_RX_CQ_DATA would take its
+    // internal buffers for writes, so only bases that do not are asked.
+    base_hints->mode &= ~FI_RX_CQ_DATA;
+    if (base_hints->rx_attr != nullptr) base_hints->rx_attr->mode &= ~FI_RX_CQ_DATA;
+  }
 
   fi_info* list = nullptr;
   in_getinfo = true;
@@ -122,6 +96,13 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     } else {
       strip_caps(cur, refused_caps);
       if (cfg.mr_endpoint) cur->domain_attr->mr_mode |= FI_MR_ENDPOINT;
+      cur->domain_attr->cq_data_size = std::min(cur->domain_attr->cq_data_size, cfg.cq_data_size);
+      if (cfg.rx_cq_data) {
+        cur->mode |= FI_RX_CQ_DATA;
+        if (cur->rx_attr != nullptr) cur->rx_attr->mode |= FI_RX_CQ_DATA;
+        // A message lands in one of the internal receive buffers first.
+        cur->ep_attr->max_msg_size = std::min(cur->ep_attr->max_msg_size, kRxSlotSize);
+      }
       // libfabric names the entry after us ("strict") only when prov_name is left empty.
       free(cur->fabric_attr->prov_name);
       cur->fabric_attr->prov_name = nullptr;
@@ -138,17 +119,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 }
 
 void cleanup() {
-  if (!env_flag("STRICT_FI_VERBOSE")) return;
-  std::fprintf(stderr,
-               "strict provider: %llu posts; injected %llu -FI_EAGAIN, %llu error completions, "
-               "%llu dead-domain failures; %llu FI_MR_ENDPOINT rejections; %llu endpoint closes "
-               "refused with -FI_EBUSY\n",
-               static_cast<unsigned long long>(totals.posts.load()),
-               static_cast<unsigned long long>(totals.eagain.load()),
-               static_cast<unsigned long long>(totals.errors.load()),
-               static_cast<unsigned long long>(totals.dead_fails.load()),
-               static_cast<unsigned long long>(totals.mr_rejects.load()),
-               static_cast<unsigned long long>(totals.mr_busy_closes.load()));
+  const Config cfg = Config::from_env();
+  if (cfg.verbose) print_totals(cfg);
 }
 
 fi_provider provider = {
@@ -163,21 +135,8 @@ fi_provider provider = {
 
 }  // namespace
 
-Config Config::from_env() {
-  Config c;
-  if (const char* b = std::getenv("STRICT_FI_BASE"); b != nullptr && *b != '\0') c.base = b;
-  c.mr_endpoint = env_flag("STRICT_FI_MR_ENDPOINT");
-  c.hide_atomic = env_flag("STRICT_FI_HIDE_ATOMIC");
-  c.eagain_every = env_count("STRICT_FI_EAGAIN_EVERY");
-  c.error_at = env_count("STRICT_FI_ERROR_AT");
-  c.error_ops = env_ops("STRICT_FI_ERROR_OP");
-  c.dead_at = env_count("STRICT_FI_DEAD_DOMAIN_AT");
-  c.verbose = env_flag("STRICT_FI_VERBOSE");
-  return c;
-}
-
 bool is_strict_error(int prov_errno) {
-  return prov_errno >= kErrInjected && prov_errno <= kErrMrBadDesc;
+  return prov_errno >= kErrInjected && prov_errno <= kErrBase;
 }
 
 const char* op_name(Op op) {

@@ -126,6 +126,10 @@ TEST_F(Raw, UnboundMrIsCaughtAtTheTarget) {
       [&] { return fi_read(ep_[0], a.data(), 64, fi_mr_desc(ma), addr_[1], raddr, key, &ctx); });
   if (ret == 0) {
     Completion c = next();
+    // shm reads the target's memory directly (CMA) and checks no key: nothing to catch there.
+    const char* base = std::getenv("STRICT_FI_BASE");
+    if (c.ret == 1 && base != nullptr && std::strcmp(base, "shm") == 0)
+      GTEST_SKIP() << "shm does not validate remote keys";
     ASSERT_EQ(c.ret, -FI_EAVAIL) << "a read through the key of an unbound MR must fail";
     EXPECT_EQ(c.err.op_context, &ctx);
   } else {

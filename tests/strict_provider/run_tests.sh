@@ -23,8 +23,15 @@ if [ -z "${FI_PROVIDER_PATH:-}" ] || [ ! -e "$FI_PROVIDER_PATH/libstrict-fi.so" 
   exit 1
 fi
 
-run "raw libfabric: FI_MR_ENDPOINT checks and injections" \
+# The raw tests set each mode they test themselves (FI_MR_ENDPOINT, injections, 4-byte CQ data,
+# FI_RX_CQ_DATA, reorder and delays, CQ overrun, all of them at once); here only the base and
+# its progress change.
+run "raw libfabric: every mode over tcp;ofi_rxm, manual progress" \
   STRICT_FI_VERBOSE=1 "$raw"
+run "raw libfabric: every mode over tcp;ofi_rxm, auto progress" \
+  STRICT_TEST_PROGRESS=auto "$raw"
+run "raw libfabric: every mode over shm" \
+  STRICT_FI_BASE=shm STRICT_FI_VERBOSE=1 "$raw"
 run "libxport transfer suite with FI_MR_ENDPOINT enforced" \
   STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$suite" --gtest_filter='Strict/*'
 run "libxport transfer suite with FI_MR_ENDPOINT and -FI_EAGAIN on every 7th post" \

@@ -14,10 +14,15 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -26,11 +31,16 @@ namespace strict {
 // prov_errno values of the error completions this provider makes itself ("ST" + a number), far
 // from the small errno-like values the base providers use.
 enum ProvError : int {
-  kErrInjected = 0x53540001,    // STRICT_FI_ERROR_AT
-  kErrDeadDomain = 0x53540002,  // STRICT_FI_DEAD_DOMAIN_AT
-  kErrMrUnbound = 0x53540003,   // FI_MR_ENDPOINT: MR not bound and enabled
-  kErrMrOtherEp = 0x53540004,   // FI_MR_ENDPOINT: MR bound to another endpoint
-  kErrMrBadDesc = 0x53540005,   // a descriptor that is no MR of this provider
+  kErrInjected = 0x53540001,     // STRICT_FI_ERROR_AT
+  kErrDeadDomain = 0x53540002,   // STRICT_FI_DEAD_DOMAIN_AT
+  kErrMrUnbound = 0x53540003,    // FI_MR_ENDPOINT: MR not bound and enabled
+  kErrMrOtherEp = 0x53540004,    // FI_MR_ENDPOINT: MR bound to another endpoint
+  kErrMrBadDesc = 0x53540005,    // a descriptor that is no MR of this provider
+  kErrTruncated = 0x53540006,    // STRICT_FI_RX_CQ_DATA: message longer than the receive
+  kErrCanceled = 0x53540007,     // STRICT_FI_RX_CQ_DATA: fi_cancel of a held receive
+  kErrOverrun = 0x53540008,      // STRICT_FI_CQ_OVERRUN
+  kErrDelayedPost = 0x53540009,  // STRICT_FI_DELAY_POST_US: the base refused a delayed post
+  kErrBase = 0x5354000a,         // an error entry of the base, its text already formatted
 };
 bool is_strict_error(int prov_errno);
 
@@ -48,19 +58,49 @@ struct Config {
   uint64_t error_at = 0;             // STRICT_FI_ERROR_AT
   unsigned error_ops = kAllOps;      // STRICT_FI_ERROR_OP
   uint64_t dead_at = 0;              // STRICT_FI_DEAD_DOMAIN_AT
-  bool verbose = false;              // STRICT_FI_VERBOSE
+  size_t cq_data_size = 8;           // STRICT_FI_CQ_DATA_SIZE (4 or 8)
+  bool cq_data_size_bad = false;     //   set to something else: no entries at all
+  bool rx_cq_data = false;           // STRICT_FI_RX_CQ_DATA
+  bool reorder = false;              // STRICT_FI_REORDER
+  bool seed_set = false;             // STRICT_FI_SEED given
+  uint64_t seed = 0;
+  uint64_t delay_us = 0;       // STRICT_FI_DELAY_US
+  uint64_t delay_post_us = 0;  // STRICT_FI_DELAY_POST_US
+  std::string delay_domain;    // STRICT_FI_DELAY_DOMAIN (empty: every domain)
+  bool cq_overrun = false;     // STRICT_FI_CQ_OVERRUN
+  bool verbose = false;        // STRICT_FI_VERBOSE
   static Config from_env();
 };
+
+// STRICT_FI_RX_CQ_DATA: receive buffers this layer posts to the base per endpoint, and so the
+// largest message it advertises (ep_attr->max_msg_size). They must cover what a peer may send
+// between two reads of the target's CQ (libxport keeps 256 receives per endpoint): a base out of
+// posted receives holds messages as unexpected and reports later writes first. Pages are only
+// committed as messages land in them.
+inline constexpr size_t kRxSlots = 256;
+inline constexpr size_t kRxSlotSize = 64 * 1024;
+// STRICT_FI_CQ_OVERRUN: the size of a CQ opened with size 0 (the util CQ default of libfabric,
+// which tcp, ofi_rxm and shm use).
+inline constexpr size_t kDefaultCqSize = 1024;
 
 // Process-wide counts of what was injected, printed at cleanup under STRICT_FI_VERBOSE=1.
 struct Totals {
   std::atomic<uint64_t> posts{0}, eagain{0}, errors{0}, mr_rejects{0}, dead_fails{0},
       mr_busy_closes{0};
+  std::atomic<uint64_t> cq_data_refused{0}, cq_data_masked{0};
+  std::atomic<uint64_t> rx_messages{0}, rx_writes{0}, rx_waited{0}, rx_truncated{0}, rx_canceled{0};
+  std::atomic<uint64_t> reordered{0}, delayed_completions{0}, delayed_posts{0},
+      delayed_post_errors{0};
+  std::atomic<uint64_t> overruns{0}, overrun_eio{0}, cq_peak{0};
 };
 extern Totals totals;
+void print_totals(const Config& cfg);
 
 struct Cq;
 struct Endpoint;
+struct RxQueue;
+
+struct DeferredPost;
 
 struct Fabric {
   fid_fabric fabric;
@@ -68,53 +108,160 @@ struct Fabric {
   std::string base_name;
 };
 
+// Every data path of a domain (posts, CQ reads, binds, cancel, close) runs under Domain::mu, so
+// the receive queues, held completions, delayed posts and counts never need their own locks.
+// Base calls are made under it too: base providers never call back into this layer.
 struct Domain {
   fid_domain domain;
   Fabric* fabric = nullptr;
   fid_domain* base = nullptr;
   Config cfg;
+  std::string name;                    // domain_attr->name, for STRICT_FI_DELAY_DOMAIN
   bool enforce_mr_endpoint = false;    // the info it was opened with carries FI_MR_ENDPOINT
   bool base_prov_key = false;          // the base hands out keys (FI_MR_PROV_KEY)
+  bool base_mr_local = false;          // the base wants descriptors for local buffers
+  bool source = false;                 // FI_SOURCE: CQs report source addresses
+  uint64_t delay_us = 0;               // STRICT_FI_DELAY_US for this domain
+  uint64_t delay_post_us = 0;          // STRICT_FI_DELAY_POST_US for this domain
+  bool auto_progress = false;          // opened with FI_PROGRESS_AUTO data progress
   std::atomic<uint64_t> posts{0};      // every post, for STRICT_FI_EAGAIN_EVERY
   std::atomic<uint64_t> ops{0};        // data operations admitted, for STRICT_FI_DEAD_DOMAIN_AT
   std::atomic<uint64_t> error_ops{0};  // operations of STRICT_FI_ERROR_OP kinds
   std::atomic<bool> dead{false};
-  std::mutex lock;
+  bool overrun = false;  // a CQ of it was overrun: later posts fail with -FI_EIO
+  std::mutex mu;
   std::vector<Cq*> cqs;
-  // Marks the domain dead and fails every operation still outstanding on its CQs.
+  std::vector<Endpoint*> eps;
+  std::mt19937_64 rng;
+  uint64_t next_ep_id = 1;
+  // FI_PROGRESS_AUTO with STRICT_FI_DELAY_POST_US: a thread posts what is due even while the
+  // application makes no call (a slow NIC still delivers).
+  std::thread pump;
+  std::condition_variable pump_cv;
+  bool pump_stop = false;
+  // Marks the domain dead and fails every operation still outstanding on its CQs (mu held).
   void kill();
+  uint64_t draw_us(uint64_t max_us);  // uniform in [0, max_us]
 };
 
-// An error completion this provider made; its text travels in err_data.
-struct InjectedError {
-  fi_cq_err_entry entry;
-  std::string text;
+// A completion held by a strict CQ until the application reads it.
+struct Source;
+struct Entry {
+  fi_cq_err_entry e{};  // op_context, flags, len, buf, data; err fields when `error`
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  bool error = false;
+  bool admitted = false;           // of an operation the gate admitted and tracks: dropped when
+                                   // the domain dies (its context fails instead)
+  bool rx = false;                 // a receive-side completion: keeps its order per endpoint
+  std::shared_ptr<Source> source;  // its endpoint's CQ binding; null for CQ-wide entries
+  uint64_t ready_ns = 0;           // STRICT_FI_DELAY_US: not readable before
+  uint64_t seq = 0;                // order of arrival in this CQ
+  std::string text;                // err_data handed out with an error entry
+};
+
+// One endpoint's binding to one strict CQ: a base CQ of its own, so that every base completion
+// is known to belong to that endpoint (remote writes with data carry no context).
+struct Source {
+  Cq* cq = nullptr;
+  Endpoint* ep = nullptr;  // null once the endpoint is closed
+  fid_cq* base = nullptr;
+  uint64_t ep_id = 0;
+  uint64_t bind_flags = 0;  // FI_TRANSMIT | FI_RECV
+  int64_t expected = 0;     // STRICT_FI_CQ_OVERRUN: completions of it that can still appear
+  uint64_t last_rx_ready = 0;
 };
 
 struct Cq {
   fid_cq cq;
   Domain* domain = nullptr;
-  fid_cq* base = nullptr;
+  fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
   size_t entry_size = 0;
+  size_t base_size = 0;   // size of each endpoint's base CQ
+  size_t size = 0;        // the size the application asked for (STRICT_FI_CQ_OVERRUN)
   bool tracking = false;  // remembers outstanding contexts (only when a dead domain is asked for)
-  std::mutex lock;
-  std::deque<InjectedError> injected;
-  std::string current_text;  // err_data of the last injected entry read, valid until next read
+  std::vector<std::shared_ptr<Source>> sources;
+  std::deque<Entry> staged;
+  uint64_t next_seq = 1;
+  uint64_t err_seq = 0;      // the error entry fi_cq_read announced with -FI_EAVAIL
+  std::string current_text;  // err_data of the last error entry read, valid until next read
   std::unordered_multimap<void*, uint64_t> outstanding;
+  int64_t expected = 0;  // STRICT_FI_CQ_OVERRUN: completions that can still appear
+  bool overrun = false;
+  bool overrun_reported = false;
+  std::string overrun_text;
+  std::atomic<bool> signaled{false};
 
-  void push_error(void* ctx, uint64_t flags, int err, int prov_errno, std::string text);
+  // All of these run under domain->mu.
+  void stage(Entry e);  // assigns its delay and order
+  void push_error(const std::shared_ptr<Source>& s, void* ctx, uint64_t flags, bool rx, int err,
+                  int prov_errno, std::string text);
   void track(void* ctx, uint64_t flags);
   void untrack(void* ctx);
   void fail_outstanding();
+  // STRICT_FI_CQ_OVERRUN: one more completion can appear; false (and the CQ overrun) when that
+  // exceeds its size.
+  bool expect(const std::shared_ptr<Source>& s);
+  void unexpect(const std::shared_ptr<Source>& s);
+  void pull();  // takes what the endpoints' base CQs have
+  void set_overrun();
+  // The index of the held entry to hand out next (errors only, for fi_cq_readerr), -1 if none
+  // may leave yet.
+  long choose(uint64_t now, bool errors_only);
+  Entry take_out(size_t i);  // removes it, with the bookkeeping of a completion read
+};
+
+// ---- what a post carries through the gate ----
+
+inline constexpr ssize_t kConsumed = 1;  // an error completion was queued instead of posting
+inline constexpr size_t kMaxIov = 16;
+// What the gate needs to know of one call.
+struct Request {
+  Op op = Op::send;
+  void* ctx = nullptr;
+  bool completes = true;  // a completion will be written for it (not an inject)
+  void* const* desc = nullptr;
+  size_t count = 0;
+  bool has_data = false;  // carries remote CQ data
+  uint64_t data = 0;
+  fi_addr_t peer = FI_ADDR_UNSPEC;  // the other side (delayed posts keep their order per peer)
+};
+
+struct Admission {
+  Domain* domain = nullptr;
+  Cq* tracked = nullptr;           // set when the context was recorded as outstanding
+  bool counted_error = false;      // counted towards STRICT_FI_ERROR_AT
+  std::shared_ptr<Source> expect;  // counted towards STRICT_FI_CQ_OVERRUN
+};
+
+// Posts an admitted operation to a base endpoint with the base's descriptors. Owns copies of
+// whatever the call lent only for its duration (iov arrays, inject payloads), so that a
+// delayed post can run it later.
+using PostFn = std::function<ssize_t(fid_ep* base, void** base_desc)>;
+
+struct DeferredPost {
+  uint64_t ready_ns = 0;
+  PostFn post;
+  void* base_desc[kMaxIov] = {};
+  Request req;
+  Admission adm;
+};
+
+struct RxQueueDelete {
+  void operator()(RxQueue* q) const;  // rx_queue.cc, where RxQueue is complete
 };
 
 struct Endpoint {
   fid_ep ep;
   Domain* domain = nullptr;
   fid_ep* base = nullptr;
-  Cq* tx_cq = nullptr;
-  Cq* rx_cq = nullptr;
+  uint64_t id = 0;
+  std::shared_ptr<Source> tx_src;
+  std::shared_ptr<Source> rx_src;
   std::atomic<int> bound_mrs{0};
+  std::unique_ptr<RxQueue, RxQueueDelete> rxq;  // STRICT_FI_RX_CQ_DATA
+  std::deque<DeferredPost> deferred;            // STRICT_FI_DELAY_POST_US
+  Cq* tx_cq() const { return tx_src ? tx_src->cq : nullptr; }
+  Cq* rx_cq() const { return rx_src ? rx_src->cq : nullptr; }
 };
 
 struct Mr {
@@ -163,35 +310,40 @@ Cq* as_cq(fid* f);
 Av* as_av(fid* f);
 Endpoint* as_endpoint(fid* f);
 
-// The gate every data operation passes: injected -FI_EAGAIN, a dead domain, FI_MR_ENDPOINT checks
-// on the local descriptors (translated to the base's), the injected error completion.
-inline constexpr ssize_t kConsumed = 1;  // an error completion was queued instead of posting
-struct Admission {
-  Domain* domain = nullptr;
-  Cq* tracked = nullptr;       // set when the context was recorded as outstanding
-  bool counted_error = false;  // counted towards STRICT_FI_ERROR_AT
-};
-inline constexpr size_t kMaxIov = 16;
-ssize_t admit(Endpoint* ep, Op op, void* ctx, bool completes, void* const* desc, void** out,
-              size_t count, Admission* adm);
+uint64_t now_ns();
+
+// ---- the gate every data operation passes (gate.cc) ----
+
+// Admits an operation and, unless the gate answered for it, posts it (or, under
+// STRICT_FI_DELAY_POST_US, queues it); takes Domain::mu.
+ssize_t submit(fid_ep* ep, const Request& req, PostFn post);
+// The same for receives: under STRICT_FI_RX_CQ_DATA the receive is held by this layer.
+ssize_t submit_recv(fid_ep* ep, const Request& req, const iovec* iov, size_t count, PostFn post);
 // Undoes the bookkeeping of an admitted operation the base refused (typically -FI_EAGAIN), so
 // that its retry is counted once.
 void refused(const Admission& adm, void* ctx);
 
-// Admits an operation and, unless the gate answered for it, posts it to the base endpoint with
-// the translated descriptors: post(fid_ep* base, void** desc).
-template <typename Post>
-ssize_t pass(fid_ep* e, Op op, void* ctx, bool completes, void* const* desc, size_t count,
-             Post&& post) {
-  auto* ep = reinterpret_cast<Endpoint*>(e);
-  void* base_desc[kMaxIov] = {};
-  Admission adm;
-  ssize_t r = admit(ep, op, ctx, completes, desc, base_desc, count, &adm);
-  if (r == kConsumed) return 0;
-  if (r < 0) return r;
-  ssize_t ret = post(ep->base, base_desc);
-  if (ret != 0) refused(adm, ctx);
-  return ret;
-}
+// ---- STRICT_FI_DELAY_POST_US (delay.cc) ----
+
+void defer_post(Endpoint* ep, const Request& req, void** base_desc, PostFn post, Admission adm);
+void flush_posts(Domain* d);  // posts what is due, on every endpoint of the domain
+void start_pump(Domain* d);   // at fi_domain, for auto progress
+void stop_pump(Domain* d);    // at domain close, before the base domain closes
+// At endpoint close (`closing`: their contexts are forgotten) and domain death (they stay
+// outstanding and fail).
+void drop_posts(Endpoint* ep, bool closing);
+// The seed of a domain's draws (STRICT_FI_SEED + the domain's ordinal in this process).
+uint64_t domain_seed(const Config& cfg, const std::string& name);
+
+// ---- STRICT_FI_RX_CQ_DATA (rx_queue.cc) ----
+
+int rx_arm(Endpoint* ep);  // at enable: internal receives posted to the base
+ssize_t rx_post(Endpoint* ep, void* ctx, const iovec* iov, size_t count);
+// Takes an entry of the endpoint's receive side; false when it is not one this mode handles.
+bool rx_route(const std::shared_ptr<Source>& s, const fi_cq_err_entry& e, bool error, fi_addr_t src,
+              const std::string& text);
+void rx_repost(Endpoint* ep);  // retries internal receives the base refused
+bool rx_cancel(Endpoint* ep, void* ctx);
+void rx_clear(Endpoint* ep, bool closing);  // as drop_posts
 
 }  // namespace strict
