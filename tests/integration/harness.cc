@@ -1,4 +1,5 @@
 // Child processes and hex helpers for the integration tests.
+#include <csignal>
 #include "harness.hpp"
 
 #include <fcntl.h>
@@ -35,6 +36,10 @@ std::vector<uint8_t> from_hex(const std::string& s) {
 
 ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env) {
+  // A child that failed and exited must not take the test binary with it when the test writes
+  // to its pipe: the write fails with EPIPE instead.
+  static const bool ignored = (std::signal(SIGPIPE, SIG_IGN), true);
+  (void)ignored;
   ChildProcess c;
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return c;
@@ -102,7 +107,8 @@ ChildProcess::~ChildProcess() {
   if (out_ >= 0) close(out_);
 }
 
-std::string ChildProcess::read_line(int timeout_ms, std::string* error) {
+std::string ChildProcess::read_line(int timeout_ms, std::string* error,
+                                    const std::function<void()>& idle) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     auto nl = buffer_.find('\n');
@@ -119,8 +125,11 @@ std::string ChildProcess::read_line(int timeout_ms, std::string* error) {
       return {};
     }
     pollfd p{out_, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(left));
-    if (r <= 0) continue;
+    int r = poll(&p, 1, idle ? 1 : static_cast<int>(left));
+    if (r <= 0) {
+      if (idle) idle();
+      continue;
+    }
     char buf[4096];
     ssize_t n = ::read(out_, buf, sizeof(buf));
     if (n <= 0) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,7 +52,10 @@ class ChildProcess {
 
   bool started() const { return pid_ > 0; }
   // A line from the child's stdout, or an empty string with `error` set at the deadline/EOF.
-  std::string read_line(int timeout_ms, std::string* error);
+  // `idle`, when given, runs between short polls (a test that must keep driving progress while
+  // it waits: with manual progress its last sends may still need it).
+  std::string read_line(int timeout_ms, std::string* error,
+                        const std::function<void()>& idle = {});
   bool write_line(const std::string& line);
   void kill_now();
   // Exit status, or -1 when it did not exit in time (then it is killed).

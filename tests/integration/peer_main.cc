@@ -19,6 +19,23 @@ int fail(const std::string& why) {
   return 1;
 }
 
+// Waits for the parent's next line while driving progress: with a manual-progress provider a
+// completed send means its source is free, not that the data left, so a sender that stopped
+// calling libxport could strand its last messages.
+std::string next_line(Device& dev) {
+  for (;;) {
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(0, &in);
+    timeval tv{0, 1000};
+    if (select(1, &in, nullptr, nullptr, &tv) > 0) break;
+    (void)dev.progress();
+  }
+  std::string line;
+  std::getline(std::cin, line);
+  return line;
+}
+
 Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
 
 int recv_stream(Device& dev, uint32_t seed, size_t count, size_t max) {
@@ -61,7 +78,7 @@ int recv_stream(Device& dev, uint32_t seed, size_t count, size_t max) {
   }
   std::cout << "OK " << done << " " << bytes << std::endl;
   std::string line;
-  std::getline(std::cin, line);  // stay until the parent is done with us
+  line = next_line(dev);  // stay until the parent is done with us
   return 0;
 }
 
@@ -90,7 +107,7 @@ int send_stream(Device& dev, uint32_t seed, size_t count, size_t max) {
     ++done;
   }
   std::cout << "OK " << done << std::endl;
-  std::getline(std::cin, line);
+  line = next_line(dev);
   return 0;
 }
 
@@ -120,7 +137,7 @@ int target(Device& dev, size_t size) {
   if (bad >= 0) return fail("target buffer differs at byte " + std::to_string(bad));
   std::cout << "OK target" << std::endl;
   std::string line;
-  std::getline(std::cin, line);
+  line = next_line(dev);
   return 0;
 }
 
@@ -140,7 +157,7 @@ int linger(Device& dev) {
     if (!c.ok() || c->done) break;
   }
   std::string line;
-  std::getline(std::cin, line);
+  line = next_line(dev);
   return 0;
 }
 
@@ -210,7 +227,7 @@ int churn(Device& dev) {
   std::cout << "STATS comms " << comms << " received " << received << " closed_early "
             << closed_early << " misses " << st.routing_misses << " late " << st.late_arrivals
             << " comms_open " << st.comms_open << std::endl;
-  std::getline(std::cin, line);
+  line = next_line(dev);
   return 0;
 }
 

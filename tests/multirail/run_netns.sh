@@ -3,7 +3,8 @@
 # addresses only inside the namespaces (10.231.K.1 <-> 10.231.K.2), everything removed on exit
 # even when the command fails.
 #   run_netns.sh RAILS RATE COMMAND...    RATE: a tc rate such as 1gbit per rail, or "none"
-# The command runs in namespace A with XPORT_PROVIDER=tcp;ofi_rxm, XPORT_RAILS=<A's rails>,
+# The command runs in namespace A with XPORT_PROVIDER=tcp;ofi_rxm (XTEST_PROVIDER overrides it:
+# the strict provider over tcp;ofi_rxm, say), XPORT_RAILS=<A's rails>,
 # XTEST_PEER_WRAP="ip netns exec <B>", XTEST_PEER_RAILS=<B's rails>, XTEST_NS_A/B, XTEST_IF_A/B.
 set -euo pipefail
 rails=$1
@@ -58,5 +59,5 @@ for k in $(seq 0 $((rails - 1))); do
 done
 join() { local IFS=,; echo "$*"; }
 export XTEST_NS_A=$A XTEST_NS_B=$B XTEST_IF_A=$(join "${ra[@]}") XTEST_IF_B=$(join "${rb[@]}")
-ip netns exec "$A" env XPORT_PROVIDER='tcp;ofi_rxm' XPORT_RAILS="$XTEST_IF_A" \
+ip netns exec "$A" env XPORT_PROVIDER="${XTEST_PROVIDER:-tcp;ofi_rxm}" XPORT_RAILS="$XTEST_IF_A" \
   XTEST_PEER_WRAP="ip netns exec $B" XTEST_PEER_RAILS="$XTEST_IF_B" "$@"

@@ -40,13 +40,27 @@ fi_ops cq_fid_ops = {
     .ops_set = no_ops_set,
 };
 
+// A remote write with data on a 4-byte NIC: its initiator (this provider) carried the write's
+// length in the high word, because the bases report len = 0 for remote writes where hardware
+// (verbs' byte_len, efa) reports the bytes written.
+bool narrow_remote_write(const Cq* cq, const fi_cq_err_entry& e) {
+  return cq->domain->cfg.cq_data_size == 4 && (e.flags & FI_REMOTE_CQ_DATA) &&
+         (e.flags & FI_REMOTE_WRITE);
+}
+
 // The CQ data the target may see: the low 32 bits only on a 4-byte NIC, whatever the base
 // carried.
 uint64_t visible_data(const Cq* cq, const fi_cq_err_entry& e) {
   if (cq->domain->cfg.cq_data_size != 4) return e.data;
-  if ((e.flags & FI_REMOTE_CQ_DATA) && (e.data >> 32) != 0)
+  if ((e.flags & FI_REMOTE_CQ_DATA) && (e.data >> 32) != 0 && !narrow_remote_write(cq, e))
     totals.cq_data_masked.fetch_add(1, std::memory_order_relaxed);
   return e.data & 0xffffffffull;
+}
+
+// The length the target sees: a 4-byte NIC reports a remote write's bytes as hardware does.
+size_t visible_len(const Cq* cq, const fi_cq_err_entry& e) {
+  if (narrow_remote_write(cq, e) && e.len == 0) return static_cast<size_t>(e.data >> 32);
+  return e.len;
 }
 
 void write_entry(const Cq* cq, void* buf, size_t i, const Entry& en) {
@@ -54,17 +68,18 @@ void write_entry(const Cq* cq, void* buf, size_t i, const Entry& en) {
   const fi_cq_err_entry& e = en.e;
   switch (cq->format) {
     case FI_CQ_FORMAT_MSG: {
-      fi_cq_msg_entry m{e.op_context, e.flags, e.len};
+      fi_cq_msg_entry m{e.op_context, e.flags, visible_len(cq, e)};
       std::memcpy(out, &m, sizeof(m));
       break;
     }
     case FI_CQ_FORMAT_DATA: {
-      fi_cq_data_entry m{e.op_context, e.flags, e.len, e.buf, visible_data(cq, e)};
+      fi_cq_data_entry m{e.op_context, e.flags, visible_len(cq, e), e.buf, visible_data(cq, e)};
       std::memcpy(out, &m, sizeof(m));
       break;
     }
     case FI_CQ_FORMAT_TAGGED: {
-      fi_cq_tagged_entry m{e.op_context, e.flags, e.len, e.buf, visible_data(cq, e), 0};
+      fi_cq_tagged_entry m{e.op_context, e.flags, visible_len(cq, e), e.buf,
+                           visible_data(cq, e), 0};
       std::memcpy(out, &m, sizeof(m));
       break;
     }

@@ -196,9 +196,22 @@ ssize_t writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_
                 });
 }
 
+// On a 4-byte NIC the application's data has nothing above the low 32 bits (the gate refuses
+// it otherwise): the high word carries the write's length to the target, which reports it as
+// the completion's len the way hardware does (the bases report 0 for remote writes).
+uint64_t with_length(fid_ep* ep, uint64_t data, size_t len) {
+  auto* e = reinterpret_cast<Endpoint*>(ep);
+  if (e->domain->cfg.cq_data_size != 4 || (data >> 32) != 0) return data;
+  const uint64_t l = len < 0xffffffffull ? len : 0xffffffffull;
+  return data | (l << 32);
+}
+
 ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
   const bool inj = (flags & FI_INJECT) != 0;
   OwnedRma o(msg, inj);
+  size_t total = 0;
+  for (size_t i = 0; i < msg->iov_count; ++i) total += msg->msg_iov[i].iov_len;
+  const uint64_t wire = (flags & FI_REMOTE_CQ_DATA) ? with_length(ep, msg->data, total) : 0;
   return submit(ep,
                 to(msg->addr, Request{.op = Op::write,
                                       .ctx = msg->context,
@@ -209,6 +222,7 @@ ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
                 [=](fid_ep* b, void** d) {
                   iovec one;
                   fi_msg_rma x = o.view(d, &one);
+                  if (flags & FI_REMOTE_CQ_DATA) x.data = wire;
                   return fi_writemsg(b, &x, flags);
                 });
 }
@@ -224,6 +238,7 @@ ssize_t inject_write(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, ui
 
 ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
                   fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) {
+  const uint64_t wire = with_length(ep, data, len);
   return submit(ep,
                 to(dest, Request{.op = Op::write,
                                  .ctx = ctx,
@@ -232,7 +247,7 @@ ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t 
                                  .has_data = true,
                                  .data = data}),
                 [=](fid_ep* b, void** d) {
-                  return fi_writedata(b, buf, len, d[0], data, dest, addr, key, ctx);
+                  return fi_writedata(b, buf, len, d[0], wire, dest, addr, key, ctx);
                 });
 }
 
@@ -240,10 +255,11 @@ ssize_t inject_writedata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
                          uint64_t addr, uint64_t key) {
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
+  const uint64_t wire = with_length(ep, data, len);
   return submit(
       ep, to(dest, Request{.op = Op::write, .completes = false, .has_data = true, .data = data}),
       [=](fid_ep* b, void**) {
-        return fi_inject_writedata(b, copy.data(), copy.size(), data, dest, addr, key);
+        return fi_inject_writedata(b, copy.data(), copy.size(), wire, dest, addr, key);
       });
 }
 

@@ -39,6 +39,16 @@ run "libxport transfer suite with FI_MR_ENDPOINT and -FI_EAGAIN on every 7th pos
   --gtest_filter='Strict/*'
 run "libxport transfer suite over shm with FI_MR_ENDPOINT enforced" \
   STRICT_FI_BASE=shm STRICT_FI_MR_ENDPOINT=1 "$suite" --gtest_filter='Strict/*auto'
+# Hardware as strict as it gets, every mode at once: 4-byte remote CQ data (the eager header path,
+# stripe counts in the CQ data), writes with data consuming posted receives (FI_RX_CQ_DATA),
+# FI_MR_ENDPOINT, completions reordered across endpoints and delayed, posts delayed (a slow
+# NIC), and a CQ that fails if libxport ever lets more completions be outstanding than it holds.
+for base in "tcp;ofi_rxm" shm; do
+  run "libxport transfer suite over $base with every hardware mode at once" \
+    STRICT_FI_BASE="$base" STRICT_FI_CQ_DATA_SIZE=4 STRICT_FI_RX_CQ_DATA=1 STRICT_FI_MR_ENDPOINT=1 \
+    STRICT_FI_REORDER=1 STRICT_FI_DELAY_US=200 STRICT_FI_DELAY_POST_US=200 STRICT_FI_CQ_OVERRUN=1 \
+    STRICT_FI_VERBOSE=1 "$suite" --gtest_filter='Strict/*'
+done
 run "libxport under injected error completions and a dead domain" \
   STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$injection"
 exit $status
