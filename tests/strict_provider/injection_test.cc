@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "../integration/harness.hpp"
 #include "xport/xport.hpp"
@@ -158,6 +159,57 @@ TEST_F(Injection, DeadDomainGivesErrorsNotHangs) {
   EXPECT_FALSE(again.ok());
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 10.0)
       << again.to_string();
+}
+
+}  // namespace
+}  // namespace xport
+
+namespace xport {
+namespace {
+
+// Sends that a close cancels are never posted afterwards: with the provider refusing every
+// other post (-FI_EAGAIN), eager sends wait in the engine's queue; closing the communicator
+// cancels them, and no progress pass posts them later from a buffer the caller was told is free.
+TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
+  setenv("XPORT_PROVIDER", "strict", 1);
+  setenv("STRICT_FI_EAGAIN_EVERY", "2", 1);
+  ContextOptions o;
+  o.peers_on_host = true;
+  auto ctx = Context::open(o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  auto dev = (*ctx)->open_device();
+  unsetenv("STRICT_FI_EAGAIN_EVERY");
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  auto listener = (*dev)->listen();
+  ASSERT_TRUE(listener.ok());
+  auto send = (*dev)->connect((*listener)->handle(), Deadline::after(std::chrono::seconds(20)));
+  ASSERT_TRUE(send.ok()) << send.status().to_string();
+  auto recv = (*listener)->accept(Deadline::after(std::chrono::seconds(20)));
+  ASSERT_TRUE(recv.ok()) << recv.status().to_string();
+  // Above shm's inject size: each is one post from the caller's buffer, queued when refused.
+  constexpr size_t kLen = 6000;
+  std::vector<uint8_t> buf(30 * kLen);
+  auto reg = (*dev)->register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(reg.ok());
+  for (int i = 0; i < 30; ++i) {
+    auto s = (*send)->isend(buf.data() + i * kLen, kLen, *reg);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+  }
+  auto data_sends = [&] {
+    uint64_t n = 0;
+    for (const auto& e : (*dev)->stats().endpoints) {
+      if (e.name.find(" data") != std::string::npos) n += e.ops[0];
+    }
+    return n;
+  };
+  const uint64_t deferred = (*dev)->stats().deferred_posts;
+  ASSERT_GT(deferred, 0u) << "no send met -FI_EAGAIN: the test proves nothing";
+  send->reset();  // closes: the queued sends are cancelled
+  const uint64_t at_close = data_sends();
+  for (auto d = Deadline::after(std::chrono::milliseconds(500)); !d.expired();) {
+    (void)(*dev)->progress();
+  }
+  EXPECT_EQ(data_sends(), at_close) << "sends were posted after their communicator closed";
 }
 
 }  // namespace

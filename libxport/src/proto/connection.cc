@@ -279,7 +279,9 @@ void Connections::close(CommId id) {
       uint64_t sent = c->next_seq;
       for (auto& s : c->sends) {
         if (!s.active || s.finished) continue;
-        const bool unsent = s.waiting_credit || (!s.eager && !s.cts_consumed);
+        // Not wholly on the wire: waiting for credit, queued for the provider, or waiting for
+        // its clear-to-send. Such sends are never posted once closed.
+        const bool unsent = s.waiting_credit || s.queued || (!s.eager && !s.cts_consumed);
         if (!unsent) continue;
         sent = std::min(sent, s.seq);
         core_.fail_send(*c, s, core::error(Code::closed, "the communicator was closed before "

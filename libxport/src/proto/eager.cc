@@ -125,6 +125,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     // The provider is busy (or still connecting), or buffers or CQ room are short: progress
     // posts it later; the request stays open and its wait() deadline bounds the caller.
     if (queued) return st;  // stays queued (retry() keeps it)
+    s.queued = true;
     core_.hold(c, s);
     ++core_.counters.deferred_posts;
     core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
@@ -150,7 +151,10 @@ void Eager::retry() {
       continue;
     }
     Status st = post(*c, s, p.slot, p.ch, p.buffer, true);
-    if (st.ok()) continue;
+    if (st.ok()) {
+      s.queued = false;
+      continue;
+    }
     if (st.code() == Code::again) {
       if (!core_.expired(p.since)) {
         core_.pending_eager.push_back(p);

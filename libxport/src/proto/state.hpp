@@ -68,6 +68,7 @@ struct SendSlot {
   RegionRef region;  // the registration stays while any operation may use it
   bool eager = false;
   bool waiting_credit = false;  // eager: queued until the receiver grants credit for it
+  bool queued = false;          // eager: queued for a later post (provider busy, no room)
   bool rts_sent = false;        // rendezvous: the receiver was told of it
   bool cts_consumed = false;    // rendezvous: its clear-to-send arrived and was used
   bool finished = false;        // nothing more will be started for it
