@@ -353,6 +353,48 @@ TEST_F(MultiRail, AFailedStripedSendIsDoneOnlyWhenNoStripeIsPosted) {
   p.kill_now();
 }
 
+// A CQ that fails (a read error, not an error entry: the NIC is gone) takes its rail out of
+// service; the other rail carries on, and nobody's test() reports the CQ's own failure.
+// Runs under the strict provider only (meson test multirail-2-cq-failure).
+TEST_F(MultiRail, AFailedCqQuarantinesItsRailOnly) {
+  if (std::getenv("XTEST_CQ_FAILURE") == nullptr) {
+    GTEST_SKIP() << "needs the strict provider's CQ failure (multirail-2-cq-failure)";
+  }
+  // This device's second rail fails at its CQ's 2000th read.
+  setenv("STRICT_FI_CQ_FAIL_AT", "2000", 1);
+  setenv("STRICT_FI_FAULT_DOMAIN", rails_[1].c_str(), 1);
+  auto dev = ctx_->open_device();
+  unsetenv("STRICT_FI_CQ_FAIL_AT");
+  unsetenv("STRICT_FI_FAULT_DOMAIN");
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  auto p = peer({"recv-stream", "61", "400", "65536"}, all_peer_rails());
+  ASSERT_TRUE(p.started());
+  auto comm = (*dev)->connect(test::from_hex(expect_line(p, "HANDLE ")),
+                              Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  // Drive the second rail's CQ to its failure with progress alone.
+  for (int i = 0; i < 2100; ++i) (void)(*dev)->progress();
+  const Stats st = (*dev)->stats();
+  ASSERT_EQ(st.rails.size(), 2u);
+  EXPECT_EQ(st.rails[0].state, "up");
+  EXPECT_EQ(st.rails[1].state, "quarantined") << "the failed CQ's rail is still in service";
+  // Everything goes on over the first rail, every byte verified by the peer.
+  const auto sizes = test::message_sizes(61, 400, 65536);
+  std::vector<uint8_t> buf(65537);
+  auto reg = (*dev)->register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(reg.ok());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    test::fill(buf.data(), sizes[i], i);
+    auto s = (*comm)->isend(buf.data(), sizes[i], *reg);
+    ASSERT_TRUE(s.ok()) << "message " << i << ": " << s.status().to_string();
+    auto w = (*comm)->wait(*s, Deadline::after(std::chrono::seconds(20)));
+    ASSERT_TRUE(w.ok()) << "message " << i << ": " << w.status().to_string();
+  }
+  expect_line(p, "OK 400");
+  p.write_line("bye");
+  EXPECT_EQ(p.wait_exit(30000), 0);
+}
+
 TEST_F(MultiRail, UnknownRailNamesAreRefusedByName) {
   DeviceOptions o;
   o.rails = {rails_[0], "no-such-nic"};

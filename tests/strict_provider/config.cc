@@ -96,6 +96,8 @@ Config Config::from_env() {
   c.delay_post_us = env_count("STRICT_FI_DELAY_POST_US");
   if (const char* v = std::getenv("STRICT_FI_DELAY_DOMAIN")) c.delay_domain = v;
   c.cq_overrun = env_flag("STRICT_FI_CQ_OVERRUN");
+  c.cq_fail_at = env_count("STRICT_FI_CQ_FAIL_AT");
+  if (const char* v = std::getenv("STRICT_FI_FAULT_DOMAIN")) c.fault_domain = v;
   c.verbose = env_flag("STRICT_FI_VERBOSE");
   return c;
 }

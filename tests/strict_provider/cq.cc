@@ -121,6 +121,14 @@ void progress(Cq* cq) {
 
 ssize_t read_common(Cq* cq, void* buf, size_t count, fi_addr_t* src) {
   std::lock_guard<std::mutex> g(cq->domain->mu);
+  // STRICT_FI_CQ_FAIL_AT: a device error takes the CQ down (a read that fails, not an error
+  // entry); what was outstanding on it is never reported.
+  const Config& cfg = cq->domain->cfg;
+  if (cfg.cq_fail_at != 0 && (cfg.fault_domain.empty() || cfg.fault_domain == cq->domain->name) &&
+      ++cq->reads >= cfg.cq_fail_at) {
+    cq->failed = true;
+  }
+  if (cq->failed) return -FI_EIO;
   progress(cq);
   if (cq->overrun) return -FI_EOVERRUN;
   if (cq->err_seq != 0) return -FI_EAVAIL;  // announced and not yet taken with fi_cq_readerr

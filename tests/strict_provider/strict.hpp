@@ -68,6 +68,8 @@ struct Config {
   uint64_t delay_post_us = 0;  // STRICT_FI_DELAY_POST_US
   std::string delay_domain;    // STRICT_FI_DELAY_DOMAIN (empty: every domain)
   bool cq_overrun = false;     // STRICT_FI_CQ_OVERRUN
+  uint64_t cq_fail_at = 0;     // STRICT_FI_CQ_FAIL_AT: the Nth read of a CQ fails it for good
+  std::string fault_domain;    // STRICT_FI_FAULT_DOMAIN: CQ_FAIL_AT on this domain only
   bool verbose = false;        // STRICT_FI_VERBOSE
   static Config from_env();
 };
@@ -178,6 +180,8 @@ struct Cq {
   size_t entry_size = 0;
   size_t base_size = 0;   // size of each endpoint's base CQ
   size_t size = 0;        // the size the application asked for (STRICT_FI_CQ_OVERRUN)
+  uint64_t reads = 0;     // fi_cq_read calls (STRICT_FI_CQ_FAIL_AT)
+  bool failed = false;    // the CQ failed for good (STRICT_FI_CQ_FAIL_AT): reads give -FI_EIO
   bool tracking = false;  // remembers outstanding contexts (only when a dead domain is asked for)
   std::vector<std::shared_ptr<Source>> sources;
   std::deque<Entry> staged;

@@ -24,6 +24,7 @@ struct Peer {
   Clock::time_point ping_sent{};
   bool ping_outstanding = false;
   uint64_t ping_nonce = 0;
+  uint32_t rails_down = 0;  // the peer's rails it reported out of service (bit per rail index)
   bool dead = false;
   std::string death;  // why it was declared dead
 };

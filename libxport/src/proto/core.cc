@@ -22,12 +22,14 @@ void Lock::unlock() {
 
 Lock::~Lock() { unlock(); }
 
-Status Core::no_rail_error(size_t limit, const char* what) const {
+Status Core::no_rail_error(size_t limit, const pool::Peer* peer, const char* what) const {
   std::string why;
   for (size_t i = 0; i < limit; ++i) {
-    why += core::str(why.empty() ? "" : ", ", rails[i]->name(), ": ",
-                     rails[i]->health().reason());
+    const std::string reason = !rails[i]->in_service() ? rails[i]->health().reason()
+                                                        : std::string("out of service at the peer");
+    why += core::str(why.empty() ? "" : ", ", rails[i]->name(), ": ", reason);
   }
+  (void)peer;
   return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
                      why, "); retry when a link is back");
 }
@@ -36,11 +38,91 @@ void Core::note_failure(uint32_t rail, const Status& status, bool from_post) {
   if (status.code() != Code::closed || rail >= rails.size()) return;
   rail::Health& h = rails[rail]->health();
   if (!from_post && ++h.consecutive_failures() < kFatalInARow) return;
-  if (h.state() == rail::Health::State::up) {
+  const bool was_up = h.state() == rail::Health::State::up;
+  if (was_up) {
     XPORT_LOG(warn, "rail ", rails[rail]->name(), " quarantined after a fatal error: ",
               status.message());
   }
   h.quarantine(core::str("fatal error: ", status.message()), Clock::now() + config.rail_retry);
+  if (was_up) {
+    announce_rail_state(rail, false);
+    resend_after_rail_loss(nullptr);
+  }
+}
+
+void Core::resend_after_rail_loss(const pool::Peer* peer) {
+  std::vector<CommId> ids;
+  comms->for_each([&](uint16_t, CommState& c) {
+    if (c.phase == Phase::ready && !c.user_closed && !c.connection &&
+        (peer == nullptr || c.peer == peer)) {
+      ids.push_back(c.id);
+    }
+  });
+  for (CommId id : ids) {
+    CommState* c = comm(id);
+    if (c == nullptr) continue;
+    MsgHeader h{};
+    h.version = kWireVersion;
+    h.dst_comm = c->peer_comm.index;
+    h.dst_gen = c->peer_comm.gen;
+    h.src_comm = c->id.index;
+    h.src_gen = c->id.gen;
+    if (c->is_send) {
+      for (const SendSlot& s : c->sends) {
+        if (!s.active || s.finished || s.eager || !s.rts_sent || s.cts_consumed) continue;
+        h.type = static_cast<uint8_t>(MsgType::rts);
+        h.slot = static_cast<uint16_t>(s.seq % c->depth);
+        h.seq = s.seq;
+        h.length = s.len;
+        (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
+      }
+      continue;
+    }
+    for (const RecvSlot& r : c->recvs) {
+      if (!r.active || r.finished || !r.cts_sent) continue;
+      h.type = static_cast<uint8_t>(MsgType::cts);
+      h.slot = static_cast<uint16_t>(r.seq % c->depth);
+      h.seq = r.seq;
+      h.length = r.cap;
+      h.aux = r.region->remote_address(r.buf);
+      std::vector<uint8_t> keys(8 * c->paths.size());
+      for (size_t i = 0; i < c->paths.size(); ++i) {
+        const uint64_t k = r.region->key(c->paths[i].data->rail);
+        std::memcpy(keys.data() + 8 * i, &k, 8);
+      }
+      (void)control->send(control_path(*c), h, &keys, c, Dependent{});
+    }
+    if (c->reported_next > 0) {
+      h.type = static_cast<uint8_t>(MsgType::credit);
+      h.slot = 0;
+      h.seq = c->reported_next - 1;
+      h.length = 0;
+      h.aux = 0;
+      (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
+    }
+  }
+}
+
+void Core::announce_rail_state(uint32_t rail, bool in_service) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(MsgType::rail_state);
+  h.version = kWireVersion;
+  h.seq = rail;
+  h.aux = device_token;
+  h.aux2 = in_service ? 1 : 0;
+  for (auto& [token, p] : peers) {
+    if (p->dead || p->refs <= 0) continue;
+    // On a rail both ends still use (any other, if none is).
+    pool::Channel* ch = nullptr;
+    for (size_t i = 0; i < p->paths.size() && ch == nullptr; ++i) {
+      if (i != rail && usable(i, p.get()) && p->paths[i].control != nullptr) {
+        ch = p->paths[i].control;
+      }
+    }
+    if (ch == nullptr && rail < p->paths.size() && in_service) ch = p->paths[rail].control;
+    if (ch == nullptr) continue;
+    (void)control->send(ch, h, nullptr, nullptr, Dependent{}, p.get());
+  }
 }
 
 CommState* Core::route(const MsgHeader& h, Side side) {

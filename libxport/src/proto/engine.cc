@@ -335,7 +335,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   if (c == nullptr) return err;
   if (c->phase == Phase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, "isend"));
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
                        "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
@@ -385,7 +385,7 @@ Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBu
   if (c == nullptr) return err;
   if (c->phase == Phase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, "irecv"));
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
   const uint64_t seq = c->next_seq;
   if (c->peer_closed && seq >= c->peer_sent) {
     return core::error(Code::closed, "irecv: the peer closed communicator ", comm.index,
@@ -599,15 +599,16 @@ void Engine::progress_locked() {
   // A bounded batch from every rail's CQ per pass: no rail starves another.
   for (size_t i = 0; i < core_.rails.size(); ++i) {
     rail::Rail& r = *core_.rails[i];
+    if (r.cq_failed()) continue;
     core_.polling_rail = i;
     auto n = r.cq().poll(
         core_.config.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
         [this](void* ctx, Status s, int err) { on_error(ctx, std::move(s), err); });
     if (!n.ok()) {
-      // The CQ itself failed (overrun, a dead device): the rail is out of service; other rails
-      // and their communicators go on.
-      core_.note_failure(static_cast<uint32_t>(i), Status(Code::closed, n.status().message()));
-      XPORT_LOG(warn, "rail ", r.name(), ": ", n.status().to_string());
+      // The CQ itself failed (overrun, a dead device): the rail is out of service for good;
+      // other rails and their communicators go on.
+      fail_rail(static_cast<uint32_t>(i),
+                Status(Code::closed, core::str("rail ", r.name(), ": ", n.status().message())));
     }
   }
   if (core_.connected_endpoints()) {
@@ -640,19 +641,110 @@ void Engine::housekeeping() {
   }
 }
 
+void Engine::fail_rail(uint32_t rail, const Status& why) {
+  rail::Rail& r = *core_.rails[rail];
+  XPORT_LOG(warn, why.to_string(), ": out of service for good");
+  r.set_cq_failed();
+  core_.note_failure(rail, why);  // quarantine, tell the peers, resend what may be lost
+  // Sends with something in flight on it: failed (their completions will never come).
+  std::vector<CommId> ids;
+  core_.comms->for_each([&](uint16_t, CommState& c) { ids.push_back(c.id); });
+  for (CommId id : ids) {
+    CommState* c = core_.comm(id);
+    if (c == nullptr || !c->is_send) continue;
+    for (SendSlot& s : c->sends) {
+      if (!s.active || s.outstanding == 0) continue;
+      uint32_t lost = 0;
+      if (s.eager && !s.queued && s.ctx.size() > 0 && s.ctx[0].type == fabric::OpType::eager_send &&
+          s.ctx[0].rail == rail) {
+        lost = 1;
+      }
+      for (uint32_t i = 0; i < s.stripes; ++i) {
+        if ((s.stripes_posted & (1u << i)) && s.ctx[i].rail == rail) {
+          s.stripes_posted &= ~(1u << i);
+          ++s.stripes_done;
+          ++lost;
+        }
+      }
+      if (lost == 0) continue;
+      core_.fail_send(*c, s, why);
+      for (uint32_t k = 0; k < lost && (c = core_.comm(id)) != nullptr; ++k) core_.release(*c, s);
+    }
+  }
+  // Posts queued for it would go to a dead NIC: eager sends and stripes fail with their
+  // requests; control messages are dropped (what matters was sent again on the other rails).
+  for (size_t n = core_.pending_eager.size(); n > 0; --n) {
+    PendingEager p = core_.pending_eager.front();
+    core_.pending_eager.pop_front();
+    if (p.ch->rail != rail) {
+      core_.pending_eager.push_back(p);
+      continue;
+    }
+    if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
+    if (CommState* c = core_.comm(p.comm)) {
+      SendSlot& sl = c->sends[p.slot];
+      sl.queued = false;
+      core_.fail_send(*c, sl, why);
+      core_.release(*c, sl);
+    }
+  }
+  for (size_t n = core_.pending_stripes.size(); n > 0; --n) {
+    PendingStripe p = core_.pending_stripes.front();
+    core_.pending_stripes.pop_front();
+    CommState* c = core_.comm(p.comm);
+    if (c == nullptr || c->sends[p.slot].ctx[p.stripe].rail != rail) {
+      core_.pending_stripes.push_back(p);
+      continue;
+    }
+    core_.fail_send(*c, c->sends[p.slot], why);
+    core_.release(*c, c->sends[p.slot]);
+  }
+  for (size_t n = core_.pending_control.size(); n > 0; --n) {
+    PendingControl p = std::move(core_.pending_control.front());
+    core_.pending_control.pop_front();
+    if (p.ch->rail != rail || p.ch->owned) {
+      core_.pending_control.push_back(std::move(p));
+      continue;
+    }
+    if (CommState* c = core_.comm(p.owner)) core_.release(*c);
+    core_.unref(p.peer);
+  }
+  // Bounce buffers with the provider on its endpoints: receives never come back, sends never
+  // complete (a headered eager send fails with its request).
+  for (rail::RailEndpoint* ep : {r.data(), r.control()}) {
+    if (ep == nullptr) continue;
+    ep->posted_rx = 0;
+    std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
+    for (size_t i = 0; i < ep->tx().count(); ++i) {
+      memory::Buffer& b = ep->tx().at(static_cast<uint32_t>(i));
+      if (!b.in_use) continue;
+      if (b.ctx.comm != 0) {
+        eager_.on_sent(&b.ctx, why, &b);
+      } else {
+        ep->tx().give_back(&b);
+      }
+    }
+  }
+  one_sided_.fail_rail(rail, why);
+  flusher_.fail_rail(rail, why);
+}
+
 void Engine::apply_link_states(Clock::time_point now) {
   for (auto& r : core_.rails) {
+    if (r->cq_failed()) continue;  // never back: its CQ is gone
     rail::Health& h = r->health();
     const bool up = h.link_up();
     if (h.state() == rail::Health::State::up && !up) {
       h.quarantine("link down", now + core_.config.rail_retry);
       XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
+      core_.announce_rail_state(r->index(), false);
     } else if (h.state() == rail::Health::State::quarantined) {
       if (!up) {
         h.quarantine(h.reason(), now + core_.config.rail_retry);  // back off again
       } else if (now >= h.retry_at()) {
         h.restore();
         XPORT_LOG(info, "rail ", r->name(), " back in service: link up");
+        core_.announce_rail_state(r->index(), true);
       }
     }
   }
@@ -801,6 +893,7 @@ void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader
     case MsgType::conn_cancel: connections_.on_conn_cancel(h); return;
     case MsgType::ping: health_.on_ping(h); return;
     case MsgType::pong: health_.on_pong(h); return;
+    case MsgType::rail_state: health_.on_rail_state(h); return;
     default: break;
   }
   // A clear-to-send, a credit or a close from a listener may take another rail than its

@@ -119,6 +119,9 @@ class Engine : public memory::RegionOwner, public std::enable_shared_from_this<E
   void refresh_links();
   void housekeeping();
   void apply_link_states(Clock::time_point now);
+  // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
+  // in flight on it (whose completions will never come) failed or moved to another rail.
+  void fail_rail(uint32_t rail, const Status& why);
   void on_completion(const fi_cq_data_entry& e);
   void on_error(void* context, Status status, int err);
   void on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_data_entry& e,

@@ -15,6 +15,7 @@ Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
   }
   if (f->eps.empty()) return uint64_t{0};
   f->ctx.resize(f->eps.size());
+  f->pending.assign(f->eps.size(), 0);
   f->remaining = static_cast<uint32_t>(f->eps.size());
   const uint64_t raddr = region->remote_address(buf);
   FlushState& fs = *f;
@@ -29,6 +30,7 @@ Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
     ctx.seq = raddr;
     ctx.stripe = static_cast<uint32_t>(std::min<size_t>(len, 4));  // bytes read
     Status st = post(fs, i);
+    if (st.ok()) fs.pending[i] = 1;
     if (st.code() == Code::again) {
       unposted_.emplace_back(id, i);
       ++core_.counters.deferred_posts;
@@ -60,6 +62,7 @@ void Flusher::retry() {
     if (it == core_.flushes.end()) continue;
     FlushState& f = *it->second;
     Status st = post(f, i);
+    if (st.ok()) f.pending[i] = 1;
     if (st.code() == Code::again) {
       unposted_.emplace_back(id, i);
     } else if (!st.ok()) {
@@ -71,6 +74,7 @@ void Flusher::retry() {
 
 void Flusher::on_done(fabric::OpContext* ctx, const Status& st) {
   auto* f = static_cast<FlushState*>(ctx->owner);
+  f->pending[ctx->index] = 0;
   f->eps[ctx->index]->endpoint().count_completion(!st.ok());
   if (!st.ok() && f->error.ok()) f->error = st.with_context("flush");
   if (--f->remaining == 0 && f->abandoned) core_.flushes.erase(f->id);
@@ -87,6 +91,28 @@ Status Flusher::finish(uint64_t id) {
   Status e = std::move(it->second->error);
   core_.flushes.erase(it);
   return e;
+}
+
+void Flusher::fail_rail(uint32_t rail, const Status& why) {
+  // (By id and index: completing a read may erase an abandoned flush.)
+  std::vector<std::pair<uint64_t, uint32_t>> lost;
+  for (auto& [id, f] : core_.flushes) {
+    for (uint32_t i = 0; i < f->eps.size(); ++i) {
+      if (f->pending[i] && f->eps[i]->rail() == rail) lost.emplace_back(id, i);
+    }
+  }
+  for (auto [id, i] : lost) {
+    auto it = core_.flushes.find(id);
+    if (it != core_.flushes.end() && it->second->pending[i]) on_done(&it->second->ctx[i], why);
+  }
+  std::erase_if(unposted_, [&](const std::pair<uint64_t, uint32_t>& u) {
+    auto it = core_.flushes.find(u.first);
+    if (it == core_.flushes.end() || it->second->eps[u.second]->rail() != rail) return false;
+    FlushState& f = *it->second;
+    if (f.error.ok()) f.error = why;
+    if (--f.remaining == 0 && f.abandoned) core_.flushes.erase(it);
+    return true;
+  });
 }
 
 void Flusher::abandon(uint64_t id) {

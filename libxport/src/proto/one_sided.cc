@@ -69,8 +69,8 @@ Status OneSided::rma(uint32_t window, fabric::OpType op, const RegionRef& local,
   // Large transfers are striped over the rails both the window and the remote key cover.
   const uint32_t rails = static_cast<uint32_t>(std::min(w.paths.size(), remote.keys.size()));
   Core::RailList healthy;
-  const uint32_t up = core_.healthy_rails(rails, healthy);
-  if (up == 0) return core_.no_rail_error(rails, what);
+  const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
+  if (up == 0) return core_.no_rail_error(rails, w.peer, what);
   const uint32_t n = stripe_count(core_.config.stripe, len, up);
   if (w.free.size() < n) {
     return core::error(Code::again, what, ": ", kOps, " operations outstanding on the window; "
@@ -158,6 +158,24 @@ void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
   w->paths[ctx->rail].data->ep->endpoint().count_completion(!st.ok());
   finish(*w, ctx->index,
          st.ok() ? st : st.with_context(ctx->type == fabric::OpType::put ? "put" : "get"));
+}
+
+void OneSided::fail_rail(uint32_t rail, const Status& why) {
+  std::erase_if(core_.pending_rma, [&](const PendingRma& p) {
+    auto it = core_.windows.find(p.window);
+    return it != core_.windows.end() && it->second->ops[p.op].ctx.rail == rail;
+  });
+  // (By id and index: finishing an operation may erase its closed window.)
+  std::vector<std::pair<uint32_t, uint32_t>> lost;
+  for (auto& [id, w] : core_.windows) {
+    for (uint32_t i = 0; i < w->ops.size(); ++i) {
+      if (w->ops[i].busy && w->ops[i].ctx.rail == rail) lost.emplace_back(id, i);
+    }
+  }
+  for (auto [id, i] : lost) {
+    auto it = core_.windows.find(id);
+    if (it != core_.windows.end() && it->second->ops[i].busy) on_done(&it->second->ops[i].ctx, why);
+  }
 }
 
 Result<uint64_t> OneSided::quiet_target(uint32_t window) {

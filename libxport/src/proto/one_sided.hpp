@@ -19,6 +19,8 @@ class OneSided {
              size_t len, const RemoteKey& remote, size_t roff);
   void on_done(fabric::OpContext* ctx, const Status& st);
   void retry();
+  // The rail's CQ failed: its operations (posted or queued) will never be reported.
+  void fail_rail(uint32_t rail, const Status& why);
   // quiet(): the tickets issued so far, and whether all of them have completed.
   Result<uint64_t> quiet_target(uint32_t window);
   bool completed_below(uint32_t window, uint64_t target) const;

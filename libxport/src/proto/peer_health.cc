@@ -18,12 +18,12 @@ MsgHeader keepalive(MsgType t, uint64_t token, uint64_t nonce) {
   return h;
 }
 
-// The first path of a peer whose rail is in service (or any).
+// The first path of a peer whose rail both ends use (or any).
 pool::Channel* control_channel(const Core& core, pool::Peer& p) {
   pool::Channel* any = nullptr;
   for (const pool::Path& path : p.paths) {
     if (path.control == nullptr) continue;
-    if (core.rails[path.control->rail]->in_service()) return path.control;
+    if (core.usable(path.control->rail, &p)) return path.control;
     if (any == nullptr) any = path.control;
   }
   return any;
@@ -105,6 +105,22 @@ void PeerHealth::on_ping(const MsgHeader& h) {
   if (ch == nullptr) return;
   (void)core_.control->send(ch, keepalive(MsgType::pong, core_.device_token, h.aux2), nullptr,
                             nullptr, Dependent{}, &p);
+}
+
+void PeerHealth::on_rail_state(const MsgHeader& h) {
+  auto it = core_.peers.find(h.aux);
+  if (it == core_.peers.end() || h.seq >= kMaxRails) return;
+  pool::Peer& p = *it->second;
+  p.last_heard = Clock::now();
+  const uint32_t bit = 1u << h.seq;
+  if (h.aux2 != 0) {
+    p.rails_down &= ~bit;
+  } else if ((p.rails_down & bit) == 0) {
+    p.rails_down |= bit;
+    XPORT_LOG(info, "peer ", std::hex, p.token, std::dec, " took its rail ", h.seq,
+              " out of service: traffic to it avoids that rail");
+    core_.resend_after_rail_loss(&p);
+  }
 }
 
 void PeerHealth::on_pong(const MsgHeader& h) {

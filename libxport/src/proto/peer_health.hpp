@@ -14,6 +14,8 @@ class PeerHealth {
   void check(Clock::time_point now);
   void on_ping(const MsgHeader& h);
   void on_pong(const MsgHeader& h);
+  // A peer's rail went out of or back into service: traffic towards it follows.
+  void on_rail_state(const MsgHeader& h);
   static constexpr std::chrono::milliseconds kInterval{50};
   static constexpr std::chrono::seconds kPeerLinger{2};
 

@@ -89,10 +89,11 @@ void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
   if (core_.cq_data_bytes < 8) s.stripes = std::min(s.stripes, kMaxNarrowStripes);
   s.stripes_done = 0;
+  s.stripes_posted = 0;
   Core::RailList healthy;
-  const uint32_t up = core_.healthy_rails(c.paths.size(), healthy);
+  const uint32_t up = core_.healthy_rails(c.paths.size(), healthy, c.peer);
   if (up == 0) {
-    core_.fail_send(c, s, core_.no_rail_error(c.paths.size(), "isend"));
+    core_.fail_send(c, s, core_.no_rail_error(c.paths.size(), c.peer, "isend"));
     return;
   }
   const uint32_t first = c.next_stripe++ % up;
@@ -166,6 +167,7 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
     return st;
   }
   if (!queued) core_.hold(c, s);
+  s.stripes_posted |= 1u << stripe;
   if (s.stripes > 1) r.stripes_out().add();
   return st;
 }
@@ -207,6 +209,7 @@ void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
   }
   SendSlot& s = c->sends[ctx->slot];
   if (s.active && s.seq == ctx->seq) {
+    s.stripes_posted &= ~(1u << ctx->stripe);
     ++s.stripes_done;
     if (!st.ok()) {
       core_.fail_send(*c, s, st.with_context(core::str("rendezvous write of message ", s.seq,

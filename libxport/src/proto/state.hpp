@@ -76,6 +76,7 @@ struct SendSlot {
   uint32_t outstanding = 0;     // its operations posted to the provider or queued
   uint32_t stripes = 0;         // rendezvous: writes this message was cut into
   uint32_t stripes_done = 0;    // ... and how many completed (successfully or not)
+  uint32_t stripes_posted = 0;  // bit i: stripe i is with the provider (its completion due)
   Status error;
   std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
   bool done() const { return finished && outstanding == 0; }
@@ -220,6 +221,7 @@ struct FlushState {
   Status error;
   std::vector<fabric::OpContext> ctx;
   std::vector<rail::RailEndpoint*> eps;  // the data endpoint of each read
+  std::vector<uint8_t> pending;          // each read: still with the provider
   bool abandoned = false;  // its waiter gave up: erase once its reads complete
 };
 
@@ -374,32 +376,50 @@ class Core {
     return Clock::now() - since > config.eagain_timeout;
   }
 
-  // Round-robin over the paths whose rail is in service (any path when none is: the caller has
-  // checked usable() first where that matters).
-  const pool::Path& pick(std::vector<pool::Path>& paths, uint32_t& cursor) const {
+  // A rail carries traffic to a peer while it is in service here and the peer has not
+  // reported its own end of it out of service.
+  bool usable(size_t rail, const pool::Peer* peer) const {
+    return rails[rail]->in_service() &&
+           (peer == nullptr || (peer->rails_down & (1u << rail)) == 0);
+  }
+  // Round-robin over the paths usable towards `peer` (any path when none is: the caller has
+  // checked check_usable() first where that matters).
+  const pool::Path& pick(std::vector<pool::Path>& paths, uint32_t& cursor,
+                         const pool::Peer* peer) const {
     for (size_t tries = 0; tries < paths.size(); ++tries) {
       const size_t i = cursor++ % paths.size();
-      if (rails[i]->in_service()) return paths[i];
+      if (usable(i, peer)) return paths[i];
     }
     return paths[cursor++ % paths.size()];
   }
-  pool::Channel* control_path(CommState& c) const { return pick(c.paths, c.next_control).control; }
-  pool::Channel* data_path(CommState& c) const { return pick(c.paths, c.next_data).data; }
-  // The rails (indices) among the first `limit` that are in service, written to `out` without
+  pool::Channel* control_path(CommState& c) const {
+    return pick(c.paths, c.next_control, c.peer).control;
+  }
+  pool::Channel* data_path(CommState& c) const { return pick(c.paths, c.next_data, c.peer).data; }
+  // The rails (indices) among the first `limit` usable towards `peer`, written to `out` without
   // allocating (hot path); 0 when none is.
   using RailList = std::array<uint32_t, kMaxRails>;
-  uint32_t healthy_rails(size_t limit, RailList& out) const {
+  uint32_t healthy_rails(size_t limit, RailList& out, const pool::Peer* peer) const {
     uint32_t n = 0;
     for (uint32_t i = 0; i < limit; ++i)
-      if (rails[i]->in_service()) out[n++] = i;
+      if (usable(i, peer)) out[n++] = i;
     return n;
   }
   // The error when no rail among the first `limit` is in service (cold path).
-  Status no_rail_error(size_t limit, const char* what) const;
-  Status check_usable(const std::vector<pool::Path>& paths, const char* what) const {
+  Status no_rail_error(size_t limit, const pool::Peer* peer, const char* what) const;
+  Status check_usable(const std::vector<pool::Path>& paths, const pool::Peer* peer,
+                      const char* what) const {
     RailList r;
-    return healthy_rails(paths.size(), r) > 0 ? Status() : no_rail_error(paths.size(), what);
+    return healthy_rails(paths.size(), r, peer) > 0 ? Status()
+                                                    : no_rail_error(paths.size(), peer, what);
   }
+  // A rail went out of (or back into) service here: every peer is told, so it stops (or
+  // resumes) using its end of it towards this device.
+  void announce_rail_state(uint32_t rail, bool in_service);
+  // A rail of `peer` (or, with peer == nullptr, of this device) went out of service: messages
+  // the other side may never have seen on it — clear-to-sends, requests-to-send, credits — go
+  // again on the rails left (each is idempotent at its receiver).
+  void resend_after_rail_loss(const pool::Peer* peer);
   // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from: a
   // post the domain refuses at once, error completions after kFatalInARow in a row (one failed
   // operation is that operation's error, not the rail's).

@@ -163,6 +163,7 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
     case MsgType::conn_cancel:
     case MsgType::ping:
     case MsgType::pong:
+    case MsgType::rail_state:
       if (body != 0) {
         return core::error(Code::protocol, "control message type ", int(h.type), " carries ",
                            body, " unexpected bytes");

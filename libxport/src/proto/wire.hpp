@@ -78,6 +78,9 @@ enum class MsgType : uint8_t {
   conn_cancel = 10, // connector -> listener: the connection with nonce aux2 was given up
   ping = 11,        // keepalive (dst_comm 0; aux: the sender's device token, aux2: nonce)
   pong = 12,        // keepalive answer (aux: the answering device's token, aux2: the nonce)
+  rail_state = 13,  // a rail of the sender went out of or back into service (dst_comm 0;
+                    // seq: the rail's index, aux: the sender's device token, aux2: 1 in
+                    // service, 0 out): the peer stops (or resumes) using it towards the sender
 };
 
 struct MsgHeader {

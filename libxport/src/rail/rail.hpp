@@ -62,6 +62,10 @@ class Rail {
   Health& health() { return health_; }
   const Health& health() const { return health_; }
   bool in_service() const { return health_.state() == Health::State::up; }
+  // The CQ itself failed (a read error, not an error entry): the rail is out of service for
+  // good, its CQ is read no more, and what was in flight on it was failed.
+  bool cq_failed() const { return cq_failed_; }
+  void set_cq_failed() { cq_failed_ = true; }
 
   // CQ room (under the engine lock): take before posting an operation that will complete on this
   // CQ, give back when its entry (success or error) is read. Never over-committed, so the CQ
@@ -97,6 +101,7 @@ class Rail {
   std::unique_ptr<RailEndpoint> control_;
   bool low_latency_ = false;
   Health health_;
+  bool cq_failed_ = false;
   size_t cq_used_ = 0;
   fabric::Counter stripes_out_;
   fabric::Counter stripes_in_;

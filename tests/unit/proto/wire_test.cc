@@ -100,7 +100,7 @@ TEST(Message, HeaderValidation) {
   EXPECT_NE(decode_header(buf, sizeof(buf)).status().message().find("unexpected bytes"),
             std::string::npos);
   for (MsgType t : {MsgType::rts, MsgType::credit, MsgType::conn_reject, MsgType::conn_cancel,
-                    MsgType::ping, MsgType::pong}) {  // header-only control messages
+                    MsgType::ping, MsgType::pong, MsgType::rail_state}) {  // header-only control messages
     h.type = static_cast<uint8_t>(t);
     std::memcpy(buf, &h, sizeof(h));
     EXPECT_TRUE(decode_header(buf, sizeof(MsgHeader)).ok()) << int(h.type);
