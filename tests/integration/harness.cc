@@ -145,6 +145,14 @@ bool ChildProcess::write_line(const std::string& line) {
   return ::write(in_, l.data(), l.size()) == static_cast<ssize_t>(l.size());
 }
 
+void ChildProcess::stop() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void ChildProcess::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 void ChildProcess::kill_now() {
   if (pid_ > 0) ::kill(pid_, SIGKILL);
 }

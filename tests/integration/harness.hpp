@@ -58,6 +58,9 @@ class ChildProcess {
                         const std::function<void()>& idle = {});
   bool write_line(const std::string& line);
   void kill_now();
+  // Freezes / resumes the child (SIGSTOP / SIGCONT): a peer that stops answering.
+  void stop();
+  void resume();
   // Exit status, or -1 when it did not exit in time (then it is killed).
   int wait_exit(int timeout_ms);
 

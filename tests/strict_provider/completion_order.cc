@@ -142,6 +142,16 @@ Entry Cq::take_out(size_t i) {
   Entry e = std::move(staged[i]);
   staged.erase(staged.begin() + static_cast<long>(i));
   if (tracking && e.admitted && e.e.op_context != nullptr) untrack(e.e.op_context);
+  if (e.source && e.e.op_context != nullptr && e.source->ep != nullptr &&
+      domain->cfg.scribble) {
+    // Delivered: the provider writes its last into the context and lets it go.
+    auto& live = e.source->ep->in_flight;
+    auto it = live.find(e.e.op_context);
+    if (it != live.end()) {
+      scribble(e.e.op_context);
+      live.erase(it);
+    }
+  }
   if (e.source) unexpect(e.source);
   return e;
 }

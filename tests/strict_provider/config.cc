@@ -98,6 +98,7 @@ Config Config::from_env() {
   c.cq_overrun = env_flag("STRICT_FI_CQ_OVERRUN");
   c.cq_fail_at = env_count("STRICT_FI_CQ_FAIL_AT");
   if (const char* v = std::getenv("STRICT_FI_FAULT_DOMAIN")) c.fault_domain = v;
+  c.scribble = env_flag("STRICT_FI_SCRIBBLE");
   c.verbose = env_flag("STRICT_FI_VERBOSE");
   return c;
 }

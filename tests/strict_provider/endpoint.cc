@@ -3,6 +3,8 @@
 // base's; enable arms the FI_RX_CQ_DATA receive queue, cancel takes back a receive it holds;
 // names and options pass through; close refuses (-FI_EBUSY) while MRs are still bound to it, as
 // providers that require FI_MR_ENDPOINT do.
+#include <cstdio>
+
 #include "strict.hpp"
 
 namespace strict {
@@ -35,6 +37,13 @@ int ep_close(fid* f) {
     // Operations the application posted and nothing will complete any more.
     rx_clear(ep, true);
     drop_posts(ep, true);
+    // Cancelling them, a provider may still write into their contexts: they must be alive.
+    if (d->cfg.verbose && !ep->in_flight.empty()) {
+      std::fprintf(stderr, "strict provider: endpoint closed with %zu operations in flight\n",
+                   ep->in_flight.size());
+    }
+    for (void* ctx : ep->in_flight) scribble(ctx);
+    ep->in_flight.clear();
     if (ep->tx_src) detach(ep, ep->tx_src);
     if (ep->rx_src && ep->rx_src != ep->tx_src) detach(ep, ep->rx_src);
     std::erase(d->eps, ep);

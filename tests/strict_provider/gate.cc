@@ -128,13 +128,26 @@ ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
     cq->track(req.ctx, completion_flags(req.op));
     adm->tracked = cq;
   }
+  if (cfg.scribble && req.completes && req.ctx != nullptr) {
+    scribble(req.ctx);
+    ep->in_flight.insert(req.ctx);
+    adm->scribbled = ep;
+  }
   return 0;
 }
 
 }  // namespace
 
+void scribble(void* ctx) {
+  static_cast<fi_context2*>(ctx)->internal[7] = reinterpret_cast<void*>(0x5354524943544658ull);
+}
+
 void refused(const Admission& adm, void* ctx) {
   if (adm.tracked != nullptr) adm.tracked->untrack(ctx);
+  if (adm.scribbled != nullptr) {
+    auto it = adm.scribbled->in_flight.find(ctx);
+    if (it != adm.scribbled->in_flight.end()) adm.scribbled->in_flight.erase(it);
+  }
   if (adm.expect) adm.expect->cq->unexpect(adm.expect);
   if (adm.domain == nullptr) return;
   adm.domain->ops.fetch_sub(1);

@@ -214,3 +214,61 @@ TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
 
 }  // namespace
 }  // namespace xport
+
+namespace xport {
+namespace {
+
+// A device closed with operations still in flight (puts to a peer that stopped answering)
+// closes its endpoints before it frees their contexts: the strict provider writes into the
+// contexts of what it still owns when an endpoint closes (STRICT_FI_SCRIBBLE, as providers in
+// FI_CONTEXT2 mode may), and AddressSanitizer would catch a context freed before that.
+TEST(StrictTeardown, ContextsOutliveTheEndpointsThatOwnThem) {
+  setenv("XPORT_PROVIDER", "strict", 1);
+  setenv("STRICT_FI_SCRIBBLE", "1", 1);
+  constexpr size_t kBig = 32 << 20;
+  const char* bin = std::getenv("XTEST_PEER_BIN");
+  auto peer = test::ChildProcess::spawn(
+      {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kBig)}, {});
+  ASSERT_TRUE(peer.started());
+  std::string err;
+  std::string handle = peer.read_line(30000, &err);
+  ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
+  std::string key = peer.read_line(30000, &err);
+  ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+  // This side's posts go out up to 2 s late (the peer, already running, is not delayed): the
+  // puts are still the provider's when everything is dropped.
+  setenv("STRICT_FI_DELAY_POST_US", "2000000", 1);
+  {
+    ContextOptions o;
+    o.peers_on_host = true;
+    auto ctx = Context::open(o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    auto dev = (*ctx)->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    auto comm = (*dev)->connect(test::from_hex(handle.substr(7)),
+                                Deadline::after(std::chrono::seconds(20)));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    auto remote = (*dev)->import_key(test::from_hex(key.substr(4)));
+    ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+    auto win = Window::open(**comm);
+    ASSERT_TRUE(win.ok()) << win.status().to_string();
+    std::vector<uint8_t> local(kBig);
+    auto reg = (*dev)->register_memory(local.data(), local.size());
+    ASSERT_TRUE(reg.ok());
+    peer.stop();  // it answers nothing any more: the puts stay in flight
+    for (int i = 0; i < 4; ++i) {
+      Status s = (*win)->put(*reg, 0, *remote, 0, kBig);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+    }
+    Status q = (*win)->quiet(Deadline::after(std::chrono::milliseconds(200)));
+    ASSERT_FALSE(q.ok()) << "the puts completed although the peer was stopped";
+    // Everything goes, in the order a runtime drops it, with the puts still in flight.
+  }
+  peer.resume();
+  peer.kill_now();
+  unsetenv("STRICT_FI_SCRIBBLE");
+  unsetenv("STRICT_FI_DELAY_POST_US");
+}
+
+}  // namespace
+}  // namespace xport

@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace strict {
@@ -70,6 +71,7 @@ struct Config {
   bool cq_overrun = false;     // STRICT_FI_CQ_OVERRUN
   uint64_t cq_fail_at = 0;     // STRICT_FI_CQ_FAIL_AT: the Nth read of a CQ fails it for good
   std::string fault_domain;    // STRICT_FI_FAULT_DOMAIN: CQ_FAIL_AT on this domain only
+  bool scribble = false;       // STRICT_FI_SCRIBBLE: use the caller's fi_context2 as providers may
   bool verbose = false;        // STRICT_FI_VERBOSE
   static Config from_env();
 };
@@ -232,6 +234,7 @@ struct Request {
 
 struct Admission {
   Domain* domain = nullptr;
+  Endpoint* scribbled = nullptr;   // STRICT_FI_SCRIBBLE: the context was recorded as in flight
   Cq* tracked = nullptr;           // set when the context was recorded as outstanding
   bool counted_error = false;      // counted towards STRICT_FI_ERROR_AT
   std::shared_ptr<Source> expect;  // counted towards STRICT_FI_CQ_OVERRUN
@@ -264,6 +267,8 @@ struct Endpoint {
   std::atomic<int> bound_mrs{0};
   std::unique_ptr<RxQueue, RxQueueDelete> rxq;  // STRICT_FI_RX_CQ_DATA
   std::deque<DeferredPost> deferred;            // STRICT_FI_DELAY_POST_US
+  // STRICT_FI_SCRIBBLE: contexts of operations whose completion has not been read yet.
+  std::unordered_multiset<void*> in_flight;
   Cq* tx_cq() const { return tx_src ? tx_src->cq : nullptr; }
   Cq* rx_cq() const { return rx_src ? rx_src->cq : nullptr; }
 };
@@ -293,6 +298,12 @@ int no_control(fid*, int, void*);
 int no_ops_open(fid*, const char*, uint64_t, void**, void*);
 int no_tostr(const fid*, char*, size_t);
 int no_ops_set(fid*, const char*, uint64_t, void*, void*);
+
+// STRICT_FI_SCRIBBLE: writes into the provider-owned words of the caller's fi_context2, as
+// providers in FI_CONTEXT2 mode may do while an operation is theirs (posting, completing,
+// cancelling at endpoint close). A caller that freed a context the provider still owns is
+// caught by AddressSanitizer.
+void scribble(void* ctx);
 
 // Object constructors used across files (each lives beside its type's operations).
 int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context);

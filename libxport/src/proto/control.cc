@@ -195,7 +195,7 @@ void Control::retry_receives() {
 void Control::retire(std::unique_ptr<pool::Channel> connection) {
   if (!connection || !connection->owned) return;
   rail::RailEndpoint* ep = connection->owned.get();
-  core_.conn_by_fid.erase(&ep->endpoint().get()->fid);
+  if (ep->has_endpoint()) core_.conn_by_fid.erase(&ep->endpoint().get()->fid);
   const bool was_failed = ep->failed;
   ep->failed = true;
   ep->failure = "closed";

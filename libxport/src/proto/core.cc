@@ -192,8 +192,8 @@ void Core::fail_peer(pool::Peer& p, Status why) {
 
 void Core::release(CommState& c, SendSlot& s) {
   if (s.outstanding > 0) --s.outstanding;
+  settle(c, s);  // first: releasing the communicator may erase it (and the slot with it)
   release(c);
-  settle(c, s);
 }
 
 void Core::release(CommState& c) {

@@ -154,15 +154,41 @@ void Engine::shutdown() {
     progress_locked();
     bool busy = !core_.pending_control.empty();
     core_.comms->for_each([&](uint16_t, CommState& c) { busy = busy || c.outstanding > 0; });
+    for (auto& [id, w] : core_.windows) busy = busy || w->free.size() != w->ops.size();
     if (!busy || Clock::now() >= until) break;
   }
   Lock l(core_);
   shut_down_ = true;
-  // What is still in flight is abandoned: receives are cancelled, connections close, and no
-  // progress reads the CQs again, so nothing dereferences the contexts freed below.
+  // What is still in flight is abandoned. The endpoints close first (until then a provider may
+  // still use an operation's context, and cancelling may write into it), then what their CQs
+  // still hold is read and dropped, and only then do contexts and registrations go.
+  bool closed = true;
   for (auto& r : core_.rails) {
+    const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
+                       core_.registry->registrations() > 0;
     for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
-      if (ep != nullptr) ep->cancel_receives();
+      if (ep == nullptr) continue;
+      if (bound && ep == r->data()) {
+        // Caller's Regions are bound to it (FI_MR_ENDPOINT) and outlive the device: it stays
+        // open until they go, and so must what its operations name.
+        ep->cancel_receives();
+        closed = false;
+        continue;
+      }
+      ep->close_endpoint();
+    }
+  }
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (c.connection && c.connection->owned) c.connection->owned->close_endpoint();
+  });
+  for (auto& ch : core_.retiring) {
+    if (ch->owned) ch->owned->close_endpoint();
+  }
+  for (auto& r : core_.rails) {
+    if (r->cq_failed()) continue;
+    for (int reads = 0; reads < 1000; ++reads) {
+      auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
+      if (!n.ok() || *n == 0) break;
     }
   }
   core_.pending_control.clear();
@@ -170,19 +196,32 @@ void Engine::shutdown() {
   core_.pending_stripes.clear();
   core_.pending_rma.clear();
   core_.pending_rx.clear();
-  core_.windows.clear();
-  core_.flushes.clear();
   std::vector<CommState*> all;
   core_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
+  size_t kept = 0;
   for (CommState* c : all) {
+    if (!closed && c->outstanding > 0) {
+      ++kept;  // its contexts may still be the provider's
+      continue;
+    }
     c->outstanding = 0;
     c->user_closed = true;
     core_.erase_comm(*c);
   }
-  for (auto& ch : core_.retiring) {
-    if (ch->owned) ch->owned->close_endpoint();
+  std::erase_if(core_.windows, [&](auto& w) {
+    if (!closed && w.second->free.size() != w.second->ops.size()) {
+      ++kept;
+      return false;
+    }
+    return true;
+  });
+  core_.flushes.clear();
+  if (kept > 0) {
+    XPORT_LOG(warn, kept, " communicators or windows still had operations in flight when the "
+              "device closed; with Regions still bound to its endpoints (FI_MR_ENDPOINT) their "
+              "memory stays until those Regions go");
   }
-  core_.peers.clear();
+  if (closed) core_.peers.clear();
 }
 
 // ---- memory ----

@@ -47,6 +47,8 @@ void RailEndpoint::cancel_receives() {
 
 void RailEndpoint::close_endpoint() {
   if (!endpoint_) return;
+  failed = true;  // nothing is posted on it any more
+  if (failure.empty()) failure = "the endpoint is closed";
   if (mr_endpoint_) {
     if (rx_) rx_->close_registration();
     if (tx_) tx_->close_registration();
