@@ -272,3 +272,62 @@ TEST(StrictTeardown, ContextsOutliveTheEndpointsThatOwnThem) {
 
 }  // namespace
 }  // namespace xport
+
+namespace xport {
+namespace {
+
+// A window with every operation context in flight refuses the next put at once (Code::again,
+// nothing posted) instead of spinning for a free context with the engine lock held.
+TEST(StrictWindow, PutsBeyondTheContextsInFlightAreRefusedAtOnce) {
+  setenv("XPORT_PROVIDER", "strict", 1);
+  const char* bin = std::getenv("XTEST_PEER_BIN");
+  auto peer = test::ChildProcess::spawn(
+      {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kSize)}, {});
+  ASSERT_TRUE(peer.started());
+  std::string err;
+  std::string handle = peer.read_line(30000, &err);
+  ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
+  std::string key = peer.read_line(30000, &err);
+  ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+  setenv("STRICT_FI_DELAY_POST_US", "400000", 1);  // this side's posts leave up to 0.4 s late
+  {
+    ContextOptions o;
+    o.peers_on_host = true;
+    auto ctx = Context::open(o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    auto dev = (*ctx)->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    auto comm = (*dev)->connect(test::from_hex(handle.substr(7)),
+                                Deadline::after(std::chrono::seconds(30)));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    auto remote = (*dev)->import_key(test::from_hex(key.substr(4)));
+    ASSERT_TRUE(remote.ok());
+    auto win = Window::open(**comm);
+    ASSERT_TRUE(win.ok());
+    std::vector<uint8_t> local(64);
+    auto reg = (*dev)->register_memory(local.data(), local.size());
+    ASSERT_TRUE(reg.ok());
+    int refused = 0;
+    std::chrono::nanoseconds slowest{0};
+    for (int i = 0; i < 300; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = (*win)->put(*reg, 0, *remote, 0, 64);
+      slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
+      if (s.code() == Code::again) {
+        ++refused;
+      } else {
+        ASSERT_TRUE(s.ok()) << s.to_string();
+      }
+    }
+    EXPECT_GT(refused, 0) << "every context was to be in flight";
+    EXPECT_LT(slowest, std::chrono::milliseconds(100))
+        << "a put call took " << std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count()
+        << " ms";
+    EXPECT_TRUE((*win)->quiet(Deadline::after(std::chrono::seconds(20))).ok());
+  }
+  unsetenv("STRICT_FI_DELAY_POST_US");
+  peer.kill_now();
+}
+
+}  // namespace
+}  // namespace xport
