@@ -19,7 +19,7 @@ struct EndpointStats {
   uint64_t posted = 0;             // operations handed to the provider
   uint64_t completed = 0;          // their completions (successful or not)
   uint64_t error_completions = 0;
-  uint64_t eagain_retries = 0;
+  uint64_t eagain_retries = 0;    // post attempts refused with -FI_EAGAIN (queued, tried again)
 };
 
 struct CqStats {

@@ -52,7 +52,7 @@ constexpr CounterName kNames[] = {
     {CounterId::endpoint_error_completions, "xport_endpoint_error_completions_total", counter,
      kNone, "", "completions that carried an error"},
     {CounterId::endpoint_eagain_retries, "xport_endpoint_eagain_retries_total", counter, kNone, "",
-     "posts retried after -FI_EAGAIN"},
+     "post attempts the provider refused with -FI_EAGAIN (queued and tried again)"},
 
     {CounterId::cq_polls, "xport_cq_polls_total", counter, kNone, "", "fi_cq_read calls"},
     {CounterId::cq_empty_polls, "xport_cq_empty_polls_total", counter, kNone, "",
