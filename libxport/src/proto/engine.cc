@@ -632,10 +632,8 @@ void Engine::refresh_links() {
   for (auto& r : core_.rails) r->health().refresh_link();
 }
 
-void Engine::progress_locked() {
-  if (core_.in_progress || shut_down_) return;
-  core_.in_progress = true;
-  // A bounded batch from every rail's CQ per pass: no rail starves another.
+size_t Engine::poll_cqs() {
+  size_t handled = 0;
   for (size_t i = 0; i < core_.rails.size(); ++i) {
     rail::Rail& r = *core_.rails[i];
     if (r.cq_failed()) continue;
@@ -648,11 +646,29 @@ void Engine::progress_locked() {
       // other rails and their communicators go on.
       fail_rail(static_cast<uint32_t>(i),
                 Status(Code::closed, core::str("rail ", r.name(), ": ", n.status().message())));
+      continue;
     }
+    handled += *n;
   }
+  return handled;
+}
+
+void Engine::progress_locked() {
+  if (core_.in_progress || shut_down_) return;
+  core_.in_progress = true;
+  // A bounded batch from every rail's CQ per pass: no rail starves another.
+  poll_cqs();
   if (core_.connected_endpoints()) {
     Status s = connections_.progress_events();
     if (!s.ok()) XPORT_LOG(warn, "connection events: ", s.to_string());
+    if (connections_.shutdowns_pending()) {
+      // What a peer sent before it shut down (its CLOSE, the completions of what it took) can
+      // reach the CQ in the same provider call that reported the shutdown: read it first, so
+      // those sends complete as taken rather than fail with the connection.
+      for (int batches = 0; batches < 64 && poll_cqs() > 0; ++batches) {
+      }
+      connections_.apply_shutdowns();
+    }
   }
   control_.retry_receives();
   control_.retry();

@@ -118,6 +118,7 @@ class Engine : public memory::RegionOwner, public std::enable_shared_from_this<E
   // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
   void refresh_links();
   void housekeeping();
+  size_t poll_cqs();  // a bounded batch from every rail's CQ; the entries handled
   void apply_link_states(Clock::time_point now);
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
