@@ -621,15 +621,11 @@ Status Engine::progress() {
 }
 
 void Engine::refresh_links() {
-  if (core_.config.rail_check.count() == 0) return;
-  const int64_t now = Clock::now().time_since_epoch().count();
-  int64_t due = next_link_read_.load(std::memory_order_relaxed);
-  if (now < due) return;
-  const int64_t next =
-      now + std::chrono::duration_cast<std::chrono::nanoseconds>(core_.config.rail_check).count();
-  if (!next_link_read_.compare_exchange_strong(due, next, std::memory_order_relaxed)) return;
+  if (!links_due_.load(std::memory_order_relaxed)) return;
+  if (!links_due_.exchange(false, std::memory_order_relaxed)) return;  // another thread took it
   // File I/O, with no lock held; the results are applied under the lock by progress.
   for (auto& r : core_.rails) r->health().refresh_link();
+  links_fresh_.store(true, std::memory_order_relaxed);
 }
 
 size_t Engine::poll_cqs() {
@@ -670,12 +666,13 @@ void Engine::progress_locked() {
       connections_.apply_shutdowns();
     }
   }
-  control_.retry_receives();
-  control_.retry();
-  eager_.retry();
-  rendezvous_.retry();
-  one_sided_.retry();
-  flusher_.retry();
+  // Posts queued for a retry (most passes have none).
+  if (!core_.pending_rx.empty()) control_.retry_receives();
+  if (!core_.pending_control.empty()) control_.retry();
+  if (!core_.pending_eager.empty()) eager_.retry();
+  if (!core_.pending_stripes.empty()) rendezvous_.retry();
+  if (!core_.pending_rma.empty()) one_sided_.retry();
+  if (flusher_.queued()) flusher_.retry();
   if (++passes_ >= kPassesPerCheck) {
     passes_ = 0;
     housekeeping();
@@ -685,7 +682,13 @@ void Engine::progress_locked() {
 
 void Engine::housekeeping() {
   const auto now = Clock::now();
-  if (core_.config.rail_check.count() != 0 && now >= next_rail_check_) {
+  if (core_.config.rail_check.count() != 0 && now >= next_link_read_) {
+    next_link_read_ = now + core_.config.rail_check;
+    links_due_.store(true, std::memory_order_relaxed);  // read by the next test() or progress()
+  }
+  const bool fresh = links_fresh_.load(std::memory_order_relaxed) &&
+                     links_fresh_.exchange(false, std::memory_order_relaxed);
+  if (core_.config.rail_check.count() != 0 && (fresh || now >= next_rail_check_)) {
     next_rail_check_ = now + core_.config.rail_check;
     apply_link_states(now);
   }

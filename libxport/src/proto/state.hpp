@@ -203,13 +203,28 @@ struct WindowState {
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
   bool closed = false;
-  // The lowest ticket still outstanding (UINT64_MAX when none).
+  // The lowest ticket still outstanding (UINT64_MAX when none). Tickets only grow, so the
+  // lowest stays the lowest until its operation completes: the scan runs only then, not on
+  // every poll of a quiet.
   uint64_t oldest_outstanding() const {
-    uint64_t m = UINT64_MAX;
-    for (const WindowOp& o : ops)
-      if (o.busy && o.ctx.seq < m) m = o.ctx.seq;
-    return m;
+    if (free.size() == ops.size()) return UINT64_MAX;
+    if (oldest_index_ < ops.size() && ops[oldest_index_].busy &&
+        ops[oldest_index_].ctx.seq == oldest_) {
+      return oldest_;
+    }
+    oldest_ = UINT64_MAX;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].busy && ops[i].ctx.seq < oldest_) {
+        oldest_ = ops[i].ctx.seq;
+        oldest_index_ = i;
+      }
+    }
+    return oldest_;
   }
+
+ private:
+  mutable uint64_t oldest_ = UINT64_MAX;
+  mutable size_t oldest_index_ = SIZE_MAX;
 };
 
 // A flush: one read per rail of its communicator into that rail's flush target.
@@ -475,5 +490,22 @@ class Core {
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };
+
+// Inline: taken on every call of the public API.
+inline Lock::Lock(Core& c) : core_(&c) {
+  if (!c.config.thread_safe) return;
+  c.mu.lock();
+  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  held_ = true;
+}
+
+inline void Lock::unlock() {
+  if (!held_) return;
+  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  held_ = false;
+  core_->mu.unlock();
+}
+
+inline Lock::~Lock() { unlock(); }
 
 }  // namespace xport::proto
