@@ -135,6 +135,17 @@ Engine::~Engine() {
   // the rails' CQs and domains (declaration order in Core).
 }
 
+// Reads and drops what the CQs hold (bounded: a provider that keeps reporting is left).
+void Engine::drain_cqs() {
+  for (auto& r : core_.rails) {
+    if (r->cq_failed()) continue;
+    for (int reads = 0; reads < 1000; ++reads) {
+      auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
+      if (!n.ok() || *n == 0) break;
+    }
+  }
+}
+
 void Engine::shutdown() {
   if (shut_down_) return;
   {
@@ -162,6 +173,15 @@ void Engine::shutdown() {
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
   // still use an operation's context, and cancelling may write into it), then what their CQs
   // still hold is read and dropped, and only then do contexts and registrations go.
+  // Posted receives are cancelled first and their cancellations read while the endpoints are
+  // open (a provider's fi_cq_strerror may look at the endpoint; the sockets provider leaks a
+  // receive that is still posted when its endpoint closes).
+  for (auto& r : core_.rails) {
+    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+      if (ep != nullptr) ep->cancel_receives();
+    }
+  }
+  drain_cqs();
   bool closed = true;
   for (auto& r : core_.rails) {
     const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
@@ -171,7 +191,6 @@ void Engine::shutdown() {
       if (bound && ep == r->data()) {
         // Caller's Regions are bound to it (FI_MR_ENDPOINT) and outlive the device: it stays
         // open until they go, and so must what its operations name.
-        ep->cancel_receives();
         closed = false;
         continue;
       }
@@ -184,13 +203,7 @@ void Engine::shutdown() {
   for (auto& ch : core_.retiring) {
     if (ch->owned) ch->owned->close_endpoint();
   }
-  for (auto& r : core_.rails) {
-    if (r->cq_failed()) continue;
-    for (int reads = 0; reads < 1000; ++reads) {
-      auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
-      if (!n.ok() || *n == 0) break;
-    }
-  }
+  drain_cqs();
   core_.pending_control.clear();
   core_.pending_eager.clear();
   core_.pending_stripes.clear();

@@ -113,6 +113,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
  private:
   Engine();
   void shutdown();
+  void drain_cqs();
   // Progress, under the lock; bounded work per call.
   void progress_locked();
   // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
