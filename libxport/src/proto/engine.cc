@@ -400,9 +400,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  std::vector<fabric::OpContext> ctx = std::move(s.ctx);  // sized per rail once
-  s = SendSlot{};
-  s.ctx = std::move(ctx);
+  s.reset();
   if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
   s.active = true;
   s.seq = seq;
@@ -410,16 +408,13 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   s.len = len;
   s.region = *region.region;
   s.eager = len <= c->eager_max;
-  Status st;
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
     // posted, and credits bound how many it may have to hold.
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
-    st = eager_.start(*c, s, slot);
-  } else {
-    st = rendezvous_.start(*c, s, slot);
   }
+  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
@@ -450,7 +445,7 @@ Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBu
                        " receives are outstanding on communicator ", comm.index,
                        " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  r = RecvSlot{};
+  r.reset();
   r.active = true;
   r.seq = seq;
   r.buf = static_cast<uint8_t*>(buf);
@@ -461,10 +456,14 @@ Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBu
   // (RTS), and otherwise just counts towards the next eager credit.
   bool cts = false;
   Status st = rendezvous_.on_posted(*c, r, slot, &cts);
-  if (st.ok()) st = eager_.on_posted(*c, r, slot, cts);
   if (!st.ok()) {
-    r = RecvSlot{};
-    return st.with_context("irecv");
+    r.reset();
+    return std::move(st).with_context("irecv");
+  }
+  Status st2 = eager_.on_posted(*c, r, slot, cts);
+  if (!st2.ok()) {
+    r.reset();
+    return std::move(st2).with_context("irecv");
   }
   c->next_seq += 1;
   return seq;
@@ -488,22 +487,18 @@ Result<Completion> Engine::test(CommId comm, uint64_t seq) {
     SendSlot& s = c->sends[slot];
     if (!s.active || s.seq != seq) return not_outstanding();
     if (!s.done()) return Completion{false, 0};
-    Status e = std::move(s.error);
-    const size_t n = s.len;
     s.active = false;
     s.region.reset();
-    if (!e.ok()) return e;
-    return Completion{true, n};
+    if (!s.error.ok()) return std::exchange(s.error, Status());
+    return Completion{true, s.len};
   }
   RecvSlot& r = c->recvs[slot];
   if (!r.active || r.seq != seq) return not_outstanding();
   if (!r.done()) return Completion{false, 0};
-  Status e = std::move(r.error);
-  const size_t n = r.bytes;
   r.active = false;
   r.region.reset();
-  if (!e.ok()) return e;
-  return Completion{true, n};
+  if (!r.error.ok()) return std::exchange(r.error, Status());
+  return Completion{true, r.bytes};
 }
 
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {

@@ -80,6 +80,18 @@ struct SendSlot {
   Status error;
   std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
   bool done() const { return finished && outstanding == 0; }
+  // Back to a fresh slot, keeping ctx's storage (sized per rail once); a no-op error is not
+  // reassigned (this runs on every isend).
+  void reset() {
+    active = false;
+    seq = 0;
+    buf = nullptr;
+    len = 0;
+    region.reset();
+    eager = waiting_credit = queued = rts_sent = cts_consumed = finished = abort_owed = false;
+    outstanding = stripes = stripes_done = stripes_posted = 0;
+    if (!error.ok()) error = Status();
+  }
 };
 
 struct RecvSlot {
@@ -95,6 +107,20 @@ struct RecvSlot {
   bool finished = false;
   Status error;
   bool done() const { return finished; }
+  // Back to a fresh slot (this runs on every irecv: a no-op error is not reassigned).
+  void reset() {
+    active = false;
+    seq = 0;
+    buf = nullptr;
+    cap = 0;
+    region.reset();
+    cts_sent = false;
+    cq_reserved = 0;
+    bytes = 0;
+    stripes_seen = 0;
+    finished = false;
+    if (!error.ok()) error = Status();
+  }
 };
 
 struct Cts {
@@ -203,28 +229,39 @@ struct WindowState {
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
   bool closed = false;
-  // The lowest ticket still outstanding (UINT64_MAX when none). Tickets only grow, so the
-  // lowest stays the lowest until its operation completes: the scan runs only then, not on
-  // every poll of a quiet.
+  // Record an operation just made busy (tickets are issued in increasing order).
+  void note_issued(uint32_t index) {
+    if (issue_order_.size() >= 2 * ops.size() + 2) compact_issue_order();
+    issue_order_.push_back({ops[index].ctx.seq, index});
+  }
+
+  // The lowest ticket still outstanding (UINT64_MAX when none). Operations are remembered in
+  // the order they were issued; those that completed are dropped from the front as the front
+  // is asked for, so each operation costs O(1) however many are in flight.
   uint64_t oldest_outstanding() const {
-    if (free.size() == ops.size()) return UINT64_MAX;
-    if (oldest_index_ < ops.size() && ops[oldest_index_].busy &&
-        ops[oldest_index_].ctx.seq == oldest_) {
-      return oldest_;
+    if (free.size() == ops.size()) {
+      issue_order_.clear();
+      return UINT64_MAX;
     }
-    oldest_ = UINT64_MAX;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].busy && ops[i].ctx.seq < oldest_) {
-        oldest_ = ops[i].ctx.seq;
-        oldest_index_ = i;
-      }
+    while (!issue_order_.empty()) {
+      const auto [seq, index] = issue_order_.front();
+      if (ops[index].busy && ops[index].ctx.seq == seq) return seq;
+      issue_order_.pop_front();
     }
-    return oldest_;
+    return UINT64_MAX;  // not reached while an op is busy: every busy op was noted
   }
 
  private:
-  mutable uint64_t oldest_ = UINT64_MAX;
-  mutable size_t oldest_index_ = SIZE_MAX;
+  // Operations that complete out of order leave stale entries behind an outstanding front;
+  // rebuilt from the busy ops (in ticket order) before the record outgrows the ops twice.
+  void compact_issue_order() {
+    std::deque<std::pair<uint64_t, uint32_t>> live;
+    for (const auto& e : issue_order_) {
+      if (ops[e.second].busy && ops[e.second].ctx.seq == e.first) live.push_back(e);
+    }
+    issue_order_.swap(live);
+  }
+  mutable std::deque<std::pair<uint64_t, uint32_t>> issue_order_;
 };
 
 // A flush: one read per rail of its communicator into that rail's flush target.
