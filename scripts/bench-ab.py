@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two xport-bench binaries side by side (before/after a change): interleaved rounds, medians.
 
-  scripts/bench-ab.py --a OLD/xport-bench --b build/tools/xport-bench [--rounds 5]
+  scripts/bench-ab.py --a OLD/xport-bench --b build/tools/xport-bench [--rounds 5] [--latency p50]
                       [--providers shm,tcp;ofi_rxm] [--cases send:8,send:4096,send:1048576,
                       put:65536,put:1048576]
 
@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 
-def run(bench, provider, op, size, taskset):
+def run(bench, provider, op, size, taskset, latency_key="lat_us_mean"):
     big = size >= 1 << 20
     iterations = {"send": 2000 if big else 20000, "put": 2000 if big else 20000}[op]
     cmd = [bench, "--provider", provider, "--op", op, "--size", str(size),
@@ -29,7 +29,7 @@ def run(bench, provider, op, size, taskset):
     if out.returncode != 0:
         sys.exit(f"{bench} failed ({provider} {op} {size}): {out.stderr.strip()[-2000:]}")
     r = json.loads(out.stdout.splitlines()[0])
-    return r["lat_us_mean"] if op == "send" else r["bw_bytes_per_s"] / 1e9
+    return r[latency_key] if op == "send" else r["bw_bytes_per_s"] / 1e9
 
 
 def main():
@@ -40,6 +40,8 @@ def main():
     p.add_argument("--providers", default="shm,tcp;ofi_rxm")
     p.add_argument("--cases", default="send:8,send:4096,send:1048576,put:65536,put:1048576")
     p.add_argument("--taskset", default="", help="CPU list for both processes (taskset -c)")
+    p.add_argument("--latency", choices=["mean", "p50"], default="mean",
+                   help="which one-way latency of each run: its mean (default) or its median")
     a = p.parse_args()
     cases = [(c.split(":")[0], int(c.split(":")[1])) for c in a.cases.split(",")]
     results = {}
@@ -49,7 +51,7 @@ def main():
                 order = [("a", a.a), ("b", a.b)] if r % 2 == 0 else [("b", a.b), ("a", a.a)]
                 got = {}
                 for name, bench in order:
-                    got[name] = run(bench, prov, op, size, a.taskset)
+                    got[name] = run(bench, prov, op, size, a.taskset, f"lat_us_{a.latency}")
                 results.setdefault((prov, op, size), []).append((got["a"], got["b"]))
                 unit = "us" if op == "send" else "GB/s"
                 print(f"round {r + 1} {prov:12} {op:4} {size:>8} B  a {got['a']:9.3f} {unit}  "
@@ -59,7 +61,8 @@ def main():
     for (prov, op, size), runs in results.items():
         ma = statistics.median(x for x, _ in runs)
         mb = statistics.median(y for _, y in runs)
-        what = "one-way latency (µs)" if op == "send" else "put bandwidth (GB/s, local)"
+        what = (f"one-way latency (µs, {a.latency} of a run)" if op == "send"
+                else "put bandwidth (GB/s, local)")
         print(f"| {prov} | {what} | {size} | {ma:.3f} | {mb:.3f} | {100 * (mb / ma - 1):+.1f}% |")
 
 
