@@ -6,7 +6,6 @@
 // routing misses are all late arrivals of closed communicators.
 // XTEST_CHURN_COMMS sets the count (default 10,000 on shm, 2,000 elsewhere).
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,15 +39,6 @@ namespace xport {
 namespace {
 
 using namespace std::chrono_literals;
-
-size_t open_fds() {
-  size_t n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d) != nullptr) ++n;
-    closedir(d);
-  }
-  return n;
-}
 
 size_t rss_bytes() {
 #if XTEST_ASAN
@@ -86,7 +76,7 @@ TEST_P(Churn, ThousandsOfCommunicatorsComeAndGoUnderTraffic) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < comms; ++i) {
     if (i == comms / 10) {  // after a warm-up (pools, caches, the peer's channels) settle
-      fds_mark = open_fds();
+      fds_mark = test::open_fds();
       rss_mark = rss_bytes();
       reg_mark = dev_->stats().registered_bytes;
     }
@@ -135,11 +125,11 @@ TEST_P(Churn, ThousandsOfCommunicatorsComeAndGoUnderTraffic) {
   std::printf("%d communicators in %.1f s (%.0f/s): %llu messages sent, %llu cut off by an early "
               "close; fds %zu -> %zu, registered %zu -> %llu bytes, RSS %.1f -> %.1f MiB\n",
               comms, secs, comms / secs, static_cast<unsigned long long>(sent),
-              static_cast<unsigned long long>(closed_sends), fds_mark, open_fds(), reg_mark,
+              static_cast<unsigned long long>(closed_sends), fds_mark, test::open_fds(), reg_mark,
               static_cast<unsigned long long>(st.registered_bytes), rss_mark / 1048576.0,
               rss_bytes() / 1048576.0);
   EXPECT_EQ(st.comms_open, 0u);
-  EXPECT_LE(open_fds(), fds_mark + 2) << "descriptors grow with communicators";
+  EXPECT_LE(test::open_fds(), fds_mark + 2) << "descriptors grow with communicators";
   EXPECT_EQ(st.registered_bytes, reg_mark) << "registrations grow with communicators";
   EXPECT_LT(rss_bytes(), rss_mark + (48u << 20)) << "memory grows with communicators";
   EXPECT_GT(sent, 0u);

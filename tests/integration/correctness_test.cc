@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -28,15 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 
 Deadline soon() { return Deadline::after(20s); }
-
-size_t open_fds() {
-  size_t n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d) != nullptr) ++n;
-    closedir(d);
-  }
-  return n;
-}
 
 struct Pair {
   std::unique_ptr<Listener> listener;
@@ -175,7 +165,7 @@ TEST_P(Correctness, ThreadsRegisteringPerMessageDoNotDeadlock) {
 // open, so a device could open no new communicator after some 500 had come and gone under the
 // usual 1024-descriptor limit. Every provider: descriptors, communicators and peers come back.
 TEST_P(Correctness, CommunicatorsThatComeAndGoLeaveNothingBehind) {
-  const size_t fds_before = open_fds();
+  const size_t fds_before = test::open_fds();
   const int kRounds = 300;
   std::vector<uint8_t> buf(64);
   auto reg = dev_->register_memory(buf.data(), buf.size());
@@ -195,12 +185,12 @@ TEST_P(Correctness, CommunicatorsThatComeAndGoLeaveNothingBehind) {
   while (std::chrono::steady_clock::now() < until) {
     (void)dev_->progress();
     st = dev_->stats();
-    if (st.comms_open == 0 && st.peers == 0 && open_fds() <= fds_before + 4) break;
+    if (st.comms_open == 0 && st.peers == 0 && test::open_fds() <= fds_before + 4) break;
     std::this_thread::sleep_for(5ms);  // polling the clean-up under a deadline
   }
   EXPECT_EQ(st.comms_open, 0u);
   EXPECT_EQ(st.peers, 0u) << "peers (and their address-vector entries) are retired";
-  EXPECT_LE(open_fds(), fds_before + 4) << "descriptors leaked by " << kRounds
+  EXPECT_LE(test::open_fds(), fds_before + 4) << "descriptors leaked by " << kRounds
                                         << " closed connections";
 }
 

@@ -2,6 +2,9 @@
 // hex encoding of handles and keys, and a child process with line I/O under deadlines.
 #pragma once
 
+#include <dirent.h>
+
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -9,6 +12,16 @@
 #include <vector>
 
 namespace xport::test {
+
+// File descriptors this process has open (entries of /proc/self/fd).
+inline size_t open_fds() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
 
 inline uint8_t pattern_byte(uint64_t msg, size_t i) {
   uint64_t x = (msg + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull);
