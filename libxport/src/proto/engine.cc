@@ -182,6 +182,18 @@ void Engine::shutdown() {
     }
   }
   drain_cqs();
+  // What is still in flight is abandoned and stops holding registrations: each registration
+  // holds the engine, so an abandoned operation holding one would keep both alive for ever
+  // (LeakSanitizer: a send to a killed peer, FI_MR_ENDPOINT). Only the caller's own Regions
+  // keep the data endpoint open below.
+  core_.comms->for_each([](uint16_t, CommState& c) {
+    for (SendSlot& s : c.sends) s.region.reset();
+    for (RecvSlot& r : c.recvs) r.region.reset();
+  });
+  for (auto& w : core_.windows) {
+    for (WindowOp& o : w.second->ops) o.region.reset();
+  }
+  for (auto& f : core_.flushes) f.second->region.reset();
   bool closed = true;
   for (auto& r : core_.rails) {
     const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
