@@ -16,14 +16,36 @@ namespace {
 
 constexpr size_t kSize = 65536;
 
+// The peer in its "target" role: a window target of `bytes` bytes.
+test::ChildProcess spawn_target(size_t bytes) {
+  const char* bin = std::getenv("XTEST_PEER_BIN");
+  return test::ChildProcess::spawn(
+      {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(bytes)}, {});
+}
+
+// The target's first two lines: its connection handle and its buffer's key (hex, prefixes off).
+::testing::AssertionResult read_target(test::ChildProcess& peer, std::string* handle,
+                                       std::string* key) {
+  std::string err;
+  *handle = peer.read_line(30000, &err);
+  if (handle->rfind("HANDLE ", 0) != 0) {
+    return ::testing::AssertionFailure() << "the peer's handle line: " << *handle << err;
+  }
+  *key = peer.read_line(30000, &err);
+  if (key->rfind("KEY ", 0) != 0) {
+    return ::testing::AssertionFailure() << "the peer's key line: " << *key << err;
+  }
+  *handle = handle->substr(7);
+  *key = key->substr(4);
+  return ::testing::AssertionSuccess();
+}
+
 class Injection : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("XPORT_PROVIDER", "strict", 1);
     // The peer is spawned before the fault is configured, so it runs clean.
-    const char* bin = std::getenv("XTEST_PEER_BIN");
-    peer_ = std::make_unique<test::ChildProcess>(test::ChildProcess::spawn(
-        {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kSize)}, {}));
+    peer_ = std::make_unique<test::ChildProcess>(spawn_target(kSize));
     ASSERT_TRUE(peer_->started());
   }
 
@@ -39,11 +61,8 @@ class Injection : public ::testing::Test {
 
   // Opens libxport (after the test configured the fault) and a window onto the peer's buffer.
   void open_window() {
-    std::string err;
-    std::string handle = peer_->read_line(30000, &err);
-    ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
-    std::string key = peer_->read_line(30000, &err);
-    ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+    std::string handle, key;
+    ASSERT_TRUE(read_target(*peer_, &handle, &key));
     ContextOptions o;
     o.peers_on_host = true;
     auto ctx = Context::open(o);
@@ -53,10 +72,10 @@ class Injection : public ::testing::Test {
     ASSERT_TRUE(dev.ok()) << dev.status().to_string();
     dev_ = std::move(dev).value();
     auto comm =
-        dev_->connect(test::from_hex(handle.substr(7)), Deadline::after(std::chrono::seconds(20)));
+        dev_->connect(test::from_hex(handle), Deadline::after(std::chrono::seconds(20)));
     ASSERT_TRUE(comm.ok()) << comm.status().to_string();
     comm_ = std::move(comm).value();
-    auto remote = dev_->import_key(test::from_hex(key.substr(4)));
+    auto remote = dev_->import_key(test::from_hex(key));
     ASSERT_TRUE(remote.ok()) << remote.status().to_string();
     remote_ = std::make_unique<RemoteRegion>(std::move(remote).value());
     auto win = Window::open(*comm_);
@@ -226,15 +245,10 @@ TEST(StrictTeardown, ContextsOutliveTheEndpointsThatOwnThem) {
   setenv("XPORT_PROVIDER", "strict", 1);
   setenv("STRICT_FI_SCRIBBLE", "1", 1);
   constexpr size_t kBig = 32 << 20;
-  const char* bin = std::getenv("XTEST_PEER_BIN");
-  auto peer = test::ChildProcess::spawn(
-      {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kBig)}, {});
+  auto peer = spawn_target(kBig);
   ASSERT_TRUE(peer.started());
-  std::string err;
-  std::string handle = peer.read_line(30000, &err);
-  ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
-  std::string key = peer.read_line(30000, &err);
-  ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+  std::string handle, key;
+  ASSERT_TRUE(read_target(peer, &handle, &key));
   // This side's posts go out up to 2 s late (the peer, already running, is not delayed): the
   // puts are still the provider's when everything is dropped.
   setenv("STRICT_FI_DELAY_POST_US", "2000000", 1);
@@ -245,10 +259,10 @@ TEST(StrictTeardown, ContextsOutliveTheEndpointsThatOwnThem) {
     ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
     auto dev = (*ctx)->open_device();
     ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    auto comm = (*dev)->connect(test::from_hex(handle.substr(7)),
+    auto comm = (*dev)->connect(test::from_hex(handle),
                                 Deadline::after(std::chrono::seconds(20)));
     ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-    auto remote = (*dev)->import_key(test::from_hex(key.substr(4)));
+    auto remote = (*dev)->import_key(test::from_hex(key));
     ASSERT_TRUE(remote.ok()) << remote.status().to_string();
     auto win = Window::open(**comm);
     ASSERT_TRUE(win.ok()) << win.status().to_string();
@@ -280,15 +294,10 @@ namespace {
 // nothing posted) instead of spinning for a free context with the engine lock held.
 TEST(StrictWindow, PutsBeyondTheContextsInFlightAreRefusedAtOnce) {
   setenv("XPORT_PROVIDER", "strict", 1);
-  const char* bin = std::getenv("XTEST_PEER_BIN");
-  auto peer = test::ChildProcess::spawn(
-      {bin != nullptr ? bin : "xport-test-peer", "target", std::to_string(kSize)}, {});
+  auto peer = spawn_target(kSize);
   ASSERT_TRUE(peer.started());
-  std::string err;
-  std::string handle = peer.read_line(30000, &err);
-  ASSERT_EQ(handle.rfind("HANDLE ", 0), 0u) << handle << err;
-  std::string key = peer.read_line(30000, &err);
-  ASSERT_EQ(key.rfind("KEY ", 0), 0u) << key << err;
+  std::string handle, key;
+  ASSERT_TRUE(read_target(peer, &handle, &key));
   setenv("STRICT_FI_DELAY_POST_US", "400000", 1);  // this side's posts leave up to 0.4 s late
   {
     ContextOptions o;
@@ -297,10 +306,10 @@ TEST(StrictWindow, PutsBeyondTheContextsInFlightAreRefusedAtOnce) {
     ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
     auto dev = (*ctx)->open_device();
     ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    auto comm = (*dev)->connect(test::from_hex(handle.substr(7)),
+    auto comm = (*dev)->connect(test::from_hex(handle),
                                 Deadline::after(std::chrono::seconds(30)));
     ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-    auto remote = (*dev)->import_key(test::from_hex(key.substr(4)));
+    auto remote = (*dev)->import_key(test::from_hex(key));
     ASSERT_TRUE(remote.ok());
     auto win = Window::open(**comm);
     ASSERT_TRUE(win.ok());
