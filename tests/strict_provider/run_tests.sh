@@ -5,15 +5,32 @@
 set -u
 raw=$1 suite=$2 injection=$3
 status=0
+# Each configuration's output is kept so that, when one fails, its failure lines are repeated
+# at the very end on stderr: a log cut to its tail (CI shows only the last lines) still names
+# the configuration and the test that failed.
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/strict-provider.XXXXXX") || exit 1
+trap 'rm -rf "$logdir"' EXIT
+failures="$logdir/failures"
+: >"$failures"
+n=0
 
 run() {
   name=$1
   shift
+  n=$((n + 1))
+  log="$logdir/$n.log"
   echo "=== strict provider: $name"
-  if env "$@"; then
+  env "$@" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  if [ "$rc" -eq 0 ]; then
     echo "=== passed: $name"
   else
-    echo "=== FAILED: $name"
+    echo "=== FAILED: $name (exit status $rc)"
+    {
+      echo "=== FAILED: $name (exit status $rc)"
+      { grep -E -A4 ': Failure$' "$log"; grep -E 'ERROR: |^\[  FAILED  \]' "$log"; } | head -n 60
+    } >>"$failures"
     status=1
   fi
 }
@@ -51,4 +68,8 @@ for base in "tcp;ofi_rxm" shm; do
 done
 run "libxport under injected error completions and a dead domain" \
   STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$injection"
+if [ "$status" -ne 0 ]; then
+  echo "=== strict provider: the configurations that failed, and their failure lines:" >&2
+  cat "$failures" >&2
+fi
 exit $status
