@@ -24,6 +24,7 @@ class Flusher {
   bool owned_by(uint64_t id, CommId comm) const;
   void on_done(fabric::OpContext* ctx, const Status& st);
   void retry();
+  bool queued() const { return !unposted_.empty(); }
   // The rail's CQ failed: its reads will never be reported.
   void fail_rail(uint32_t rail, const Status& why);
 

@@ -1,6 +1,8 @@
 // Receive groups and tags: posting, placing messages by tag, the group's outcome.
 #include "proto/matching.hpp"
 
+#include <utility>
+
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/eager.hpp"
@@ -35,7 +37,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   for (const Buffer& b : buffers) uniform = uniform && b.tag == buffers[0].tag;
   for (uint32_t i = 0; i < n; ++i) {
     RecvSlot& r = slot(c, base + i);
-    r = RecvSlot{};
+    r.reset();
     r.active = true;
     r.seq = base + i;
     r.group_base = base;
@@ -66,7 +68,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
       for (uint32_t k = 0; k < n; ++k) {
         RecvSlot& r = slot(c, base + k);
         core_.release_cts_room(c, r);
-        r = RecvSlot{};
+        r.reset();
       }
       return room;
     }
@@ -224,7 +226,7 @@ Result<GroupOutcome> Matching::take(CommState& c, uint64_t base) {
   Status error;
   for (uint32_t i = 0; i < n; ++i) {
     RecvSlot& r = slot(c, base + i);
-    if (!r.error.ok() && error.ok()) error = std::move(r.error);
+    if (!r.error.ok() && error.ok()) error = std::exchange(r.error, Status());
     if (r.assigned) {
       out.sizes[r.sub] = r.bytes;
       out.bytes += r.bytes;

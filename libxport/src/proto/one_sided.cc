@@ -91,6 +91,7 @@ Status OneSided::rma(uint32_t window, fabric::OpType op, const RegionRef& local,
     o.ctx.rail = static_cast<uint8_t>(rail);
     o.ctx.seq = ticket;
     o.ctx.stripe = i;
+    w.note_issued(index);
     w.issued += 1;
     Status st = post(w, index, lbuf + off, end - off, raddr + off, remote.keys[rail]);
     if (st.code() == Code::again) {

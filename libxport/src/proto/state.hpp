@@ -81,6 +81,19 @@ struct SendSlot {
   Status error;
   std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
   bool done() const { return finished && outstanding == 0; }
+  // Back to a fresh slot, keeping ctx's storage (sized per rail once); a no-op error is not
+  // reassigned (this runs on every isend).
+  void reset() {
+    active = false;
+    seq = 0;
+    buf = nullptr;
+    len = 0;
+    tag = 0;
+    region.reset();
+    eager = waiting_credit = queued = rts_sent = cts_consumed = finished = abort_owed = false;
+    outstanding = stripes = stripes_done = stripes_posted = 0;
+    if (!error.ok()) error = Status();
+  }
 };
 
 // The most buffers of one grouped receive (xport::kMaxGroupedRecvs).
@@ -120,6 +133,32 @@ struct RecvSlot {
   bool finished = false;
   Status error;
   bool done() const { return finished; }
+  // Back to a fresh slot (this runs on every irecv: a no-op error is not reassigned).
+  void reset() {
+    active = false;
+    seq = 0;
+    group_base = 0;
+    group_n = 1;
+    posted_buf = nullptr;
+    posted_cap = 0;
+    posted_region.reset();
+    posted_tag = 0;
+    assigned = false;
+    sub = 0;
+    want_tag = 0;
+    tag_known = false;
+    tag = 0;
+    rts_pending = false;
+    buf = nullptr;
+    cap = 0;
+    region.reset();
+    cts_sent = false;
+    cq_reserved = 0;
+    bytes = 0;
+    stripes_seen = 0;
+    finished = false;
+    if (!error.ok()) error = Status();
+  }
 };
 
 struct Cts {
@@ -231,13 +270,39 @@ struct WindowState {
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
   bool closed = false;
-  // The lowest ticket still outstanding (UINT64_MAX when none).
-  uint64_t oldest_outstanding() const {
-    uint64_t m = UINT64_MAX;
-    for (const WindowOp& o : ops)
-      if (o.busy && o.ctx.seq < m) m = o.ctx.seq;
-    return m;
+  // Record an operation just made busy (tickets are issued in increasing order).
+  void note_issued(uint32_t index) {
+    if (issue_order_.size() >= 2 * ops.size() + 2) compact_issue_order();
+    issue_order_.push_back({ops[index].ctx.seq, index});
   }
+
+  // The lowest ticket still outstanding (UINT64_MAX when none). Operations are remembered in
+  // the order they were issued; those that completed are dropped from the front as the front
+  // is asked for, so each operation costs O(1) however many are in flight.
+  uint64_t oldest_outstanding() const {
+    if (free.size() == ops.size()) {
+      issue_order_.clear();
+      return UINT64_MAX;
+    }
+    while (!issue_order_.empty()) {
+      const auto [seq, index] = issue_order_.front();
+      if (ops[index].busy && ops[index].ctx.seq == seq) return seq;
+      issue_order_.pop_front();
+    }
+    return UINT64_MAX;  // not reached while an op is busy: every busy op was noted
+  }
+
+ private:
+  // Operations that complete out of order leave stale entries behind an outstanding front;
+  // rebuilt from the busy ops (in ticket order) before the record outgrows the ops twice.
+  void compact_issue_order() {
+    std::deque<std::pair<uint64_t, uint32_t>> live;
+    for (const auto& e : issue_order_) {
+      if (ops[e.second].busy && ops[e.second].ctx.seq == e.first) live.push_back(e);
+    }
+    issue_order_.swap(live);
+  }
+  mutable std::deque<std::pair<uint64_t, uint32_t>> issue_order_;
 };
 
 // A flush: one read per rail of its communicator into that rail's flush target.
@@ -507,5 +572,22 @@ class Core {
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };
+
+// Inline: taken on every call of the public API.
+inline Lock::Lock(Core& c) : core_(&c) {
+  if (!c.config.thread_safe) return;
+  c.mu.lock();
+  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  held_ = true;
+}
+
+inline void Lock::unlock() {
+  if (!held_) return;
+  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  held_ = false;
+  core_->mu.unlock();
+}
+
+inline Lock::~Lock() { unlock(); }
 
 }  // namespace xport::proto

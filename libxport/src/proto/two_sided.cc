@@ -1,6 +1,7 @@
 // Engine: the two-sided calls of the public API (isend, grouped irecv, test and wait, flush and
 // iflush), checked here and carried out by the eager, rendezvous, matching and flush parts.
 #include <thread>
+#include <utility>
 
 #include "core/log.hpp"
 #include "proto/engine.hpp"
@@ -37,9 +38,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  std::vector<fabric::OpContext> ctx = std::move(s.ctx);  // sized per rail once
-  s = SendSlot{};
-  s.ctx = std::move(ctx);
+  s.reset();
   if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
   s.active = true;
   s.seq = seq;
@@ -48,16 +47,13 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   s.tag = tag;
   s.region = *region.region;
   s.eager = len <= c->eager_max;
-  Status st;
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
     // posted, and credits bound how many it may have to hold.
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
-    st = eager_.start(*c, s, slot);
-  } else {
-    st = rendezvous_.start(*c, s, slot);
   }
+  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
@@ -122,16 +118,14 @@ Result<Completion> Engine::test(CommId comm, uint64_t seq) {
                        " (completed already, or never issued)");
   }
   if (!s.done()) return Completion{};
-  Status e = std::move(s.error);
-  const size_t n = s.len;
   s.active = false;
   s.region.reset();
-  if (!e.ok()) return e;
+  if (!s.error.ok()) return std::exchange(s.error, Status());
   Completion out;
   out.done = true;
-  out.bytes = n;
+  out.bytes = s.len;
   out.count = 1;
-  out.sizes[0] = n;
+  out.sizes[0] = s.len;
   return out;
 }
 
