@@ -2,7 +2,7 @@
 // per process polls every communicator, `window` requests of `size` bytes in flight on each (NCCL
 // keeps NCCL_STEPS = 8 chunks of 512 KiB per channel with its default 4 MiB buffers), in both
 // directions at once (a 2-rank all_reduce sends and receives the same amount) or one.
-//   XPORT_NCCL_PLUGIN=build/plugins/nccl/libnccl-net-xport.so XPORT_PROVIDER='tcp;ofi_rxm'
+//   XTEST_NCCL_PLUGIN=build/plugins/nccl/libnccl-net-xport.so XPORT_PROVIDER='tcp;ofi_rxm'
 //   XPORT_DOMAIN=lo build/tests/nccl_plugin/xport-nccl-plugin-tests --bench
 //     [--size 512K] [--comms 2] [--window 8] [--bytes 4G] [--uni]   (one command line)
 // Prints one line per direction and process: "bench <role> <provider> size=... comms=...

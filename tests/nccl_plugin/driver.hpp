@@ -60,9 +60,9 @@ struct Plugin {
   std::string error;
 
   bool load() {
-    const char* path = std::getenv("XPORT_NCCL_PLUGIN");
+    const char* path = std::getenv("XTEST_NCCL_PLUGIN");
     if (path == nullptr) {
-      error = "XPORT_NCCL_PLUGIN is not set (the path of libnccl-net-xport.so)";
+      error = "XTEST_NCCL_PLUGIN is not set (the path of libnccl-net-xport.so)";
       return false;
     }
     lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -1,5 +1,5 @@
 // The NCCL plugin driven the way NCCL drives it, without NCCL and without a GPU: this program
-// dlopens libnccl-net-xport.so (XPORT_NCCL_PLUGIN), finds ncclNetPlugin_v11 and calls its
+// dlopens libnccl-net-xport.so (XTEST_NCCL_PLUGIN), finds ncclNetPlugin_v11 and calls its
 // table as NCCL's proxy threads do, across two processes (this one receives, a copy of it
 // started with --peer sends): handles exchanged over a pipe, connect and accept polled, grouped
 // receives with tags, sizes from test(), every byte verified, one thread per communicator.
