@@ -49,28 +49,34 @@ def launch(args):
              str(args.max_bytes), "--timeout", str(args.timeout)],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     deadline = time.monotonic() + args.timeout
-    status = 0
-    for rank, p in enumerate(procs):
-        left = max(1.0, deadline - time.monotonic())
-        try:
-            rc = p.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            print(f"nccl_gpu_check: rank {rank} did not finish within {args.timeout} s: killed "
-                  f"(see rank{rank}.log)", file=sys.stderr)
-            for q in procs:
-                if q.poll() is None:
-                    os.killpg(q.pid, signal.SIGKILL)  # the rank's own session
-            for q in procs:
-                q.wait()
+
+    def kill_all():
+        for q in procs:
+            if q.poll() is None:
+                os.killpg(q.pid, signal.SIGKILL)  # the rank's own session (start_new_session)
+        for q in procs:
+            q.wait()
+
+    # Both ranks watched at once: one that fails leaves the other waiting in NCCL until its own
+    # timeout, so it is killed at once.
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [r for r, c in enumerate(codes) if c is not None and c != 0]
+        if failed:
+            for r in failed:
+                print(f"nccl_gpu_check: rank {r} exited with {codes[r]} (see rank{r}.log)",
+                      file=sys.stderr)
+            kill_all()
+            return 1
+        if all(c == 0 for c in codes):
+            return 0
+        if time.monotonic() > deadline:
+            late = [r for r, c in enumerate(codes) if c is None]
+            print(f"nccl_gpu_check: rank(s) {late} did not finish within {args.timeout} s: "
+                  f"killed (see their logs)", file=sys.stderr)
+            kill_all()
             return 124
-        if rc != 0:
-            print(f"nccl_gpu_check: rank {rank} exited with {rc} (see rank{rank}.log)",
-                  file=sys.stderr)
-            status = 1
-            for q in procs:  # the other rank would wait for it until NCCL's timeout
-                if q.poll() is None:
-                    os.killpg(q.pid, signal.SIGKILL)
-    return status
+        time.sleep(0.2)  # (a launcher polling its children; nothing waits on this)
 
 
 def pattern(torch, n, seed, dtype, period=1021):
