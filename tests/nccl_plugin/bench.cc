@@ -75,7 +75,8 @@ bool listen_all(Plugin& p, int n, std::vector<void*>& listens, std::string& line
   for (int i = 0; i < n; ++i) {
     char h[NCCL_NET_HANDLE_MAXSIZE];
     if (p.net->listen(p.ctx, 0, h, &listens[i]) != ncclSuccess) return false;
-    line += " " + hex(h, sizeof(h));
+    line += ' ';  // (not " " + hex(): GCC 12 -O3 warns -Wrestrict on it)
+    line += hex(h, sizeof(h));
   }
   return true;
 }
