@@ -105,8 +105,8 @@ ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
   if (d == nullptr) return state().fail(ncclInvalidArgument, "getProperties: no device %d", dev);
   std::memset(props, 0, sizeof(*props));
   const DeviceProperties& p = d->props;
-  props->name = d->name.data();
-  props->pciPath = d->pci_path.empty() ? nullptr : d->pci_path.data();
+  props->name = d->name;
+  props->pciPath = d->pci_path;
   props->guid = p.guid;
   props->ptrSupport = NCCL_PTR_HOST;  // NCCL stages GPU data through host buffers
   props->regIsGlobal = p.registration_is_global ? 1 : 0;

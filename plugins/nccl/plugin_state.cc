@@ -75,8 +75,8 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   nd->index = 0;
   nd->device = std::move(dev).value();
   nd->props = nd->device->properties();
-  nd->name = nd->props.name;
-  nd->pci_path = nd->props.pci_path;
+  nd->name = intern(nd->props.name);
+  nd->pci_path = nd->props.pci_path.empty() ? nullptr : intern(nd->props.pci_path);
   devices_.clear();
   devices_.push_back(std::move(nd));
   ctx_ = std::move(ctx).value();
@@ -84,8 +84,8 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   const NetDevice& d = *devices_[0];
   log(NCCL_LOG_INFO, __FILE__, __LINE__,
       "NET/xport : libxport %s, provider %s, device 0 '%s' (%u rails, %s)", version(),
-      ctx_->provider().caps.provider.c_str(), d.name.c_str(), d.props.rails,
-      d.pci_path.empty() ? "no PCI path" : d.pci_path.c_str());
+      ctx_->provider().caps.provider.c_str(), d.name, d.props.rails,
+      d.pci_path == nullptr ? "no PCI path" : d.pci_path);
   return ncclSuccess;
 }
 
@@ -96,6 +96,14 @@ void PluginState::release() {
   // communicators NCCL did not close stay alive through them).
   devices_.clear();
   ctx_.reset();
+}
+
+char* PluginState::intern(const std::string& s) {  // (called with mu_ held, from acquire)
+  for (std::string& i : interned_) {
+    if (i == s) return i.data();
+  }
+  interned_.push_back(s);
+  return interned_.back().data();
 }
 
 void PluginState::add(MemHandle* m) {

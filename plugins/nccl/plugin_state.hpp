@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdarg>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,13 +19,14 @@
 
 namespace xport::nccl {
 
-// One NCCL device: a libxport Device and the strings getProperties hands out.
+// One NCCL device: a libxport Device and the strings getProperties hands out (interned: NCCL
+// may keep the pointers after the last finalize closed the device).
 struct NetDevice {
   int index = 0;
   std::unique_ptr<Device> device;
   DeviceProperties props;
-  std::string name;
-  std::string pci_path;
+  char* name = nullptr;
+  char* pci_path = nullptr;  // NULL when the rails have no PCI function (lo, shm)
 };
 
 struct MemHandle {
@@ -97,6 +99,9 @@ class PluginState {
   int device_count() const { return static_cast<int>(devices_.size()); }
   NetDevice* device(int i) { return i >= 0 && i < device_count() ? devices_[i].get() : nullptr; }
 
+  // A copy of `s` that lives as long as the process (one per distinct string).
+  char* intern(const std::string& s);
+
   // Registrations NCCL holds: a pointer is used only while it is in this set.
   void add(MemHandle* m);
   bool remove(MemHandle* m);
@@ -109,10 +114,8 @@ class PluginState {
   ncclResult_t fail(const Status& s, const char* what, bool input_error = false);
   ncclResult_t fail(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
-  // Plugin knobs (docs/knobs.md): the speed reported for rails of unknown link rate, and the
-  // latency (both from XPORT_NCCL_* knobs).
+  // XPORT_NCCL_SPEED_MBPS (docs/knobs.md): the speed getProperties reports, 0 = the link rate.
   int speed_mbps_default() const { return speed_default_; }
-  float latency_us() const { return latency_us_; }
 
  private:
   std::mutex mu_;
@@ -122,8 +125,8 @@ class PluginState {
   std::vector<std::unique_ptr<NetDevice>> devices_;
   std::mutex handles_mu_;
   std::unordered_set<const MemHandle*> handles_;
-  int speed_default_ = 10000;
-  float latency_us_ = 0;
+  std::deque<std::string> interned_;  // guarded by mu_
+  int speed_default_ = 0;
 };
 
 }  // namespace xport::nccl

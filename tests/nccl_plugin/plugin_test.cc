@@ -351,6 +351,17 @@ TEST_P(PluginTest, TableAndPropertiesAreWhatNcclExpects) {
   EXPECT_EQ(ndev2, ndev);
   EXPECT_EQ(n->finalize(ctx2), ncclSuccess);
   EXPECT_EQ(n->devices(&ndev2), ncclSuccess) << "the first context is still there";
+  // NCCL may keep the strings getProperties gave after the last finalize closed the device.
+  const std::string name = props.name;
+  const char* kept = props.name;
+  ASSERT_EQ(n->finalize(p_.ctx), ncclSuccess);
+  p_.ctx = nullptr;
+  EXPECT_EQ(name, kept);
+  EXPECT_NE(n->devices(&ndev2), ncclSuccess) << "devices after the last finalize";
+  ASSERT_EQ(n->init(&p_.ctx, 0x1234, &config, logger, nullptr), ncclSuccess) << "init again";
+  ncclNetProperties_v11_t again;
+  ASSERT_EQ(n->getProperties(0, &again), ncclSuccess);
+  EXPECT_STREQ(again.name, name.c_str());
 }
 
 TEST_P(PluginTest, TwoProcessesGroupedReceivesEveryByteVerified) {
