@@ -331,7 +331,10 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
   MemHandle* m = mem_of(mhandles[last], c->dev, "iflush", &err);
   if (m == nullptr) return err;
   Request* r = c->take(ReqKind::flush);
-  if (r == nullptr) return ncclSuccess;
+  if (r == nullptr) {
+    // (A NULL request would tell NCCL there is nothing to flush.)
+    return state().fail(ncclInternalError, "iflush: too many requests outstanding on the comm");
+  }
   auto q = c->comm->iflush(data[last], static_cast<size_t>(sizes[last]), m->region);
   if (!q.ok()) {
     c->give(r);

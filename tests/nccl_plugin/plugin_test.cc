@@ -540,6 +540,22 @@ TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
     return rdone && sdone;
   }, 20s));
   EXPECT_EQ(rsize, 4096);
+  // iflush of what was received: a request test() completes; nothing received, no request.
+  void* freq = nullptr;
+  int fsize = rsize;
+  ASSERT_EQ(n->iflush(recv, 1, &data, &fsize, &rmh, &freq), ncclSuccess) << warned_since(0);
+  ASSERT_NE(freq, nullptr);
+  int fdone = 0;
+  ASSERT_TRUE(poll_until([&] {
+    return n->test(freq, &fdone, nullptr) != ncclSuccess || fdone;
+  }, 20s));
+  EXPECT_EQ(fdone, 1) << warned_since(0);
+  int zero = 0;
+  freq = &zero;
+  EXPECT_EQ(n->iflush(recv, 1, &data, &zero, &rmh, &freq), ncclSuccess);
+  EXPECT_EQ(freq, nullptr) << "nothing to flush: NULL request";
+  EXPECT_EQ(n->iflush(send, 1, &data, &fsize, &rmh, &freq), ncclInvalidArgument)
+      << "iflush on a send comm";
   EXPECT_EQ(n->deregMr(send, mh), ncclSuccess);
   EXPECT_EQ(n->deregMr(recv, rmh), ncclSuccess);
   EXPECT_EQ(n->closeSend(send), ncclSuccess);
