@@ -3,6 +3,7 @@
 // and turns libxport errors into NCCL's codes with a message in NCCL's log; nothing aborts.
 // NCCL calls from several proxy threads: libxport serialises each device, the plugin's own
 // tables have their locks.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -111,8 +112,8 @@ ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
   props->ptrSupport = NCCL_PTR_HOST;  // NCCL stages GPU data through host buffers
   props->regIsGlobal = p.registration_is_global ? 1 : 0;
   props->forceFlush = 0;
-  // Link rate of the rails; where the node reports none (loopback, shm), what
-  // XPORT_NCCL_SPEED_MBPS says, else 10 Gbit/s as NCCL's own socket transport assumes.
+  // XPORT_NCCL_SPEED_MBPS when set, else the link rate of the rails; where the node reports
+  // none (loopback, shm), 10 Gbit/s as NCCL's own socket transport assumes.
   int speed = static_cast<int>(p.link_bits_per_s / 1000000);
   if (state().speed_mbps_default() > 0) speed = state().speed_mbps_default();
   if (speed <= 0) speed = 10000;
@@ -120,7 +121,9 @@ ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
   props->port = 1;
   props->latency = 0;  // not measured
   props->maxComms = static_cast<int>(p.max_comms);
-  props->maxRecvs = static_cast<int>(p.max_grouped_recvs);
+  // 1 unless XPORT_NCCL_MAX_RECVS says more (docs/nccl.md, "Known gap"); irecv takes up to 8
+  // buffers either way.
+  props->maxRecvs = std::min(state().max_recvs(), static_cast<int>(p.max_grouped_recvs));
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = 0;
   props->vProps.ndevs = 1;

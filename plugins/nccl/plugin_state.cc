@@ -67,6 +67,11 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   Status knobs = validate_knobs();
   if (!knobs.ok()) return fail(knobs, "init: knobs", true);
   speed_default_ = std::atoi(knob_value("XPORT_NCCL_SPEED_MBPS").c_str());
+  max_recvs_ = std::atoi(knob_value("XPORT_NCCL_MAX_RECVS").c_str());
+  if (max_recvs_ < 1 || max_recvs_ > static_cast<int>(kMaxGroupedRecvs)) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_MAX_RECVS=%d: 1..%zu", max_recvs_,
+                kMaxGroupedRecvs);
+  }
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
   auto dev = (*ctx)->open_device();

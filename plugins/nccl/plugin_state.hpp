@@ -116,6 +116,8 @@ class PluginState {
 
   // XPORT_NCCL_SPEED_MBPS (docs/knobs.md): the speed getProperties reports, 0 = the link rate.
   int speed_mbps_default() const { return speed_default_; }
+  // XPORT_NCCL_MAX_RECVS: the maxRecvs getProperties reports (1..8).
+  int max_recvs() const { return max_recvs_; }
 
  private:
   std::mutex mu_;
@@ -127,6 +129,7 @@ class PluginState {
   std::unordered_set<const MemHandle*> handles_;
   std::deque<std::string> interned_;  // guarded by mu_
   int speed_default_ = 0;
+  int max_recvs_ = 1;
 };
 
 }  // namespace xport::nccl
