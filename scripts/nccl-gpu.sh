@@ -10,6 +10,8 @@
 #   xport-tcp@MBPS, xport-shm@MBPS   the same with XPORT_NCCL_SPEED_MBPS=MBPS: the port speed the
 #              plugin reports (lo and shm report no link rate: 10000 by default, as NCCL's socket
 #              transport assumes; NCCL sizes its channels by it), e.g. xport-tcp@100000
+#   CONFIG+VAR=VALUE[+VAR=VALUE...]   any config with more XPORT_*/NCCL_* variables, e.g.
+#              xport-tcp+XPORT_NCCL_MAX_RECVS=8 (grouped receives), xport-tcp+XPORT_PROGRESS=manual
 # Every config: NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO;
 # scripts/nccl_gpu_check.py runs all_reduce, all_gather, reduce_scatter, broadcast and send/recv
 # for 1 KiB .. 1 GiB (NCCL_GPU_MAX_BYTES), checked on the host, then all_reduce bus bandwidth at
@@ -74,8 +76,20 @@ run_config() {  # name
   mkdir -p "$dir"
   local -a env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO
                 NCCL_DEBUG_SUBSYS=INIT,NET,ENV)
-  local base=${name%%@*} speed=
-  [ "$base" = "$name" ] || speed=${name#*@}
+  local spec=${name%%+*} extra=
+  [ "$spec" = "$name" ] || extra=${name#*+}
+  if [ -n "$extra" ]; then
+    local IFS_old=$IFS kv
+    IFS=+
+    for kv in $extra; do
+      [[ "$kv" =~ ^(XPORT|NCCL|FI)_[A-Z0-9_]+=[^[:space:]]*$ ]] ||
+        { IFS=$IFS_old; say "$name: '$kv' is not XPORT_*/NCCL_*/FI_*=VALUE"; return 2; }
+      env+=("$kv")
+    done
+    IFS=$IFS_old
+  fi
+  local base=${spec%%@*} speed=
+  [ "$base" = "$spec" ] || speed=${spec#*@}
   if [ -n "$speed" ]; then
     [[ "$speed" =~ ^[0-9]+$ ]] || { say "$name: the speed after @ must be Mbit/s"; return 2; }
     env+=("XPORT_NCCL_SPEED_MBPS=$speed")
@@ -98,7 +112,7 @@ run_config() {  # name
   say "$name: exit $rc after $((SECONDS - t0)) s"
   # What NCCL says it used.
   local want=Socket
-  [ "$name" = socket ] || want=xport
+  [ "$base" = socket ] || want=xport
   if ! grep -q "via NET/$want" "$dir"/rank*.log 2>/dev/null; then
     say "$name: no channel 'via NET/$want' in NCCL's log"
     grep -h -m5 -E "via |NET/Plugin|Using network|WARN" "$dir"/rank*.log 2>/dev/null | sed 's/^/  /' | tee -a "$out/nccl-gpu.log"
