@@ -97,9 +97,9 @@ run_config() {  # name
   case "$base" in
     socket) env+=(NCCL_NET=Socket) ;;
     xport-tcp) env+=(NCCL_NET_PLUGIN=xport NCCL_NET=xport "XPORT_PROVIDER=tcp;ofi_rxm"
-                     XPORT_DOMAIN=lo "LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
+                     XPORT_DOMAIN=lo "LD_LIBRARY_PATH=$pack:$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
     xport-shm) env+=(NCCL_NET_PLUGIN=xport NCCL_NET=xport XPORT_PROVIDER=shm
-                     "LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
+                     "LD_LIBRARY_PATH=$pack:$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
     *) say "unknown config $name"; return 2 ;;
   esac
   printf '%s\n' "${env[@]}" > "$dir/env.txt"
