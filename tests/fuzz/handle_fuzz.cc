@@ -1,6 +1,7 @@
 // Fuzzes the connection-handle and remote-key decoders: any bytes, no crash, no overread.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "proto/wire.hpp"
 
@@ -8,10 +9,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
   auto h = xport::proto::decode_handle(bytes);
   if (h.ok()) {
-    // A handle that decodes must re-encode to the same bytes, within NCCL's 128.
+    // A handle that decodes must re-encode to the same bytes (what follows them being zero
+    // padding), within NCCL's 128.
     auto again = xport::proto::encode_handle(*h);
-    if (!again.ok() || again->size() != size || size > xport::proto::kMaxHandleBytes) {
+    if (!again.ok() || again->size() > size || size > xport::proto::kMaxHandleBytes ||
+        std::memcmp(again->data(), data, again->size()) != 0) {
       __builtin_trap();
+    }
+    for (size_t i = again->size(); i < size; ++i) {
+      if (data[i] != 0) __builtin_trap();
     }
   }
   auto k = xport::proto::decode_key(bytes);

@@ -31,3 +31,19 @@ cmake --build "$tmp/cmake" >"$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cmake-bui
 "$tmp/cmake/hello_xport" | tee "$tmp/out-cmake"
 grep -q "put: ok" "$tmp/out-cmake"
 echo "install check: pkg-config and CMake consumers built and ran"
+# The NCCL plugin (when built): installed beside the library, NCCL's table its only export, every
+# symbol resolved (a sanitized build leaves the runtime to the program: not checked there).
+plugin_built=$(meson introspect "$build" --targets |
+  python3 -c 'import json,sys; print(any(t["name"]=="nccl-net-xport" for t in json.load(sys.stdin)))')
+if [ "$plugin_built" = True ]; then
+  plugin=$(find "$root" -name libnccl-net-xport.so | head -1)
+  [ -n "$plugin" ] || { echo "FAIL: libnccl-net-xport.so was not installed"; exit 1; }
+  exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | tr '\n' ' ')
+  [ "$exported" = "ncclNetPlugin_v11 " ] ||
+    { echo "FAIL: the plugin exports more than ncclNetPlugin_v11: $exported"; exit 1; }
+  if [ "$sanitize" = "none" ]; then
+    missing=$(ldd -r "$plugin" 2>&1 | grep -E "not found|undefined symbol" || true)
+    [ -z "$missing" ] || { echo "FAIL: the installed plugin does not resolve: $missing"; exit 1; }
+  fi
+  echo "install check: $plugin exports ncclNetPlugin_v11 only"
+fi

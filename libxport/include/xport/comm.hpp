@@ -1,11 +1,15 @@
 // Two-sided communicators in the NCCL net model: a Listener yields an opaque connection handle
-// the runtime ships out of band; connect() gives a SendComm, accept() a RecvComm; isend/irecv
-// match in posting order; test() reports completion with the received size.
+// the runtime ships out of band; connect() gives a SendComm, accept() a RecvComm (or, without
+// blocking, start_connect()/PendingConnect::poll() and try_accept()); isend/irecv match in
+// posting order, a receive may group several buffers matched by tag; test() reports completion
+// with the received size of every buffer.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "xport/deadline.hpp"
@@ -23,17 +27,36 @@ struct Access;
 
 using ConnectionHandle = std::vector<uint8_t>;
 
-// Names one outstanding operation of a communicator (its sequence number).
+// The most buffers one grouped receive takes (NCCL's maxRecvs).
+inline constexpr size_t kMaxGroupedRecvs = 8;
+
+// Names one outstanding operation of a communicator: a message (its sequence number; a grouped
+// receive is named by its first) or a flush.
 struct Request {
+  enum class Kind : uint8_t { message, flush };
   uint64_t seq = 0;
+  Kind kind = Kind::message;
 };
 
 struct Completion {
   bool done = false;
-  size_t bytes = 0;  // bytes sent or received, when done
+  size_t bytes = 0;    // bytes sent or received, when done (a grouped receive: all buffers)
+  uint32_t count = 0;  // buffers of the request, when done (1 but for grouped receives)
+  // Bytes received into each buffer of a (grouped) receive, in the order they were posted.
+  std::array<size_t, kMaxGroupedRecvs> sizes{};
+};
+
+// One buffer of a grouped receive: at most `len` bytes into [buf, buf+len) inside `region`, for
+// the message sent with `tag`.
+struct RecvBuffer {
+  void* buf = nullptr;
+  size_t len = 0;
+  const Region* region = nullptr;
+  uint32_t tag = 0;
 };
 
 class RecvComm;
+class SendComm;
 
 class Listener {
  public:
@@ -41,6 +64,9 @@ class Listener {
   const ConnectionHandle& handle() const { return handle_; }
   // The next connection the transport has accepted, or Code::timeout at the deadline.
   Result<std::unique_ptr<RecvComm>> accept(Deadline deadline);
+  // Never blocks: one progress pass, then the next accepted connection, or nullptr when none
+  // has arrived yet (connectors complete without waiting for it: docs/semantics.md).
+  Result<std::unique_ptr<RecvComm>> try_accept();
 
  private:
   friend struct api::Access;
@@ -49,12 +75,31 @@ class Listener {
   ConnectionHandle handle_;
 };
 
+// A connection in progress (Device::start_connect). Destroying it before poll() handed out the
+// SendComm gives the connection up: the listener drops its side.
+class PendingConnect {
+ public:
+  ~PendingConnect();
+  // Never blocks: one progress pass, then the SendComm once the listener has answered, nullptr
+  // while it has not, or the error that ended the attempt (refused, unreachable, the deadline
+  // given to start_connect passed). After a SendComm or an error, poll() is invalid_argument.
+  Result<std::unique_ptr<SendComm>> poll();
+
+ private:
+  friend struct api::Access;
+  std::shared_ptr<proto::Engine> engine_;
+  uint16_t id_ = 0;
+  uint8_t gen_ = 0;
+  Deadline deadline_ = Deadline::never();
+  bool finished_ = false;
+};
+
 class SendComm {
  public:
   ~SendComm();  // closes: the peer's pending receives fail with Code::closed
-  // Starts sending [buf, buf+len), which must lie inside `region`. Code::again when
-  // XPORT_MAX_REQUESTS sends are outstanding.
-  Result<Request> isend(const void* buf, size_t len, const Region& region);
+  // Starts sending [buf, buf+len), which must lie inside `region`, with `tag` (a grouped
+  // receive places it by tag). Code::again when XPORT_MAX_REQUESTS sends are outstanding.
+  Result<Request> isend(const void* buf, size_t len, const Region& region, uint32_t tag = 0);
   // done=true once the buffer may be reused; an error fails exactly this request.
   Result<Completion> test(Request request);
   Result<size_t> wait(Request request, Deadline deadline);
@@ -70,15 +115,25 @@ class SendComm {
 class RecvComm {
  public:
   ~RecvComm();
-  // Posts a receive of at most `len` bytes into [buf, buf+len) inside `region`.
-  Result<Request> irecv(void* buf, size_t len, const Region& region);
-  // done=true once the data is in place; bytes = the size the sender sent.
+  // Posts a receive of at most `len` bytes into [buf, buf+len) inside `region`, for the next
+  // message; its tag must be `tag`.
+  Result<Request> irecv(void* buf, size_t len, const Region& region, uint32_t tag = 0);
+  // A grouped receive of 1..kMaxGroupedRecvs buffers: it takes the sender's next n messages (in
+  // its posting order), and the k-th of them with tag t lands in the k-th buffer with tag t
+  // (docs/semantics.md, "Tags and grouped receives"). One request; done when every buffer is.
+  Result<Request> irecv(std::span<const RecvBuffer> buffers);
+  // done=true once the data is in place (a flush: once its reads completed); bytes = the size
+  // the sender sent, sizes[i] per buffer of a grouped receive. A message whose tag matches no
+  // buffer fails the request (invalid_argument), and so does one larger than its buffer.
   Result<Completion> test(Request request);
   Result<size_t> wait(Request request, Deadline deadline);
   // After a receive into device memory completed: makes the data visible to the device by an
-  // RDMA read of the buffer into the endpoint's flush buffer (host memory needs no flush but
-  // takes the same path). One flush at a time per device.
+  // RDMA read of the buffer into the endpoint's flush buffer, on every rail of the communicator
+  // (host memory needs no flush but takes the same path). Flushes are independent.
   Status flush(const void* buf, size_t len, const Region& region, Deadline deadline);
+  // The same without waiting: a Request (Kind::flush) that test() reports done once every
+  // rail's read has completed. Connected endpoints and len 0 need none: done at once.
+  Result<Request> iflush(const void* buf, size_t len, const Region& region);
   uint16_t id() const { return id_; }
 
  private:

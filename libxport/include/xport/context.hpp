@@ -65,6 +65,29 @@ class Context {
   std::unique_ptr<State> state_;
 };
 
+// What a runtime asks of a device before it uses it (NCCL's getProperties: docs/semantics.md,
+// "Device properties"). Figures the node does not report are 0 or empty, never invented.
+struct DeviceProperties {
+  std::string name;             // the rails' names joined with '+' ("lo", "mlx5_0+mlx5_1")
+  std::string pci_path;         // /sys/devices/... of the first rail's PCI function, "" if none
+  uint64_t guid = 0;            // stable per rail set on this host (FNV-1a of pci_path or name)
+  uint64_t link_bits_per_s = 0; // sum of the rails' link rates (RailInfo); 0 when unknown
+  uint32_t rails = 0;
+  std::string provider;         // "tcp;ofi_rxm", "shm", ...
+  bool host_memory = true;      // Regions of host memory
+  bool device_memory = false;   // Regions of GPU memory (not yet: host memory only)
+  bool registration_is_global = true;  // a Region serves every communicator of the device
+  bool needs_flush = false;     // receives need flush() before a device reads them (host: no)
+  uint32_t max_comms = 0;       // communicators the device holds at once (XPORT_MAX_COMMS)
+  uint32_t max_requests = 0;    // outstanding requests per communicator (XPORT_MAX_REQUESTS)
+  uint32_t max_grouped_recvs = 0;  // buffers of one grouped receive (kMaxGroupedRecvs)
+  uint64_t max_message_bytes = 0;  // largest message (4 GiB - 1: the CQ data carries 32 bits)
+  uint32_t max_tag = 0;            // tags are 0..max_tag
+  size_t eager_max = 0;            // messages up to this go eagerly (XPORT_EAGER_MAX)
+};
+
+class PendingConnect;
+
 class Device {
  public:
   ~Device();
@@ -82,7 +105,16 @@ class Device {
   Result<RemoteRegion> import_key(std::span<const uint8_t> bytes);
 
   Result<std::unique_ptr<Listener>> listen();
+  // Connects to a listener's handle, waiting for its answer until the deadline.
   Result<std::unique_ptr<SendComm>> connect(const ConnectionHandle& handle, Deadline deadline);
+  // Starts connecting and returns at once: PendingConnect::poll() gives the SendComm once the
+  // listener has answered (its process must progress, accept() is not needed), or Code::timeout
+  // once `deadline` has passed. The handle may be followed by zero padding (a runtime's
+  // fixed-size handle buffer); anything else after it is refused.
+  Result<std::unique_ptr<PendingConnect>> start_connect(std::span<const uint8_t> handle,
+                                                        Deadline deadline = Deadline::from_knob());
+
+  DeviceProperties properties() const;
 
   // One progress pass: bounded batches from every CQ and event queue. Blocking calls drive
   // progress themselves; call this when polling test() from a loop that does nothing else.

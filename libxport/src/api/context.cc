@@ -43,6 +43,15 @@ struct Access {
     out->gen_ = id.gen;
     return out;
   }
+  static std::unique_ptr<PendingConnect> pending(const std::shared_ptr<proto::Engine>& e,
+                                                 pool::CommId id, Deadline deadline) {
+    auto out = std::unique_ptr<PendingConnect>(new PendingConnect());
+    out->engine_ = e;
+    out->id_ = id.index;
+    out->gen_ = id.gen;
+    out->deadline_ = deadline;
+    return out;
+  }
   static std::unique_ptr<Listener> listener(const std::shared_ptr<proto::Engine>& e,
                                             uint64_t token, std::vector<uint8_t> handle) {
     auto out = std::unique_ptr<Listener>(new Listener());
@@ -211,6 +220,12 @@ Result<std::unique_ptr<SendComm>> Device::connect(const ConnectionHandle& handle
   return Access::comm<SendComm>(engine_, id);
 }
 
+Result<std::unique_ptr<PendingConnect>> Device::start_connect(std::span<const uint8_t> handle,
+                                                              Deadline deadline) {
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect_start(handle));
+  return Access::pending(engine_, id, deadline);
+}
+
 Status Device::progress() { return engine_->progress(); }
 
 Stats Device::stats() const { return engine_->stats(); }
@@ -242,40 +257,127 @@ Result<std::unique_ptr<RecvComm>> Listener::accept(Deadline deadline) {
   return Access::comm<RecvComm>(engine_, id);
 }
 
+Result<std::unique_ptr<RecvComm>> Listener::try_accept() {
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->try_accept(token_));
+  if (!id) return std::unique_ptr<RecvComm>();
+  return Access::comm<RecvComm>(engine_, id);
+}
+
+PendingConnect::~PendingConnect() {
+  if (engine_ && !finished_) engine_->connect_abandon({id_, gen_});
+}
+
+Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
+  if (finished_) {
+    return core::error(Code::invalid_argument, "PendingConnect::poll: the connection attempt "
+                       "already ended (its SendComm or error was returned)");
+  }
+  auto r = engine_->connect_poll({id_, gen_}, deadline_);
+  if (!r.ok()) {
+    finished_ = true;  // given up by the engine
+    return r.status();
+  }
+  if (!*r) return std::unique_ptr<SendComm>();
+  finished_ = true;
+  return Access::comm<SendComm>(engine_, {id_, gen_});
+}
+
 SendComm::~SendComm() {
   if (engine_) engine_->close_comm({id_, gen_});
 }
 
-Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region) {
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, buf, len, Access::local(region)));
+Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag) {
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
+                         engine_->isend({id_, gen_}, buf, len, Access::local(region), tag));
   return Request{seq};
 }
 
-Result<Completion> SendComm::test(Request r) {
-  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
-  return Completion{c.done, c.bytes};
+namespace {
+Completion to_public(const proto::Completion& c) {
+  Completion out;
+  out.done = c.done;
+  out.bytes = c.bytes;
+  out.count = c.count;
+  static_assert(kMaxGroupedRecvs == proto::kMaxGroup);
+  for (size_t i = 0; i < kMaxGroupedRecvs; ++i) out.sizes[i] = c.sizes[i];
+  return out;
 }
 
-Result<size_t> SendComm::wait(Request r, Deadline d) { return engine_->wait({id_, gen_}, r.seq, d); }
+Status not_a_message(const char* what) {
+  return core::error(Code::invalid_argument, what, ": a send communicator has no flush requests");
+}
+}  // namespace
+
+Result<Completion> SendComm::test(Request r) {
+  if (r.kind != Request::Kind::message) return not_a_message("test");
+  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+  return to_public(c);
+}
+
+Result<size_t> SendComm::wait(Request r, Deadline d) {
+  if (r.kind != Request::Kind::message) return not_a_message("wait");
+  return engine_->wait({id_, gen_}, r.seq, d);
+}
 
 RecvComm::~RecvComm() {
   if (engine_) engine_->close_comm({id_, gen_});
 }
 
-Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region) {
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->irecv({id_, gen_}, buf, len, Access::local(region)));
+Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uint32_t tag) {
+  const RecvBuffer one{buf, len, &region, tag};
+  return irecv(std::span(&one, 1));
+}
+
+Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
+  std::array<proto::RecvBufferRef, kMaxGroupedRecvs> refs;
+  if (buffers.size() > refs.size()) {
+    return core::error(Code::invalid_argument, "irecv: ", buffers.size(), " buffers (a grouped "
+                       "receive takes 1..", kMaxGroupedRecvs, ")");
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].region == nullptr) {
+      return core::error(Code::invalid_argument, "irecv: buffer ", i, " names no Region");
+    }
+    refs[i] = {buffers[i].buf, buffers[i].len, Access::local(*buffers[i].region), buffers[i].tag};
+  }
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
+                         engine_->irecv({id_, gen_}, std::span(refs.data(), buffers.size())));
   return Request{seq};
 }
 
 Result<Completion> RecvComm::test(Request r) {
+  if (r.kind == Request::Kind::flush) {
+    XPORT_ASSIGN_OR_RETURN(bool done, engine_->test_flush({id_, gen_}, r.seq));
+    Completion out;
+    out.done = done;
+    return out;
+  }
   XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
-  return Completion{c.done, c.bytes};
+  return to_public(c);
 }
 
-Result<size_t> RecvComm::wait(Request r, Deadline d) { return engine_->wait({id_, gen_}, r.seq, d); }
+Result<size_t> RecvComm::wait(Request r, Deadline d) {
+  if (r.kind == Request::Kind::message) return engine_->wait({id_, gen_}, r.seq, d);
+  for (uint32_t spin = 0;; ++spin) {
+    XPORT_ASSIGN_OR_RETURN(Completion c, test(r));
+    if (c.done) return size_t{0};
+    if (spin % proto::kSpinsPerYield == 0) {
+      if (d.expired()) {
+        return core::error(Code::timeout, "wait: flush ", r.seq, " on communicator ", id_,
+                           " did not complete before the deadline");
+      }
+      std::this_thread::yield();
+    }
+  }
+}
 
 Status RecvComm::flush(const void* buf, size_t len, const Region& region, Deadline d) {
   return engine_->flush({id_, gen_}, buf, len, Access::local(region), d);
+}
+
+Result<Request> RecvComm::iflush(const void* buf, size_t len, const Region& region) {
+  XPORT_ASSIGN_OR_RETURN(uint64_t id, engine_->iflush({id_, gen_}, buf, len, Access::local(region)));
+  return Request{id, Request::Kind::flush};
 }
 
 // ---- windows ----

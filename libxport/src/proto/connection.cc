@@ -154,7 +154,7 @@ ConnBody Connections::request_body(const CommState& c) const {
   return b;
 }
 
-Result<CommId> Connections::start(const std::vector<uint8_t>& bytes) {
+Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
   auto decoded = decode_handle(bytes);
   if (!decoded) return decoded.status().with_context("connect");
   const Handle& h = *decoded;

@@ -3,6 +3,7 @@
 // manager (FI_EP_MSG: the same bodies as connect/accept parameter data), and closing.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "proto/state.hpp"
@@ -24,7 +25,7 @@ class Connections {
 
   // Starts connecting to a listener's handle: the communicator is `connecting` until the
   // listener's answer arrives (phase ready or failed).
-  Result<CommId> start(const std::vector<uint8_t>& handle);
+  Result<CommId> start(std::span<const uint8_t> handle);
   // Gives up a connection still in progress (the listener is told, so no half-open
   // communicator stays in its backlog) and forgets it.
   void cancel(CommId id);

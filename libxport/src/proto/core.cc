@@ -58,6 +58,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
         h.slot = static_cast<uint16_t>(s.seq % c->depth);
         h.seq = s.seq;
         h.length = s.len;
+        h.aux2 = s.tag;
         (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
       }
       continue;
@@ -69,6 +70,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       h.seq = r.seq;
       h.length = r.cap;
       h.aux = r.region->remote_address(r.buf);
+      h.aux2 = r.want_tag;
       std::vector<uint8_t> keys(8 * c->paths.size());
       for (size_t i = 0; i < c->paths.size(); ++i) {
         const uint64_t k = r.region->key(c->paths[i].data->rail);
@@ -82,6 +84,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       h.seq = c->reported_next - 1;
       h.length = 0;
       h.aux = 0;
+      h.aux2 = 0;
       (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
     }
   }
@@ -127,13 +130,13 @@ CommState* Core::route(const MsgHeader& h, Side side) {
   return c;
 }
 
-void Core::fail_send(CommState& c, SendSlot& s, Status why) {
+void Core::fail_send(CommState& c, SendSlot& s, Status why, bool tell_receiver) {
   if (!s.active || s.finished) return;
   if (s.error.ok()) s.error = std::move(why);
   s.finished = true;
   // A receiver told of this message (RTS), or whose clear-to-send it used, waits for it: it
   // hears of the failure once nothing of the message is in flight any more.
-  if (!s.eager && (s.rts_sent || s.cts_consumed)) s.abort_owed = true;
+  if (!s.eager && (s.rts_sent || s.cts_consumed) && tell_receiver) s.abort_owed = true;
   if (s.waiting_credit) s.waiting_credit = false;
   settle(c, s);
 }
@@ -199,7 +202,10 @@ void Core::settle(CommState& c, SendSlot& s) {
   a.slot = static_cast<uint16_t>(s.seq % c.depth);
   a.seq = s.seq;
   a.length = s.len;
-  a.aux = s.error.code() == Code::truncated ? 1 : 2;  // too large / failed at the sender
+  // too large / failed at the sender / another tag than the receive buffer's
+  a.aux = s.error.code() == Code::truncated          ? 1
+          : s.error.code() == Code::invalid_argument ? 3
+                                                     : 2;
   (void)control->send(control_path(c), a, nullptr, &c, Dependent{});
 }
 

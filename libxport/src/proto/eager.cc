@@ -3,6 +3,7 @@
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
+#include "proto/matching.hpp"
 
 namespace xport::proto {
 
@@ -46,10 +47,10 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
   rail::Rail& rail = *core_.rails[ch->rail];
   Status st;
   fabric::OpContext* ctx = nullptr;
-  if (core_.headerless_eager) {
+  if (core_.headerless_eager && s.tag <= kMaxCqDataTag) {
     // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
     const uint64_t data = encode_cq_data(
-        {c.peer_comm.index, slot, c.peer_comm.gen, static_cast<uint32_t>(s.seq)}, 8);
+        {c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
     if (s.len <= core_.inject_size) {
       st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
       if (st.ok()) {
@@ -93,6 +94,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         h.slot = slot;
         h.seq = s.seq;
         h.length = s.len;
+        h.aux2 = s.tag;
         std::memcpy(b->data, &h, sizeof(h));
         if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
       }
@@ -201,30 +203,33 @@ void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b)
   core_.release(*c, s);
 }
 
-Status Eager::on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool cts_sent) {
-  if (!cts_sent && r.seq + 1 - c.reported_next >= std::max<uint64_t>(1, c.depth / 2)) {
-    MsgHeader g{};
-    g.type = static_cast<uint8_t>(MsgType::credit);
-    g.version = kWireVersion;
-    g.dst_comm = c.peer_comm.index;
-    g.dst_gen = c.peer_comm.gen;
-    g.src_comm = c.id.index;
-    g.src_gen = c.id.gen;
-    g.slot = slot;
-    g.seq = r.seq;
-    XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), g, nullptr, &c, Dependent{}));
-    c.reported_next = r.seq + 1;
-  }
-  Unexpected& u = c.unexpected[slot];
-  if (u.valid && u.seq == r.seq) {
-    deliver(c, r, u.data(), u.len);
-    if (u.buffer != nullptr) {
-      u.owner->held -= 1;
-      core_.control->repost(u.owner, u.buffer);
-    }
-    u = Unexpected{};
-  }
+Status Eager::report_posted(CommState& c, uint64_t last) {
+  if (last + 1 - c.reported_next < std::max<uint64_t>(1, c.depth / 2)) return Status::success();
+  MsgHeader g{};
+  g.type = static_cast<uint8_t>(MsgType::credit);
+  g.version = kWireVersion;
+  g.dst_comm = c.peer_comm.index;
+  g.dst_gen = c.peer_comm.gen;
+  g.src_comm = c.id.index;
+  g.src_gen = c.id.gen;
+  g.slot = static_cast<uint16_t>(last % c.depth);
+  g.seq = last;
+  XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), g, nullptr, &c, Dependent{}));
+  c.reported_next = last + 1;
   return Status::success();
+}
+
+void Eager::take_unexpected(CommState& c, RecvSlot& r, Unexpected& u) {
+  deliver(c, r, u.data(), u.len);
+  drop_unexpected(u);
+}
+
+void Eager::drop_unexpected(Unexpected& u) {
+  if (u.buffer != nullptr) {
+    u.owner->held -= 1;
+    core_.control->repost(u.owner, u.buffer);
+  }
+  u = Unexpected{};
 }
 
 void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold) {
@@ -234,7 +239,8 @@ void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader&
     core_.miss();
     return;
   }
-  accept(*c, ep, b, h.slot, h.seq, sizeof(MsgHeader), h.length, hold);
+  accept(*c, ep, b, h.slot, h.seq, sizeof(MsgHeader), h.length, static_cast<uint32_t>(h.aux2),
+         hold);
 }
 
 void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
@@ -254,30 +260,33 @@ void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t da
     core_.miss();
     return;
   }
-  const uint64_t seq = widen_seq(d.high, c->next_seq);
+  const uint64_t seq = widen_seq(eager_seq_low(d.high), c->next_seq, kEagerSeqBits);
   if (seq % c->depth != d.slot) {
     core_.miss();
     return;
   }
   if (c->peer != nullptr) c->peer->heard = true;
-  accept(*c, ep, b, d.slot, seq, 0, len, hold);
+  accept(*c, ep, b, d.slot, seq, 0, len, eager_tag(d.high), hold);
 }
 
 void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
-                   uint64_t seq, size_t offset, size_t len, bool* hold) {
+                   uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold) {
   RecvSlot& r = c.recvs[slot];
-  if (r.active && r.seq == seq && !r.finished) {
-    deliver(c, r, b->data + offset, len);
+  const bool posted = r.active && r.seq == seq && !r.finished;
+  if (posted && r.assigned) {
+    if (core_.matching->on_tag(c, r, tag, false)) deliver(c, r, b->data + offset, len);
     return;
   }
+  // Before its receive, or for a group still placing its messages by tag: held until placed.
   Unexpected& u = c.unexpected[slot];
-  if (seq < c.next_seq || u.valid) {
+  if ((!posted && seq < c.next_seq) || u.valid) {
     core_.miss();
     return;
   }
   u.valid = true;
   u.seq = seq;
   u.len = len;
+  u.tag = tag;
   // Credits bound a communicator's early arrivals to its depth; an endpoint's receive buffers
   // are shared by every communicator, so at most half of them are held: beyond that the message
   // is copied out and its buffer goes back at once.
@@ -291,6 +300,7 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
     u.copy.assign(b->data + offset, b->data + offset + len);
     ++core_.counters.overflow_copies;
   }
+  if (posted) core_.matching->on_tag(c, r, tag, false);  // places it (and delivers) if it can
 }
 
 void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {

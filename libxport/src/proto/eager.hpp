@@ -22,8 +22,12 @@ class Eager {
   void on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b);
   void retry();
 
-  // Receiver: reports the new receive towards the next credit and takes an early arrival.
-  Status on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool cts_sent);
+  // Receiver: reports receives posted up to `last` towards the next credit (every depth/2).
+  Status report_posted(CommState& c, uint64_t last);
+  // An early arrival `u` for message r (placed) is delivered and its buffer given back; or
+  // dropped (the message was refused).
+  void take_unexpected(CommState& c, RecvSlot& r, Unexpected& u);
+  void drop_unexpected(Unexpected& u);
   void on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold);
   void on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
                      bool* hold);
@@ -34,7 +38,7 @@ class Eager {
   Status post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
               memory::Buffer* buffer, bool queued);
   void accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
-              uint64_t seq, size_t offset, size_t len, bool* hold);
+              uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
   Core& core_;
 };

@@ -59,6 +59,7 @@ Engine::Engine() {
   core_.connections = &connections_;
   core_.eager = &eager_;
   core_.rendezvous = &rendezvous_;
+  core_.matching = &matching_;
   core_.one_sided = &one_sided_;
   core_.flusher = &flusher_;
   core_.health = &health_;
@@ -345,17 +346,20 @@ Result<CommId> Engine::accept(uint64_t token, Deadline deadline) {
   return id;
 }
 
+Result<CommId> Engine::try_accept(uint64_t token) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  return connections_.take_accepted(token);
+}
+
 void Engine::close_listener(uint64_t token) {
   Lock l(core_);
   connections_.close_listener(token);
 }
 
-Result<CommId> Engine::connect(const std::vector<uint8_t>& handle, Deadline deadline) {
-  CommId id;
-  {
-    Lock l(core_);
-    XPORT_ASSIGN_OR_RETURN(id, connections_.start(handle));
-  }
+Result<CommId> Engine::connect(std::span<const uint8_t> handle, Deadline deadline) {
+  XPORT_ASSIGN_OR_RETURN(CommId id, connect_start(handle));
   Status s = wait_until(
       deadline,
       [&] {
@@ -365,6 +369,31 @@ Result<CommId> Engine::connect(const std::vector<uint8_t>& handle, Deadline dead
       "connect: the listener did not answer before the deadline (is the peer alive and "
       "progressing?)");
   Lock l(core_);
+  return connect_outcome(id, s);
+}
+
+Result<CommId> Engine::connect_start(std::span<const uint8_t> handle) {
+  Lock l(core_);
+  return connections_.start(handle);
+}
+
+Result<bool> Engine::connect_poll(CommId id, Deadline deadline) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  CommState* c = core_.comm(id);
+  if (c != nullptr && c->phase == Phase::connecting) {
+    if (!deadline.expired()) return false;
+    XPORT_RETURN_IF_ERROR(connect_outcome(id, Status(Code::timeout, "connect: the listener did "
+                                                     "not answer before the deadline (is the peer "
+                                                     "alive and progressing?)"))
+                              .status());
+  }
+  XPORT_RETURN_IF_ERROR(connect_outcome(id, Status()).status());
+  return true;
+}
+
+Result<CommId> Engine::connect_outcome(CommId id, Status s) {
   CommState* c = core_.comm(id);
   if (s.ok() && c == nullptr) s = Status(Code::internal, "connect: the communicator vanished");
   if (s.ok() && c->phase == Phase::failed) s = c->error;
@@ -375,179 +404,15 @@ Result<CommId> Engine::connect(const std::vector<uint8_t>& handle, Deadline dead
   return id;
 }
 
+void Engine::connect_abandon(CommId id) {
+  Lock l(core_);
+  connections_.cancel(id);
+}
+
 void Engine::close_comm(CommId id) {
   Lock l(core_);
+  flusher_.abandon_comm(id);
   connections_.close(id);
-}
-
-// ---- two-sided ----
-
-CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err) {
-  CommState* c = core_.comm(id);
-  if (c == nullptr || c->is_send != is_send || c->user_closed) {
-    *err = core::error(Code::invalid_argument, op, ": communicator ", id.index, " is not open");
-    return nullptr;
-  }
-  return c;
-}
-
-Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
-                               const LocalBuffer& region) {
-  Lock l(core_);
-  Status err;
-  CommState* c = comm_for(comm, true, "isend", &err);
-  if (c == nullptr) return err;
-  if (c->phase == Phase::failed) return c->error;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
-  if (len >= kLengthUnknown && len > c->eager_max) {
-    return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
-                       "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
-                       "of length)");
-  }
-  const uint64_t seq = c->next_seq;
-  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
-  SendSlot& s = c->sends[slot];
-  if (s.active) {
-    return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
-                       comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
-  }
-  s.reset();
-  if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
-  s.active = true;
-  s.seq = seq;
-  s.buf = static_cast<const uint8_t*>(buf);
-  s.len = len;
-  s.region = *region.region;
-  s.eager = len <= c->eager_max;
-  if (s.eager) {
-    // No clear-to-send needed: the receiver holds an unexpected message until its receive is
-    // posted, and credits bound how many it may have to hold.
-    EarlyCts& e = c->early_cts[slot];
-    if (e.valid && e.cts.seq == seq) e.valid = false;
-  }
-  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
-  if (!st.ok()) {
-    // Nothing of it was posted: the request never existed.
-    s.active = false;
-    s.region.reset();
-    return st.with_context("isend");
-  }
-  c->next_seq += 1;
-  return seq;
-}
-
-Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region) {
-  Lock l(core_);
-  Status err;
-  CommState* c = comm_for(comm, false, "irecv", &err);
-  if (c == nullptr) return err;
-  if (c->phase == Phase::failed) return c->error;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "irecv"));
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
-  const uint64_t seq = c->next_seq;
-  if (c->peer_closed && seq >= c->peer_sent) {
-    return core::error(Code::closed, "irecv: the peer closed communicator ", comm.index,
-                       " after ", c->peer_sent, " messages");
-  }
-  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
-  RecvSlot& r = c->recvs[slot];
-  if (r.active) {
-    return core::error(Code::again, "irecv: ", c->depth,
-                       " receives are outstanding on communicator ", comm.index,
-                       " (test() them, or raise XPORT_MAX_REQUESTS)");
-  }
-  r.reset();
-  r.active = true;
-  r.seq = seq;
-  r.buf = static_cast<uint8_t*>(buf);
-  r.cap = len;
-  r.region = *region.region;
-  // A buffer that can take a rendezvous message gets its clear-to-send now (the sender's write
-  // can start the moment it has the message); an eager-sized one only if the sender asked
-  // (RTS), and otherwise just counts towards the next eager credit.
-  bool cts = false;
-  Status st = rendezvous_.on_posted(*c, r, slot, &cts);
-  if (!st.ok()) {
-    r.reset();
-    return std::move(st).with_context("irecv");
-  }
-  Status st2 = eager_.on_posted(*c, r, slot, cts);
-  if (!st2.ok()) {
-    r.reset();
-    return std::move(st2).with_context("irecv");
-  }
-  c->next_seq += 1;
-  return seq;
-}
-
-Result<Completion> Engine::test(CommId comm, uint64_t seq) {
-  refresh_links();
-  Lock l(core_);
-  progress_locked();
-  CommState* c = core_.comm(comm);
-  if (c == nullptr || c->user_closed || c->depth == 0) {
-    return core::error(Code::invalid_argument, "test: communicator ", comm.index, " is not open");
-  }
-  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
-  auto not_outstanding = [&] {
-    return core::error(Code::invalid_argument, "test: request ", seq,
-                       " is not outstanding on communicator ", comm.index,
-                       " (completed already, or never issued)");
-  };
-  if (c->is_send) {
-    SendSlot& s = c->sends[slot];
-    if (!s.active || s.seq != seq) return not_outstanding();
-    if (!s.done()) return Completion{false, 0};
-    s.active = false;
-    s.region.reset();
-    if (!s.error.ok()) return std::exchange(s.error, Status());
-    return Completion{true, s.len};
-  }
-  RecvSlot& r = c->recvs[slot];
-  if (!r.active || r.seq != seq) return not_outstanding();
-  if (!r.done()) return Completion{false, 0};
-  r.active = false;
-  r.region.reset();
-  if (!r.error.ok()) return std::exchange(r.error, Status());
-  return Completion{true, r.bytes};
-}
-
-Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
-  for (uint32_t spin = 0;; ++spin) {
-    XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, seq));
-    if (done.done) return done.bytes;
-    if (spin % kSpinsPerYield == 0) {
-      if (deadline.expired()) {
-        return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
-                           " did not complete before the deadline");
-      }
-      std::this_thread::yield();
-    }
-  }
-}
-
-Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-                     Deadline deadline) {
-  uint64_t id = 0;
-  {
-    Lock l(core_);
-    Status err;
-    CommState* c = comm_for(comm, false, "flush", &err);
-    if (c == nullptr) return err;
-    XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
-    XPORT_ASSIGN_OR_RETURN(id, flusher_.start(*c, static_cast<const uint8_t*>(buf), len,
-                                              *region.region));
-    if (id == 0) return Status::success();
-  }
-  Status s = wait_until(deadline, [&] { return flusher_.done(id); },
-                        "flush: the reads did not complete before the deadline");
-  Lock l(core_);
-  if (!s.ok()) {
-    flusher_.abandon(id);
-    return s;
-  }
-  return flusher_.finish(id);
 }
 
 // ---- one-sided ----
@@ -996,6 +861,7 @@ void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader
     case MsgType::close: connections_.on_close(h); break;
     case MsgType::rts: rendezvous_.on_rts(h); break;
     case MsgType::credit: eager_.on_credit(h); break;
+    case MsgType::refuse: rendezvous_.on_refuse(h); break;
     default: core_.miss(); break;
   }
 }

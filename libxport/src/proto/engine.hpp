@@ -6,6 +6,7 @@
 //   connection.hpp   listen/connect/accept, CONN_* messages, close
 //   eager.hpp        eager messages and credits
 //   rendezvous.hpp   RTS/CTS and striped writes
+//   matching.hpp     grouped receives, messages placed by tag
 //   one_sided.hpp    windows: put/get, quiet by ticket
 //   flush.hpp        flush reads on every rail
 //   peer_health.hpp  keepalive, peer loss, clock-driven clean-up
@@ -22,6 +23,7 @@
 #include "proto/control.hpp"
 #include "proto/eager.hpp"
 #include "proto/flush.hpp"
+#include "proto/matching.hpp"
 #include "proto/one_sided.hpp"
 #include "proto/peer_health.hpp"
 #include "proto/rendezvous.hpp"
@@ -46,6 +48,16 @@ struct LocalBuffer {
 struct Completion {
   bool done = false;
   size_t bytes = 0;
+  uint32_t count = 0;
+  std::array<size_t, kMaxGroup> sizes{};
+};
+
+// One buffer of a (grouped) receive.
+struct RecvBufferRef {
+  void* buf = nullptr;
+  size_t len = 0;
+  LocalBuffer region;
+  uint32_t tag = 0;
 };
 
 class Engine final : public memory::RegionOwner, public std::enable_shared_from_this<Engine> {
@@ -60,6 +72,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   ~Engine();
 
   const Capabilities& caps() const { return core_.caps; }
+  // What the device was opened with (eager_max as limited by the provider).
+  const EngineConfig& config() const { return core_.config; }
   size_t rail_count() const { return core_.rails.size(); }
   const std::string& rail_name(size_t i) const { return core_.rails[i]->name(); }
 
@@ -72,17 +86,35 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // connections
   Result<Connections::Listening> listen();
   Result<CommId> accept(uint64_t token, Deadline deadline);
+  // One progress pass, then the next accepted communicator, or {} when none is ready.
+  Result<CommId> try_accept(uint64_t token);
   void close_listener(uint64_t token);
-  Result<CommId> connect(const std::vector<uint8_t>& handle, Deadline deadline);
+  Result<CommId> connect(std::span<const uint8_t> handle, Deadline deadline);
+  // Non-blocking connect: start, then poll (one progress pass each): true once connected, false
+  // while the listener has not answered, an error (the attempt is given up) when it failed or
+  // the deadline passed. A connection nobody polls to the end is given up with abandon.
+  Result<CommId> connect_start(std::span<const uint8_t> handle);
+  Result<bool> connect_poll(CommId id, Deadline deadline);
+  void connect_abandon(CommId id);
   void close_comm(CommId id);
 
-  // two-sided
-  Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
-  Result<uint64_t> irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region);
+  // two-sided (two_sided.cc)
+  Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
+                         uint32_t tag = 0);
+  // A receive of 1..kMaxGroup buffers; named by its first sequence number.
+  Result<uint64_t> irecv(CommId comm, std::span<const RecvBufferRef> buffers);
+  Result<uint64_t> irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region,
+                         uint32_t tag = 0) {
+    const RecvBufferRef one{buf, len, region, tag};
+    return irecv(comm, std::span(&one, 1));
+  }
   Result<Completion> test(CommId comm, uint64_t seq);
   Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
   Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
                Deadline deadline);
+  // A flush that does not wait: its id (0: nothing to read, done), tested with test_flush.
+  Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
+  Result<bool> test_flush(CommId comm, uint64_t id);
 
   // one-sided
   Result<uint32_t> open_window(CommId comm);
@@ -132,6 +164,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h,
                 const uint8_t* body, size_t body_len, bool* hold);
   CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
+  // Under the lock: the connection's id, or the error that ended it (then it is given up).
+  Result<CommId> connect_outcome(CommId id, Status s);
   Status check_local(const LocalBuffer& region, const void* buf, size_t len, const char* what);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
@@ -141,6 +175,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Connections connections_{core_};
   Eager eager_{core_};
   Rendezvous rendezvous_{core_};
+  Matching matching_{core_};
   OneSided one_sided_{core_};
   Flusher flusher_{core_};
   PeerHealth health_{core_};

@@ -125,4 +125,17 @@ void Flusher::abandon(uint64_t id) {
   }
 }
 
+void Flusher::abandon_comm(CommId comm) {
+  std::vector<uint64_t> ids;
+  for (auto& [id, f] : core_.flushes) {
+    if (f->comm == comm && !f->abandoned) ids.push_back(id);
+  }
+  for (uint64_t id : ids) abandon(id);
+}
+
+bool Flusher::owned_by(uint64_t id, CommId comm) const {
+  auto it = core_.flushes.find(id);
+  return it != core_.flushes.end() && it->second->comm == comm && !it->second->abandoned;
+}
+
 }  // namespace xport::proto

@@ -19,6 +19,9 @@ class Flusher {
   Status finish(uint64_t id);
   // The caller stopped waiting: forgotten once its reads complete.
   void abandon(uint64_t id);
+  // Every flush of a communicator being closed.
+  void abandon_comm(CommId comm);
+  bool owned_by(uint64_t id, CommId comm) const;
   void on_done(fabric::OpContext* ctx, const Status& st);
   void retry();
   bool queued() const { return !unposted_.empty(); }

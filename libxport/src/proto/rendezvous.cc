@@ -4,6 +4,7 @@
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/eager.hpp"
+#include "proto/matching.hpp"
 
 namespace xport::proto {
 namespace {
@@ -21,7 +22,7 @@ MsgHeader header(MsgType t, const CommState& c, uint16_t slot, uint64_t seq) {
   return h;
 }
 
-enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2 };
+enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2, kOtherTag = 3 };
 
 }  // namespace
 
@@ -36,6 +37,7 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot) {
   // none comes unasked); a receiver that sent one already ignores this.
   MsgHeader r = header(MsgType::rts, c, slot, s.seq);
   r.length = s.len;
+  r.aux2 = s.tag;
   XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), r, nullptr, &c,
                                             Dependent{Dependent::Kind::send, c.id, slot, s.seq})
                             .with_context("request-to-send"));
@@ -54,6 +56,7 @@ void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
   cts.seq = h.seq;
   cts.raddr = h.aux;
   cts.length = h.length;
+  cts.tag = static_cast<uint32_t>(h.aux2);
   cts.rails = static_cast<uint32_t>(len / 8);
   std::memcpy(cts.keys.data(), body, len);
   // A clear-to-send also says every receive up to it is posted: eager credit.
@@ -71,6 +74,12 @@ void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
 void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts) {
   s.cts_consumed = true;
   if (s.finished) return;
+  if (s.tag != cts.tag) {
+    core_.fail_send(c, s, core::error(Code::invalid_argument, "isend: message ", s.seq,
+                                      " has tag ", s.tag, ", the receiver's buffer for it takes "
+                                      "tag ", cts.tag));
+    return;
+  }
   if (s.len > cts.length) {
     core_.fail_send(c, s, core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
                                       " bytes is larger than the receiver's buffer of ",
@@ -222,37 +231,30 @@ void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
   core_.release(*c, s);
 }
 
-Status Rendezvous::on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool* sent) {
-  *sent = false;
-  EarlyRts& rts = c.early_rts[slot];
-  const bool asked = rts.valid && rts.seq == r.seq;
-  if (r.cap <= c.eager_max && !asked) return Status::success();
-  rts.valid = false;
-  XPORT_RETURN_IF_ERROR(send_cts(c, r, slot));
-  *sent = true;
+Status Rendezvous::reserve_cts_room(CommState& c, RecvSlot& r) {
+  // The writes a CTS allows complete on this side's CQs with remote CQ data: their room is
+  // held until the receive is done (every stripe could land on one rail). Providers in
+  // FI_RX_CQ_DATA mode consume a posted receive instead, whose room is held already.
+  if (core_.rx_cq_data_mode || r.cq_reserved != 0) return Status::success();
+  uint32_t room = stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
+  if (core_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
+  for (size_t i = 0; i < c.paths.size(); ++i) {
+    if (!core_.rails[c.paths[i].data->rail]->cq_take(room)) {
+      for (size_t k = 0; k < i; ++k) core_.rails[c.paths[k].data->rail]->cq_give(room);
+      return core::error(Code::again, "irecv: no CQ room for the writes of another "
+                         "rendezvous receive (XPORT_CQ_ENTRIES); complete some first");
+    }
+  }
+  r.cq_reserved = room;
   return Status::success();
 }
 
 Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
-  // The writes this CTS allows complete on this side's CQs with remote CQ data: their room is
-  // held until the receive is done (every stripe could land on one rail). Providers in
-  // FI_RX_CQ_DATA mode consume a posted receive instead, whose room is held already.
-  uint32_t room = 0;
-  if (!core_.rx_cq_data_mode) {
-    room = stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
-    if (core_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
-    for (size_t i = 0; i < c.paths.size(); ++i) {
-      if (!core_.rails[c.paths[i].data->rail]->cq_take(room)) {
-        for (size_t k = 0; k < i; ++k) core_.rails[c.paths[k].data->rail]->cq_give(room);
-        return core::error(Code::again, "irecv: no CQ room for the writes of another "
-                           "rendezvous receive (XPORT_CQ_ENTRIES); complete some first");
-      }
-    }
-  }
-  r.cq_reserved = room;
+  XPORT_RETURN_IF_ERROR(reserve_cts_room(c, r));
   MsgHeader h = header(MsgType::cts, c, slot, r.seq);
   h.length = r.cap;
   h.aux = r.region->remote_address(r.buf);
+  h.aux2 = r.want_tag;
   // The buffer's key on every rail shared with the peer: any rail may carry a stripe.
   std::vector<uint8_t> keys(8 * c.paths.size());
   for (size_t i = 0; i < c.paths.size(); ++i) {
@@ -278,15 +280,37 @@ void Rendezvous::on_rts(const MsgHeader& h) {
     return;
   }
   RecvSlot& r = c->recvs[h.slot];
+  const auto tag = static_cast<uint32_t>(h.aux2);
   if (r.active && r.seq == h.seq) {
-    if (r.cts_sent || r.finished) return;  // the usual case: the CTS went out when posted
+    if (r.finished) return;
+    // Checks the tag, or places the message of a group still placing by tag (which then
+    // sends the clear-to-send itself).
+    if (!core_.matching->on_tag(*c, r, tag, true) || !r.assigned) return;
+    if (r.cts_sent) return;  // the usual case: the CTS went out when posted
     Status st = send_cts(*c, r, h.slot);
     if (!st.ok()) core_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
   } else if (h.seq >= c->next_seq) {
-    c->early_rts[h.slot] = EarlyRts{true, h.seq};
+    c->early_rts[h.slot] = EarlyRts{true, h.seq, tag};
   } else {
     core_.miss();
   }
+}
+
+void Rendezvous::on_refuse(const MsgHeader& h) {
+  CommState* c = core_.route(h, Core::Side::send);
+  if (c == nullptr) return;
+  if (h.slot != h.seq % c->depth) {
+    core_.miss();
+    return;
+  }
+  SendSlot& s = c->sends[h.slot];
+  if (!s.active || s.seq != h.seq || s.finished) return;
+  core_.fail_send(*c, s,
+                  core::error(Code::invalid_argument, "isend: the receiver refused message ",
+                              h.seq, " (tag ", s.tag, "): ",
+                              h.aux == 1 ? "no buffer left in its grouped receive takes that tag"
+                                         : "its receive buffer takes another tag"),
+                  /*tell_receiver=*/false);
 }
 
 void Rendezvous::on_abort(const MsgHeader& h) {
@@ -299,6 +323,10 @@ void Rendezvous::on_abort(const MsgHeader& h) {
                       ? core::error(Code::truncated, "irecv: the sender's message ", h.seq, " of ",
                                     h.length, " bytes is larger than this ", r.cap,
                                     "-byte receive buffer")
+                  : h.aux == kOtherTag
+                      ? core::error(Code::invalid_argument, "irecv: the sender's message ", h.seq,
+                                    " carries another tag than ", r.want_tag,
+                                    ", the tag of its receive buffer")
                       : core::error(Code::peer_lost, "irecv: the sender failed to write message ",
                                     h.seq));
 }

@@ -17,16 +17,19 @@ class Rendezvous {
   void on_write_done(fabric::OpContext* ctx, const Status& st);
   void retry();
 
-  // Receiver: a buffer that can take a rendezvous message gets its CTS now (or when asked).
-  // `*sent` says whether one went out.
-  Status on_posted(CommState& c, RecvSlot& r, uint16_t slot, bool* sent);
+  // The receiver refused message h.seq (its tag): the send fails, no ABORT owed.
+  void on_refuse(const MsgHeader& h);
+
+  // Receiver: the CQ room the writes of r's clear-to-send need, held until r is done
+  // (Code::again when there is none); send_cts takes it if that was not done first.
+  Status reserve_cts_room(CommState& c, RecvSlot& r);
+  Status send_cts(CommState& c, RecvSlot& r, uint16_t slot);
   void on_rts(const MsgHeader& h);
   void on_abort(const MsgHeader& h);
   // A peer's write with remote CQ data landed on rail `rail` (`len`: the completion's).
   void on_write_data(uint64_t data, size_t len, uint32_t rail);
 
  private:
-  Status send_cts(CommState& c, RecvSlot& r, uint16_t slot);
   void consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts);
   // Posts stripe `stripe` of message s (queued when the provider or the CQ is full).
   Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,

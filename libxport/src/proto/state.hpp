@@ -65,6 +65,7 @@ struct SendSlot {
   uint64_t seq = 0;
   const uint8_t* buf = nullptr;
   size_t len = 0;
+  uint32_t tag = 0;
   RegionRef region;  // the registration stays while any operation may use it
   bool eager = false;
   bool waiting_credit = false;  // eager: queued until the receiver grants credit for it
@@ -87,6 +88,7 @@ struct SendSlot {
     seq = 0;
     buf = nullptr;
     len = 0;
+    tag = 0;
     region.reset();
     eager = waiting_credit = queued = rts_sent = cts_consumed = finished = abort_owed = false;
     outstanding = stripes = stripes_done = stripes_posted = 0;
@@ -94,9 +96,33 @@ struct SendSlot {
   }
 };
 
+// The most buffers of one grouped receive (xport::kMaxGroupedRecvs).
+inline constexpr uint32_t kMaxGroup = 8;
+
+// One sequence number of the receiving side. A receive request posts a group of n buffers at
+// n consecutive sequence numbers (n = 1 for a plain receive). The slot of sequence s holds two
+// things: the buffer posted as the group's (s - group_base)-th (`posted_*`), and the state of
+// the sender's message s, which lands in the group's buffer `sub` once it is assigned
+// (buf/cap/region are then that buffer's). Groups whose buffers all carry one tag assign
+// message i to buffer i when posted; other groups as the messages' tags become known
+// (proto/matching.hpp).
 struct RecvSlot {
   bool active = false;
   uint64_t seq = 0;
+  uint64_t group_base = 0;   // sequence number of the group's first buffer (names the request)
+  uint8_t group_n = 1;       // buffers in the group
+  // The buffer posted at this sequence number.
+  uint8_t* posted_buf = nullptr;
+  size_t posted_cap = 0;
+  RegionRef posted_region;
+  uint32_t posted_tag = 0;
+  // Message `seq`.
+  bool assigned = false;       // its buffer is known (buf, cap, region, want_tag below)
+  uint8_t sub = 0;             // ... the group's buffer it lands in
+  uint32_t want_tag = 0;       // ... whose tag it must carry
+  bool tag_known = false;      // the message's tag arrived (eager data, RTS)
+  uint32_t tag = 0;
+  bool rts_pending = false;    // not yet assigned: its sender asked (RTS) for a clear-to-send
   uint8_t* buf = nullptr;
   size_t cap = 0;
   RegionRef region;
@@ -111,6 +137,18 @@ struct RecvSlot {
   void reset() {
     active = false;
     seq = 0;
+    group_base = 0;
+    group_n = 1;
+    posted_buf = nullptr;
+    posted_cap = 0;
+    posted_region.reset();
+    posted_tag = 0;
+    assigned = false;
+    sub = 0;
+    want_tag = 0;
+    tag_known = false;
+    tag = 0;
+    rts_pending = false;
     buf = nullptr;
     cap = 0;
     region.reset();
@@ -127,6 +165,7 @@ struct Cts {
   uint64_t seq = 0;
   uint64_t raddr = 0;
   uint64_t length = 0;
+  uint32_t tag = 0;                          // the tag the receive buffer takes
   uint32_t rails = 0;                        // keys carried
   std::array<uint64_t, kMaxRails> keys{};    // the receive buffer's key on each rail
 };
@@ -140,6 +179,7 @@ struct EarlyCts {
 struct EarlyRts {
   bool valid = false;
   uint64_t seq = 0;
+  uint32_t tag = 0;
 };
 
 // An eager message that arrived before its receive: in the receive buffer it came in (held, and
@@ -151,6 +191,7 @@ struct Unexpected {
   rail::RailEndpoint* owner = nullptr;
   size_t offset = 0;  // payload offset in the buffer (the header's size, or 0 when headerless)
   size_t len = 0;
+  uint32_t tag = 0;
   std::vector<uint8_t> copy;
   const uint8_t* data() const { return buffer != nullptr ? buffer->data + offset : copy.data(); }
 };
@@ -363,6 +404,7 @@ class Control;
 class Connections;
 class Eager;
 class Rendezvous;
+class Matching;
 class OneSided;
 class Flusher;
 class PeerHealth;
@@ -416,6 +458,7 @@ class Core {
   Connections* connections = nullptr;
   Eager* eager = nullptr;
   Rendezvous* rendezvous = nullptr;
+  Matching* matching = nullptr;
   OneSided* one_sided = nullptr;
   Flusher* flusher = nullptr;
   PeerHealth* health = nullptr;
@@ -490,7 +533,9 @@ class Core {
   }
 
   // Request and communicator outcomes.
-  void fail_send(CommState& c, SendSlot& s, Status why);
+  // A send fails; a receiver that knows of it (RTS, or its CTS used) hears of it by ABORT once
+  // nothing of it is in flight, unless it refused the message itself (tell_receiver = false).
+  void fail_send(CommState& c, SendSlot& s, Status why, bool tell_receiver = true);
   void fail_recv(CommState& c, RecvSlot& r, Status why);
   void fail_comm(CommState& c, Status why);
   // Every communicator and window of a peer fails (it died, or cannot be reached).

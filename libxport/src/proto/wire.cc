@@ -98,11 +98,18 @@ Result<Handle> decode_handle(std::span<const uint8_t> bytes) {
                        "-byte address (1..", kMaxHandleAddressBytes, " allowed)");
   }
   const size_t need = sizeof(HandleHeader) + hdr.address_bytes + 4;
-  if (bytes.size() != need) {
+  // A runtime may pass its whole fixed-size handle buffer (NCCL's 128 bytes): zeros after the
+  // handle are padding, anything else is not a handle of ours.
+  bool padding = bytes.size() > need && bytes.size() <= kMaxHandleBytes;
+  for (size_t i = need; padding && i < bytes.size(); ++i) padding = bytes[i] == 0;
+  if (bytes.size() != need && !padding) {
     return core::error(Code::protocol, "connection handle is ", bytes.size(),
                        " bytes but its header describes ", need,
-                       bytes.size() < need ? " (truncated)" : " (trailing bytes)");
+                       bytes.size() < need ? " (truncated)"
+                                           : " (trailing bytes that are not zero padding within "
+                                             "128 bytes)");
   }
+  bytes = bytes.first(need);
   XPORT_RETURN_IF_ERROR(check_crc(bytes, "connection handle"));
   Handle h;
   h.endpoint_type = hdr.endpoint_type;
@@ -164,6 +171,7 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
     case MsgType::ping:
     case MsgType::pong:
     case MsgType::rail_state:
+    case MsgType::refuse:
       if (body != 0) {
         return core::error(Code::protocol, "control message type ", int(h.type), " carries ",
                            body, " unexpected bytes");

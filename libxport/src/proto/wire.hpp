@@ -20,7 +20,9 @@ inline constexpr uint32_t kHandleMagic = 0x54525058;  // "XPRT"
 inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
 // 3: comm-id generations, connection nonces, device tokens, compact handles (the listener's
 // rail addresses travel in CONN_ACK), keepalive, one meaning per header field.
-inline constexpr uint16_t kWireVersion = 3;
+// 4: message tags (EAGER, RTS and CTS carry one in aux2; headerless eager CQ data carries tag
+// and sequence number in 16 bits each), REFUSE.
+inline constexpr uint16_t kWireVersion = 4;
 inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr size_t kMaxRails = 32;
 // All addresses of a CONN_REQ or CONN_ACK together (rails x {data, control} x address size)
@@ -59,7 +61,8 @@ struct Handle {
 uint32_t provider_hash(const std::string& provider);
 // Fails when the address does not fit a 128-byte handle.
 Result<std::vector<uint8_t>> encode_handle(const Handle& h);
-// Layout: HandleHeader, address_bytes of address, then the CRC-32 of everything before it.
+// Layout: HandleHeader, address_bytes of address, then the CRC-32 of everything before it; zero
+// padding may follow up to kMaxHandleBytes in all (a runtime's fixed-size handle buffer).
 Result<Handle> decode_handle(std::span<const uint8_t> bytes);
 
 // ---- messages on the control path and eager payloads ----
@@ -68,12 +71,14 @@ enum class MsgType : uint8_t {
   conn_ack = 2,     // listener -> connector: accepted (body: AckBody + the listener's addresses)
   conn_reject = 3,  // listener -> connector: refused (aux: reason, aux2: the request's nonce)
   cts = 4,          // receiver -> sender: clear to send message `seq` into this buffer
-                    // (aux: its remote address, length: its capacity; body: its key per rail)
-  eager = 5,        // sender -> receiver: message `seq` inline after the header
+                    // (aux: its remote address, length: its capacity, aux2: the tag it takes;
+                    // body: its key per rail)
+  eager = 5,        // sender -> receiver: message `seq` inline after the header (aux2: its tag)
   abort = 6,        // sender -> receiver: message `seq` failed at the sender (aux: reason)
   close = 7,        // either way: the communicator is closed (from a sender: seq = messages sent)
   rts = 8,          // sender -> receiver: message `seq` of `length` bytes goes by rendezvous and
-                    // no CTS has come for it yet (the receiver's buffer was eager-sized)
+                    // no CTS has come for it yet (the receiver's buffer was eager-sized, or its
+                    // group still places messages by tag; aux2: the message's tag)
   credit = 9,       // receiver -> sender: every receive up to `seq` is posted (eager credit)
   conn_cancel = 10, // connector -> listener: the connection with nonce aux2 was given up
   ping = 11,        // keepalive (dst_comm 0; aux: the sender's device token, aux2: nonce)
@@ -81,6 +86,10 @@ enum class MsgType : uint8_t {
   rail_state = 13,  // a rail of the sender went out of or back into service (dst_comm 0;
                     // seq: the rail's index, aux: the sender's device token, aux2: 1 in
                     // service, 0 out): the peer stops (or resumes) using it towards the sender
+  // 20-29: two-sided matching (issue 13).
+  refuse = 20,      // receiver -> sender: message `seq` will not be received (aux: reason, 1: its
+                    // tag matches no buffer left in its group, 2: its tag differs from the
+                    // receive's; aux2: the tag the message carried)
 };
 
 struct MsgHeader {
@@ -171,8 +180,8 @@ uint64_t stripe_offset(const StripePlan& p, uint64_t len, uint32_t n, uint32_t i
 // Low 32 bits, both widths: comm id (16) | request slot (12) | a 4-bit field:
 //   8-byte CQ data: the receiver comm's generation; the high 32 bits carry the message length
 //     (writes: tcp, ofi_rxm and sockets report len = 0 for remote writes; kLengthUnknown when it
-//     does not fit, then the completion's len is used) or the low 32 bits of the sequence number
-//     (headerless eager messages);
+//     does not fit, then the completion's len is used) or the message's tag (16 bits) and the
+//     low 16 bits of its sequence number (headerless eager messages, eager_high());
 //   4-byte CQ data (efa, verbs): the message's stripe count - 1 (writes; eager messages carry a
 //     header there), so at most kMaxNarrowStripes stripes; the receiver adds up the completions'
 //     lengths.
@@ -200,15 +209,24 @@ inline CqData decode_cq_data(uint64_t v, size_t data_bytes) {
   d.high = data_bytes >= 8 ? static_cast<uint32_t>(v >> 32) : 0;
   return d;
 }
-// The sequence number with these low 32 bits nearest to `near`: a receiver's window of
-// possible messages (2 x depth) is far narrower than 2^31.
-inline uint64_t widen_seq(uint32_t low, uint64_t near) {
-  const uint64_t span = uint64_t{1} << 32;
-  uint64_t s = (near & ~(span - 1)) | low;
+// The sequence number with these low `bits` bits nearest to `near`: a receiver's window of
+// possible messages (2 x depth <= 8192) is far narrower than 2^15.
+inline uint64_t widen_seq(uint32_t low, uint64_t near, unsigned bits = 32) {
+  const uint64_t span = uint64_t{1} << bits;
+  uint64_t s = (near & ~(span - 1)) | (low & (span - 1));
   if (s > near && s - near > span / 2 && s >= span) s -= span;
   else if (s < near && near - s > span / 2) s += span;
   return s;
 }
+// The high word of a headerless eager message's 8-byte CQ data: its tag and the low 16 bits of
+// its sequence number. Messages with tags above kMaxCqDataTag carry a header instead.
+inline constexpr uint32_t kMaxCqDataTag = 0xffff;
+inline constexpr unsigned kEagerSeqBits = 16;
+inline uint32_t eager_high(uint64_t seq, uint32_t tag) {
+  return (tag << 16) | static_cast<uint32_t>(seq & 0xffff);
+}
+inline uint32_t eager_seq_low(uint32_t high) { return high & 0xffff; }
+inline uint32_t eager_tag(uint32_t high) { return high >> 16; }
 
 // ---- exported remote keys ----
 struct KeyHeader {

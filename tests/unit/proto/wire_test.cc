@@ -81,12 +81,33 @@ TEST(Handle, FutureVersionAndTrailingBytesAreNamed) {
             std::string::npos)
       << h.status().message();
   auto longer = bytes;
-  longer.push_back(0);
+  longer.push_back(1);
   h = decode_handle(longer);
   EXPECT_NE(h.status().message().find("trailing"), std::string::npos) << h.status().message();
   auto wrong = bytes;
   wrong[0] = 'Z';
   EXPECT_NE(decode_handle(wrong).status().message().find("magic"), std::string::npos);
+}
+
+// NCCL hands the plugin its whole 128-byte handle buffer: zeros after the handle are padding.
+TEST(Handle, ZeroPaddingUpToNcclsSizeIsAccepted) {
+  const auto bytes = sample_handle_bytes();
+  auto padded = bytes;
+  padded.resize(kMaxHandleBytes, 0);
+  auto h = decode_handle(padded);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->listener_token, 0x1122334455667788ull);
+  // Beyond 128 bytes, or with anything but zeros after the checksum, it is not a handle.
+  auto over = padded;
+  over.push_back(0);
+  EXPECT_FALSE(decode_handle(over).ok());
+  for (size_t i = bytes.size(); i < padded.size(); ++i) {
+    auto dirty = padded;
+    dirty[i] = 0x80;
+    auto d = decode_handle(dirty);
+    ASSERT_FALSE(d.ok()) << "accepted a non-zero byte at " << i;
+    EXPECT_NE(d.status().message().find("zero padding"), std::string::npos);
+  }
 }
 
 TEST(Message, HeaderValidation) {
@@ -271,23 +292,28 @@ TEST(CqData, NarrowCarriesTheStripeCountAndNothingAbove32Bits) {
   EXPECT_EQ(c.high, 0u);
 }
 
-TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequence) {
+TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequenceAndTag) {
   const uint64_t seqv = 0x1234567890ull;
-  const CqData c = decode_cq_data(encode_cq_data({0x0102, 7, 3, static_cast<uint32_t>(seqv)}, 8), 8);
+  const CqData c =
+      decode_cq_data(encode_cq_data({0x0102, 7, 3, eager_high(seqv, 0xbeef)}, 8), 8);
   EXPECT_EQ(c.comm, 0x0102);
   EXPECT_EQ(c.slot, 7);
-  EXPECT_EQ(c.high, 0x34567890u) << "the high word carries the sequence's low 32 bits";
+  EXPECT_EQ(eager_seq_low(c.high), 0x7890u) << "the high word carries the sequence's low 16 bits";
+  EXPECT_EQ(eager_tag(c.high), 0xbeefu) << "and the tag";
   // The receiver recovers the full sequence from its own position, on both sides of it and
-  // across 2^32 boundaries (window of +-depth around the next receive).
-  for (uint64_t near : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 3, uint64_t{1} << 32,
-                        (uint64_t{7} << 32) + 2, ~uint64_t{0} - 100}) {
-    for (int64_t delta = -70; delta <= 70; ++delta) {
+  // across 2^16 and 2^32 boundaries, over its whole window (+-depth, depth <= 4096).
+  for (uint64_t near : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 16) - 3, uint64_t{1} << 16,
+                        (uint64_t{1} << 32) - 3, uint64_t{1} << 32, (uint64_t{7} << 32) + 2,
+                        ~uint64_t{0} - 10000}) {
+    for (int64_t delta = -int64_t{kMaxSlots}; delta <= int64_t{kMaxSlots}; ++delta) {
       if (delta < 0 && near < static_cast<uint64_t>(-delta)) continue;
       const uint64_t seq = near + static_cast<uint64_t>(delta);
-      EXPECT_EQ(widen_seq(static_cast<uint32_t>(seq), near), seq)
+      ASSERT_EQ(widen_seq(eager_seq_low(eager_high(seq, 9)), near, kEagerSeqBits), seq)
           << "near " << near << " delta " << delta;
     }
   }
+  // The 32-bit form (write lengths share the high word) still widens too.
+  EXPECT_EQ(widen_seq(static_cast<uint32_t>(seqv), seqv - 3), seqv);
 }
 
 TEST(RemoteKey, RoundTripAndValidation) {

@@ -1,0 +1,184 @@
+// Engine: the two-sided calls of the public API (isend, grouped irecv, test and wait, flush and
+// iflush), checked here and carried out by the eager, rendezvous, matching and flush parts.
+#include <thread>
+#include <utility>
+
+#include "core/log.hpp"
+#include "proto/engine.hpp"
+
+namespace xport::proto {
+
+CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err) {
+  CommState* c = core_.comm(id);
+  if (c == nullptr || c->is_send != is_send || c->user_closed) {
+    *err = core::error(Code::invalid_argument, op, ": communicator ", id.index, " is not open");
+    return nullptr;
+  }
+  return c;
+}
+
+Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
+                               const LocalBuffer& region, uint32_t tag) {
+  Lock l(core_);
+  Status err;
+  CommState* c = comm_for(comm, true, "isend", &err);
+  if (c == nullptr) return err;
+  if (c->phase == Phase::failed) return c->error;
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
+  if (len >= kLengthUnknown && len > c->eager_max) {
+    return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
+                       "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
+                       "of length)");
+  }
+  const uint64_t seq = c->next_seq;
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  SendSlot& s = c->sends[slot];
+  if (s.active) {
+    return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
+                       comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  s.reset();
+  if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
+  s.active = true;
+  s.seq = seq;
+  s.buf = static_cast<const uint8_t*>(buf);
+  s.len = len;
+  s.tag = tag;
+  s.region = *region.region;
+  s.eager = len <= c->eager_max;
+  if (s.eager) {
+    // No clear-to-send needed: the receiver holds an unexpected message until its receive is
+    // posted, and credits bound how many it may have to hold.
+    EarlyCts& e = c->early_cts[slot];
+    if (e.valid && e.cts.seq == seq) e.valid = false;
+  }
+  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
+  if (!st.ok()) {
+    // Nothing of it was posted: the request never existed.
+    s.active = false;
+    s.region.reset();
+    return st.with_context("isend");
+  }
+  c->next_seq += 1;
+  return seq;
+}
+
+Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffers) {
+  Lock l(core_);
+  Status err;
+  CommState* c = comm_for(comm, false, "irecv", &err);
+  if (c == nullptr) return err;
+  if (c->phase == Phase::failed) return c->error;
+  if (buffers.empty() || buffers.size() > kMaxGroup) {
+    return core::error(Code::invalid_argument, "irecv: ", buffers.size(), " buffers (a grouped "
+                       "receive takes 1..", kMaxGroup, ")");
+  }
+  if (buffers.size() > c->depth) {
+    return core::error(Code::invalid_argument, "irecv: ", buffers.size(), " buffers, but ",
+                       "communicator ", comm.index, " allows ", c->depth, " outstanding "
+                       "receives (XPORT_MAX_REQUESTS)");
+  }
+  std::array<Matching::Buffer, kMaxGroup> group;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const RecvBufferRef& b = buffers[i];
+    XPORT_RETURN_IF_ERROR(
+        check_local(b.region, b.buf, b.len,
+                    buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
+    group[i] = {static_cast<uint8_t*>(b.buf), b.len, *b.region.region, b.tag};
+  }
+  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
+  const uint64_t seq = c->next_seq;
+  if (c->peer_closed && seq >= c->peer_sent) {
+    return core::error(Code::closed, "irecv: the peer closed communicator ", comm.index,
+                       " after ", c->peer_sent, " messages");
+  }
+  Status st = matching_.post(*c, std::span(group.data(), buffers.size()));
+  if (!st.ok()) return buffers.size() == 1 ? st : std::move(st).with_context("grouped receive");
+  return seq;
+}
+
+Result<Completion> Engine::test(CommId comm, uint64_t seq) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || c->user_closed || c->depth == 0) {
+    return core::error(Code::invalid_argument, "test: communicator ", comm.index, " is not open");
+  }
+  if (!c->is_send) {
+    XPORT_ASSIGN_OR_RETURN(GroupOutcome g, matching_.take(*c, seq));
+    return Completion{g.done, g.bytes, g.count, g.sizes};
+  }
+  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  SendSlot& s = c->sends[slot];
+  if (!s.active || s.seq != seq) {
+    return core::error(Code::invalid_argument, "test: request ", seq,
+                       " is not outstanding on communicator ", comm.index,
+                       " (completed already, or never issued)");
+  }
+  if (!s.done()) return Completion{};
+  s.active = false;
+  s.region.reset();
+  if (!s.error.ok()) return std::exchange(s.error, Status());
+  Completion out;
+  out.done = true;
+  out.bytes = s.len;
+  out.count = 1;
+  out.sizes[0] = s.len;
+  return out;
+}
+
+Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
+  for (uint32_t spin = 0;; ++spin) {
+    XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, seq));
+    if (done.done) return done.bytes;
+    if (spin % kSpinsPerYield == 0) {
+      if (deadline.expired()) {
+        return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
+                           " did not complete before the deadline");
+      }
+      std::this_thread::yield();
+    }
+  }
+}
+
+Result<uint64_t> Engine::iflush(CommId comm, const void* buf, size_t len,
+                                const LocalBuffer& region) {
+  Lock l(core_);
+  Status err;
+  CommState* c = comm_for(comm, false, "flush", &err);
+  if (c == nullptr) return err;
+  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
+  return flusher_.start(*c, static_cast<const uint8_t*>(buf), len, *region.region);
+}
+
+Result<bool> Engine::test_flush(CommId comm, uint64_t id) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  if (id == 0) return true;  // nothing was to be read
+  if (!flusher_.owned_by(id, comm)) {
+    return core::error(Code::invalid_argument, "test: flush ", id, " is not outstanding on "
+                       "communicator ", comm.index, " (completed already, or never issued)");
+  }
+  if (!flusher_.done(id)) return false;
+  XPORT_RETURN_IF_ERROR(flusher_.finish(id));
+  return true;
+}
+
+Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
+                     Deadline deadline) {
+  XPORT_ASSIGN_OR_RETURN(uint64_t id, iflush(comm, buf, len, region));
+  if (id == 0) return Status::success();
+  Status s = wait_until(deadline, [&] { return flusher_.done(id); },
+                        "flush: the reads did not complete before the deadline");
+  Lock l(core_);
+  if (!s.ok()) {
+    flusher_.abandon(id);
+    return s;
+  }
+  return flusher_.finish(id);
+}
+
+}  // namespace xport::proto

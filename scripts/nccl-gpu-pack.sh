@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Packs what the NCCL GPU run (scripts/nccl-gpu.sh) needs from this (Debian) machine into one
+# folder small enough to carry to the GPU machine: the plugin (debug info stripped) and the
+# libraries it loads that a stock GPU machine may lack (libfabric and what it links, found with
+# ldd). glibc stays the GPU machine's own (the plugin needs GLIBC <= 2.34); libstdc++ and
+# libgcc_s go to compat/, used there only when the machine's own are older than the plugin needs.
+#   scripts/nccl-gpu-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/nccl-gpu)]
+# Then, with the device tool: carry PACK_DIR and run `scripts/nccl-gpu.sh PACK_DIR`.
+set -euo pipefail
+
+build=${1:-build}
+pack=${2:-$build/nccl-gpu}
+plugin=$build/plugins/nccl/libnccl-net-xport.so
+die() { echo "nccl-gpu-pack: $*" >&2; exit 1; }
+
+[ -f "$plugin" ] || die "$plugin is missing: build with -Dnccl_plugin=enabled (ninja -C $build)"
+rm -rf "$pack"
+mkdir -p "$pack/lib" "$pack/compat"
+strip --strip-debug -o "$pack/libnccl-net-xport.so" "$plugin"
+
+# Exported: the plugin table only.
+exported=$(nm -D --defined-only "$pack/libnccl-net-xport.so" | awk '{print $3}' | sort | tr '\n' ' ')
+[ "$exported" = "ncclNetPlugin_v11 " ] || die "the plugin exports more than ncclNetPlugin_v11: $exported"
+
+# Every library ldd resolves, but glibc's own parts (the GPU machine's glibc must serve).
+is_glibc() {
+  case "$1" in
+    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|linux-vdso*) return 0 ;;
+  esac
+  return 1
+}
+ldd "$plugin" | while read -r name arrow path _; do
+  [ "$arrow" = "=>" ] || continue
+  [ -f "$path" ] || die "ldd: $name is not found here ($path)"
+  is_glibc "$name" && continue
+  case "$name" in
+    libstdc++.so.*|libgcc_s.so.*) cp -L "$path" "$pack/compat/$name" ;;
+    *) cp -L "$path" "$pack/lib/$name" ;;
+  esac
+done
+# libibverbs' provider drivers are left out: no RDMA device is used (shm, tcp;ofi_rxm).
+
+# Nothing unresolved with the packed folders (the check nccl-gpu.sh repeats on the GPU machine).
+missing=$(LD_LIBRARY_PATH="$pack/lib:$pack/compat" ldd "$pack/libnccl-net-xport.so" | grep "not found" || true)
+[ -z "$missing" ] || die "unresolved with the pack: $missing"
+
+need_glibc=$(objdump -T "$pack/libnccl-net-xport.so" "$pack"/lib/*.so* 2>/dev/null |
+  grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+need_cxx=$(objdump -T "$pack/libnccl-net-xport.so" | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
+{
+  echo "built: $(git describe --always --dirty 2>/dev/null || echo unknown) on $(date -u +%FT%TZ)"
+  echo "needs: $need_glibc $need_cxx"
+  (cd "$pack" && sha256sum libnccl-net-xport.so lib/* compat/*)
+} > "$pack/MANIFEST"
+echo "nccl-gpu-pack: $pack ($(du -sh "$pack" | cut -f1)); needs $need_glibc, $need_cxx"

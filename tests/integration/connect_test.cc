@@ -1,0 +1,230 @@
+// Non-blocking connection set-up through the public API, two devices in one process driven by
+// one thread (as NCCL's proxy polls connect and accept): start_connect + PendingConnect::poll
+// and Listener::try_accept never block, a connection completes without accept being called,
+// a pending connect given up or past its deadline leaves nothing behind, and handles that are
+// corrupted or padded with anything but zeros are refused with the reason.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "harness.hpp"
+#include "provider_fixture.hpp"
+#include "xport/xport.hpp"
+
+namespace xport {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Connect : public test::ProviderTest {
+ protected:
+  void SetUp() override {
+    test::ProviderTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto b = ctx_->open_device();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    other_ = std::move(b).value();
+  }
+  void TearDown() override {
+    other_.reset();
+    test::ProviderTest::TearDown();
+  }
+  std::unique_ptr<Device> other_;
+};
+
+// The longest a non-blocking call may take: one progress pass (a loaded 2-core machine can
+// stall a process for a while, so this is generous; a call that waits for the peer takes the
+// whole deadline).
+constexpr auto kOneCall = 250ms;
+
+TEST_P(Connect, PollAndTryAcceptNeverBlockAndConnectWithoutAccept) {
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  auto pending = dev_->start_connect((*l)->handle(), Deadline::after(20s));
+  ASSERT_TRUE(pending.ok()) << pending.status().to_string();
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+  auto slowest = Clock::duration::zero();
+  const auto until = Clock::now() + 20s;
+  size_t polls = 0;
+  // Only the connector polls first: the listening device answers from its progress (here:
+  // try_accept on an empty backlog), before anyone has taken the connection.
+  while (!send && Clock::now() < until) {
+    auto t0 = Clock::now();
+    auto s = (*pending)->poll();
+    slowest = std::max(slowest, Clock::now() - t0);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    send = std::move(s).value();
+    ++polls;
+    if (!send) {
+      t0 = Clock::now();
+      (void)other_->progress();
+      slowest = std::max(slowest, Clock::now() - t0);
+    }
+  }
+  ASSERT_TRUE(send) << "connect did not complete in 20 s of polling";
+  auto again = (*pending)->poll();
+  EXPECT_EQ(again.status().code(), Code::invalid_argument) << "a finished PendingConnect polled";
+  while (!recv && Clock::now() < until) {
+    auto t0 = Clock::now();
+    auto r = (*l)->try_accept();
+    slowest = std::max(slowest, Clock::now() - t0);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    recv = std::move(r).value();
+  }
+  ASSERT_TRUE(recv) << "the accepted connection never showed in try_accept";
+  EXPECT_LT(slowest, kOneCall) << "a non-blocking call took "
+                               << std::chrono::duration<double, std::milli>(slowest).count()
+                               << " ms (" << polls << " polls)";
+  // The connection carries data.
+  std::vector<uint8_t> a(100000), b(100000, 0);
+  test::fill(a.data(), a.size(), 3);
+  auto ra = dev_->register_memory(a.data(), a.size());
+  auto rb = other_->register_memory(b.data(), b.size());
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  auto rq = recv->irecv(b.data(), b.size(), *rb);
+  auto sq = send->isend(a.data(), a.size(), *ra);
+  ASSERT_TRUE(rq.ok() && sq.ok());
+  bool rdone = false, sdone = false;
+  while ((!rdone || !sdone) && Clock::now() < until + 20s) {
+    if (!sdone) {
+      auto t = send->test(*sq);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      sdone = t->done;
+    }
+    if (!rdone) {
+      auto t = recv->test(*rq);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      rdone = t->done;
+    }
+  }
+  ASSERT_TRUE(rdone && sdone);
+  EXPECT_EQ(test::first_mismatch(b.data(), b.size(), 3), -1);
+}
+
+TEST_P(Connect, APollPastItsDeadlineIsATimeoutAndLeavesNoZombie) {
+  if (std::string(GetParam().provider) == "tcp") {
+    GTEST_SKIP() << "connected endpoints: the kernel completes the TCP handshake itself";
+  }
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok());
+  // The listening device does not progress: nobody answers.
+  auto pending = dev_->start_connect((*l)->handle(), Deadline::after(300ms));
+  ASSERT_TRUE(pending.ok()) << pending.status().to_string();
+  Result<std::unique_ptr<SendComm>> s = std::unique_ptr<SendComm>();
+  auto slowest = Clock::duration::zero();
+  const auto until = Clock::now() + 10s;
+  while (s.ok() && !*s && Clock::now() < until) {
+    const auto t0 = Clock::now();
+    s = (*pending)->poll();
+    slowest = std::max(slowest, Clock::now() - t0);
+  }
+  ASSERT_FALSE(s.ok()) << "no timeout within 10 s of a 300 ms deadline";
+  EXPECT_EQ(s.status().code(), Code::timeout) << s.status().to_string();
+  EXPECT_LT(slowest, kOneCall);
+  // The listener hears that its connector gave up: nothing to accept (or one that fails).
+  const auto drain = Clock::now() + 2s;
+  while (Clock::now() < drain) {
+    (void)other_->progress();
+    (void)dev_->progress();
+  }
+  auto r = (*l)->try_accept();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  if (*r) {
+    std::vector<uint8_t> buf(8);
+    auto reg = other_->register_memory(buf.data(), buf.size());
+    auto req = (*r)->irecv(buf.data(), buf.size(), *reg);
+    if (req.ok()) {
+      auto got = (*r)->wait(*req, Deadline::after(2s));
+      EXPECT_FALSE(got.ok());
+      EXPECT_NE(got.status().code(), Code::timeout) << "a zombie: " << got.status().to_string();
+    }
+  }
+}
+
+TEST_P(Connect, APendingConnectDroppedUnfinishedIsGivenUp) {
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok());
+  const uint64_t comms_before = dev_->stats().comms_open;
+  {
+    auto pending = dev_->start_connect((*l)->handle(), Deadline::after(20s));
+    ASSERT_TRUE(pending.ok());
+    EXPECT_EQ(dev_->stats().comms_open, comms_before + 1);
+  }  // dropped before any answer
+  const auto drain = Clock::now() + 2s;
+  while (Clock::now() < drain) {
+    (void)other_->progress();
+    (void)dev_->progress();
+  }
+  auto r = (*l)->try_accept();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  if (*r) {
+    std::vector<uint8_t> buf(8);
+    auto reg = other_->register_memory(buf.data(), buf.size());
+    auto req = (*r)->irecv(buf.data(), buf.size(), *reg);
+    if (req.ok()) {
+      auto got = (*r)->wait(*req, Deadline::after(2s));
+      EXPECT_FALSE(got.ok());
+      EXPECT_NE(got.status().code(), Code::timeout) << "a zombie: " << got.status().to_string();
+    }
+  }
+  // Nothing of the attempt stays on the connecting side once its last messages are out.
+  const auto settle = Clock::now() + 10s;
+  while (dev_->stats().comms_open > comms_before && Clock::now() < settle) {
+    (void)dev_->progress();
+    (void)other_->progress();
+  }
+  EXPECT_EQ(dev_->stats().comms_open, comms_before);
+}
+
+TEST_P(Connect, HandlesAreCheckedAndMayBePaddedWithZeros) {
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok());
+  const ConnectionHandle& h = (*l)->handle();
+  ASSERT_LE(h.size(), 128u) << "the handle must fit NCCL's 128 bytes";
+  // Every single-bit flip is refused before anything is sent.
+  for (size_t i = 0; i < h.size(); i += 3) {
+    ConnectionHandle bad = h;
+    bad[i] ^= 0x10;
+    auto p = dev_->start_connect(bad, Deadline::after(1s));
+    ASSERT_FALSE(p.ok()) << "a handle with byte " << i << " flipped was accepted";
+    EXPECT_TRUE(p.status().code() == Code::protocol || p.status().code() == Code::invalid_argument)
+        << p.status().to_string();
+  }
+  ConnectionHandle dirty = h;
+  dirty.resize(128, 0);
+  dirty[127] = 1;
+  auto p = dev_->start_connect(dirty, Deadline::after(1s));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("zero padding"), std::string::npos) << p.status().message();
+  auto empty = dev_->start_connect(std::span<const uint8_t>(), Deadline::after(1s));
+  EXPECT_EQ(empty.status().code(), Code::protocol) << empty.status().to_string();
+  // NCCL passes its whole 128-byte handle buffer: the zeros after the handle are padding.
+  ConnectionHandle padded = h;
+  padded.resize(128, 0);
+  auto ok = dev_->start_connect(padded, Deadline::after(20s));
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+  const auto until = Clock::now() + 20s;
+  while ((!send || !recv) && Clock::now() < until) {
+    if (!send) {
+      auto s = (*ok)->poll();
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      send = std::move(s).value();
+    }
+    if (!recv) {
+      auto r = (*l)->try_accept();
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      recv = std::move(r).value();
+    }
+  }
+  EXPECT_TRUE(send && recv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, Connect, test::all_providers(), test::provider_param_name);
+
+}  // namespace
+}  // namespace xport

@@ -1,0 +1,291 @@
+// Host-memory bandwidth through the NCCL plugin, driven as NCCL's proxy drives it: one thread
+// per process polls every communicator, `window` requests of `size` bytes in flight on each (NCCL
+// keeps NCCL_STEPS = 8 chunks of 512 KiB per channel with its default 4 MiB buffers), in both
+// directions at once (a 2-rank all_reduce sends and receives the same amount) or one.
+//   XTEST_NCCL_PLUGIN=build/plugins/nccl/libnccl-net-xport.so XPORT_PROVIDER='tcp;ofi_rxm'
+//   XPORT_DOMAIN=lo build/tests/nccl_plugin/xport-nccl-plugin-tests --bench
+//     [--size 512K] [--comms 2] [--window 8] [--bytes 4G] [--uni]   (one command line)
+// Prints one line per direction and process: "bench <role> <provider> size=... comms=...
+// window=... bytes=... seconds=... GB/s=...".
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver.hpp"
+
+using namespace xport::nccl_test;
+
+namespace {
+
+struct Options {
+  size_t size = 512 * 1024;
+  int comms = 2;
+  int window = 8;
+  uint64_t bytes = uint64_t{4} << 30;  // per direction
+  bool bidir = true;
+};
+
+uint64_t parse_size(const std::string& s) {
+  size_t end = 0;
+  uint64_t v = std::stoull(s, &end);
+  if (end < s.size()) {
+    switch (s[end]) {
+      case 'K': case 'k': v <<= 10; break;
+      case 'M': case 'm': v <<= 20; break;
+      case 'G': case 'g': v <<= 30; break;
+    }
+  }
+  return v;
+}
+
+Options parse(int argc, char** argv, int first) {
+  Options o;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string("0"); };
+    if (a == "--size") o.size = parse_size(next());
+    else if (a == "--comms") o.comms = std::stoi(next());
+    else if (a == "--window") o.window = std::stoi(next());
+    else if (a == "--bytes") o.bytes = parse_size(next());
+    else if (a == "--uni") o.bidir = false;
+  }
+  return o;
+}
+
+struct Side {
+  void* comm = nullptr;
+  void* mh = nullptr;
+  std::vector<uint8_t> arena;
+  std::vector<void*> reqs;
+  uint64_t posted = 0, done = 0;  // requests
+};
+
+int die(const std::string& why) {
+  std::printf("FAIL %s\n", why.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+// Listens `n` times; the handles as one line of hex.
+bool listen_all(Plugin& p, int n, std::vector<void*>& listens, std::string& line) {
+  listens.assign(n, nullptr);
+  for (int i = 0; i < n; ++i) {
+    char h[NCCL_NET_HANDLE_MAXSIZE];
+    if (p.net->listen(p.ctx, 0, h, &listens[i]) != ncclSuccess) return false;
+    line += ' ';  // (not " " + hex(): GCC 12 -O3 warns -Wrestrict on it)
+    line += hex(h, sizeof(h));
+  }
+  return true;
+}
+
+std::vector<std::vector<uint8_t>> parse_handles(const std::string& line) {
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t pos = line.find(' '); pos != std::string::npos && pos + 1 < line.size();) {
+    size_t sp = line.find(' ', pos + 1);
+    out.push_back(xport::test::from_hex(line.substr(pos + 1, sp == std::string::npos
+                                                                 ? std::string::npos
+                                                                 : sp - pos - 1)));
+    out.back().resize(NCCL_NET_HANDLE_MAXSIZE, 0);
+    pos = sp;
+  }
+  return out;
+}
+
+// Connects to `handles` and accepts on `listens`, polled together from this thread.
+bool connect_all(Plugin& p, std::vector<std::vector<uint8_t>>& handles,
+                 std::vector<void*>& listens, std::vector<Side>& sends, std::vector<Side>& recvs) {
+  sends.resize(handles.size());
+  recvs.resize(listens.size());
+  return poll_until([&] {
+    bool all = true;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      if (sends[i].comm == nullptr &&
+          p.net->connect(p.ctx, 0, handles[i].data(), &sends[i].comm, nullptr) != ncclSuccess) {
+        return true;
+      }
+      all = all && sends[i].comm != nullptr;
+    }
+    for (size_t i = 0; i < listens.size(); ++i) {
+      if (recvs[i].comm == nullptr &&
+          p.net->accept(listens[i], &recvs[i].comm, nullptr) != ncclSuccess) {
+        return true;
+      }
+      all = all && recvs[i].comm != nullptr;
+    }
+    return all;
+  }, 60s);
+}
+
+// The proxy loop: every send and receive kept `window` deep until `bytes` moved each way.
+std::string run(Plugin& p, const Options& o, std::vector<Side>& sends, std::vector<Side>& recvs,
+                double* send_s, double* recv_s) {
+  const uint64_t per_comm = (o.bytes / o.size + o.comms - 1) / o.comms;
+  for (auto* v : {&sends, &recvs}) {
+    for (Side& s : *v) {
+      s.arena.assign(o.size * o.window, 1);
+      s.reqs.assign(o.window, nullptr);
+      if (p.net->regMr(s.comm, s.arena.data(), s.arena.size(), NCCL_PTR_HOST, &s.mh) !=
+          ncclSuccess) {
+        return "regMr: " + warned_since(0);
+      }
+    }
+  }
+  const auto t0 = Clock::now();
+  auto until = t0 + 600s;
+  bool sends_done = sends.empty(), recvs_done = recvs.empty();
+  uint64_t events = 0, seen = 0;  // posts and completions: a pass with none yields, as NCCL's
+                                  // proxy thread does when idle
+  while (!sends_done || !recvs_done) {
+    if (Clock::now() > until) return "no completion within 600 s";
+    if (events == seen) std::this_thread::yield();
+    seen = events;
+    if (!sends_done) {
+      sends_done = true;
+      for (Side& s : sends) {
+        if (s.posted < per_comm && s.posted - s.done < static_cast<uint64_t>(o.window)) {
+          void*& r = s.reqs[s.posted % o.window];
+          if (p.net->isend(s.comm, s.arena.data() + (s.posted % o.window) * o.size, o.size, 0,
+                           s.mh, nullptr, &r) != ncclSuccess) {
+            return "isend: " + warned_since(0);
+          }
+          if (r != nullptr) ++s.posted, ++events;
+        }
+        if (s.done < s.posted) {
+          int d = 0, size = 0;
+          if (p.net->test(s.reqs[s.done % o.window], &d, &size) != ncclSuccess) {
+            return "test (send): " + warned_since(0);
+          }
+          if (d) ++s.done, ++events;
+        }
+        sends_done = sends_done && s.done == per_comm;
+      }
+      if (sends_done) *send_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (!recvs_done) {
+      recvs_done = true;
+      for (Side& s : recvs) {
+        if (s.posted < per_comm && s.posted - s.done < static_cast<uint64_t>(o.window)) {
+          void* data = s.arena.data() + (s.posted % o.window) * o.size;
+          size_t size = o.size;
+          int tag = 0;
+          void*& r = s.reqs[s.posted % o.window];
+          if (p.net->irecv(s.comm, 1, &data, &size, &tag, &s.mh, nullptr, &r) != ncclSuccess) {
+            return "irecv: " + warned_since(0);
+          }
+          if (r != nullptr) ++s.posted, ++events;
+        }
+        if (s.done < s.posted) {
+          int d = 0, size = 0;
+          if (p.net->test(s.reqs[s.done % o.window], &d, &size) != ncclSuccess) {
+            return "test (recv): " + warned_since(0);
+          }
+          if (d) {
+            if (static_cast<size_t>(size) != o.size) return "a receive of the wrong size";
+            ++s.done;
+            ++events;
+          }
+        }
+        recvs_done = recvs_done && s.done == per_comm;
+      }
+      if (recvs_done) *recv_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+  }
+  return "";
+}
+
+void report(const char* role, const Options& o, uint64_t bytes, double seconds) {
+  const char* prov = std::getenv("XPORT_PROVIDER");
+  std::printf("bench %s %s size=%zu comms=%d window=%d bytes=%llu seconds=%.3f GB/s=%.3f\n", role,
+              prov ? prov : "(default)", o.size, o.comms, o.window,
+              static_cast<unsigned long long>(bytes), seconds, bytes / seconds / 1e9);
+  std::fflush(stdout);
+}
+
+int bench_peer(const Options& o) {
+  Plugin p;
+  if (!p.load()) return die(p.error);
+  std::string line;
+  if (!std::getline(std::cin, line)) return die("no handles");
+  auto handles = parse_handles(line);
+  std::vector<void*> listens;
+  std::string mine = "HANDLES";
+  if (o.bidir && !listen_all(p, o.comms, listens, mine)) return die("listen: " + warned_since(0));
+  std::printf("%s\n", mine.c_str());
+  std::fflush(stdout);
+  std::vector<Side> sends, recvs;
+  if (!connect_all(p, handles, listens, sends, recvs)) return die("connect: " + warned_since(0));
+  std::printf("READY\n");
+  std::fflush(stdout);
+  if (!std::getline(std::cin, line)) return die("no start");
+  double ss = 0, rs = 0;
+  std::string err = run(p, o, sends, recvs, &ss, &rs);
+  if (!err.empty()) return die(err);
+  const uint64_t moved = (o.bytes / o.size + o.comms - 1) / o.comms * o.comms * o.size;
+  report("peer-send", o, moved, ss);
+  if (o.bidir) report("peer-recv", o, moved, rs);
+  std::getline(std::cin, line);
+  for (auto* v : {&sends, &recvs}) {
+    for (Side& s : *v) {
+      p.net->deregMr(s.comm, s.mh);
+      if (v == &sends) p.net->closeSend(s.comm);
+      else p.net->closeRecv(s.comm);
+    }
+  }
+  for (void* l : listens) p.net->closeListen(l);
+  p.unload();
+  return 0;
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  const bool peer = std::string(argv[1]) == "--bench-peer";
+  Options o = parse(argc, argv, 2);
+  if (peer) return bench_peer(o);
+  const char* self = std::getenv("XTEST_SELF");
+  std::string me = self != nullptr ? self : argv[0];
+  std::vector<std::string> args = {me, "--bench-peer"};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  auto child = xport::test::ChildProcess::spawn(args, {});
+  if (!child.started()) return die("cannot start the peer process");
+  Plugin p;
+  if (!p.load()) return die(p.error);
+  std::vector<void*> listens;
+  std::string line = "HANDLES";
+  if (!listen_all(p, o.comms, listens, line)) return die("listen: " + warned_since(0));
+  child.write_line(line);
+  std::string err;
+  std::string theirs = child.read_line(60000, &err);
+  if (theirs.rfind("HANDLES", 0) != 0) return die("peer: " + theirs + err);
+  auto handles = parse_handles(theirs);
+  std::vector<Side> sends, recvs;
+  if (!connect_all(p, handles, listens, sends, recvs)) return die("connect: " + warned_since(0));
+  std::string ready = child.read_line(60000, &err);
+  if (ready != "READY") return die("peer: " + ready + err);
+  child.write_line("GO");
+  double ss = 0, rs = 0;
+  err = run(p, o, sends, recvs, &ss, &rs);
+  if (!err.empty()) return die(err);
+  const uint64_t moved = (o.bytes / o.size + o.comms - 1) / o.comms * o.comms * o.size;
+  report("recv", o, moved, rs);
+  if (o.bidir) report("send", o, moved, ss);
+  for (int i = 0; i < (o.bidir ? 2 : 1); ++i) {
+    std::string l = child.read_line(600000, &err);
+    std::printf("%s\n", l.empty() ? ("peer: " + err).c_str() : l.c_str());
+  }
+  child.write_line("DONE");
+  child.wait_exit(30000);
+  for (auto* v : {&sends, &recvs}) {
+    for (Side& s : *v) {
+      p.net->deregMr(s.comm, s.mh);
+      if (v == &sends) p.net->closeSend(s.comm);
+      else p.net->closeRecv(s.comm);
+    }
+  }
+  for (void* l : listens) p.net->closeListen(l);
+  p.unload();
+  return 0;
+}
