@@ -299,8 +299,9 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   };
   auto issue = [&](size_t slot) {
     const size_t off = slot * p.size;
-    return kPut ? s.win->put(s.data, off, s.remote, off, p.size)
-                : s.win->get(s.data, off, s.remote, off, p.size);
+    return (kPut ? s.win->put(s.data, off, s.remote, off, p.size)
+                 : s.win->get(s.data, off, s.remote, off, p.size))
+        .status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
     XPORT_RETURN_IF_ERROR(prepare(it, 1));

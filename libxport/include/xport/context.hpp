@@ -92,6 +92,7 @@ class Device {
 
  private:
   friend class Context;
+  friend struct api::Access;
   std::vector<RailInfo> rail_info_;
   std::shared_ptr<proto::Engine> engine_;
   // The device's telemetry registration (api/telemetry_hook.hpp). Declared after engine_ so
