@@ -17,6 +17,21 @@
 #include <optional>
 #include <sstream>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define XTEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define XTEST_ASAN 1
+#endif
+#endif
+#ifndef XTEST_ASAN
+#define XTEST_ASAN 0
+#endif
+#if XTEST_ASAN
+// From <sanitizer/allocator_interface.h>, which GCC does not install (its libasan has it).
+extern "C" void __sanitizer_purge_allocator(void);
+#endif
+
 #include "harness.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
@@ -36,6 +51,11 @@ size_t open_fds() {
 }
 
 size_t rss_bytes() {
+#if XTEST_ASAN
+  // ASan keeps freed memory in its quarantine (256 MiB by default) and its own caches: drained
+  // first, or the quarantine filling up would read as growth.
+  __sanitizer_purge_allocator();
+#endif
   std::ifstream in("/proc/self/statm");
   size_t pages = 0, resident = 0;
   in >> pages >> resident;

@@ -44,6 +44,9 @@ def run(*args, env_extra=None, prefix="", wrapper="", net=True):
     env = {k: v for k, v in os.environ.items() if not k.startswith("XPORT_")}
     env.update(env_extra or {})
     argv = [tool, *args]
+    if net and "--test-hang" not in args:
+        # A loaded CI machine (or the ASan build) can take longer than the default 3 s per rail.
+        argv.append("--loopback-timeout=9")
     if net and not NETNS:
         argv.append("--nics=lo")
     script = (prefix + " && " if prefix else "") + f'exec {wrapper} "$@"'
@@ -220,7 +223,8 @@ r, doc = json_run("--skip-loopback")
 check(r.returncode == 0 and by_name(doc, "loopback")[0]["status"] == "SKIP", "--skip-loopback")
 
 # Usage.
-for bad in (["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["extra"]):
+for bad in (["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["extra"],
+            ["--loopback-timeout", "0"], ["--loopback-timeout", "abc"]):
     r = run(*bad, net=False)
     check(r.returncode == 2, f"bad usage {bad} exits 2 (got {r.returncode})")
 r = run("--help", net=False)

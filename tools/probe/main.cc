@@ -24,6 +24,7 @@ struct Options {
   std::string provider;
   std::string nics;
   double timeout_s = 10;
+  double loopback_s = 3;  // each rail's loopback check at most this long
   bool skip_loopback = false;
   std::string test_hang;  // tests only: this check hangs, to exercise the deadlines
 };
@@ -227,11 +228,14 @@ int run(const Options& opt) {
                [&](xport::Deadline) { return skipped("loopback", "", no_ctx); });
   } else {
     for (size_t i = 0; i < rails.size(); ++i) {
-      // Each rail gets at most 3 s and an even share of what is left.
+      // Each rail gets at most --loopback-timeout and an even share of what is left.
       const auto left = std::chrono::duration<double>(opt.timeout_s - runner.elapsed());
       const auto share =
           std::chrono::duration_cast<std::chrono::milliseconds>(left / double(rails.size() - i));
-      const auto budget = std::min<std::chrono::milliseconds>(3000ms, share);
+      const auto budget = std::min(
+          std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::duration<double>(opt.loopback_s)),
+          share);
       const std::string rail = rails[i];
       runner.run("loopback", rail, budget, [ctx, rail, eager_max](xport::Deadline d) {
         return check_loopback(ctx, rail, eager_max, d);
@@ -267,6 +271,9 @@ int main(int argc, char** argv) {
                  "NIC plan's rails, else the provider's domain)");
   app.add_option("--timeout", opt.timeout_s, "overall time budget in seconds")
       ->check(CLI::Range(1.0, 600.0));
+  app.add_option("--loopback-timeout", opt.loopback_s,
+                 "seconds each rail's loopback check may take (default 3; within --timeout)")
+      ->check(CLI::Range(0.1, 600.0));
   app.add_flag("--skip-loopback", opt.skip_loopback, "do not run the loopback transfers");
   // Hidden, for tests/tools/xport_probe_test.py: make one check hang to prove the deadlines.
   app.add_option("--test-hang", opt.test_hang, "")->group("");

@@ -21,6 +21,9 @@ struct Peer {
   int refs = 0;              // communicators, windows and queued messages that name this peer
   Clock::time_point idle_since{};  // when refs last fell to 0 (retired after a linger)
   Clock::time_point last_heard{};
+  // Something arrived from it since the last health sweep (which turns this into last_heard):
+  // the receive paths set a flag instead of reading the clock per message.
+  bool heard = false;
   Clock::time_point ping_sent{};
   bool ping_outstanding = false;
   uint64_t ping_nonce = 0;

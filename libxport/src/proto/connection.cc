@@ -701,20 +701,30 @@ Status Connections::progress_events() {
     CommState* c = core_.comm(it->second);
     if (c == nullptr || !c->connection) continue;
     if (event == FI_SHUTDOWN) {
-      c->connection->ep->failed = true;
-      c->connection->ep->failure = "the peer closed the connection";
-      remove_from_backlog(*c);
-      if (!c->is_send && c->phase == Phase::connecting) {
-        auto lit = core_.listeners.find(c->listener_token);
-        if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
-        c->user_closed = true;  // never handed out: nobody will close it
-      }
-      core_.fail_comm(*c, Status(Code::peer_lost, "the peer closed the connection"));
+      shutdowns_.push_back(c->id);  // applied once the CQs were read again
       continue;
     }
     on_msg_connected(*c, data, data_len);
   }
   return Status::success();
+}
+
+void Connections::apply_shutdowns() {
+  std::vector<CommId> ids;
+  ids.swap(shutdowns_);
+  for (CommId id : ids) {
+    CommState* c = core_.comm(id);
+    if (c == nullptr || !c->connection || c->connection->ep->failed) continue;
+    c->connection->ep->failed = true;
+    c->connection->ep->failure = "the peer closed the connection";
+    remove_from_backlog(*c);
+    if (!c->is_send && c->phase == Phase::connecting) {
+      auto lit = core_.listeners.find(c->listener_token);
+      if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
+      c->user_closed = true;  // never handed out: nobody will close it
+    }
+    core_.fail_comm(*c, Status(Code::peer_lost, "the peer closed the connection"));
+  }
 }
 
 }  // namespace xport::proto

@@ -37,8 +37,13 @@ class Connections {
   void on_conn_reject(const MsgHeader& h);
   void on_conn_cancel(const MsgHeader& h);
   void on_close(const MsgHeader& h);
-  // Connection-manager events of connected endpoints.
+  // Connection-manager events of connected endpoints. A peer's shutdown is only noted here:
+  // what it sent before it (a CLOSE with the count it took, completions of sends it received)
+  // may reach the CQ in the same provider call, so the engine reads the CQs again and then
+  // calls apply_shutdowns().
   Status progress_events();
+  bool shutdowns_pending() const { return !shutdowns_.empty(); }
+  void apply_shutdowns();
 
  private:
   MsgHeader header(MsgType t, const CommState& c) const;
@@ -56,6 +61,7 @@ class Connections {
   void on_msg_connreq(fi_info* info, const uint8_t* data, size_t len);
   void on_msg_connected(CommState& c, const uint8_t* data, size_t len);
   Core& core_;
+  std::vector<CommId> shutdowns_;  // peers' shutdowns read, not yet applied
 };
 
 }  // namespace xport::proto

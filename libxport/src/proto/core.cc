@@ -7,22 +7,6 @@
 
 namespace xport::proto {
 
-Lock::Lock(Core& c) : core_(&c) {
-  if (!c.config.thread_safe) return;
-  c.mu.lock();
-  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  held_ = true;
-}
-
-void Lock::unlock() {
-  if (!held_) return;
-  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
-  held_ = false;
-  core_->mu.unlock();
-}
-
-Lock::~Lock() { unlock(); }
-
 Status Core::no_rail_error(size_t limit, const pool::Peer* peer, const char* what) const {
   std::string why;
   for (size_t i = 0; i < limit; ++i) {
@@ -140,7 +124,7 @@ CommState* Core::route(const MsgHeader& h, Side side) {
     miss();
     return nullptr;
   }
-  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  if (c->peer != nullptr) c->peer->heard = true;
   return c;
 }
 

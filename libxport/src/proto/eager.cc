@@ -259,7 +259,7 @@ void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t da
     core_.miss();
     return;
   }
-  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  if (c->peer != nullptr) c->peer->heard = true;
   accept(*c, ep, b, d.slot, seq, 0, len, hold);
 }
 

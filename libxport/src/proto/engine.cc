@@ -145,6 +145,17 @@ Engine::~Engine() {
   // the rails' CQs and domains (declaration order in Core).
 }
 
+// Reads and drops what the CQs hold (bounded: a provider that keeps reporting is left).
+void Engine::drain_cqs() {
+  for (auto& r : core_.rails) {
+    if (r->cq_failed()) continue;
+    for (int reads = 0; reads < 1000; ++reads) {
+      auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
+      if (!n.ok() || *n == 0) break;
+    }
+  }
+}
+
 void Engine::shutdown() {
   if (shut_down_) return;
   {
@@ -173,6 +184,15 @@ void Engine::shutdown() {
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
   // still use an operation's context, and cancelling may write into it), then what their CQs
   // still hold is read and dropped, and only then do contexts and registrations go.
+  // Posted receives are cancelled first and their cancellations read while the endpoints are
+  // open (a provider's fi_cq_strerror may look at the endpoint; the sockets provider leaks a
+  // receive that is still posted when its endpoint closes).
+  for (auto& r : core_.rails) {
+    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+      if (ep != nullptr) ep->cancel_receives();
+    }
+  }
+  drain_cqs();
   bool closed = true;
   for (auto& r : core_.rails) {
     const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
@@ -182,7 +202,6 @@ void Engine::shutdown() {
       if (bound && ep == r->data()) {
         // Caller's Regions are bound to it (FI_MR_ENDPOINT) and outlive the device: it stays
         // open until they go, and so must what its operations name.
-        ep->cancel_receives();
         closed = false;
         continue;
       }
@@ -195,13 +214,7 @@ void Engine::shutdown() {
   for (auto& ch : core_.retiring) {
     if (ch->owned) ch->owned->close_endpoint();
   }
-  for (auto& r : core_.rails) {
-    if (r->cq_failed()) continue;
-    for (int reads = 0; reads < 1000; ++reads) {
-      auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
-      if (!n.ok() || *n == 0) break;
-    }
-  }
+  drain_cqs();
   core_.pending_control.clear();
   core_.pending_eager.clear();
   core_.pending_stripes.clear();
@@ -408,9 +421,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  std::vector<fabric::OpContext> ctx = std::move(s.ctx);  // sized per rail once
-  s = SendSlot{};
-  s.ctx = std::move(ctx);
+  s.reset();
   if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
   s.active = true;
   s.seq = seq;
@@ -418,16 +429,13 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   s.len = len;
   s.region = *region.region;
   s.eager = len <= c->eager_max;
-  Status st;
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
     // posted, and credits bound how many it may have to hold.
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
-    st = eager_.start(*c, s, slot);
-  } else {
-    st = rendezvous_.start(*c, s, slot);
   }
+  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
@@ -458,7 +466,7 @@ Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBu
                        " receives are outstanding on communicator ", comm.index,
                        " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  r = RecvSlot{};
+  r.reset();
   r.active = true;
   r.seq = seq;
   r.buf = static_cast<uint8_t*>(buf);
@@ -469,10 +477,14 @@ Result<uint64_t> Engine::irecv(CommId comm, void* buf, size_t len, const LocalBu
   // (RTS), and otherwise just counts towards the next eager credit.
   bool cts = false;
   Status st = rendezvous_.on_posted(*c, r, slot, &cts);
-  if (st.ok()) st = eager_.on_posted(*c, r, slot, cts);
   if (!st.ok()) {
-    r = RecvSlot{};
-    return st.with_context("irecv");
+    r.reset();
+    return std::move(st).with_context("irecv");
+  }
+  Status st2 = eager_.on_posted(*c, r, slot, cts);
+  if (!st2.ok()) {
+    r.reset();
+    return std::move(st2).with_context("irecv");
   }
   c->next_seq += 1;
   return seq;
@@ -496,22 +508,18 @@ Result<Completion> Engine::test(CommId comm, uint64_t seq) {
     SendSlot& s = c->sends[slot];
     if (!s.active || s.seq != seq) return not_outstanding();
     if (!s.done()) return Completion{false, 0};
-    Status e = std::move(s.error);
-    const size_t n = s.len;
     s.active = false;
     s.region.reset();
-    if (!e.ok()) return e;
-    return Completion{true, n};
+    if (!s.error.ok()) return std::exchange(s.error, Status());
+    return Completion{true, s.len};
   }
   RecvSlot& r = c->recvs[slot];
   if (!r.active || r.seq != seq) return not_outstanding();
   if (!r.done()) return Completion{false, 0};
-  Status e = std::move(r.error);
-  const size_t n = r.bytes;
   r.active = false;
   r.region.reset();
-  if (!e.ok()) return e;
-  return Completion{true, n};
+  if (!r.error.ok()) return std::exchange(r.error, Status());
+  return Completion{true, r.bytes};
 }
 
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
@@ -563,21 +571,15 @@ Status Engine::progress() {
 }
 
 void Engine::refresh_links() {
-  if (core_.config.rail_check.count() == 0) return;
-  const int64_t now = Clock::now().time_since_epoch().count();
-  int64_t due = next_link_read_.load(std::memory_order_relaxed);
-  if (now < due) return;
-  const int64_t next =
-      now + std::chrono::duration_cast<std::chrono::nanoseconds>(core_.config.rail_check).count();
-  if (!next_link_read_.compare_exchange_strong(due, next, std::memory_order_relaxed)) return;
+  if (!links_due_.load(std::memory_order_relaxed)) return;
+  if (!links_due_.exchange(false, std::memory_order_relaxed)) return;  // another thread took it
   // File I/O, with no lock held; the results are applied under the lock by progress.
   for (auto& r : core_.rails) r->health().refresh_link();
+  links_fresh_.store(true, std::memory_order_relaxed);
 }
 
-void Engine::progress_locked() {
-  if (core_.in_progress || shut_down_) return;
-  core_.in_progress = true;
-  // A bounded batch from every rail's CQ per pass: no rail starves another.
+size_t Engine::poll_cqs() {
+  size_t handled = 0;
   for (size_t i = 0; i < core_.rails.size(); ++i) {
     rail::Rail& r = *core_.rails[i];
     if (r.cq_failed()) continue;
@@ -590,18 +592,37 @@ void Engine::progress_locked() {
       // other rails and their communicators go on.
       fail_rail(static_cast<uint32_t>(i),
                 Status(Code::closed, core::str("rail ", r.name(), ": ", n.status().message())));
+      continue;
     }
+    handled += *n;
   }
+  return handled;
+}
+
+void Engine::progress_locked() {
+  if (core_.in_progress || shut_down_) return;
+  core_.in_progress = true;
+  // A bounded batch from every rail's CQ per pass: no rail starves another.
+  poll_cqs();
   if (core_.connected_endpoints()) {
     Status s = connections_.progress_events();
     if (!s.ok()) XPORT_LOG(warn, "connection events: ", s.to_string());
+    if (connections_.shutdowns_pending()) {
+      // What a peer sent before it shut down (its CLOSE, the completions of what it took) can
+      // reach the CQ in the same provider call that reported the shutdown: read it first, so
+      // those sends complete as taken rather than fail with the connection.
+      for (int batches = 0; batches < 64 && poll_cqs() > 0; ++batches) {
+      }
+      connections_.apply_shutdowns();
+    }
   }
-  control_.retry_receives();
-  control_.retry();
-  eager_.retry();
-  rendezvous_.retry();
-  one_sided_.retry();
-  flusher_.retry();
+  // Posts queued for a retry (most passes have none).
+  if (!core_.pending_rx.empty()) control_.retry_receives();
+  if (!core_.pending_control.empty()) control_.retry();
+  if (!core_.pending_eager.empty()) eager_.retry();
+  if (!core_.pending_stripes.empty()) rendezvous_.retry();
+  if (!core_.pending_rma.empty()) one_sided_.retry();
+  if (flusher_.queued()) flusher_.retry();
   if (++passes_ >= kPassesPerCheck) {
     passes_ = 0;
     housekeeping();
@@ -611,7 +632,13 @@ void Engine::progress_locked() {
 
 void Engine::housekeeping() {
   const auto now = Clock::now();
-  if (core_.config.rail_check.count() != 0 && now >= next_rail_check_) {
+  if (core_.config.rail_check.count() != 0 && now >= next_link_read_) {
+    next_link_read_ = now + core_.config.rail_check;
+    links_due_.store(true, std::memory_order_relaxed);  // read by the next test() or progress()
+  }
+  const bool fresh = links_fresh_.load(std::memory_order_relaxed) &&
+                     links_fresh_.exchange(false, std::memory_order_relaxed);
+  if (core_.config.rail_check.count() != 0 && (fresh || now >= next_rail_check_)) {
     next_rail_check_ = now + core_.config.rail_check;
     apply_link_states(now);
   }

@@ -49,7 +49,7 @@ struct Completion {
   size_t bytes = 0;
 };
 
-class Engine : public memory::RegionOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public memory::RegionOwner, public std::enable_shared_from_this<Engine> {
  public:
   // One rail per fi_info (its domain); connected-endpoint providers take exactly one. The
   // pointer returned is the handle the public classes hold: when its last copy goes, the engine
@@ -150,11 +150,13 @@ class Engine : public memory::RegionOwner, public std::enable_shared_from_this<E
  private:
   Engine();
   void shutdown();
+  void drain_cqs();
   // Progress, under the lock; bounded work per call.
   void progress_locked();
   // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
   void refresh_links();
   void housekeeping();
+  size_t poll_cqs();  // a bounded batch from every rail's CQ; the entries handled
   void apply_link_states(Clock::time_point now);
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
@@ -189,7 +191,11 @@ class Engine : public memory::RegionOwner, public std::enable_shared_from_this<E
   uint32_t passes_ = 0;
   Clock::time_point next_rail_check_{};
   Clock::time_point next_health_check_{};
-  std::atomic<int64_t> next_link_read_{0};  // steady-clock ns: when links are next read
+  // Set by housekeeping when the links are due to be read again; taken by refresh_links, which
+  // reads them outside the lock (no clock read per call).
+  std::atomic<bool> links_due_{true};
+  std::atomic<bool> links_fresh_{false};  // read since housekeeping last applied them
+  Clock::time_point next_link_read_{};
   bool shut_down_ = false;
 };
 

@@ -21,6 +21,7 @@ class Flusher {
   void abandon(uint64_t id);
   void on_done(fabric::OpContext* ctx, const Status& st);
   void retry();
+  bool queued() const { return !unposted_.empty(); }
   // The rail's CQ failed: its reads will never be reported.
   void fail_rail(uint32_t rail, const Status& why);
 

@@ -62,8 +62,13 @@ void PeerHealth::check(Clock::time_point now) {
     if (p.dead || core_.connected_endpoints()) continue;  // connections report their own loss
     if (waiting.count(&p) == 0) {
       p.last_heard = now;  // silence while nothing is asked of a peer means nothing
+      p.heard = false;
       p.ping_outstanding = false;
       continue;
+    }
+    if (p.heard) {  // something arrived since the last sweep
+      p.heard = false;
+      p.last_heard = now;
     }
     const auto silent = now - p.last_heard;
     if (silent > core_.config.peer_timeout) {

@@ -322,7 +322,7 @@ void Rendezvous::on_write_data(uint64_t data, size_t len, uint32_t rail) {
     core_.miss(true);
     return;
   }
-  if (c->peer != nullptr) c->peer->last_heard = Clock::now();
+  if (c->peer != nullptr) c->peer->heard = true;
   uint32_t stripes;
   size_t bytes;
   if (wide) {

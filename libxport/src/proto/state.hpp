@@ -87,6 +87,18 @@ struct SendSlot {
   Status error;
   std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
   bool done() const { return finished && outstanding == 0; }
+  // Back to a fresh slot, keeping ctx's storage (sized per rail once); a no-op error is not
+  // reassigned (this runs on every isend).
+  void reset() {
+    active = false;
+    seq = 0;
+    buf = nullptr;
+    len = 0;
+    region.reset();
+    eager = waiting_credit = queued = rts_sent = cts_consumed = finished = abort_owed = false;
+    outstanding = stripes = stripes_done = stripes_posted = 0;
+    if (!error.ok()) error = Status();
+  }
 };
 
 struct RecvSlot {
@@ -102,6 +114,20 @@ struct RecvSlot {
   bool finished = false;
   Status error;
   bool done() const { return finished; }
+  // Back to a fresh slot (this runs on every irecv: a no-op error is not reassigned).
+  void reset() {
+    active = false;
+    seq = 0;
+    buf = nullptr;
+    cap = 0;
+    region.reset();
+    cts_sent = false;
+    cq_reserved = 0;
+    bytes = 0;
+    stripes_seen = 0;
+    finished = false;
+    if (!error.ok()) error = Status();
+  }
 };
 
 struct Cts {
@@ -457,5 +483,22 @@ class Core {
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };
+
+// Inline: taken on every call of the public API.
+inline Lock::Lock(Core& c) : core_(&c) {
+  if (!c.config.thread_safe) return;
+  c.mu.lock();
+  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  held_ = true;
+}
+
+inline void Lock::unlock() {
+  if (!held_) return;
+  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  held_ = false;
+  core_->mu.unlock();
+}
+
+inline Lock::~Lock() { unlock(); }
 
 }  // namespace xport::proto
