@@ -239,6 +239,13 @@ TEST_P(OneSided, EveryOperationAtItsCompletionLevel) {
     if ((st = *s) == TransferState::done) break;
     (void)dev_->progress();
   }
+  if (st != TransferState::done) {
+    const Stats d = dev_->stats();
+    std::cerr << "stuck transfer: ops held " << d.window_ops_held << " streams " << d.window_streams << " get "
+              << test::first_mismatch(local.data() + 16384, 1000, 9) << " check "
+              << ask(t.proc, "CHECK 11 500000 8192", "") << " notes " << ask(t.proc, "NOTES", "")
+              << " stats " << ask(t.proc, "STATS", "") << std::endl;
+  }
   ASSERT_EQ(st, TransferState::done) << "the transfer did not complete within 20 s";
   EXPECT_EQ(test::first_mismatch(local.data() + 16384, 1000, 9), -1);
   EXPECT_EQ(ask(t.proc, "CHECK 11 500000 8192", "OK"), "");

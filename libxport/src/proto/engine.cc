@@ -621,7 +621,9 @@ void Engine::progress_locked() {
   if (!core_.pending_control.empty()) control_.retry();
   if (!core_.pending_eager.empty()) eager_.retry();
   if (!core_.pending_stripes.empty()) rendezvous_.retry();
-  if (!core_.pending_rma.empty()) one_sided_.retry();
+  // (one-sided: queued posts, and stream pieces held behind a fence, an uncounted get or credits,
+  // which nothing else releases once the target's answers have come)
+  if (one_sided_.queued()) one_sided_.retry();
   if (flusher_.queued()) flusher_.retry();
   if (++passes_ >= kPassesPerCheck) {
     passes_ = 0;

@@ -57,6 +57,7 @@ class OneSided {
   void on_done(fabric::OpContext* ctx, const Status& st);
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
+  bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
   // The rail's CQ failed: its operations (posted or queued) will never be reported.
   void fail_rail(uint32_t rail, const Status& why);
   // A peer was lost: its streams and their windows fail, its streams here are dropped.

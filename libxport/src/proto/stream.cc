@@ -697,6 +697,16 @@ void Streams::on_close(const MsgHeader& h) {
 
 // ---- progress, failures, teardown ----
 
+bool Streams::queued() const {
+  for (const auto& [id, s] : core_.out_streams) {
+    if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
+  }
+  for (const auto& in : core_.in_streams) {
+    if (in != nullptr && !in->waiting.empty()) return true;
+  }
+  return false;
+}
+
 void Streams::retry() {
   size_t budget = core_.config.progress_batch;
   std::vector<uint32_t> ids;

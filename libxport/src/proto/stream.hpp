@@ -60,6 +60,9 @@ class Streams {
   // Progress: queued pieces released, waiting operations applied (bounded per pass), idle
   // streams closed.
   void retry();
+  // Whether retry() has work: a stream with queued pieces or without windows (to close), or
+  // operations waiting to be applied here. O(streams), no allocation: progress asks every pass.
+  bool queued() const;
   void fail_peer(pool::Peer& p, const Status& why);
   bool waits_on(const pool::Peer* p) const;
   void shutdown();
