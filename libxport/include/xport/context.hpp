@@ -47,7 +47,8 @@ std::vector<topology::ProviderNic> provider_nics();
 // Bytes one Device with `rails` rails registers for itself under the knobs in effect (bounce
 // buffers of its data and control endpoints, flush buffers, native atomic slots), in whole
 // pages. Providers that pin memory (verbs, efa, cxi...) lock this much under RLIMIT_MEMLOCK; the
-// caller's Regions come on top. RDM providers; connected ones (tcp) register rx + tx buffers per connection instead.
+// caller's Regions come on top. RDM providers; connected ones (tcp) register rx + tx buffers
+// per connection instead.
 size_t device_registered_bytes(size_t rails = 1);
 
 class Context {
