@@ -447,6 +447,7 @@ Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* 
   s->cq_reserved = room;
   InStream* out = s.get();
   core_.in_streams[index] = std::move(s);
+  ++in_live_;
   return out;
 }
 
@@ -457,6 +458,7 @@ void Streams::erase_in(InStream& s) {
   const uint16_t index = s.index;
   core_.in_stream_gen[index] = static_cast<uint8_t>((core_.in_stream_gen[index] + 1) & 0xf);
   core_.in_streams[index].reset();  // destroys s
+  if (in_live_ > 0) --in_live_;
   core_.in_stream_free.push_back(index);
   if (CommState* c = core_.comm(via)) core_.release(*c);
   core_.unref(peer);
@@ -701,8 +703,13 @@ bool Streams::queued() const {
   for (const auto& [id, s] : core_.out_streams) {
     if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
   }
-  for (const auto& in : core_.in_streams) {
-    if (in != nullptr && !in->waiting.empty()) return true;
+  // (the table is as long as the stream indices ever used: stop at the last live stream)
+  size_t seen = 0;
+  for (size_t i = 0; i < core_.in_streams.size() && seen < in_live_; ++i) {
+    const InStream* in = core_.in_streams[i].get();
+    if (in == nullptr) continue;
+    if (!in->waiting.empty()) return true;
+    ++seen;
   }
   return false;
 }

@@ -87,6 +87,7 @@ class Streams {
   std::vector<RailAddresses> local_addresses() const;
   Core& core_;
   OneSided& os_;
+  size_t in_live_ = 0;  // streams in core_.in_streams (queued() stops after the last)
 };
 
 }  // namespace xport::proto
