@@ -3,7 +3,8 @@
 // FI_UINT64, 1) on the target's registered word and polls its CQ until the completion, N times;
 // the target only polls its CQ (providers with manual progress apply atomics there, as
 // libxport's target does in its progress). Prints p50/p99/mean round-trip latency in µs and
-// checks that every fetched value is the previous one plus 1.
+// checks that every fetched value is the previous one plus 1. A fetch that does not complete
+// within 10 s ends the run (exit 1).
 //   fi-atomic-loop [PROVIDER] [ITERATIONS]     (default shm 10000)
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -12,6 +13,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,9 +174,16 @@ int main(int argc, char** argv) {
     }
     check("fi_fetch_atomic", ret);
     fi_cq_entry e;
-    for (;;) {
+    const auto deadline = t0 + std::chrono::seconds(10);
+    for (uint32_t spin = 0;; ++spin) {
       ssize_t n = fi_cq_read(f.cq, &e, 1);
       if (n == 1) break;
+      if (spin % 1024 == 0 && Clock::now() > deadline) {
+        std::fprintf(stderr, "fi-atomic-loop: fetch %d did not complete within 10 s\n", i);
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        return 1;
+      }
       if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
         fi_cq_readerr(f.cq, &err, 0);
