@@ -116,6 +116,14 @@ enum class WindowRefusal : uint8_t {
 };
 const char* window_refusal_text(uint8_t reason);
 
+// A window message's header with its type and the wire version, the rest zero.
+inline MsgHeader window_header(MsgType t) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(t);
+  h.version = kWireVersion;
+  return h;
+}
+
 struct WindowOperand {
   uint64_t operand;
   uint64_t compare;  // compare-swap (signals send only the operand)
