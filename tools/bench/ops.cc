@@ -631,7 +631,7 @@ Status serve_point(Session& s, bool* bye) {
           maybe_corrupt(p, r.first + k, b);
           continue;
         }
-        // quiet() promises local completion only: give late data a bounded chance to land
+        // quiet() promises delivery; the bounded wait for late data stays as a safety margin
         // (driving progress) before calling it a mismatch.
         const Deadline late = Deadline::after(std::chrono::seconds(2));
         size_t off;
