@@ -7,19 +7,10 @@
 
 namespace xport::proto {
 
+// The caller took an opener reference on the stream (openers) under the lock that found or made
+// it: until this call turns it into a window, progress does not close the stream as unused (it
+// did, between the two locks, when the answer came in between: "the stream vanished").
 Result<uint32_t> Engine::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
-  {
-    Lock l(core_);
-    OutStream* s = one_sided_.streams().find(stream);
-    if (s != nullptr && s->phase == StreamPhase::ready) {
-      CommState* c = comm ? core_.comm(comm) : nullptr;
-      if (comm && c == nullptr) {
-        return core::error(Code::closed, "window: the communicator closed meanwhile");
-      }
-      return one_sided_.windows().make(*s, c);
-    }
-    if (s != nullptr) s->openers += 1;  // kept while this call waits for its answer
-  }
   Status st = wait_until(
       deadline,
       [&] {
@@ -57,6 +48,7 @@ Result<uint32_t> Engine::open_window(CommId comm, Deadline deadline) {
                  : core::error(Code::invalid_argument, "window: communicator is not connected");
     }
     XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_comm(*c));
+    s->openers += 1;  // (finish_open drops it)
     stream = s->id;
   }
   return finish_open(stream, comm, deadline);
@@ -74,6 +66,7 @@ Result<uint32_t> Engine::open_window_to(const std::vector<uint8_t>& bytes, Deadl
     Lock l(core_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
                                               h->device_token, h->provider_hash, h->address));
+    s->openers += 1;  // (finish_open drops it)
     stream = s->id;
   }
   return finish_open(stream, CommId{}, deadline);
@@ -89,6 +82,7 @@ Result<uint32_t> Engine::open_window_to(const RemoteKey& key, Deadline deadline)
     Lock l(core_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
                                               key.device_token, key.provider_hash, key.reach));
+    s->openers += 1;  // (finish_open drops it)
     stream = s->id;
   }
   return finish_open(stream, CommId{}, deadline);
