@@ -26,7 +26,7 @@ int main() {
   std::printf("received %zu bytes: %s\n", *got, dst);
   auto window = xport::Window::open(**send);  // one-sided: put src into dst, then quiet
   auto remote = (*dev)->import_key(rd->export_key());
-  xport::Status st = (*window)->put(*rs, 0, *remote, 32, 6);
+  xport::Status st = (*window)->put(*rs, 0, *remote, 32, 6).status();
   if (st.ok()) st = (*window)->quiet(xport::Deadline::after(5s));
   std::printf("put: %s, dst+32 = %.5s\n", st.to_string().c_str(), dst + 32);
   return st.ok() ? 0 : 1;

@@ -1,10 +1,11 @@
-// Fuzzes the message decoders (header, connection request and acknowledgement bodies) and the
-// CQ-data decoder.
+// Fuzzes the message decoders (header, connection request and acknowledgement bodies, one-sided
+// window messages) and the CQ-data decoders (two-sided and window writes).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "proto/wire.hpp"
+#include "proto/wire_one_sided.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xport::proto;
@@ -29,6 +30,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (n == 0 || n > (rails == 0 ? 1 : rails)) __builtin_trap();
       }
     }
+    // Window operations that decode have the body their type needs (check_window_message).
+    if (h->type == static_cast<uint8_t>(MsgType::win_signal) && body != sizeof(uint64_t))
+      __builtin_trap();
+    if (h->type == static_cast<uint8_t>(MsgType::win_atomic) &&
+        (body != sizeof(WindowOperand) || (h->slot & 0xff) >= kWindowAtomicOps))
+      __builtin_trap();
+    if (h->type == static_cast<uint8_t>(MsgType::win_notify) && body > kMaxNotifyBytes)
+      __builtin_trap();
     if (h->type == static_cast<uint8_t>(MsgType::conn_ack)) {
       auto a = decode_conn_ack(data + sizeof(MsgHeader), body);
       if (a.ok() && (a->body.depth == 0 || a->body.depth > kMaxSlots)) __builtin_trap();
@@ -42,6 +51,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c.slot >= kMaxSlots || c.field > 0xf) __builtin_trap();
       const uint64_t mask = width >= 8 ? ~uint64_t{0} : 0xffffffffull;
       if (encode_cq_data(c, width) != (d & mask)) __builtin_trap();
+      // A window write's fields re-encode to its CQ data, and any low bits widen to a sequence
+      // number at or above the done mark, less than 2^bits past it.
+      if (is_window_write(d & mask)) {
+        for (unsigned bits : {3u, window_seq_bits(width, 0)}) {
+          const WindowWrite w = decode_window_write(d & mask, width, bits);
+          const uint64_t again = encode_window_write(w.stream, w.gen, w.seq_low, width, bits);
+          if (decode_window_write(again, width, bits).seq_low != w.seq_low) __builtin_trap();
+          if (w.stream >= window_stream_limit(width)) __builtin_trap();
+          uint64_t done = 0;
+          if (size >= 16) std::memcpy(&done, data + 8, 8);
+          const uint64_t seq = widen_window_seq(w.seq_low, done, bits);
+          if (seq - done > seq_mask(bits) || (seq & seq_mask(bits)) != w.seq_low) __builtin_trap();
+        }
+      }
     }
   }
   return 0;

@@ -271,7 +271,7 @@ TEST_P(Correctness, QuietIsNotHeldHostageByConcurrentPuts) {
   std::thread putter([&] {
     while (!stop) {
       for (int k = 0; k < 8 && !stop; ++k) {
-        Status s = (*w)->put(*sreg, 0, *remote, 0, n);
+        Status s = (*w)->put(*sreg, 0, *remote, 0, n).status();
         if (s.ok()) ++puts;
       }
       (void)dev_->progress();
@@ -393,7 +393,7 @@ TEST_P(Correctness, RemoteKeysNameTheirDevice) {
     return n;
   };
   const uint64_t before = posted();
-  Status s = (*w)->put(*sreg, 0, *foreign, 0, 64);
+  Status s = (*w)->put(*sreg, 0, *foreign, 0, 64).status();
   EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
   EXPECT_NE(s.message().find("another device"), std::string::npos) << s.message();
   EXPECT_EQ(posted(), before) << "nothing may be sent";

@@ -233,10 +233,15 @@ int churn(Device& dev) {
 
 }  // namespace
 
+namespace xport::test {
+// One-sided roles (one_sided_peer.cc): its exit code, or -1 for a role it does not know.
+int one_sided_peer(Device& dev, const std::vector<std::string>& args);
+}  // namespace xport::test
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: xport-test-peer recv-stream SEED COUNT MAX | send-stream SEED COUNT MAX"
-                 " | target SIZE | linger | churn\n";
+                 " | target SIZE | linger | churn | window-target SIZE | atomic-hammer THREADS N\n";
     return 2;
   }
   ContextOptions opts;
@@ -255,6 +260,10 @@ int main(int argc, char** argv) {
   if (role == "target" && argc == 3) return target(**dev, std::stoul(argv[2]));
   if (role == "linger") return linger(**dev);
   if (role == "churn") return churn(**dev);
+  if (int rc = test::one_sided_peer(**dev, std::vector<std::string>(argv + 1, argv + argc));
+      rc >= 0) {
+    return rc;
+  }
   std::cerr << "xport-test-peer: bad arguments\n";
   return 2;
 }

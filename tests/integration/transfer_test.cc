@@ -167,10 +167,10 @@ TEST_P(Transfer, PutAndGetVerifiedAtBothEnds) {
   EXPECT_TRUE((*win)->quiet(Deadline::now()).ok()) << "nothing issued since the last quiet";
 
   // Out-of-range and foreign-memory requests fail with a clear error and issue nothing.
-  Status bad = (*win)->put(*reg, 0, *remote, kSize - 10, 11);
+  Status bad = (*win)->put(*reg, 0, *remote, kSize - 10, 11).status();
   EXPECT_EQ(bad.code(), Code::invalid_argument);
   EXPECT_NE(bad.message().find("outside the remote region"), std::string::npos) << bad.message();
-  bad = (*win)->get(*reg, kSize, *remote, 0, 1);
+  bad = (*win)->get(*reg, kSize, *remote, 0, 1).status();
   EXPECT_EQ(bad.code(), Code::invalid_argument);
   EXPECT_NE(bad.message().find("outside the local region"), std::string::npos) << bad.message();
   EXPECT_EQ((*win)->issued(), 2u);
@@ -178,7 +178,7 @@ TEST_P(Transfer, PutAndGetVerifiedAtBothEnds) {
   // put: a new pattern in 64 KiB pieces, then the flag message.
   test::fill(local.data(), kSize, 2000);
   for (size_t off = 0; off < kSize; off += 65536) {
-    Status s = (*win)->put(*reg, off, *remote, off, 65536);
+    Status s = (*win)->put(*reg, off, *remote, off, 65536).status();
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   q = (*win)->quiet(Deadline::after(std::chrono::seconds(20)));
@@ -217,7 +217,7 @@ TEST_P(Transfer, ErrorCompletionFailsOnlyItsOperation) {
   std::vector<uint8_t> local(kSize);
   auto reg = dev_->register_memory(local.data(), kSize);
   ASSERT_TRUE(reg.ok());
-  Status s = (*vwin)->get(*reg, 0, *forged, 0, 4096);
+  Status s = (*vwin)->get(*reg, 0, *forged, 0, 4096).status();
   if (s.ok()) s = (*vwin)->quiet(Deadline::after(std::chrono::seconds(10)));
   if (s.ok()) {
     GTEST_SKIP() << GetParam().provider << " does not validate remote keys (no error completion)";
@@ -230,7 +230,7 @@ TEST_P(Transfer, ErrorCompletionFailsOnlyItsOperation) {
   for (const auto& c : st.cqs) errs += c.error_completions;
   EXPECT_GE(errs, 1u) << "the failure must come from an error completion";
   // Another peer's window is untouched and moves verified data.
-  Status ok = (*owin)->get(*reg, 0, *good, 0, kSize);
+  Status ok = (*owin)->get(*reg, 0, *good, 0, kSize).status();
   if (ok.ok()) ok = (*owin)->quiet(Deadline::after(std::chrono::seconds(10)));
   EXPECT_TRUE(ok.ok()) << ok.to_string();
   EXPECT_EQ(test::first_mismatch(local.data(), kSize, 1000), -1);

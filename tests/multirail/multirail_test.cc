@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "../integration/harness.hpp"
+#include "../integration/signal_stream.hpp"
 #include "../integration/stream.hpp"
 #include "core/knob.hpp"
 #include "xport/xport.hpp"
@@ -404,6 +405,68 @@ TEST_F(MultiRail, UnknownRailNamesAreRefusedByName) {
   EXPECT_NE(d.status().message().find(rails_[0]), std::string::npos) << "lists what exists";
   o.rails = {rails_[0], rails_[0]};
   EXPECT_FALSE(ctx_->open_device(o).ok()) << "a rail listed twice";
+}
+
+// Signal after data (docs/semantics.md, "One-sided"): 10,000 put_signals of random sizes, the
+// larger striped over every rail, one rail slowed by a token bucket; the target waits on each
+// signal and checks the whole message at once: a signal applied before its last stripe landed
+// shows as a mismatch. Run by meson with a low stripe threshold (multirail-4-signal).
+TEST_F(MultiRail, SignalAfterDataWithOneRailSlowed) {
+  if (std::getenv("XTEST_SIGNAL_STREAM") == nullptr) {
+    GTEST_SKIP() << "run by the multirail-4-signal test (low stripe threshold)";
+  }
+  const auto ifs = split(std::getenv("XTEST_IF_A"));
+  ASSERT_GE(ifs.size(), 2u);
+  // This process runs in namespace A: its side of rail 1 sends at 40 Mbit/s.
+  const std::string tc = "tc qdisc add dev " + ifs[1] +
+                         " root tbf rate 40mbit burst 16kb latency 400ms";
+  ASSERT_EQ(std::system(tc.c_str()), 0) << tc;
+  test::SignalStream s;
+  s.seed = 33;
+  s.count = 10000;
+  s.max = 65536;
+  s.slots = 16;
+  auto p = peer({"window-target", std::to_string(s.buffer_bytes())}, all_peer_rails());
+  ASSERT_TRUE(p.started());
+  auto handle = test::from_hex(expect_line(p, "HANDLE "));
+  auto data = dev_->import_key(test::from_hex(expect_line(p, "KEY ")));
+  auto sigs = dev_->import_key(test::from_hex(expect_line(p, "SIGKEY ")));
+  expect_line(p, "ATOMKEY ");
+  ASSERT_TRUE(data.ok() && sigs.ok());
+  auto comm = dev_->connect(handle, Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  auto win = Window::open(**comm, Deadline::after(std::chrono::seconds(30)));
+  ASSERT_TRUE(win.ok()) << win.status().to_string();
+  expect_line(p, "READY ");
+  alignas(8) uint64_t ack = 0;
+  auto areg = dev_->register_memory(&ack, sizeof(ack));
+  ASSERT_TRUE(areg.ok());
+  ASSERT_TRUE(p.write_line("ACKKEY " + test::to_hex(areg->export_key())));
+  expect_line(p, "OK");
+  std::vector<uint8_t> local(s.buffer_bytes());
+  auto reg = dev_->register_memory(local.data(), local.size());
+  ASSERT_TRUE(reg.ok());
+  const Stats before = dev_->stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(p.write_line("STREAM 33 10000 65536 16"));
+  Status st = test::send_signal_stream(**win, s, *reg, local.data(), *data, *sigs, *areg,
+                                       std::chrono::seconds(60));
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  // The target's acknowledgements land here: applying them takes this side's progress.
+  std::string err;
+  EXPECT_EQ(p.read_line(60000, &err, [&] { (void)dev_->progress(); }), "OK 10000") << err;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const Stats after = dev_->stats();
+  for (const auto& r : rails_) {
+    EXPECT_GT(data_bytes_on(after, r), data_bytes_on(before, r)) << "rail " << r << " carried none";
+  }
+  uint64_t stripes = 0;
+  for (const auto& r : after.rails) stripes += r.stripes_out;
+  EXPECT_GT(stripes, 0u) << "the larger messages must be striped";
+  std::cout << "[ signals  ] 10000 put_signals in " << secs << " s, " << stripes
+            << " stripes, rail " << ifs[1] << " at 40 Mbit/s" << std::endl;
+  p.write_line("bye");
+  EXPECT_EQ(p.wait_exit(30000), 0);
 }
 
 }  // namespace

@@ -108,12 +108,12 @@ struct Worker {
       // places it, a moment later; reading the target memory directly would race with that).
       const size_t plen = 1 + rng() % (kMax - 1);
       test::fill(local.data(), plen, msg + 1000000);
-      Status st = win->put(*lreg, 0, *remote, 0, plen);
+      Status st = win->put(*lreg, 0, *remote, 0, plen).status();
       if (st.ok()) st = win->quiet(soon());
       if (!st.ok()) return fail("put: " + st.to_string());
       for (auto d = Deadline::after(10s);;) {
         std::fill(local.begin(), local.begin() + static_cast<long>(plen), 0);
-        st = win->get(*lreg, 0, *remote, 0, plen);
+        st = win->get(*lreg, 0, *remote, 0, plen).status();
         if (st.ok()) st = win->quiet(soon());
         if (!st.ok()) return fail("get: " + st.to_string());
         if (test::first_mismatch(local.data(), plen, msg + 1000000) == -1) break;

@@ -94,7 +94,7 @@ class Injection : public ::testing::Test {
   }
 
   Status get_and_quiet(size_t off, size_t len) {
-    Status s = win_->get(*reg_, off, *remote_, off, len);
+    Status s = win_->get(*reg_, off, *remote_, off, len).status();
     if (s.ok()) s = win_->quiet(Deadline::after(std::chrono::seconds(10)));
     return s;
   }
@@ -271,7 +271,7 @@ TEST(StrictTeardown, ContextsOutliveTheEndpointsThatOwnThem) {
     ASSERT_TRUE(reg.ok());
     peer.stop();  // it answers nothing any more: the puts stay in flight
     for (int i = 0; i < 4; ++i) {
-      Status s = (*win)->put(*reg, 0, *remote, 0, kBig);
+      Status s = (*win)->put(*reg, 0, *remote, 0, kBig).status();
       ASSERT_TRUE(s.ok()) << s.to_string();
     }
     Status q = (*win)->quiet(Deadline::after(std::chrono::milliseconds(200)));
@@ -320,7 +320,7 @@ TEST(StrictWindow, PutsBeyondTheContextsInFlightAreRefusedAtOnce) {
     std::chrono::nanoseconds slowest{0};
     for (int i = 0; i < 300; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      Status s = (*win)->put(*reg, 0, *remote, 0, 64);
+      Status s = (*win)->put(*reg, 0, *remote, 0, 64).status();
       slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
       if (s.code() == Code::again) {
         ++refused;

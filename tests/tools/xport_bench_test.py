@@ -53,7 +53,7 @@ def json_points(r, where):
 
 providers = [("shm", []), ("tcp;ofi_rxm", ["--nics", "lo"])]
 for prov, extra in providers:
-    for op in ("send", "put", "get"):
+    for op in ("send", "put", "get", "put-signal", "atomic"):
         where = f"{prov} {op} --check"
         pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", SIZES,
                               "--iterations", "20", "--warmup", "2", "--check", "--json"), where)
@@ -75,7 +75,8 @@ for prov, extra in providers:
     check([p["depth"] for p in pts] == [4, 4], f"{prov} send --depth 4: depth reported")
 
 # --check catches a wrong byte, wherever the op verifies it, and names size, iteration, offset.
-for op, who in (("send", "target"), ("put", "target"), ("get", "initiator")):
+for op, who in (("send", "target"), ("put", "target"), ("get", "initiator"),
+                ("put-signal", "target")):
     r = run("--op", op, "--size", "4K", "--iterations", "20", "--warmup", "2", "--check",
             "--test-corrupt", "7")
     check(r.returncode == 1, f"corrupted {op}: exit 1 (got {r.returncode})")
@@ -133,9 +134,8 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
     check(r.returncode == 2 and names in r.stderr, f"{args}: exit 2 naming {names} "
           f"(got {r.returncode}: {r.stderr.strip()})")
 
-# Operations and options this libxport does not have yet: exit 3, saying what is missing.
-for args, says in ((["--op", "put-signal"], "no window signals"), (["--op", "atomic"], "atomics"),
-                   (["--comms", "2"], "channel pools")):
+# Options this libxport does not have yet: exit 3, saying what is missing.
+for args, says in ((["--comms", "2"], "channel pools"),):
     r = run(*args, "--size", "8")
     check(r.returncode == 3 and says in r.stderr, f"{args}: exit 3 ({r.returncode}: {r.stderr})")
 

@@ -3,6 +3,7 @@
 #include "ops.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -299,8 +300,9 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   };
   auto issue = [&](size_t slot) {
     const size_t off = slot * p.size;
-    return kPut ? s.win->put(s.data, off, s.remote, off, p.size)
-                : s.win->get(s.data, off, s.remote, off, p.size);
+    return (kPut ? s.win->put(s.data, off, s.remote, off, p.size)
+                 : s.win->get(s.data, off, s.remote, off, p.size))
+        .status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
     XPORT_RETURN_IF_ERROR(prepare(it, 1));
@@ -335,6 +337,129 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   return m;
 }
 
+// ---- put-signal: latency = one put_signal + quiet (data delivered, signal applied at the
+// target); rate = `depth` put_signals per quiet. The signal word follows the slots. ----
+
+Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
+  Measured m;
+  const int lat_n = std::min(p.iterations, kOneSidedLatencyIterations);
+  const size_t sig = pong_offset(p);  // page aligned, past every slot (buffer_bytes)
+  uint64_t it = 0;
+  auto verify_batch = [&](uint64_t first, int count) -> Status {
+    if (!p.check) return Status();
+    Ctl c;  // the target verifies its slots: the signal promised the data was there
+    c.type = CtlType::verify;
+    c.first = first;
+    c.count = static_cast<uint64_t>(count);
+    XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, c));
+    if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
+    return Status();
+  };
+  auto stage = [&](uint64_t first, int count) {
+    if (!p.check) return;
+    for (int k = 0; k < count; ++k) {
+      uint8_t* b = s.buf + static_cast<size_t>(k % p.slots) * p.size;
+      fill(b, p.size, seed_of(p.size, first + k, kPing));
+      maybe_corrupt(p, first + k, b);
+    }
+  };
+  auto issue = [&](size_t slot) {
+    const size_t off = slot * p.size;
+    return s.win->put_signal(s.data, off, s.remote, off, p.size, s.remote, sig, 1).status();
+  };
+  for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
+    stage(it, 1);
+    const auto t0 = Clock::now();
+    XPORT_RETURN_IF_ERROR(issue(0));
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
+    XPORT_RETURN_IF_ERROR(verify_batch(it, 1));
+  }
+  const int batch_max = p.check ? std::min(p.depth, p.slots) : p.depth;
+  double secs = 0;
+  const auto phase = Clock::now();
+  for (int left = p.iterations; left > 0;) {
+    const int batch = std::min(batch_max, left);
+    stage(it, batch);
+    const auto t0 = Clock::now();
+    for (int k = 0; k < batch; ++k) {
+      Status st = issue(static_cast<size_t>(k % p.slots));
+      if (st.code() == Code::again) {  // every context in flight: finish them, then go on
+        XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+        st = issue(static_cast<size_t>(k % p.slots));
+      }
+      XPORT_RETURN_IF_ERROR(st);
+    }
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    secs += secs_since(t0);
+    XPORT_RETURN_IF_ERROR(verify_batch(it, batch));
+    it += static_cast<uint64_t>(batch);
+    left -= batch;
+  }
+  m.seconds = secs;
+  m.phase_start = phase;
+  m.phase_end = Clock::now();
+  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
+  m.messages = p.iterations;
+  m.bytes = m.messages * static_cast<double>(p.size);
+  return m;
+}
+
+// ---- atomic: latency = one fetch_add round trip (wait_local: the old value is here); rate =
+// `depth` fetch_adds per quiet. On the target's word after the slots, whatever the size; with
+// --check every latency iteration's old value must be the previous one plus 1. ----
+
+Result<Measured> atomic_initiate(Session& s, const Plan& p) {
+  Measured m;
+  const int lat_n = std::min(p.iterations, kOneSidedLatencyIterations);
+  const size_t word = pong_offset(p);
+  std::fprintf(stderr, "xport-bench: atomics %s\n",
+               s.win->native_atomics() ? "native (FI_ATOMIC)" : "emulated (target progress)");
+  uint64_t last = 0;
+  for (int i = 0; i < p.warmup + lat_n; ++i) {
+    uint64_t old = 0;
+    const auto t0 = Clock::now();
+    XPORT_ASSIGN_OR_RETURN(Ticket t, s.win->atomic(AtomicOp::fetch_add, s.remote, word, 1, 0,
+                                                   &old));
+    XPORT_RETURN_IF_ERROR(s.win->wait_local(t, s.deadline()));
+    if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
+    if (p.check && i > 0 && old != last + 1) {
+      return Status(Code::protocol, "--check: fetch_add " + std::to_string(i) + " fetched " +
+                                        std::to_string(old) + ", expected " +
+                                        std::to_string(last + 1));
+    }
+    last = old;
+  }
+  std::vector<uint64_t> olds(static_cast<size_t>(std::max(p.depth, 1)));
+  double secs = 0;
+  const auto phase = Clock::now();
+  for (int left = p.iterations; left > 0;) {
+    const int batch = std::min(p.depth, left);
+    const auto t0 = Clock::now();
+    for (int k = 0; k < batch; ++k) {
+      auto issue = [&] {
+        return s.win->atomic(AtomicOp::fetch_add, s.remote, word, 1, 0, &olds[k]).status();
+      };
+      Status st = issue();
+      if (st.code() == Code::again) {
+        XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+        st = issue();
+      }
+      XPORT_RETURN_IF_ERROR(st);
+    }
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    secs += secs_since(t0);
+    left -= batch;
+  }
+  m.seconds = secs;
+  m.phase_start = phase;
+  m.phase_end = Clock::now();
+  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
+  m.messages = p.iterations;
+  m.bytes = m.messages * 8.0;
+  return m;
+}
+
 // ---- the table of operations: adding one is an initiator function and, if the target takes
 // part in the data phase, a target function ----
 
@@ -348,8 +473,8 @@ constexpr OpImpl kOps[] = {
     {Op::send, send_initiate, send_serve, nullptr},
     {Op::put, one_sided_initiate<true>, nullptr, nullptr},
     {Op::get, one_sided_initiate<false>, nullptr, nullptr},
-    {Op::put_signal, nullptr, nullptr, "libxport has no window signals yet (put-with-signal)"},
-    {Op::atomic, nullptr, nullptr, "libxport has no window atomics yet"},
+    {Op::put_signal, put_signal_initiate, nullptr, nullptr},
+    {Op::atomic, atomic_initiate, nullptr, nullptr},
 };
 const OpImpl& impl(Op op) {
   for (const auto& o : kOps) {
@@ -376,7 +501,8 @@ Plan make_plan(const Options& opt, size_t size) {
 
 size_t buffer_bytes(const std::vector<Plan>& plans) {
   size_t b = 8;
-  for (const auto& p : plans) b = std::max(b, pong_offset(p) + p.size);
+  // (put-signal and atomic use the word at pong_offset: at least 8 bytes there)
+  for (const auto& p : plans) b = std::max(b, pong_offset(p) + std::max<size_t>(p.size, 8));
   return b;
 }
 
@@ -441,7 +567,9 @@ Status Session::join(const std::string& peer_hello, bool initiator) {
 Result<Measured> run_point(Session& s, const Plan& p) {
   const OpImpl& o = impl(p.op);
   if (o.initiate == nullptr) return Status(Code::unsupported, o.missing);
-  if (p.size * static_cast<size_t>(p.slots) > s.len || p.size > s.remote.length()) {
+  const bool word = p.op == Op::put_signal || p.op == Op::atomic;
+  if (p.size * static_cast<size_t>(p.slots) > s.len || p.size > s.remote.length() ||
+      (word && pong_offset(p) + 8 > s.remote.length())) {
     return Status(Code::internal, "size " + std::to_string(p.size) + " does not fit the buffers");
   }
   Ctl c;
@@ -503,7 +631,7 @@ Status serve_point(Session& s, bool* bye) {
           maybe_corrupt(p, r.first + k, b);
           continue;
         }
-        // quiet() promises local completion only: give late data a bounded chance to land
+        // quiet() promises delivery; the bounded wait for late data stays as a safety margin
         // (driving progress) before calling it a mismatch.
         const Deadline late = Deadline::after(std::chrono::seconds(2));
         size_t off;

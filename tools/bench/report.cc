@@ -177,9 +177,12 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
     std::printf("latency: half the ping-pong round trip; bandwidth: %s\n",
                 points.empty() || points[0].depth == 1 ? "ping-pong, both directions"
                                                        : "one way, depth sends in flight");
+  } else if (run.op == Op::atomic) {
+    std::printf("latency: one fetch_add round trip (old value in place); rate: depth atomics per "
+                "quiet\n");
   } else {
-    std::printf("latency: one %s + quiet; bandwidth: depth %ss per quiet\n", op.c_str(),
-                op.c_str());
+    std::printf("latency: one %s + quiet (delivered%s); bandwidth: depth %ss per quiet\n",
+                op.c_str(), run.op == Op::put_signal ? ", signal applied" : "", op.c_str());
   }
   if (run.check) {
     std::printf(

@@ -45,9 +45,10 @@ struct DeviceOptions {
 std::vector<topology::ProviderNic> provider_nics();
 
 // Bytes one Device with `rails` rails registers for itself under the knobs in effect (bounce
-// buffers of its data and control endpoints, flush buffers), in whole pages. Providers that pin
-// memory (verbs, efa, cxi...) lock this much under RLIMIT_MEMLOCK; the caller's Regions come on
-// top. RDM providers; connected ones (tcp) register rx + tx buffers per connection instead.
+// buffers of its data and control endpoints, flush buffers, native atomic slots), in whole
+// pages. Providers that pin memory (verbs, efa, cxi...) lock this much under RLIMIT_MEMLOCK; the
+// caller's Regions come on top. RDM providers; connected ones (tcp) register rx + tx buffers
+// per connection instead.
 size_t device_registered_bytes(size_t rails = 1);
 
 class Context {
@@ -124,6 +125,7 @@ class Device {
 
  private:
   friend class Context;
+  friend struct api::Access;
   std::vector<RailInfo> rail_info_;
   std::shared_ptr<proto::Engine> engine_;
   // The device's telemetry registration (api/telemetry_hook.hpp). Declared after engine_ so

@@ -15,6 +15,7 @@ struct Capabilities {
   uint32_t api_version = 0;   // FI_VERSION of the provider
   bool rma = false;
   bool atomics = false;           // FI_ATOMIC offered by the provider
+  bool atomics_enabled = false;   // ... and asked for on the endpoints (XPORT_ATOMICS allows it)
   bool hmem = false;              // FI_HMEM offered (device memory registration)
   bool fence = false;             // FI_FENCE offered
   size_t remote_cq_data_size = 0; // bytes of immediate data on writes

@@ -59,6 +59,15 @@ struct Stats {
   uint64_t overflow_copies = 0; // early eager messages copied out of their receive buffer
   uint64_t mr_cache_hits = 0;   // register_memory calls served by a live registration
   uint64_t mr_cache_misses = 0; // ... that registered anew
+  // One-sided windows.
+  uint64_t window_streams = 0;    // window streams open (this device's and its peers')
+  uint64_t window_acks_sent = 0;  // acknowledgements and results sent to initiators
+  uint64_t window_ops_held = 0;   // operations held at the initiator (fence, order, credits)
+  uint64_t signals_applied = 0;   // signals applied here
+  uint64_t atomics_native = 0;    // native (FI_ATOMIC) atomics issued
+  uint64_t atomics_emulated = 0;  // emulated atomics issued
+  uint64_t atomics_applied = 0;   // emulated atomics applied here
+  uint64_t notifications = 0;     // transfer notifications delivered here
 };
 
 }  // namespace xport

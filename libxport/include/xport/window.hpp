@@ -1,35 +1,130 @@
-// One-sided operations to the peer of a communicator: put and get between a local Region and
-// an imported RemoteRegion, completed locally; quiet() waits for everything issued.
+// One-sided windows to a peer device: puts, gets, signals, counters, atomics and transfers with
+// the completion levels of docs/semantics.md ("One-sided"):
+//   local      the source may be reused, a fetched value is in place    wait_local(ticket)
+//   delivered  a put's data is in the target's memory                     quiet(), check()
+//   applied    a signal or atomic executed at the target                 quiet(), counters
+// Every operation returns a Ticket. Bad input (a key of another device, a range outside its
+// region, an unaligned word) is refused before anything is sent.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "xport/comm.hpp"
 #include "xport/region.hpp"
 
 namespace xport {
 
+class Device;
+
+// Names one operation of a window (issued in order from 1).
+using Ticket = uint64_t;
+
+enum class SignalOp : uint8_t { add, set };
+// strong: applied only after every earlier operation of this device to the peer (any window,
+// any rail) is delivered or applied. weak: after the data of its own put (put_signal) only.
+enum class SignalOrder : uint8_t { strong, weak };
+enum class AtomicOp : uint8_t { add, fetch_add, swap, compare_swap, fetch };
+
+// One put or get of a transfer.
+struct TransferItem {
+  enum class Kind : uint8_t { put, get } kind = Kind::put;
+  const Region* local = nullptr;
+  size_t local_offset = 0;
+  const RemoteRegion* remote = nullptr;
+  size_t remote_offset = 0;
+  size_t length = 0;
+};
+enum class TransferState : uint8_t { pending, done };
+
 class Window {
  public:
-  // A window over the channel of an open communicator (either side).
-  static Result<std::unique_ptr<Window>> open(const SendComm& comm);
-  static Result<std::unique_ptr<Window>> open(const RecvComm& comm);
+  // Over the channels of an open communicator (either side). The first window to a peer asks
+  // it for a stream (one round trip, within `deadline`); later ones share it.
+  static Result<std::unique_ptr<Window>> open(const SendComm& comm,
+                                              Deadline deadline = Deadline::from_knob());
+  static Result<std::unique_ptr<Window>> open(const RecvComm& comm,
+                                              Deadline deadline = Deadline::from_knob());
+  // Without a communicator: from the peer's connection handle (any of its listeners'), or from
+  // a key it exported (keys carry their device's address). RDM providers.
+  static Result<std::unique_ptr<Window>> open(Device& device, const ConnectionHandle& handle,
+                                              Deadline deadline);
+  static Result<std::unique_ptr<Window>> open(Device& device, const RemoteRegion& key,
+                                              Deadline deadline);
   ~Window();
 
-  // Writes local[local_offset, +len) to remote[remote_offset, +len). Local completion:
-  // the source may be reused once quiet() returns.
-  Status put(const Region& local, size_t local_offset, const RemoteRegion& remote,
-             size_t remote_offset, size_t len);
-  // Reads remote[remote_offset, +len) into local[local_offset, +len); visible after quiet().
-  Status get(const Region& local, size_t local_offset, const RemoteRegion& remote,
-             size_t remote_offset, size_t len);
-  // Drives progress until every put and get issued so far has completed locally. Returns
-  // immediately when nothing was issued since the last quiet; the first error since then, if any.
-  Status quiet(Deadline deadline);
+  // Writes local[local_offset, +len) to remote[remote_offset, +len) (striped over the rails
+  // when large). Local completion: the source may be reused.
+  Result<Ticket> put(const Region& local, size_t local_offset, const RemoteRegion& remote,
+                     size_t remote_offset, size_t len);
+  // Reads remote[remote_offset, +len) into local[local_offset, +len): in place when complete.
+  Result<Ticket> get(const Region& local, size_t local_offset, const RemoteRegion& remote,
+                     size_t remote_offset, size_t len);
 
-  uint64_t issued() const;
-  uint64_t completed() const;
+  // Put then signal: the 64-bit signal word at signal[signal_offset] (8-byte aligned, in the
+  // target's registered memory) gets `value` added or set once the put's data (strong: and
+  // every earlier operation to the peer) is delivered, however it was striped.
+  Result<Ticket> put_signal(const Region& local, size_t local_offset, const RemoteRegion& remote,
+                            size_t remote_offset, size_t len, const RemoteRegion& signal,
+                            size_t signal_offset, uint64_t value, SignalOp op = SignalOp::add,
+                            SignalOrder order = SignalOrder::strong);
+  // ... and adds 1 to the local 64-bit word counter[counter_offset] once the signal is applied.
+  Result<Ticket> put_signal_counter(const Region& local, size_t local_offset,
+                                    const RemoteRegion& remote, size_t remote_offset, size_t len,
+                                    const RemoteRegion& signal, size_t signal_offset,
+                                    uint64_t value, const Region& counter,
+                                    size_t counter_offset, SignalOp op = SignalOp::add,
+                                    SignalOrder order = SignalOrder::strong);
+  // A signal alone (strong by default: it covers every earlier operation to the peer).
+  Result<Ticket> signal(const RemoteRegion& signal, size_t signal_offset, uint64_t value,
+                        SignalOp op = SignalOp::add, SignalOrder order = SignalOrder::strong);
+  Result<Ticket> signal_counter(const RemoteRegion& signal, size_t signal_offset, uint64_t value,
+                                const Region& counter, size_t counter_offset,
+                                SignalOp op = SignalOp::add,
+                                SignalOrder order = SignalOrder::strong);
+  // Sets a remote signal to 0 (ordered as a strong signal).
+  Result<Ticket> reset_signal(const RemoteRegion& signal, size_t signal_offset);
+  // A local signal (or counter) word: read now, or waited for until it is >= value, compared
+  // wrap-safe (value reached when it is at most 2^63 past it). The wait drives progress; it
+  // ends with Code::timeout at the deadline, or Code::peer_lost when this window's peer is lost.
+  Result<uint64_t> read_signal(const Region& signal, size_t signal_offset) const;
+  Status wait_signal(const Region& signal, size_t signal_offset, uint64_t value,
+                     Deadline deadline);
+  Status wait_counter(const Region& counter, size_t counter_offset, uint64_t value,
+                      Deadline deadline);
+
+  // Atomics on the peer's 64-bit word at remote[remote_offset] (8-byte aligned): add,
+  // fetch_add, swap, compare_swap (operand replaces the word if it equals `compare`), fetch.
+  // The old value goes to *result (may be null) by the time the ticket is locally complete;
+  // *result must stay valid until then. Native (FI_ATOMIC) or emulated, per device:
+  // native_atomics().
+  Result<Ticket> atomic(AtomicOp op, const RemoteRegion& remote, size_t remote_offset,
+                        uint64_t operand, uint64_t compare = 0, uint64_t* result = nullptr);
+  bool native_atomics() const;
+
+  // A batch of puts and gets as one ticket, and an optional notification (at most 256 bytes)
+  // delivered to the peer after the transfer's data (take_notifications() there).
+  Result<Ticket> post(const std::vector<TransferItem>& items,
+                      const std::vector<uint8_t>& notification = {});
+  // Without blocking: done once every part is delivered (gets: in place); a failure's error.
+  Result<TransferState> check(Ticket ticket);
+  // Notifications the window's peer sent to this device, oldest first.
+  std::vector<std::vector<uint8_t>> take_notifications();
+
+  // Operations issued after a fence to the peer start only once every one issued before it is
+  // delivered or applied (across rails and windows). Never blocks.
+  Status fence();
+  // Drives progress until every operation issued on this window before the call is delivered
+  // or applied (acknowledged by the target), or fails. Returns at once when nothing is
+  // outstanding; the first error since the last quiet, if any.
+  Status quiet(Deadline deadline);
+  // Drives progress until the operation is locally complete (or failed).
+  Status wait_local(Ticket ticket, Deadline deadline);
+
+  uint64_t issued() const;     // provider operations posted (stripes, reads, native atomics)
+  uint64_t completed() const;  // ... and completed
 
  private:
   friend struct api::Access;

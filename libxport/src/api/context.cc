@@ -60,9 +60,8 @@ struct Access {
     out->handle_ = std::move(handle);
     return out;
   }
-  static Result<std::unique_ptr<Window>> window(const std::shared_ptr<proto::Engine>& e,
-                                                pool::CommId comm) {
-    XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(comm));
+  static const std::shared_ptr<proto::Engine>& engine(const Device& d) { return d.engine_; }
+  static std::unique_ptr<Window> window(const std::shared_ptr<proto::Engine>& e, uint32_t id) {
     auto w = std::unique_ptr<Window>(new Window());
     w->engine_ = e;
     w->id_ = id;
@@ -115,6 +114,12 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
                        "': expected auto or manual");
   }
   req.want_auto_progress = progress == "auto";
+  const std::string& atomics = core::knob_string(core::KnobId::atomics);
+  if (atomics != "auto" && atomics != "native" && atomics != "emulated") {
+    return core::error(Code::invalid_argument, "XPORT_ATOMICS='", atomics,
+                       "': expected auto, native or emulated");
+  }
+  req.want_atomics = atomics != "emulated";
   auto sel = fabric::select_provider(req);
   if (!sel) return sel.status().with_context("Context::open");
   auto ctx = std::unique_ptr<Context>(new Context());
@@ -382,12 +387,34 @@ Result<Request> RecvComm::iflush(const void* buf, size_t len, const Region& regi
 
 // ---- windows ----
 
-Result<std::unique_ptr<Window>> Window::open(const SendComm& comm) {
-  return Access::window(Access::engine(comm), Access::id(comm));
+Result<std::unique_ptr<Window>> Window::open(const SendComm& comm, Deadline deadline) {
+  const auto& e = Access::engine(comm);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  return Access::window(e, id);
 }
 
-Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm) {
-  return Access::window(Access::engine(comm), Access::id(comm));
+Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm, Deadline deadline) {
+  const auto& e = Access::engine(comm);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  return Access::window(e, id);
+}
+
+Result<std::unique_ptr<Window>> Window::open(Device& device, const ConnectionHandle& handle,
+                                             Deadline deadline) {
+  const auto& e = Access::engine(device);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(handle, deadline));
+  return Access::window(e, id);
+}
+
+Result<std::unique_ptr<Window>> Window::open(Device& device, const RemoteRegion& key,
+                                             Deadline deadline) {
+  const proto::RemoteKey* k = Access::key(key);
+  if (k == nullptr) {
+    return core::error(Code::invalid_argument, "window: empty RemoteRegion");
+  }
+  const auto& e = Access::engine(device);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(*k, deadline));
+  return Access::window(e, id);
 }
 
 Window::~Window() {
@@ -398,23 +425,142 @@ namespace {
 Status no_key(const char* what) {
   return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
 }
+
+proto::Engine::SignalRequest signal_request(const proto::RemoteKey* key, size_t offset,
+                                            uint64_t value, SignalOp op, SignalOrder order) {
+  proto::Engine::SignalRequest r;
+  r.key = key;
+  r.offset = offset;
+  r.value = value;
+  r.op = op == SignalOp::set ? proto::WindowSignalOp::set : proto::WindowSignalOp::add;
+  r.strong = order == SignalOrder::strong;
+  return r;
+}
 }  // namespace
 
-Status Window::put(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
-                   size_t len) {
+Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion& remote,
+                           size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
   return engine_->put(id_, Access::local(local), loff, *k, roff, len);
 }
 
-Status Window::get(const Region& local, size_t loff, const RemoteRegion& remote, size_t roff,
-                   size_t len) {
+Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
+                           size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("get");
   return engine_->get(id_, Access::local(local), loff, *k, roff, len);
 }
 
+Result<Ticket> Window::put_signal(const Region& local, size_t loff, const RemoteRegion& remote,
+                                  size_t roff, size_t len, const RemoteRegion& signal,
+                                  size_t soff, uint64_t value, SignalOp op, SignalOrder order) {
+  const proto::RemoteKey* k = Access::key(remote);
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (k == nullptr || sk == nullptr) return no_key("put_signal");
+  auto r = signal_request(sk, soff, value, op, order);
+  return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
+}
+
+Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
+                                          const RemoteRegion& remote, size_t roff, size_t len,
+                                          const RemoteRegion& signal, size_t soff, uint64_t value,
+                                          const Region& counter, size_t coff, SignalOp op,
+                                          SignalOrder order) {
+  const proto::RemoteKey* k = Access::key(remote);
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (k == nullptr || sk == nullptr) return no_key("put_signal_counter");
+  auto r = signal_request(sk, soff, value, op, order);
+  const proto::LocalBuffer c = Access::local(counter);
+  r.counter = &c;
+  r.counter_offset = coff;
+  return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
+}
+
+Result<Ticket> Window::signal(const RemoteRegion& signal, size_t soff, uint64_t value,
+                              SignalOp op, SignalOrder order) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("signal");
+  return engine_->signal(id_, signal_request(sk, soff, value, op, order));
+}
+
+Result<Ticket> Window::signal_counter(const RemoteRegion& signal, size_t soff, uint64_t value,
+                                      const Region& counter, size_t coff, SignalOp op,
+                                      SignalOrder order) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("signal_counter");
+  auto r = signal_request(sk, soff, value, op, order);
+  const proto::LocalBuffer c = Access::local(counter);
+  r.counter = &c;
+  r.counter_offset = coff;
+  return engine_->signal(id_, r);
+}
+
+Result<Ticket> Window::reset_signal(const RemoteRegion& signal, size_t soff) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("reset_signal");
+  return engine_->signal(id_, signal_request(sk, soff, 0, SignalOp::set, SignalOrder::strong));
+}
+
+Result<uint64_t> Window::read_signal(const Region& signal, size_t soff) const {
+  return engine_->read_word(Access::local(signal), soff, "read_signal");
+}
+
+Status Window::wait_signal(const Region& signal, size_t soff, uint64_t value, Deadline d) {
+  return engine_->wait_word(id_, Access::local(signal), soff, value, d, "wait_signal");
+}
+
+Status Window::wait_counter(const Region& counter, size_t coff, uint64_t value, Deadline d) {
+  return engine_->wait_word(id_, Access::local(counter), coff, value, d, "wait_counter");
+}
+
+Result<Ticket> Window::atomic(AtomicOp op, const RemoteRegion& remote, size_t roff,
+                              uint64_t operand, uint64_t compare, uint64_t* result) {
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("atomic");
+  return engine_->atomic(id_, static_cast<proto::WindowAtomicOp>(op), *k, roff, operand, compare,
+                         result);
+}
+
+bool Window::native_atomics() const { return engine_->native_atomics(); }
+
+Result<Ticket> Window::post(const std::vector<TransferItem>& items,
+                            const std::vector<uint8_t>& notification) {
+  std::vector<proto::LocalBuffer> locals(items.size());
+  std::vector<proto::Engine::TransferItem> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TransferItem& it = items[i];
+    if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
+      return core::error(Code::invalid_argument, "transfer item ", i,
+                         ": no local Region or an empty RemoteRegion");
+    }
+    locals[i] = Access::local(*it.local);
+    out[i].put = it.kind == TransferItem::Kind::put;
+    out[i].local = &locals[i];
+    out[i].local_offset = it.local_offset;
+    out[i].remote = Access::key(*it.remote);
+    out[i].remote_offset = it.remote_offset;
+    out[i].length = it.length;
+  }
+  return engine_->transfer(id_, out, notification);
+}
+
+Result<TransferState> Window::check(Ticket ticket) {
+  XPORT_ASSIGN_OR_RETURN(int done, engine_->check(id_, ticket));
+  return done == 1 ? TransferState::done : TransferState::pending;
+}
+
+std::vector<std::vector<uint8_t>> Window::take_notifications() {
+  return engine_->take_notifications(id_);
+}
+
+Status Window::fence() { return engine_->fence(id_); }
+
 Status Window::quiet(Deadline deadline) { return engine_->quiet(id_, deadline); }
+
+Status Window::wait_local(Ticket ticket, Deadline deadline) {
+  return engine_->wait_local(id_, ticket, deadline);
+}
 
 uint64_t Window::issued() const { return engine_->window_issued(id_); }
 uint64_t Window::completed() const { return engine_->window_completed(id_); }

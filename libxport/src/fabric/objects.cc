@@ -224,6 +224,32 @@ Status Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t
               [&] { return fi_read(ep_.get(), buf, len, desc, src, raddr, key, ctx); });
 }
 
+Status Endpoint::fetch_atomic(const uint64_t* operand, void* desc, uint64_t* result,
+                              void* result_desc, fi_addr_t dest, uint64_t raddr, uint64_t key,
+                              fi_op op, void* ctx) {
+  return post(OpKind::atomic, sizeof(uint64_t), "fi_fetch_atomic", [&] {
+    return fi_fetch_atomic(ep_.get(), operand, 1, desc, result, result_desc, dest, raddr, key,
+                           FI_UINT64, op, ctx);
+  });
+}
+
+Status Endpoint::compare_atomic(const uint64_t* operand, void* desc, const uint64_t* compare,
+                                void* compare_desc, uint64_t* result, void* result_desc,
+                                fi_addr_t dest, uint64_t raddr, uint64_t key, void* ctx) {
+  return post(OpKind::atomic, sizeof(uint64_t), "fi_compare_atomic", [&] {
+    return fi_compare_atomic(ep_.get(), operand, 1, desc, compare, compare_desc, result,
+                             result_desc, dest, raddr, key, FI_UINT64, FI_CSWAP, ctx);
+  });
+}
+
+bool Endpoint::atomics_valid() {
+  size_t count = 0;
+  for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ}) {
+    if (fi_fetch_atomicvalid(ep_.get(), FI_UINT64, op, &count) != 0 || count < 1) return false;
+  }
+  return fi_compare_atomicvalid(ep_.get(), FI_UINT64, FI_CSWAP, &count) == 0 && count >= 1;
+}
+
 void Endpoint::cancel(void* ctx) { (void)fi_cancel(&ep_.get()->fid, ctx); }
 
 Result<std::unique_ptr<PassiveEndpoint>> PassiveEndpoint::listen(Domain& domain) {

@@ -8,6 +8,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
 #include <chrono>
@@ -111,6 +112,15 @@ class Endpoint {
                    uint64_t raddr, uint64_t key, void* ctx);
   Status read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr, uint64_t key,
               void* ctx);
+  // One 64-bit atomic on the peer's word at raddr, its old value fetched into `result`
+  // (FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ), or a compare-and-swap (FI_CSWAP).
+  Status fetch_atomic(const uint64_t* operand, void* desc, uint64_t* result, void* result_desc,
+                      fi_addr_t dest, uint64_t raddr, uint64_t key, fi_op op, void* ctx);
+  Status compare_atomic(const uint64_t* operand, void* desc, const uint64_t* compare,
+                        void* compare_desc, uint64_t* result, void* result_desc, fi_addr_t dest,
+                        uint64_t raddr, uint64_t key, void* ctx);
+  // Whether the provider performs these 64-bit atomics on this endpoint (fi_*atomicvalid).
+  bool atomics_valid();
   // Asks the provider to cancel a posted receive (its completion then reports FI_ECANCELED).
   void cancel(void* ctx);
 

@@ -17,6 +17,7 @@ enum class OpType : uint8_t {
   put,            // one stripe of a window put (owner: the window)
   get,            // one stripe of a window get (owner: the window)
   flush,          // one rail's read of a flush (owner: the flush)
+  atomic,         // a window's native atomic (owner: the window); also tags atomic scratch slots
 };
 
 struct OpContext {

@@ -45,9 +45,9 @@ bool is_ipv4_fabric(const fi_info* i) {
   return f != nullptr && std::strchr(f, '.') != nullptr;
 }
 
-InfoPtr make_hints(fi_ep_type ep_type, bool progress_auto) {
+InfoPtr make_hints(fi_ep_type ep_type, bool progress_auto, bool atomics = false) {
   InfoPtr h(fi_allocinfo());
-  h->caps = kRequiredCaps;
+  h->caps = kRequiredCaps | (atomics ? FI_ATOMIC : 0);
   h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   h->ep_attr->type = ep_type;
   h->domain_attr->mr_mode = kMrModeSupported;
@@ -61,6 +61,7 @@ struct Candidate {
   const fi_info* info;
   bool progress_auto;
   int rank;
+  bool atomics;  // FI_ATOMIC asked for and granted
 };
 
 std::string prov_of(const fi_info* i) {
@@ -179,22 +180,27 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   for (bool progress_auto : {true, false}) {
     if (progress_auto && !req.want_auto_progress) continue;
     for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG}) {
-      InfoPtr hints = make_hints(type, progress_auto);
-      if (!req.provider.empty()) hints->fabric_attr->prov_name = strdup(req.provider.c_str());
-      fi_info* list = nullptr;
-      int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
-      if (ret == -FI_ENODATA) continue;
-      if (ret != 0) return fi_status(ret, "fi_getinfo");
-      lists.emplace_back(list);
-      for (fi_info* i = list; i != nullptr; i = i->next) {
-        std::string prov = prov_of(i);
-        if (!req.provider.empty() && prov != req.provider) continue;
-        if (prov == "ofi_rxd" || prov.find("ofi_mrail") != std::string::npos) continue;
-        if (i->domain_attr->cq_data_size < 4) continue;  // we route by 32+ bits of CQ data
-        if (!req.domain.empty() && domain_of(i) != req.domain) continue;
-        int rank = rank_of(prov, req.peers_on_host) * 4 + (type == FI_EP_MSG ? 2 : 0) +
-                   (progress_auto ? 0 : 1);
-        cands.push_back({i, progress_auto, rank});
+      // With atomics wanted, the same query with FI_ATOMIC first: where it is granted, that
+      // entry ranks just ahead of the one without.
+      for (bool atomics : {true, false}) {
+        if (atomics && !req.want_atomics) continue;
+        InfoPtr hints = make_hints(type, progress_auto, atomics);
+        if (!req.provider.empty()) hints->fabric_attr->prov_name = strdup(req.provider.c_str());
+        fi_info* list = nullptr;
+        int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
+        if (ret == -FI_ENODATA) continue;
+        if (ret != 0) return fi_status(ret, "fi_getinfo");
+        lists.emplace_back(list);
+        for (fi_info* i = list; i != nullptr; i = i->next) {
+          std::string prov = prov_of(i);
+          if (!req.provider.empty() && prov != req.provider) continue;
+          if (prov == "ofi_rxd" || prov.find("ofi_mrail") != std::string::npos) continue;
+          if (i->domain_attr->cq_data_size < 4) continue;  // we route by 32+ bits of CQ data
+          if (!req.domain.empty() && domain_of(i) != req.domain) continue;
+          int rank = (rank_of(prov, req.peers_on_host) * 4 + (type == FI_EP_MSG ? 2 : 0) +
+                      (progress_auto ? 0 : 1)) * 2 + (atomics ? 0 : 1);
+          cands.push_back({i, progress_auto, rank, atomics && (i->caps & FI_ATOMIC) != 0});
+        }
       }
     }
   }
@@ -217,6 +223,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   const std::string best_prov = prov_of(cands.front().info);
   const bool best_auto = cands.front().progress_auto;
   const fi_ep_type best_type = cands.front().info->ep_attr->type;
+  const bool best_atomics = cands.front().atomics;
 
   // Among the best provider's domains: loopback when all peers are local, else a real NIC.
   const fi_info* chosen = nullptr;
@@ -224,7 +231,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   std::vector<const fi_info*> same;
   for (const Candidate& c : cands) {
     if (prov_of(c.info) == best_prov && c.progress_auto == best_auto &&
-        c.info->ep_attr->type == best_type)
+        c.info->ep_attr->type == best_type && c.atomics == best_atomics)
       same.push_back(c.info);
   }
   if (!req.domain.empty()) {
@@ -259,7 +266,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
     // address family; link-local IPv6 comes first on fresh veth interfaces).
     std::vector<std::string> order;
     std::map<std::string, const fi_info*> best;
-    InfoPtr all_hints = make_hints(best_type, best_auto);
+    InfoPtr all_hints = make_hints(best_type, best_auto, best_atomics);
     all_hints->fabric_attr->prov_name = strdup(best_prov.c_str());
     fi_info* list = nullptr;
     if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, all_hints.get(), &list) == 0) {
@@ -279,6 +286,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
     if (out.domains.empty()) out.domains.push_back(dup_info(chosen));
   }
   out.report.caps = describe(chosen);
+  out.report.caps.atomics_enabled = best_atomics;
   std::set<std::string> seen;
   for (const Candidate& c : cands) {
     if (seen.insert(prov_of(c.info)).second) out.report.candidates.push_back(prov_of(c.info));
@@ -312,7 +320,8 @@ std::string to_string(const Capabilities& c) {
   std::string mr;
   for (const auto& m : c.mr_mode) mr += (mr.empty() ? "" : "|") + m;
   return core::str("provider ", c.provider, " fabric ", c.fabric, " domain ", c.domain, " (",
-                   c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " hmem ", c.hmem,
+                   c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " (enabled ",
+                   c.atomics_enabled, ") hmem ", c.hmem,
                    " fence ", c.fence, " remote_cq_data ", c.remote_cq_data_size,
                    "B\n  mr_mode ", mr.empty() ? "none" : mr, "\n  progress data ",
                    c.data_progress, " control ", c.control_progress, " threading ", c.threading,

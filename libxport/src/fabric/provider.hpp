@@ -14,6 +14,9 @@ struct ProviderRequest {
   std::string domain;          // exact domain name; empty: choose
   bool peers_on_host = false;  // every peer is a process of this host
   bool want_auto_progress = true;
+  // Ask for FI_ATOMIC too (one-sided windows' native atomics), where the provider offers it;
+  // a provider without it is still chosen, and windows emulate their atomics.
+  bool want_atomics = false;
 };
 
 struct SelectedProvider {

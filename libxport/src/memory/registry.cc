@@ -28,11 +28,21 @@ Result<RegionRef> Registry::acquire(void* buf, size_t len,
   registrations_ += 1;
   registered_bytes_ += len;
   cache_.insert(buf, state);
+  if (!state->mrs.empty()) by_key_[state->mrs[0]->key()] = state.get();
   return state;
+}
+
+RegionState* Registry::find_by_key(uint64_t key) const {
+  auto it = by_key_.find(key);
+  return it != by_key_.end() ? it->second : nullptr;
 }
 
 void Registry::release(RegionState& r) {
   cache_.erase(r.base, &r);
+  if (!r.mrs.empty()) {
+    auto it = by_key_.find(r.mrs[0]->key());
+    if (it != by_key_.end() && it->second == &r) by_key_.erase(it);
+  }
   r.mrs.clear();
   registrations_ -= 1;
   registered_bytes_ -= r.length;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,9 @@ class Registry {
                             std::vector<RegionRef>& graveyard);
   // Closes r's registrations and forgets it (its owner calls this, serialised).
   void release(RegionState& r);
+  // The live registration whose key on rail 0 is `key` (a peer names the target of a signal or
+  // an emulated atomic by it), or nullptr.
+  RegionState* find_by_key(uint64_t key) const;
 
   uint64_t device_token() const { return device_token_; }
   uint64_t registrations() const { return registrations_; }
@@ -75,6 +79,7 @@ class Registry {
   std::vector<Rail> rails_;
   uint64_t device_token_;
   MrCache<RegionState> cache_;
+  std::map<uint64_t, RegionState*> by_key_;
   uint64_t registrations_ = 0;
   uint64_t registered_bytes_ = 0;
 };

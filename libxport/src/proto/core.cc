@@ -2,6 +2,7 @@
 // outcomes with their accounting, and peers with their channels.
 #include "core/log.hpp"
 #include "proto/control.hpp"
+#include "proto/one_sided.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
@@ -155,7 +156,9 @@ void Core::fail_comm(CommState& c, Status why) {
   for (auto& s : c.sends) fail_send(c, s, why);
   for (auto& r : c.recvs) fail_recv(c, r, why);
   XPORT_LOG(info, "communicator ", c.id.index, " failed: ", why.to_string());
-  maybe_erase(c);
+  const CommId id = c.id;
+  one_sided->fail_comm(id, why);  // window streams over its connection
+  if (CommState* again = comm(id)) maybe_erase(*again);
 }
 
 void Core::fail_peer(pool::Peer& p, Status why) {
@@ -172,9 +175,7 @@ void Core::fail_peer(pool::Peer& p, Status why) {
   for (CommId id : victims) {
     if (CommState* c = comms->find(id)) fail_comm(*c, why);
   }
-  for (auto& [id, w] : windows) {
-    if (w->peer == &p && w->first_error.ok()) w->first_error = why;
-  }
+  one_sided->fail_peer(p, why);
 }
 
 void Core::release(CommState& c, SendSlot& s) {

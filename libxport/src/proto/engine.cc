@@ -38,6 +38,15 @@ EngineConfig EngineConfig::from_knobs() {
   c.stripe.max_rails = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_rails), 0, kMaxRails));
   c.rail_check = std::chrono::milliseconds(knob_int(KnobId::rail_check_ms));
   c.rail_retry = std::chrono::milliseconds(knob_int(KnobId::rail_retry_ms));
+  const std::string& atomics = core::knob_string(KnobId::atomics);
+  c.atomics = atomics == "native"     ? EngineConfig::Atomics::native
+              : atomics == "emulated" ? EngineConfig::Atomics::emulated
+                                      : EngineConfig::Atomics::automatic;
+  c.window_credits = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::window_credits),
+                                                               8, 1 << 30));
+  c.progress_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::progress_batch), 1));
+  c.test_seq_bits = static_cast<unsigned>(std::clamp<int64_t>(knob_int(KnobId::test_seq_bits),
+                                                              0, 32));
   return c;
 }
 
@@ -115,6 +124,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
     c.rails.push_back(std::move(rail));
   }
   c.registry = std::make_unique<memory::Registry>(std::move(targets), c.device_token);
+  inner->one_sided_.atomics().negotiate();
   c.comms = std::make_unique<pool::CommTable<CommState>>(c.config.max_comms);
   for (auto& r : c.rails) {
     for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
@@ -158,6 +168,7 @@ void Engine::shutdown() {
     core_.comms->for_each([&](uint16_t, CommState& c) { open.push_back(c.id); });
     for (CommId id : open) connections_.close(id);
     for (auto& [id, w] : core_.windows) w->closed = true;
+    one_sided_.shutdown();
   }
   // A bounded drain: CLOSE messages go out, operations in flight complete.
   const auto until = Clock::now() + std::chrono::milliseconds(500);
@@ -222,6 +233,8 @@ void Engine::shutdown() {
   core_.pending_stripes.clear();
   core_.pending_rma.clear();
   core_.pending_rx.clear();
+  core_.out_streams.clear();  // (their peers and communicators go below)
+  core_.in_streams.clear();
   std::vector<CommState*> all;
   core_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
   size_t kept = 0;
@@ -281,6 +294,14 @@ std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
   k.mr_offset = static_cast<uint64_t>(region.view_base - r.base);
   k.device_token = r.device_token;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
+  // How to reach this device, so that a window can be opened from the key alone (RDM).
+  if (!core_.connected_endpoints()) {
+    if (auto a = core_.rails[0]->control()->endpoint().address();
+        a.ok() && !a->empty() && a->size() <= kMaxHandleAddressBytes) {
+      k.reach = std::move(a).value();
+      k.provider_hash = provider_hash(core_.caps.provider);
+    }
+  }
   return encode_key(k);
 }
 
@@ -415,86 +436,9 @@ void Engine::close_comm(CommId id) {
   connections_.close(id);
 }
 
-// ---- one-sided ----
+// ---- two-sided: two_sided.cc ----
 
-Result<uint32_t> Engine::open_window(CommId comm) {
-  Lock l(core_);
-  CommState* c = core_.comm(comm);
-  if (c == nullptr || c->user_closed) {
-    return core::error(Code::invalid_argument, "window: communicator ", comm.index,
-                       " is not open");
-  }
-  if (c->phase != Phase::ready) {
-    return c->phase == Phase::failed ? c->error
-                                     : core::error(Code::invalid_argument,
-                                                   "window: communicator is not connected");
-  }
-  return one_sided_.open(*c);
-}
-
-void Engine::close_window(uint32_t id) {
-  Lock l(core_);
-  one_sided_.close(id);
-}
-
-Status Engine::put(uint32_t window, const LocalBuffer& local, size_t loff,
-                   const RemoteKey& remote, size_t roff, size_t len) {
-  Lock l(core_);
-  if (loff > local.view_length || len > local.view_length - loff) {
-    return core::error(Code::invalid_argument, "put: local range [", loff, ", +", len,
-                       ") is outside the local region of ", local.view_length, " bytes");
-  }
-  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, "put"));
-  return one_sided_.rma(window, fabric::OpType::put, *local.region, p, len, remote, roff);
-}
-
-Status Engine::get(uint32_t window, const LocalBuffer& local, size_t loff,
-                   const RemoteKey& remote, size_t roff, size_t len) {
-  Lock l(core_);
-  if (loff > local.view_length || len > local.view_length - loff) {
-    return core::error(Code::invalid_argument, "get: local range [", loff, ", +", len,
-                       ") is outside the local region of ", local.view_length, " bytes");
-  }
-  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, "get"));
-  return one_sided_.rma(window, fabric::OpType::get, *local.region, p, len, remote, roff);
-}
-
-Status Engine::quiet(uint32_t window, Deadline deadline) {
-  uint64_t target = 0;
-  {
-    Lock l(core_);
-    XPORT_ASSIGN_OR_RETURN(target, one_sided_.quiet_target(window));
-    // Only what was issued before this call: concurrent issuers cannot keep it waiting.
-    if (one_sided_.completed_below(window, target)) return one_sided_.take_error(window, target);
-  }
-  Status s = wait_until(deadline, [&] { return one_sided_.completed_below(window, target); },
-                        "quiet");
-  Lock l(core_);
-  if (!s.ok()) {
-    auto it = core_.windows.find(window);
-    uint64_t left = 0;
-    if (it != core_.windows.end()) {
-      for (const WindowOp& o : it->second->ops) left += o.busy && o.ctx.seq < target;
-    }
-    return core::error(Code::timeout, "quiet: ", left,
-                       " operation stripes issued before it still outstanding at the deadline");
-  }
-  return one_sided_.take_error(window, target);
-}
-
-uint64_t Engine::window_issued(uint32_t window) const {
-  Lock l(core_);
-  auto it = core_.windows.find(window);
-  return it == core_.windows.end() ? 0 : it->second->issued;
-}
-
-uint64_t Engine::window_completed(uint32_t window) const {
-  Lock l(core_);
-  auto it = core_.windows.find(window);
-  return it == core_.windows.end() ? 0 : it->second->completed;
-}
+// ---- one-sided: engine_one_sided.cc ----
 
 // ---- progress ----
 
@@ -556,7 +500,9 @@ void Engine::progress_locked() {
   if (!core_.pending_control.empty()) control_.retry();
   if (!core_.pending_eager.empty()) eager_.retry();
   if (!core_.pending_stripes.empty()) rendezvous_.retry();
-  if (!core_.pending_rma.empty()) one_sided_.retry();
+  // (one-sided: queued posts, and stream pieces held behind a fence, an uncounted get or credits,
+  // which nothing else releases once the target's answers have come)
+  if (one_sided_.queued()) one_sided_.retry();
   if (flusher_.queued()) flusher_.retry();
   if (++passes_ >= kPassesPerCheck) {
     passes_ = 0;
@@ -709,7 +655,11 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
                           !(e.flags & (FI_RMA | FI_REMOTE_WRITE)) && ctx != nullptr &&
                           ctx->type == fabric::OpType::rx_buffer;
   if (remote_data && !eager_data) {
-    rendezvous_.on_write_data(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
+    if (is_window_write(e.data)) {  // comm id 0: a window's write, counted by its stream
+      one_sided_.on_write(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
+    } else {
+      rendezvous_.on_write_data(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
+    }
     // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
     // Otherwise op_context is undefined for remote completions and must not be read (the
     // entry's CQ room was held by the clear-to-send).
@@ -746,7 +696,8 @@ void Engine::on_completion(const fi_cq_data_entry& e) {
     case fabric::OpType::eager_send: eager_.on_sent(ctx, Status(), nullptr); break;
     case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, Status()); break;
     case fabric::OpType::put:
-    case fabric::OpType::get: one_sided_.on_done(ctx, Status()); break;
+    case fabric::OpType::get:
+    case fabric::OpType::atomic: one_sided_.on_done(ctx, Status()); break;
     case fabric::OpType::flush: flusher_.on_done(ctx, Status()); break;
   }
 }
@@ -811,7 +762,8 @@ void Engine::on_error(void* context, Status status, int err) {
     case fabric::OpType::eager_send: eager_.on_sent(ctx, status, nullptr); break;
     case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, status); break;
     case fabric::OpType::put:
-    case fabric::OpType::get: one_sided_.on_done(ctx, status); break;
+    case fabric::OpType::get:
+    case fabric::OpType::atomic: one_sided_.on_done(ctx, status); break;
     case fabric::OpType::flush: flusher_.on_done(ctx, status); break;
   }
 }
@@ -837,6 +789,15 @@ void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader
     case MsgType::ping: health_.on_ping(h); return;
     case MsgType::pong: health_.on_pong(h); return;
     case MsgType::rail_state: health_.on_rail_state(h); return;
+    case MsgType::win_req:
+    case MsgType::win_ack:
+    case MsgType::win_signal:
+    case MsgType::win_atomic:
+    case MsgType::win_done:
+    case MsgType::win_result:
+    case MsgType::win_sync:
+    case MsgType::win_close:
+    case MsgType::win_notify: one_sided_.on_message(ep, h, body, body_len); return;
     default: break;
   }
   // A clear-to-send, a credit or a close from a listener may take another rail than its
@@ -903,7 +864,11 @@ void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, 
   if (rail >= core_.rails.size() || shut_down_) return;
   core_.polling_rail = rail;
   if (!eager) {
-    rendezvous_.on_write_data(data, len, static_cast<uint32_t>(rail));
+    if (is_window_write(data)) {
+      one_sided_.on_write(data, len, static_cast<uint32_t>(rail));
+    } else {
+      rendezvous_.on_write_data(data, len, static_cast<uint32_t>(rail));
+    }
     return;
   }
   rail::RailEndpoint* ep = core_.rails[rail]->data();
@@ -971,6 +936,15 @@ Stats Engine::stats() const {
   s.keepalives_sent = core_.counters.keepalives_sent;
   s.deferred_posts = core_.counters.deferred_posts;
   s.overflow_copies = core_.counters.overflow_copies;
+  s.window_acks_sent = core_.counters.window_acks_sent;
+  s.window_ops_held = core_.counters.window_ops_held;
+  s.signals_applied = core_.counters.signals_applied;
+  s.atomics_native = core_.counters.atomics_native;
+  s.atomics_emulated = core_.counters.atomics_emulated;
+  s.atomics_applied = core_.counters.atomics_applied;
+  s.notifications = core_.counters.notifications;
+  s.window_streams = core_.out_streams.size();
+  for (const auto& in : core_.in_streams) s.window_streams += in != nullptr;
   s.peers = core_.peers.size();
   s.mr_cache_hits = core_.registry->cache_hits();
   s.mr_cache_misses = core_.registry->cache_misses();

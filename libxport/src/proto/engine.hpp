@@ -7,7 +7,8 @@
 //   eager.hpp        eager messages and credits
 //   rendezvous.hpp   RTS/CTS and striped writes
 //   matching.hpp     grouped receives, messages placed by tag
-//   one_sided.hpp    windows: put/get, quiet by ticket
+//   one_sided.hpp    windows: puts, gets, signals, atomics, transfers over per-peer streams
+//                    (its own parts: window, stream, signal, atomic, transfer)
 //   flush.hpp        flush reads on every rail
 //   peer_health.hpp  keepalive, peer loss, clock-driven clean-up
 // Registration lives in memory/registry.hpp, rail health in rail/health.hpp, channels, peers and
@@ -116,14 +117,50 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
   Result<bool> test_flush(CommId comm, uint64_t id);
 
-  // one-sided
-  Result<uint32_t> open_window(CommId comm);
+  // one-sided (engine_one_sided.cc; docs/semantics.md "One-sided")
+  struct SignalRequest {
+    const RemoteKey* key = nullptr;  // the signal word's region at the peer
+    size_t offset = 0;
+    uint64_t value = 0;
+    WindowSignalOp op = WindowSignalOp::add;
+    bool strong = true;
+    const LocalBuffer* counter = nullptr;  // counter variants: a local word
+    size_t counter_offset = 0;
+  };
+  struct TransferItem {
+    bool put = true;
+    const LocalBuffer* local = nullptr;
+    size_t local_offset = 0;
+    const RemoteKey* remote = nullptr;
+    size_t remote_offset = 0;
+    size_t length = 0;
+  };
+  Result<uint32_t> open_window(CommId comm, Deadline deadline);
+  Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
+  Result<uint32_t> open_window_to(const RemoteKey& key, Deadline deadline);
   void close_window(uint32_t id);
-  Status put(uint32_t window, const LocalBuffer& local, size_t loff, const RemoteKey& remote,
-             size_t roff, size_t len);
-  Status get(uint32_t window, const LocalBuffer& local, size_t loff, const RemoteKey& remote,
-             size_t roff, size_t len);
+  Result<uint64_t> put(uint32_t window, const LocalBuffer& local, size_t loff,
+                       const RemoteKey& remote, size_t roff, size_t len,
+                       const SignalRequest* signal = nullptr);
+  Result<uint64_t> get(uint32_t window, const LocalBuffer& local, size_t loff,
+                       const RemoteKey& remote, size_t roff, size_t len);
+  Result<uint64_t> signal(uint32_t window, const SignalRequest& signal);
+  Result<uint64_t> atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
+                          size_t roff, uint64_t operand, uint64_t compare, uint64_t* result);
+  Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
+                            const std::vector<uint8_t>& notification);
+  Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
+  Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline);
+  // 1 once the ticket is complete (delivered, applied), 0 while not, or its error.
+  Result<int> check(uint32_t window, uint64_t ticket);
+  // Waits until the local word at `offset` of `region` reaches `value` (wrap-safe), driving
+  // progress; the window's peer lost fails the wait.
+  Status wait_word(uint32_t window, const LocalBuffer& region, size_t offset, uint64_t value,
+                   Deadline deadline, const char* what);
+  Result<uint64_t> read_word(const LocalBuffer& region, size_t offset, const char* what);
+  std::vector<std::vector<uint8_t>> take_notifications(uint32_t window);
+  bool native_atomics() const { return core_.native_atomics; }
   uint64_t window_issued(uint32_t window) const;
   uint64_t window_completed(uint32_t window) const;
 
@@ -169,6 +206,13 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Status check_local(const LocalBuffer& region, const void* buf, size_t len, const char* what);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
+  // A window's open call waits for its stream's answer.
+  Result<uint32_t> finish_open(uint32_t stream, CommId comm, Deadline deadline);
+  Result<uint64_t> rma(uint32_t window, fabric::OpType op, const LocalBuffer& local, size_t loff,
+                       const RemoteKey& remote, size_t roff, size_t len,
+                       const SignalRequest* signal);
+  Result<Signals::Spec> signal_spec(const SignalRequest& r, const char* what);
+  Result<uint64_t*> local_word(const LocalBuffer& region, size_t offset, const char* what);
 
   mutable Core core_;  // (the lock is taken in const calls too)
   Control control_{core_};

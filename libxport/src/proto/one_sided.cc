@@ -1,171 +1,287 @@
-// One-sided put/get with local completion counted per window by ticket.
+// One-sided windows: issuing puts and gets, posting what streams release, and routing provider
+// completions and window messages to their parts.
 #include "proto/one_sided.hpp"
 
 #include "core/log.hpp"
 
 namespace xport::proto {
 
-Result<uint32_t> OneSided::open(CommState& c) {
-  auto w = std::make_unique<WindowState>();
-  w->id = core_.next_window++;
-  w->comm = c.id;
-  w->peer = c.peer;
-  w->paths = c.paths;
-  w->ops.resize(kOps);
-  for (uint32_t i = 0; i < kOps; ++i) {
-    w->ops[i].ctx.owner = w.get();
-    w->ops[i].ctx.index = i;
-    w->free.push_back(kOps - 1 - i);
-  }
-  core_.ref(c.peer);
-  core_.hold(c);
-  const uint32_t id = w->id;
-  core_.windows[id] = std::move(w);
-  return id;
-}
-
-void OneSided::maybe_erase(WindowState& w) {
-  if (!w.closed || w.free.size() != w.ops.size()) return;
-  const CommId comm = w.comm;
-  pool::Peer* peer = w.peer;
-  core_.windows.erase(w.id);
-  if (CommState* c = core_.comm(comm)) core_.release(*c);
-  core_.unref(peer);
-}
-
-void OneSided::close(uint32_t id) {
-  auto it = core_.windows.find(id);
-  if (it == core_.windows.end()) return;
-  it->second->closed = true;
-  maybe_erase(*it->second);
-}
-
-Status OneSided::rma(uint32_t window, fabric::OpType op, const RegionRef& local, uint8_t* lbuf,
-                     size_t len, const RemoteKey& remote, size_t roff) {
-  const char* what = op == fabric::OpType::put ? "put" : "get";
-  auto it = core_.windows.find(window);
-  if (it == core_.windows.end() || it->second->closed) {
-    return core::error(Code::invalid_argument, what, ": window ", window, " is not open");
-  }
-  WindowState& w = *it->second;
-  if (w.peer != nullptr && w.peer->dead) {
-    return core::error(Code::peer_lost, what, ": the peer is lost (", w.peer->death, ")");
-  }
-  for (const pool::Path& p : w.paths) {
-    if (p.data->failed()) return core::error(Code::peer_lost, what, ": ", p.data->failure());
-  }
-  if (w.peer != nullptr && remote.device_token != w.peer->token) {
-    return core::error(Code::invalid_argument, what, ": the remote key was exported by another "
-                       "device (token ", std::hex, remote.device_token, ") than this window's "
-                       "peer (", w.peer->token, ")");
-  }
-  if (remote.keys.empty()) return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
-  if (roff > remote.length || len > remote.length - roff) {
-    return core::error(Code::invalid_argument, what, ": remote range [", roff, ", +", len,
-                       ") is outside the remote region of ", remote.length, " bytes");
-  }
-  if (len == 0) return Status::success();
-  const uint64_t raddr = (remote.virt_addr ? remote.base : remote.mr_offset) + roff;
-  // Large transfers are striped over the rails both the window and the remote key cover.
+Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote, size_t len,
+                                   const char* what) const {
+  if (len == 0) return 0u;
   const uint32_t rails = static_cast<uint32_t>(std::min(w.paths.size(), remote.keys.size()));
   Core::RailList healthy;
   const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
   if (up == 0) return core_.no_rail_error(rails, w.peer, what);
-  const uint32_t n = stripe_count(core_.config.stripe, len, up);
-  if (w.free.size() < n) {
-    return core::error(Code::again, what, ": ", kOps, " operations outstanding on the window; "
-                       "call quiet()");
+  // Every stripe takes a sequence number, and a put_signal one more, within the credits.
+  const OutStream* s = streams_.find(w.stream);
+  const uint32_t most = s != nullptr && s->credits > 1 ? s->credits - 1 : 1;
+  return std::min(stripe_count(core_.config.stripe, len, up), most);
+}
+
+Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
+                         const memory::RegionRef& local, uint8_t* lbuf, size_t len,
+                         const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
+                         const char* what) {
+  XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(w, remote, len, what));
+  if (n == 0 && signal == nullptr) return Status::success();
+  Piece p;
+  p.window = w.id;
+  p.ticket = t;
+  p.kind = op == fabric::OpType::put ? PieceKind::write : PieceKind::read;
+  p.local = lbuf;
+  p.len = len;
+  p.region = local;
+  p.stripes = n;
+  p.raddr = Windows::remote_address(remote, roff);
+  p.rails = static_cast<uint32_t>(std::min<size_t>(remote.keys.size(), kMaxRails));
+  for (uint32_t i = 0; i < p.rails; ++i) p.keys[i] = remote.keys[i];
+  XPORT_RETURN_IF_ERROR(windows_.reserve(w, n, t, op, p, what));
+  TicketState& ts = *windows_.ticket(w, t);
+  ts.local_left += n;
+  if (op == fabric::OpType::get) {
+    // Gets are not counted at the target: strong signals and fences wait for them here.
+    const uint64_t ordinal = s.next_uncounted++;
+    for (uint32_t i = 0; i < n; ++i) w.ops[p.ops[i]].uncounted = ordinal;
+    s.uncounted_inflight += n;
   }
-  const uint32_t first = w.next_stripe++ % up;
-  const uint64_t ticket = w.next_ticket++;
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t rail = healthy[(first + i) % up];
-    const uint64_t off = stripe_offset(core_.config.stripe, len, n, i);
-    const uint64_t end = stripe_offset(core_.config.stripe, len, n, i + 1);
-    const uint32_t index = w.free.back();
-    w.free.pop_back();
-    WindowOp& o = w.ops[index];
-    o.busy = true;
-    o.region = local;
-    o.ctx.type = op;
-    o.ctx.rail = static_cast<uint8_t>(rail);
-    o.ctx.seq = ticket;
-    o.ctx.stripe = i;
-    w.note_issued(index);
-    w.issued += 1;
-    Status st = post(w, index, lbuf + off, end - off, raddr + off, remote.keys[rail]);
-    if (st.code() == Code::again) {
-      ++core_.counters.deferred_posts;
-      core_.pending_rma.push_back(
-          {w.id, index, lbuf + off, end - off, raddr + off, remote.keys[rail], Clock::now()});
-      continue;  // progress posts it; quiet() waits for it
-    }
-    if (!st.ok()) {
-      core_.note_failure(rail, st);
-      // Stripes already posted complete (or fail) on their own; quiet() reports them.
-      finish(w, index, Status());
-      return st.with_context(core::str(what, " stripe ", i, " of ", n, " on rail ",
-                                        core_.rails[rail]->name()));
-    }
-    if (n > 1) core_.rails[rail]->stripes_out().add();
+  if (signal != nullptr) {
+    p.with_signal = true;
+    signals_.fill(p, ts, *signal);
+    if (signal->strong) p.after.uncounted = s.next_uncounted;
+    ts.local_left += 1;
   }
+  streams_.submit(s, std::move(p));
   return Status::success();
 }
 
-Status OneSided::post(WindowState& w, uint32_t op, uint8_t* local, size_t len, uint64_t raddr,
-                      uint64_t key) {
-  WindowOp& o = w.ops[op];
+Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::RegionRef& local,
+                             uint8_t* lbuf, size_t len, const RemoteKey& remote, size_t roff,
+                             const Signals::Spec* signal) {
+  const char* what = op == fabric::OpType::get ? "get" : signal != nullptr ? "put_signal" : "put";
+  Status err;
+  WindowState* w = windows_.usable(window, what, &err);
+  if (w == nullptr) return err;
+  XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
+  if (signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *signal, what));
+  XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(*w, remote, len, what));
+  if (w->free.size() < n) {
+    return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
+                       "window; call quiet()");
+  }
+  OutStream* s = streams_.find(w->stream);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, windows_.begin(*w, what));
+  Status st = add_rma(*w, *s, t, op, local, lbuf, len, remote, roff, signal, what);
+  if ((w = windows_.find(window)) == nullptr) return t;
+  if (!st.ok()) {
+    w->tickets.erase(t);  // nothing of it was issued
+    return st;
+  }
+  windows_.settle(*w, t);  // (a zero-length put or get is complete at once)
+  return t;
+}
+
+// ---- posting ----
+
+Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len,
+                          uint64_t raddr, uint64_t key, uint64_t data) {
+  WindowOp& o = w.ops[index];
   const uint8_t rail = o.ctx.rail;
   pool::Channel* ch = w.paths[rail].data;
-  rail::Rail& r = *core_.rails[rail];
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  rail::Rail& r = *core_.rails[ch->rail];
   if (!r.cq_take()) return Status(Code::again, "CQ full");
   void* desc = o.region->desc(rail);
   Status st = o.ctx.type == fabric::OpType::put
-                  ? ch->ep->endpoint().write(local, len, desc, ch->peer, raddr, key, &o.ctx)
+                  ? ch->ep->endpoint().writedata(local, len, desc, data, ch->peer, raddr, key,
+                                                 &o.ctx)
                   : ch->ep->endpoint().read(local, len, desc, ch->peer, raddr, key, &o.ctx);
   if (!st.ok()) r.cq_give();
   return st;
+}
+
+Status OneSided::post_atomic(WindowState& w, uint32_t index, uint64_t raddr, uint64_t key) {
+  WindowOp& o = w.ops[index];
+  pool::Channel* ch = w.paths[o.ctx.rail].data;
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  rail::Rail& r = *core_.rails[ch->rail];
+  if (!r.cq_take()) return Status(Code::again, "CQ full");
+  auto* words = reinterpret_cast<uint64_t*>(o.scratch->data);
+  void* desc = ch->ep->atomic_slots()->desc();
+  fabric::Endpoint& ep = ch->ep->endpoint();
+  Status st;
+  switch (static_cast<WindowAtomicOp>(o.atomic_op)) {
+    case WindowAtomicOp::compare_swap:
+      st = ep.compare_atomic(&words[0], desc, &words[1], desc, &words[2], desc, ch->peer, raddr,
+                             key, &o.ctx);
+      break;
+    case WindowAtomicOp::swap:
+      st = ep.fetch_atomic(&words[0], desc, &words[2], desc, ch->peer, raddr, key,
+                           FI_ATOMIC_WRITE, &o.ctx);
+      break;
+    case WindowAtomicOp::fetch:
+      st = ep.fetch_atomic(&words[0], desc, &words[2], desc, ch->peer, raddr, key,
+                           FI_ATOMIC_READ, &o.ctx);
+      break;
+    default:  // add (its value fetched and dropped: completion means applied) and fetch-add
+      st = ep.fetch_atomic(&words[0], desc, &words[2], desc, ch->peer, raddr, key, FI_SUM,
+                           &o.ctx);
+      break;
+  }
+  if (!st.ok()) r.cq_give();
+  return st;
+}
+
+// The outcome of posting one provider operation: queued for progress, posted, or failed.
+void OneSided::posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry) {
+  const uint32_t stream = w.stream;
+  const bool counted = w.ops[index].ctx.type == fabric::OpType::put;
+  if (st.code() == Code::again) {
+    ++core_.counters.deferred_posts;
+    core_.pending_rma.push_back(retry);
+    return;
+  }
+  if (st.ok()) {
+    w.issued += 1;
+    return;
+  }
+  core_.note_failure(w.ops[index].ctx.rail, st);
+  windows_.finish_op(w, index, st);
+  // A counted write that never goes leaves a gap the target's count cannot pass.
+  if (counted) {
+    if (OutStream* s = streams_.find(stream)) streams_.fail(*s, st);
+  }
+}
+
+void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
+  WindowState* w = windows_.find(p.window);
+  if (w == nullptr) return;  // cannot happen: its reserved operations keep it
+  const uint32_t id = w->id;
+  const Ticket t = p.ticket;
+  if (p.seqs() > 0) {
+    if (TicketState* ts = windows_.ticket(*w, t)) {
+      ts->need_seq = std::max(ts->need_seq, base + p.seqs());
+    }
+  }
+  switch (p.kind) {
+    case PieceKind::write:
+    case PieceKind::read: {
+      const bool put = p.kind == PieceKind::write;
+      const uint32_t rails = static_cast<uint32_t>(std::min<size_t>(w->paths.size(), p.rails));
+      Core::RailList healthy;
+      const uint32_t up = core_.healthy_rails(rails, healthy, w->peer);
+      const uint32_t first = up > 0 ? w->next_stripe++ % up : 0;
+      for (uint32_t i = 0; i < p.stripes && (w = windows_.find(id)) != nullptr; ++i) {
+        const uint32_t index = p.ops[i];
+        if (up == 0 || s.phase != StreamPhase::ready) {
+          const Status why = up == 0 ? core_.no_rail_error(rails, w->peer, put ? "put" : "get")
+                                     : s.error;
+          windows_.finish_op(*w, index, why);
+          if (put && up == 0) streams_.fail(s, why);
+          continue;
+        }
+        WindowOp& o = w->ops[index];
+        o.ctx.rail = static_cast<uint8_t>(healthy[(first + i) % up]);
+        o.ctx.stripe = i;
+        const uint64_t off = stripe_offset(core_.config.stripe, p.len, p.stripes, i);
+        const uint64_t end = stripe_offset(core_.config.stripe, p.len, p.stripes, i + 1);
+        const uint64_t data =
+            put ? encode_window_write(s.target, s.target_gen, base + i, core_.cq_data_bytes,
+                                      s.seq_bits)
+                : 0;
+        PendingRma retry{id, index, p.local + off, end - off, p.raddr + off,
+                         p.keys[o.ctx.rail], data, false, Clock::now()};
+        Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data);
+        if (st.ok() && p.stripes > 1) core_.rails[o.ctx.rail]->stripes_out().add();
+        posted(*w, index, std::move(st), retry);
+      }
+      if (p.with_signal && (w = windows_.find(id)) != nullptr) {
+        if (s.phase == StreamPhase::ready) {
+          signals_.send(s, p, base + p.stripes, base);
+        } else {
+          windows_.fail(*w, t, s.error);
+        }
+        if ((w = windows_.find(id)) != nullptr) windows_.piece_sent(*w, t);
+      }
+      return;
+    }
+    case PieceKind::native_atomic: {
+      const uint32_t index = p.ops[0];
+      PendingRma retry{id, index, nullptr, 0, p.raddr, p.keys[w->ops[index].ctx.rail], 0, true,
+                       Clock::now()};
+      Status st = atomics_.post_native(*w, p);
+      posted(*w, index, std::move(st), retry);
+      return;
+    }
+    case PieceKind::signal: signals_.send(s, p, base, base); break;
+    case PieceKind::emulated_atomic: atomics_.send_emulated(s, p, base); break;
+    case PieceKind::notify: transfers_.send_notify(s, p, base); break;
+    case PieceKind::sync: streams_.request_ack(s, s.next_seq); return;
+    case PieceKind::fence: return;
+  }
+  if ((w = windows_.find(id)) != nullptr) windows_.piece_sent(*w, t);
 }
 
 void OneSided::retry() {
   for (size_t n = core_.pending_rma.size(); n > 0 && !core_.pending_rma.empty(); --n) {
     PendingRma p = core_.pending_rma.front();
     core_.pending_rma.pop_front();
-    auto it = core_.windows.find(p.window);
-    if (it == core_.windows.end()) continue;  // cannot happen: a busy op keeps its window
-    WindowState& w = *it->second;
-    Status st = post(w, p.op, p.local, p.len, p.raddr, p.key);
-    if (st.ok()) continue;
-    if (st.code() == Code::again && !core_.expired(p.since)) {
+    WindowState* w = windows_.find(p.window);
+    if (w == nullptr) continue;  // cannot happen: a busy op keeps its window
+    Status st = p.atomic ? post_atomic(*w, p.op, p.raddr, p.key)
+                         : post_rma(*w, p.op, p.local, p.len, p.raddr, p.key, p.data);
+    if (st.code() == Code::again && core_.expired(p.since)) {
+      st = core::error(Code::again, "the provider stayed busy (-FI_EAGAIN) or the CQ full for "
+                       "XPORT_EAGAIN_TIMEOUT_MS");
+    } else if (st.code() == Code::again) {
       core_.pending_rma.push_back(p);
       continue;
     }
-    finish(w, p.op, st.with_context(w.ops[p.op].ctx.type == fabric::OpType::put ? "put" : "get"));
+    if (st.ok()) {
+      w->issued += 1;
+      continue;
+    }
+    const bool counted = w->ops[p.op].ctx.type == fabric::OpType::put;
+    const uint32_t stream = w->stream;
+    windows_.finish_op(*w, p.op, st);
+    if (counted) {
+      if (OutStream* s = streams_.find(stream)) streams_.fail(*s, st);
+    }
   }
+  streams_.retry();
 }
 
-void OneSided::finish(WindowState& w, uint32_t index, const Status& st) {
-  WindowOp& o = w.ops[index];
-  if (!st.ok() && w.first_error.ok()) w.first_error = st;
-  o.busy = false;
-  o.region.reset();  // (under the lock: released at once, as the engine's own)
-  w.completed += 1;
-  w.free.push_back(index);
-  maybe_erase(w);
-}
+// ---- completions ----
 
 void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
   auto* w = static_cast<WindowState*>(ctx->owner);
   w->paths[ctx->rail].data->ep->endpoint().count_completion(!st.ok());
-  finish(*w, ctx->index,
-         st.ok() ? st : st.with_context(ctx->type == fabric::OpType::put ? "put" : "get"));
+  const char* what = ctx->type == fabric::OpType::put   ? "put"
+                     : ctx->type == fabric::OpType::get ? "get"
+                                                        : "atomic";
+  if (ctx->type == fabric::OpType::atomic) atomics_.on_native_done(w->ops[ctx->index], st);
+  const bool counted = ctx->type == fabric::OpType::put;
+  const uint32_t stream = w->stream;
+  const Status err = st.ok() ? st : st.with_context(what);
+  windows_.finish_op(*w, ctx->index, err);  // (may erase a closed window)
+  if (!st.ok() && counted) {
+    // The write's number never lands: the stream cannot count past it (as a queue pair in
+    // error): its windows fail and must be reopened.
+    if (OutStream* s = streams_.find(stream)) streams_.fail(*s, err);
+  }
 }
 
 void OneSided::fail_rail(uint32_t rail, const Status& why) {
+  std::vector<PendingRma> dropped;
   std::erase_if(core_.pending_rma, [&](const PendingRma& p) {
-    auto it = core_.windows.find(p.window);
-    return it != core_.windows.end() && it->second->ops[p.op].ctx.rail == rail;
+    WindowState* w = windows_.find(p.window);
+    const bool on_rail = w != nullptr && w->ops[p.op].ctx.rail == rail;
+    if (on_rail) dropped.push_back(p);
+    return on_rail;
   });
+  for (const PendingRma& p : dropped) {
+    if (WindowState* w = windows_.find(p.window)) on_done(&w->ops[p.op].ctx, why);
+  }
   // (By id and index: finishing an operation may erase its closed window.)
   std::vector<std::pair<uint32_t, uint32_t>> lost;
   for (auto& [id, w] : core_.windows) {
@@ -174,31 +290,64 @@ void OneSided::fail_rail(uint32_t rail, const Status& why) {
     }
   }
   for (auto [id, i] : lost) {
-    auto it = core_.windows.find(id);
-    if (it != core_.windows.end() && it->second->ops[i].busy) on_done(&it->second->ops[i].ctx, why);
+    WindowState* w = windows_.find(id);
+    if (w == nullptr || !w->ops[i].busy) continue;
+    // Operations still held in their stream's queue were never posted: they go with the queue.
+    bool held = false;
+    if (OutStream* s = streams_.find(w->stream)) {
+      for (const Piece& p : s->held) {
+        for (uint32_t k = 0; k < p.stripes && !held; ++k) held = p.window == id && p.ops[k] == i;
+        held = held || (p.kind == PieceKind::native_atomic && p.window == id && p.ops[0] == i);
+      }
+    }
+    if (!held) on_done(&w->ops[i].ctx, why);
   }
 }
 
-Result<uint64_t> OneSided::quiet_target(uint32_t window) {
-  auto it = core_.windows.find(window);
-  if (it == core_.windows.end() || it->second->closed) {
-    return core::error(Code::invalid_argument, "quiet: window ", window, " is not open");
+void OneSided::fail_peer(pool::Peer& p, const Status& why) {
+  streams_.fail_peer(p, why);
+  for (auto& [id, w] : core_.windows) {
+    if (w->peer == &p && w->first_error.ok()) w->first_error = why;
   }
-  return it->second->next_ticket;
 }
 
-bool OneSided::completed_below(uint32_t window, uint64_t target) const {
-  auto it = core_.windows.find(window);
-  return it == core_.windows.end() || it->second->oldest_outstanding() >= target;
+void OneSided::fail_comm(CommId comm, const Status& why) {
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->via == comm) streams_.fail(*s, why);
+  }
+  for (auto& in : core_.in_streams) {
+    if (in != nullptr && in->via == comm) in->reply = nullptr;  // (erased when it closes)
+  }
 }
 
-Status OneSided::take_error(uint32_t window, uint64_t target) {
-  auto it = core_.windows.find(window);
-  if (it == core_.windows.end()) return Status::success();
-  it->second->quiet_mark = std::max(it->second->quiet_mark, target);
-  Status e = std::move(it->second->first_error);
-  it->second->first_error = Status();
-  return e;
+bool OneSided::waits_on(const pool::Peer* p) const {
+  if (streams_.waits_on(p)) return true;
+  for (const auto& [id, w] : core_.windows) {
+    if (w->peer == p && (w->waiters > 0 || w->busy())) return true;
+  }
+  return false;
 }
+
+void OneSided::on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
+                          size_t len) {
+  switch (static_cast<MsgType>(h.type)) {
+    case MsgType::win_req: streams_.on_request(ep, h, body, len); break;
+    case MsgType::win_ack: streams_.on_accept(h, body, len); break;
+    case MsgType::win_signal:
+    case MsgType::win_atomic:
+    case MsgType::win_notify: streams_.on_operation(h, body, len); break;
+    case MsgType::win_done: streams_.on_done(h); break;
+    case MsgType::win_result: atomics_.on_result(h); break;
+    case MsgType::win_sync: streams_.on_sync(h); break;
+    case MsgType::win_close: streams_.on_close(h); break;
+    default: core_.miss(); break;
+  }
+}
+
+void OneSided::on_write(uint64_t data, size_t len, uint32_t rail) {
+  streams_.on_write(data, len, rail);
+}
+
+void OneSided::shutdown() { streams_.shutdown(); }
 
 }  // namespace xport::proto

@@ -1,37 +1,88 @@
-// One-sided put/get over a communicator's channels to its peer, striped over rails; completion
-// tickets so that quiet() waits for exactly what was issued before it.
+// One-sided windows, the engine's part for them. Its concerns live in their own files:
+//   window.hpp    windows: opening and closing, ranges and keys, provider operations, tickets
+//   stream.hpp    ordering and sequence: per-peer streams, credits, fences, acknowledgements;
+//                 at the target, counting what landed and applying operations in their turn
+//   signal.hpp    signals (and the counters that count their remote completion)
+//   atomic.hpp    atomics, native (FI_ATOMIC) and emulated (a message the target applies)
+//   transfer.hpp  notifications of transfers
+// This file posts what a stream releases (puts, gets, the messages of signals, atomics and
+// notifications) and routes provider completions back to their windows.
 #pragma once
 
+#include "proto/atomic.hpp"
+#include "proto/signal.hpp"
 #include "proto/state.hpp"
+#include "proto/stream.hpp"
+#include "proto/transfer.hpp"
+#include "proto/window.hpp"
 
 namespace xport::proto {
 
 class OneSided {
  public:
-  explicit OneSided(Core& core) : core_(core) {}
-  static constexpr uint32_t kOps = 256;  // stripes in flight per window
+  explicit OneSided(Core& core)
+      : core_(core),
+        windows_(core, *this),
+        streams_(core, *this),
+        signals_(core, *this),
+        atomics_(core, *this),
+        transfers_(core, *this) {}
 
-  Result<uint32_t> open(CommState& c);
-  void close(uint32_t id);
-  // Checks everything (window, local range, remote key's device and range, free contexts for
-  // every stripe) before posting anything.
-  Status rma(uint32_t window, fabric::OpType op, const RegionRef& local, uint8_t* lbuf,
-             size_t len, const RemoteKey& remote, size_t roff);
+  Windows& windows() { return windows_; }
+  Streams& streams() { return streams_; }
+  Signals& signals() { return signals_; }
+  Atomics& atomics() { return atomics_; }
+  Transfers& transfers() { return transfers_; }
+
+  // Puts and gets: checks everything (window, ranges, the key's device, free contexts for every
+  // stripe) before issuing anything; the stream posts them now or when their turn comes.
+  // `signal` (put_signal) follows the data.
+  Result<Ticket> rma(uint32_t window, fabric::OpType op, const memory::RegionRef& local,
+                     uint8_t* lbuf, size_t len, const RemoteKey& remote, size_t roff,
+                     const Signals::Spec* signal);
+
+  // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
+  Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,
+                           const char* what) const;
+  // Adds a put or get (and a put_signal's signal) to ticket `t` and hands it to the stream.
+  Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
+                 const memory::RegionRef& local, uint8_t* lbuf, size_t len,
+                 const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
+                 const char* what);
+  // Posts a piece the stream released, its counted operations numbered from `base`.
+  void post(OutStream& s, Piece& p, uint64_t base);
+  // One native atomic of a window operation (its operands in its slot).
+  Status post_atomic(WindowState& w, uint32_t index, uint64_t raddr, uint64_t key);
+  // A provider completion of a window operation (put, get, native atomic).
   void on_done(fabric::OpContext* ctx, const Status& st);
+  // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
+  bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
   // The rail's CQ failed: its operations (posted or queued) will never be reported.
   void fail_rail(uint32_t rail, const Status& why);
-  // quiet(): the tickets issued so far, and whether all of them have completed.
-  Result<uint64_t> quiet_target(uint32_t window);
-  bool completed_below(uint32_t window, uint64_t target) const;
-  Status take_error(uint32_t window, uint64_t target);
+  // A peer was lost: its streams and their windows fail, its streams here are dropped.
+  void fail_peer(pool::Peer& p, const Status& why);
+  // A communicator failed: window streams over its connection fail (and their windows).
+  void fail_comm(CommId comm, const Status& why);
+  // Whether something of this device waits on `p` (keepalives and peer loss watch it).
+  bool waits_on(const pool::Peer* p) const;
+  // A message of types win_*: routed to its part.
+  void on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
+  // Remote CQ data with a zero comm id: a window write landed on `rail`.
+  void on_write(uint64_t data, size_t len, uint32_t rail);
+  // Device teardown: streams are told, windows forgotten.
+  void shutdown();
 
  private:
-  Status post(WindowState& w, uint32_t op, uint8_t* local, size_t len, uint64_t raddr,
-              uint64_t key);
-  void finish(WindowState& w, uint32_t op, const Status& st);
-  void maybe_erase(WindowState& w);
+  Status post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len, uint64_t raddr,
+                  uint64_t key, uint64_t data);
+  void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
   Core& core_;
+  Windows windows_;
+  Streams streams_;
+  Signals signals_;
+  Atomics atomics_;
+  Transfers transfers_;
 };
 
 }  // namespace xport::proto

@@ -5,6 +5,7 @@
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
+#include "proto/one_sided.hpp"
 
 namespace xport::proto {
 namespace {
@@ -47,8 +48,9 @@ void PeerHealth::check(Clock::time_point now) {
     if (waits) waiting.insert(c.peer);
     if (c.user_closed) lingering.push_back(c.id);
   });
-  for (auto& [id, w] : core_.windows) {
-    if (w->peer != nullptr && w->free.size() != w->ops.size()) waiting.insert(w->peer);
+  // ... and window streams or waits on it (one_sided.hpp).
+  for (auto& [token, owned] : core_.peers) {
+    if (core_.one_sided->waits_on(owned.get())) waiting.insert(owned.get());
   }
   std::vector<pool::Peer*> idle;
   for (auto& [token, owned] : core_.peers) {

@@ -20,6 +20,7 @@
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"
 #include "pool/peer.hpp"
+#include "proto/one_sided_state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
 #include "xport/deadline.hpp"
@@ -49,6 +50,12 @@ struct EngineConfig {
   StripePlan stripe;
   std::chrono::milliseconds rail_check{100};
   std::chrono::milliseconds rail_retry{1000};
+  // One-sided windows (docs/knobs.md): atomics mode, credits of a stream, work per progress pass
+  // on their queues, and the test knob narrowing sequence numbers.
+  enum class Atomics : uint8_t { automatic, native, emulated } atomics = Atomics::automatic;
+  uint32_t window_credits = 128;
+  size_t progress_batch = 64;
+  unsigned test_seq_bits = 0;
   static EngineConfig from_knobs();
   // The rail layout this config gives every rail (bounce buffers sized for an eager message or
   // the largest control message, behind a header; the CQ sized for the buffers and
@@ -249,62 +256,6 @@ struct ListenerState {
   size_t pending = 0;        // connected endpoints: accepted, waiting for FI_CONNECTED
 };
 
-// One put or get stripe of a window: its context and the registration it reads or writes.
-struct WindowOp {
-  fabric::OpContext ctx;
-  RegionRef region;
-  bool busy = false;
-};
-
-struct WindowState {
-  uint32_t id = 0;
-  CommId comm;                 // the communicator it was opened from (held while it lives)
-  pool::Peer* peer = nullptr;  // a reference is held
-  std::vector<pool::Path> paths;
-  uint32_t next_stripe = 0;
-  uint64_t next_ticket = 1;   // issued operations are numbered from 1
-  uint64_t quiet_mark = 0;    // every ticket below it has completed (reported by quiet)
-  uint64_t completed = 0;
-  uint64_t issued = 0;
-  Status first_error;
-  std::vector<WindowOp> ops;
-  std::vector<uint32_t> free;
-  bool closed = false;
-  // Record an operation just made busy (tickets are issued in increasing order).
-  void note_issued(uint32_t index) {
-    if (issue_order_.size() >= 2 * ops.size() + 2) compact_issue_order();
-    issue_order_.push_back({ops[index].ctx.seq, index});
-  }
-
-  // The lowest ticket still outstanding (UINT64_MAX when none). Operations are remembered in
-  // the order they were issued; those that completed are dropped from the front as the front
-  // is asked for, so each operation costs O(1) however many are in flight.
-  uint64_t oldest_outstanding() const {
-    if (free.size() == ops.size()) {
-      issue_order_.clear();
-      return UINT64_MAX;
-    }
-    while (!issue_order_.empty()) {
-      const auto [seq, index] = issue_order_.front();
-      if (ops[index].busy && ops[index].ctx.seq == seq) return seq;
-      issue_order_.pop_front();
-    }
-    return UINT64_MAX;  // not reached while an op is busy: every busy op was noted
-  }
-
- private:
-  // Operations that complete out of order leave stale entries behind an outstanding front;
-  // rebuilt from the busy ops (in ticket order) before the record outgrows the ops twice.
-  void compact_issue_order() {
-    std::deque<std::pair<uint64_t, uint32_t>> live;
-    for (const auto& e : issue_order_) {
-      if (ops[e.second].busy && ops[e.second].ctx.seq == e.first) live.push_back(e);
-    }
-    issue_order_.swap(live);
-  }
-  mutable std::deque<std::pair<uint64_t, uint32_t>> issue_order_;
-};
-
 // A flush: one read per rail of its communicator into that rail's flush target.
 struct FlushState {
   uint64_t id = 0;
@@ -358,16 +309,6 @@ struct PendingStripe {
   Clock::time_point since{};
 };
 
-struct PendingRma {
-  uint32_t window = 0;
-  uint32_t op = 0;  // index in the window's ops
-  uint8_t* local = nullptr;
-  size_t len = 0;
-  uint64_t raddr = 0;
-  uint64_t key = 0;
-  Clock::time_point since{};
-};
-
 struct PendingRx {
   rail::RailEndpoint* ep = nullptr;
   memory::Buffer* buffer = nullptr;
@@ -398,6 +339,14 @@ struct EngineCounters {
   uint64_t keepalives_sent = 0;
   uint64_t deferred_posts = 0;   // posts queued for lack of provider room, buffers or CQ room
   uint64_t overflow_copies = 0;  // unexpected messages copied out of their receive buffer
+  // One-sided windows.
+  uint64_t window_acks_sent = 0;     // win_done / win_result messages sent (target)
+  uint64_t window_ops_held = 0;      // operations held at the initiator (fence, order, credits)
+  uint64_t signals_applied = 0;      // signals applied here (target)
+  uint64_t atomics_native = 0;       // native atomics issued
+  uint64_t atomics_emulated = 0;     // emulated atomics issued
+  uint64_t atomics_applied = 0;      // emulated atomics applied here (target)
+  uint64_t notifications = 0;        // notifications delivered here (target)
 };
 
 class Control;
@@ -443,6 +392,13 @@ class Core {
   std::map<uint64_t, ListenerState> listeners;
   std::map<uint32_t, std::unique_ptr<WindowState>> windows;
   uint32_t next_window = 1;
+  // One-sided streams (one_sided_state.hpp): this device's, by id, and its peers', by index.
+  std::map<uint32_t, std::unique_ptr<OutStream>> out_streams;
+  uint32_t next_out_stream = 1;
+  std::vector<std::unique_ptr<InStream>> in_streams;  // index 0 unused
+  std::vector<uint8_t> in_stream_gen;
+  std::deque<uint16_t> in_stream_free;
+  bool native_atomics = false;  // FI_ATOMIC negotiated and usable, and XPORT_ATOMICS allows it
   std::map<uint64_t, std::unique_ptr<FlushState>> flushes;
   uint64_t next_flush = 1;
   std::deque<PendingControl> pending_control;

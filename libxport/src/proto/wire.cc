@@ -5,6 +5,7 @@
 #include <array>
 
 #include "core/format.hpp"
+#include "proto/wire_one_sided.hpp"
 
 namespace xport::proto {
 
@@ -177,6 +178,17 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
                            body, " unexpected bytes");
       }
       break;
+    case MsgType::win_req:
+    case MsgType::win_ack:
+    case MsgType::win_signal:
+    case MsgType::win_atomic:
+    case MsgType::win_done:
+    case MsgType::win_result:
+    case MsgType::win_sync:
+    case MsgType::win_close:
+    case MsgType::win_notify:
+      XPORT_RETURN_IF_ERROR(check_window_message(h, body));
+      break;
     default:
       return core::error(Code::protocol, "unknown message type ", int(h.type));
   }
@@ -305,7 +317,7 @@ std::vector<uint8_t> encode_key(const RemoteKey& k) {
   hdr.magic = kKeyMagic;
   hdr.version = kWireVersion;
   hdr.rail_count = static_cast<uint8_t>(k.keys.size());
-  hdr.flags = k.virt_addr ? 1 : 0;
+  hdr.flags = static_cast<uint8_t>((k.virt_addr ? 1 : 0) | (!k.reach.empty() ? 2 : 0));
   hdr.base = k.base;
   hdr.length = k.length;
   hdr.mr_offset = k.mr_offset;
@@ -315,6 +327,14 @@ std::vector<uint8_t> encode_key(const RemoteKey& k) {
   for (uint64_t key : k.keys) {
     const auto* p = reinterpret_cast<const uint8_t*>(&key);
     out.insert(out.end(), p, p + 8);
+  }
+  if (!k.reach.empty()) {
+    KeyReach r{};
+    r.address_bytes = static_cast<uint8_t>(k.reach.size());
+    r.provider_hash = k.provider_hash;
+    const auto* p = reinterpret_cast<const uint8_t*>(&r);
+    out.insert(out.end(), p, p + sizeof(r));
+    out.insert(out.end(), k.reach.begin(), k.reach.end());
   }
   put_crc(out);
   return out;
@@ -330,11 +350,28 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
   if (hdr.version != kWireVersion) {
     return core::error(Code::protocol, "remote key version ", hdr.version, " is not supported");
   }
-  if (hdr.rail_count == 0 || hdr.flags > 1) {
+  if (hdr.rail_count == 0 || hdr.flags > 3) {
     return core::error(Code::protocol, "remote key has ", int(hdr.rail_count), " rails and flags ",
                        int(hdr.flags));
   }
-  const size_t need = sizeof(KeyHeader) + size_t{hdr.rail_count} * 8 + 4;
+  const size_t keys_end = sizeof(KeyHeader) + size_t{hdr.rail_count} * 8;
+  KeyReach reach{};
+  size_t need = keys_end + 4;
+  if (hdr.flags & 2) {
+    if (bytes.size() < keys_end + sizeof(KeyReach) + 4) {
+      return core::error(Code::protocol, "remote key is truncated: ", bytes.size(),
+                         " bytes, its reach needs ", keys_end + sizeof(KeyReach) + 4);
+    }
+    std::memcpy(&reach, bytes.data() + keys_end, sizeof(reach));
+    if (reach.address_bytes == 0 || reach.address_bytes > kMaxHandleAddressBytes ||
+        reach.endpoint_type != 0 || reach.reserved != 0) {
+      return core::error(Code::protocol, "remote key's reach has a ", int(reach.address_bytes),
+                         "-byte address, endpoint type ", int(reach.endpoint_type),
+                         " and reserved ", reach.reserved, " (1..", kMaxHandleAddressBytes,
+                         ", 0, 0 expected)");
+    }
+    need = keys_end + sizeof(KeyReach) + reach.address_bytes + 4;
+  }
   if (bytes.size() != need) {
     return core::error(Code::protocol, "remote key is ", bytes.size(), " bytes, expected ", need);
   }
@@ -345,7 +382,7 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
                        hdr.base, " length ", std::dec, hdr.length);
   }
   RemoteKey k;
-  k.virt_addr = hdr.flags & 1;
+  k.virt_addr = (hdr.flags & 1) != 0;
   k.base = hdr.base;
   k.length = hdr.length;
   k.mr_offset = hdr.mr_offset;
@@ -354,6 +391,11 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
     uint64_t key;
     std::memcpy(&key, bytes.data() + sizeof(KeyHeader) + 8 * i, 8);
     k.keys.push_back(key);
+  }
+  if (hdr.flags & 2) {
+    const uint8_t* a = bytes.data() + keys_end + sizeof(KeyReach);
+    k.reach.assign(a, a + reach.address_bytes);
+    k.provider_hash = reach.provider_hash;
   }
   return k;
 }

@@ -90,6 +90,17 @@ enum class MsgType : uint8_t {
   refuse = 20,      // receiver -> sender: message `seq` will not be received (aux: reason, 1: its
                     // tag matches no buffer left in its group, 2: its tag differs from the
                     // receive's; aux2: the tag the message carried)
+  // One-sided windows (30..49; wire_one_sided.hpp has their fields and the CQ data of their
+  // writes). dst_comm/dst_gen name the receiver's window stream, src_comm/src_gen the sender's.
+  win_req = 30,     // initiator -> target: open a stream (body: ConnBody + addresses)
+  win_ack = 31,     // target -> initiator: the stream (or a refusal) (body: AckBody + addresses)
+  win_signal = 32,  // initiator -> target: add to / set a signal word (body: WindowOperand)
+  win_atomic = 33,  // initiator -> target: an emulated atomic (body: WindowOperand)
+  win_done = 34,    // target -> initiator: every operation below seq is delivered or applied
+  win_result = 35,  // target -> initiator: operation seq's fetched value, or its failure
+  win_sync = 36,    // initiator -> target: send win_done once everything below seq is done
+  win_close = 37,   // initiator -> target: the stream is closed
+  win_notify = 38,  // initiator -> target: a notification (body: its bytes)
 };
 
 struct MsgHeader {
@@ -233,13 +244,24 @@ struct KeyHeader {
   uint32_t magic;
   uint16_t version;
   uint8_t rail_count;
-  uint8_t flags;        // bit 0: remote addresses are virtual (FI_MR_VIRT_ADDR)
+  uint8_t flags;        // bit 0: remote addresses are virtual (FI_MR_VIRT_ADDR); bit 1: a
+                        // KeyReach follows the keys (a window can be opened from the key)
   uint64_t base;        // region address in the owner's process
   uint64_t length;      // region length in bytes
   uint64_t mr_offset;   // offset of `base` in its registration (offset-addressed providers)
   uint64_t device_token; // the device that registered it: usable only towards that device
 };
 static_assert(sizeof(KeyHeader) == 40);
+
+// How to reach the device that exported a key (its rail-0 control endpoint), so that a window
+// can be opened from the key alone: after the keys, before the checksum.
+struct KeyReach {
+  uint8_t address_bytes;   // 1..kMaxHandleAddressBytes
+  uint8_t endpoint_type;   // 0 rdm (connected endpoints export no reach)
+  uint16_t reserved;       // zero
+  uint32_t provider_hash;  // CRC-32 of the provider name
+};
+static_assert(sizeof(KeyReach) == 8);
 
 struct RemoteKey {
   bool virt_addr = false;
@@ -248,6 +270,9 @@ struct RemoteKey {
   uint64_t mr_offset = 0;
   uint64_t device_token = 0;
   std::vector<uint64_t> keys;  // one per rail
+  // The owner's rail-0 control address and provider (empty: the key carries no reach).
+  std::vector<uint8_t> reach;
+  uint32_t provider_hash = 0;
 };
 
 std::vector<uint8_t> encode_key(const RemoteKey& k);

@@ -32,6 +32,11 @@ Result<std::unique_ptr<RailEndpoint>> RailEndpoint::open(fabric::Domain& domain,
     XPORT_ASSIGN_OR_RETURN(
         e->flush_, memory::BufferPool::create(domain, e->endpoint_.get(), 1, kFlushBufferBytes,
                                               FI_READ, fabric::OpType::flush, e.get(), rail));
+    // A native atomic's operand is read (FI_WRITE) and its result written (FI_READ) locally.
+    XPORT_ASSIGN_OR_RETURN(
+        e->atomic_, memory::BufferPool::create(domain, e->endpoint_.get(), kAtomicSlots,
+                                               kAtomicSlotBytes, FI_READ | FI_WRITE,
+                                               fabric::OpType::atomic, e.get(), rail));
     XPORT_ASSIGN_OR_RETURN(auto self, e->endpoint_->address());
     XPORT_ASSIGN_OR_RETURN(e->self_, av->insert(self));
   }
@@ -53,6 +58,7 @@ void RailEndpoint::close_endpoint() {
     if (rx_) rx_->close_registration();
     if (tx_) tx_->close_registration();
     if (flush_) flush_->close_registration();
+    if (atomic_) atomic_->close_registration();
   }
   endpoint_.reset();
 }
@@ -65,6 +71,7 @@ RailEndpoint::~RailEndpoint() {
   rx_.reset();
   tx_.reset();
   flush_.reset();
+  atomic_.reset();
 }
 
 }  // namespace xport::rail

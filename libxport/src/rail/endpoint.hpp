@@ -39,6 +39,8 @@ class RailEndpoint {
   memory::BufferPool& rx() { return *rx_; }
   memory::BufferPool& tx() { return *tx_; }
   memory::BufferPool* flush_target() { return flush_.get(); }
+  // Data endpoints: slots for native atomics' operand, compare and result words.
+  memory::BufferPool* atomic_slots() { return atomic_.get(); }
   fi_addr_t self() const { return self_; }  // own address (RDM data endpoints), for flush reads
   uint8_t rail() const { return rail_; }
   const std::string& label() const { return label_; }
@@ -63,6 +65,7 @@ class RailEndpoint {
   std::unique_ptr<memory::BufferPool> rx_;
   std::unique_ptr<memory::BufferPool> tx_;
   std::unique_ptr<memory::BufferPool> flush_;
+  std::unique_ptr<memory::BufferPool> atomic_;
   fi_addr_t self_ = FI_ADDR_UNSPEC;
   bool mr_endpoint_ = false;
   uint8_t rail_ = 0;
@@ -71,5 +74,9 @@ class RailEndpoint {
 
 // One slot: flush() reads a few bytes of a received buffer into it.
 inline constexpr size_t kFlushBufferBytes = 64;
+// Native atomics in flight per data endpoint, each with a slot for its operand, compare value and
+// result (local access only, like every bounce buffer).
+inline constexpr size_t kAtomicSlots = 128;
+inline constexpr size_t kAtomicSlotBytes = 32;
 
 }  // namespace xport::rail

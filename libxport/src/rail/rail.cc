@@ -37,10 +37,12 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
 }
 
 size_t Rail::registered_bytes(const RailConfig& c) {
-  // Mirrors open(): two endpoints with rx + tx pools each, one 64-byte flush target.
+  // Mirrors open(): two endpoints with rx + tx pools each, one 64-byte flush target and the
+  // data endpoint's atomic slots.
   const size_t endpoint = memory::BufferPool::footprint(c.rx_buffers, c.buffer_bytes) +
                           memory::BufferPool::footprint(c.tx_buffers, c.buffer_bytes);
-  return 2 * endpoint + memory::BufferPool::footprint(1, kFlushBufferBytes);
+  return 2 * endpoint + memory::BufferPool::footprint(1, kFlushBufferBytes) +
+         memory::BufferPool::footprint(kAtomicSlots, kAtomicSlotBytes);
 }
 
 Rail::~Rail() {

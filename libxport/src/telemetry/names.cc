@@ -98,6 +98,22 @@ constexpr CounterName kNames[] = {
      "posts queued for progress (provider busy, no bounce buffer or CQ room)"},
     {CounterId::device_overflow_copies, "xport_device_overflow_copies_total", counter, kNone, "",
      "early eager messages copied out of their receive buffer"},
+    {CounterId::device_window_streams, "xport_device_window_streams", gauge, kNone, "",
+     "one-sided window streams open (this device's and its peers')"},
+    {CounterId::device_window_acks_sent, "xport_device_window_acks_sent_total", counter, kNone, "",
+     "window acknowledgements and atomic results sent to initiators"},
+    {CounterId::device_window_ops_held, "xport_device_window_ops_held_total", counter, kNone, "",
+     "window operations held at the initiator (fence, ordering, credits)"},
+    {CounterId::device_signals_applied, "xport_device_signals_applied_total", counter, kNone, "",
+     "signals applied here as a window target"},
+    {CounterId::device_atomics_native, "xport_device_atomics_native_total", counter, kNone, "",
+     "native (FI_ATOMIC) window atomics issued"},
+    {CounterId::device_atomics_emulated, "xport_device_atomics_emulated_total", counter, kNone, "",
+     "emulated window atomics issued"},
+    {CounterId::device_atomics_applied, "xport_device_atomics_applied_total", counter, kNone, "",
+     "emulated window atomics applied here"},
+    {CounterId::device_notifications, "xport_device_window_notifications_total", counter, kNone, "",
+     "transfer notifications delivered here"},
 };
 
 constexpr const char* kLabelNames[] = {

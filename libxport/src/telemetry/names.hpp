@@ -100,6 +100,15 @@ enum class CounterId : uint16_t {
   device_keepalives_sent = 73,
   device_deferred_posts = 74,
   device_overflow_copies = 75,
+  // device: one-sided windows (issue 12: 120-159)
+  device_window_streams = 120,
+  device_window_acks_sent = 121,
+  device_window_ops_held = 122,
+  device_signals_applied = 123,
+  device_atomics_native = 124,
+  device_atomics_emulated = 125,
+  device_atomics_applied = 126,
+  device_notifications = 127,
 };
 
 struct CounterName {

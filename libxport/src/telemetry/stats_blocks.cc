@@ -52,6 +52,14 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   dev.counter(CounterId::device_keepalives_sent, stats.keepalives_sent);
   dev.counter(CounterId::device_deferred_posts, stats.deferred_posts);
   dev.counter(CounterId::device_overflow_copies, stats.overflow_copies);
+  dev.counter(CounterId::device_window_streams, stats.window_streams);
+  dev.counter(CounterId::device_window_acks_sent, stats.window_acks_sent);
+  dev.counter(CounterId::device_window_ops_held, stats.window_ops_held);
+  dev.counter(CounterId::device_signals_applied, stats.signals_applied);
+  dev.counter(CounterId::device_atomics_native, stats.atomics_native);
+  dev.counter(CounterId::device_atomics_emulated, stats.atomics_emulated);
+  dev.counter(CounterId::device_atomics_applied, stats.atomics_applied);
+  dev.counter(CounterId::device_notifications, stats.notifications);
   out.push_back(dev.record());
 
   std::map<std::pair<std::string, std::string>, EndpointStats> endpoints;

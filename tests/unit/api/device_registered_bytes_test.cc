@@ -21,8 +21,8 @@ class RegisteredBytesKnobs : public ::testing::Test {
 TEST_F(RegisteredBytesKnobs, DefaultsAndScaling) {
   core::reload_knobs();
   // Defaults: 256 rx + 256 tx slots of 40 + 8192 bytes (rounded to 8256) on two endpoints, plus
-  // one page of flush buffer.
-  const size_t one = 2 * (2 * 256 * 8256) + 4096;
+  // one page of flush buffer and two pages of native atomic slots (operand, compare, result).
+  const size_t one = 2 * (2 * 256 * 8256) + 4096 + 8192;
   EXPECT_EQ(device_registered_bytes(), one);
   EXPECT_EQ(device_registered_bytes(4), 4 * one);
   EXPECT_EQ(device_registered_bytes(0), 0u);
@@ -31,7 +31,7 @@ TEST_F(RegisteredBytesKnobs, DefaultsAndScaling) {
   setenv("XPORT_RX_BUFFERS", "128", 1);
   core::reload_knobs();
   const size_t slot = (40 + 65536 + 63) / 64 * 64;
-  EXPECT_EQ(device_registered_bytes(), 2 * (128 * slot + 256 * slot) + 4096);
+  EXPECT_EQ(device_registered_bytes(), 2 * (128 * slot + 256 * slot) + 4096 + 8192);
 
   // A tiny eager limit still leaves room for the largest control message (a CONN_REQ).
   setenv("XPORT_EAGER_MAX", "0", 1);

@@ -28,7 +28,8 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   size_t opened = 0;
   for (RailEndpoint* ep : {(*rail)->data(), (*rail)->control()}) {
     ASSERT_NE(ep, nullptr);
-    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target());
+    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
+              pool_bytes(ep->atomic_slots());
   }
   EXPECT_EQ(Rail::registered_bytes(rc), opened);
   EXPECT_EQ(opened % 4096, 0u);

@@ -1,0 +1,353 @@
+// The engine's one-sided calls (the public Window's): opening windows, issuing operations with
+// the caller's local ranges checked, and the waits, each with its deadline.
+#include <atomic>
+
+#include "core/log.hpp"
+#include "proto/engine.hpp"
+
+namespace xport::proto {
+
+// The caller took an opener reference on the stream (openers) under the lock that found or made
+// it: until this call turns it into a window, progress does not close the stream as unused (it
+// did, between the two locks, when the answer came in between: "the stream vanished").
+Result<uint32_t> Engine::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
+  Status st = wait_until(
+      deadline,
+      [&] {
+        OutStream* s = one_sided_.streams().find(stream);
+        return s == nullptr || s->phase != StreamPhase::connecting;
+      },
+      "window: the peer did not answer the window request before the deadline (is it alive "
+      "and progressing?)");
+  Lock l(core_);
+  OutStream* s = one_sided_.streams().find(stream);
+  if (s != nullptr && s->openers > 0) s->openers -= 1;
+  if (!st.ok()) {
+    one_sided_.streams().abandon(stream, st);
+    return st;
+  }
+  if (s == nullptr) return core::error(Code::internal, "window: the stream vanished");
+  if (s->phase == StreamPhase::failed) return s->error;
+  CommState* c = comm ? core_.comm(comm) : nullptr;
+  if (comm && c == nullptr) return core::error(Code::closed, "window: the communicator closed");
+  return one_sided_.windows().make(*s, c);
+}
+
+Result<uint32_t> Engine::open_window(CommId comm, Deadline deadline) {
+  uint32_t stream = 0;
+  {
+    Lock l(core_);
+    CommState* c = core_.comm(comm);
+    if (c == nullptr || c->user_closed) {
+      return core::error(Code::invalid_argument, "window: communicator ", comm.index,
+                         " is not open");
+    }
+    if (c->phase != Phase::ready) {
+      return c->phase == Phase::failed
+                 ? c->error
+                 : core::error(Code::invalid_argument, "window: communicator is not connected");
+    }
+    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_comm(*c));
+    s->openers += 1;  // (finish_open drops it)
+    stream = s->id;
+  }
+  return finish_open(stream, comm, deadline);
+}
+
+Result<uint32_t> Engine::open_window_to(const std::vector<uint8_t>& bytes, Deadline deadline) {
+  auto h = decode_handle(bytes);
+  if (!h) return h.status().with_context("window");
+  if (h->endpoint_type != 0) {
+    return core::error(Code::unsupported, "window: the handle is for connected endpoints: open "
+                       "windows over a communicator there");
+  }
+  uint32_t stream = 0;
+  {
+    Lock l(core_);
+    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
+                                              h->device_token, h->provider_hash, h->address));
+    s->openers += 1;  // (finish_open drops it)
+    stream = s->id;
+  }
+  return finish_open(stream, CommId{}, deadline);
+}
+
+Result<uint32_t> Engine::open_window_to(const RemoteKey& key, Deadline deadline) {
+  if (key.reach.empty()) {
+    return core::error(Code::invalid_argument, "window: the key carries no address of the "
+                       "device that exported it (exported over connected endpoints?)");
+  }
+  uint32_t stream = 0;
+  {
+    Lock l(core_);
+    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
+                                              key.device_token, key.provider_hash, key.reach));
+    s->openers += 1;  // (finish_open drops it)
+    stream = s->id;
+  }
+  return finish_open(stream, CommId{}, deadline);
+}
+
+void Engine::close_window(uint32_t id) {
+  Lock l(core_);
+  one_sided_.windows().close(id);
+}
+
+Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, const char* what) {
+  if (offset > region.view_length || region.view_length - offset < sizeof(uint64_t)) {
+    return core::error(Code::invalid_argument, what, ": the word at offset ", offset,
+                       " is outside the local region of ", region.view_length, " bytes");
+  }
+  auto* p = const_cast<uint8_t*>(region.view_base) + offset;
+  XPORT_RETURN_IF_ERROR(check_local(region, p, sizeof(uint64_t), what));
+  if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
+    return core::error(Code::invalid_argument, what, ": the word at offset ", offset, " (",
+                       static_cast<void*>(p), ") is not 8-byte aligned");
+  }
+  return reinterpret_cast<uint64_t*>(p);
+}
+
+Result<Signals::Spec> Engine::signal_spec(const SignalRequest& r, const char* what) {
+  Signals::Spec spec;
+  spec.key = r.key;
+  spec.offset = r.offset;
+  spec.value = r.value;
+  spec.op = r.op;
+  spec.strong = r.strong;
+  if (r.counter != nullptr) {
+    XPORT_ASSIGN_OR_RETURN(spec.counter, local_word(*r.counter, r.counter_offset, what));
+    spec.counter_region = *r.counter->region;
+  }
+  return spec;
+}
+
+Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuffer& local,
+                             size_t loff, const RemoteKey& remote, size_t roff, size_t len,
+                             const SignalRequest* signal) {
+  const char* what = op == fabric::OpType::get ? "get" : signal != nullptr ? "put_signal" : "put";
+  Lock l(core_);
+  if (loff > local.view_length || len > local.view_length - loff) {
+    return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
+                       ") is outside the local region of ", local.view_length, " bytes");
+  }
+  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
+  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  if (signal == nullptr) {
+    return one_sided_.rma(window, op, *local.region, p, len, remote, roff, nullptr);
+  }
+  XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(*signal, what));
+  return one_sided_.rma(window, op, *local.region, p, len, remote, roff, &spec);
+}
+
+Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t loff,
+                             const RemoteKey& remote, size_t roff, size_t len,
+                             const SignalRequest* signal) {
+  return rma(window, fabric::OpType::put, local, loff, remote, roff, len, signal);
+}
+
+Result<uint64_t> Engine::get(uint32_t window, const LocalBuffer& local, size_t loff,
+                             const RemoteKey& remote, size_t roff, size_t len) {
+  return rma(window, fabric::OpType::get, local, loff, remote, roff, len, nullptr);
+}
+
+Result<uint64_t> Engine::signal(uint32_t window, const SignalRequest& signal) {
+  const char* what = signal.counter != nullptr ? "signal_counter" : "signal";
+  Lock l(core_);
+  XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(signal, what));
+  return one_sided_.signals().signal(window, spec, what);
+}
+
+Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
+                                size_t roff, uint64_t operand, uint64_t compare,
+                                uint64_t* result) {
+  if (static_cast<uint8_t>(op) >= kWindowAtomicOps) {
+    return core::error(Code::invalid_argument, "atomic: unknown operation ", int(op));
+  }
+  Lock l(core_);
+  return one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
+}
+
+Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferItem>& items,
+                                  const std::vector<uint8_t>& notification) {
+  Lock l(core_);
+  std::vector<Transfers::Item> checked;
+  checked.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TransferItem& it = items[i];
+    const std::string what = core::str("transfer item ", i);
+    if (it.local == nullptr) {
+      return core::error(Code::invalid_argument, what, ": no local Region");
+    }
+    const LocalBuffer& local = *it.local;
+    if (it.local_offset > local.view_length || it.length > local.view_length - it.local_offset) {
+      return core::error(Code::invalid_argument, what, ": local range [", it.local_offset, ", +",
+                         it.length, ") is outside the local region of ", local.view_length,
+                         " bytes");
+    }
+    uint8_t* p = const_cast<uint8_t*>(local.view_base) + it.local_offset;
+    XPORT_RETURN_IF_ERROR(check_local(local, p, it.length, what.c_str()));
+    checked.push_back({it.put ? fabric::OpType::put : fabric::OpType::get, *local.region, p,
+                       it.length, it.remote, it.remote_offset});
+  }
+  return one_sided_.transfers().post(window, checked, notification);
+}
+
+Status Engine::fence(uint32_t window) {
+  Lock l(core_);
+  Status err;
+  WindowState* w = one_sided_.windows().usable(window, "fence", &err);
+  if (w == nullptr) return err;
+  one_sided_.streams().fence(*one_sided_.streams().find(w->stream));
+  return Status::success();
+}
+
+Status Engine::quiet(uint32_t window, Deadline deadline) {
+  Ticket target = 0;
+  {
+    Lock l(core_);
+    WindowState* w = one_sided_.windows().find(window);
+    if (w == nullptr || w->closed) {
+      return core::error(Code::invalid_argument, "quiet: window ", window, " is not open");
+    }
+    // Only what was issued before this call: concurrent issuers cannot keep it waiting.
+    target = w->next_ticket;
+    if (one_sided_.windows().quiet_done(*w, target)) {
+      return one_sided_.windows().take_error(*w, target);
+    }
+    // Delivery is known from the target's acknowledgement: ask for it now.
+    if (OutStream* s = one_sided_.streams().find(w->stream)) {
+      one_sided_.streams().request_ack(*s, s->next_seq);
+    }
+  }
+  Status s = wait_until(
+      deadline,
+      [&] {
+        WindowState* w = one_sided_.windows().find(window);
+        if (w == nullptr) return true;
+        if (OutStream* st = one_sided_.streams().find(w->stream); st != nullptr && st->held.empty()) {
+          one_sided_.streams().request_ack(*st, st->next_seq);
+        }
+        return one_sided_.windows().quiet_done(*w, target);
+      },
+      "quiet");
+  Lock l(core_);
+  WindowState* w = one_sided_.windows().find(window);
+  if (w == nullptr) return core::error(Code::closed, "quiet: the window closed meanwhile");
+  if (!s.ok()) {
+    uint64_t left = 0;
+    for (const auto& [t, ts] : w->tickets) left += t < target;
+    return core::error(Code::timeout, "quiet: ", left, " operations issued before it were not "
+                       "yet delivered or applied at the deadline");
+  }
+  return one_sided_.windows().take_error(*w, target);
+}
+
+Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline) {
+  Status outcome;
+  Status s = wait_until(
+      deadline,
+      [&] {
+        WindowState* w = one_sided_.windows().find(window);
+        if (w == nullptr) {
+          outcome = core::error(Code::invalid_argument, "wait_local: window ", window,
+                                " is not open");
+          return true;
+        }
+        auto r = one_sided_.windows().local_state(*w, ticket, false);
+        if (!r.ok()) {
+          outcome = r.status();
+          return true;
+        }
+        return *r == 1;
+      },
+      "wait_local");
+  if (!s.ok()) {
+    return core::error(Code::timeout, "wait_local: operation ", ticket, " on window ", window,
+                       " was not locally complete at the deadline");
+  }
+  return outcome;
+}
+
+Result<int> Engine::check(uint32_t window, uint64_t ticket) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  WindowState* w = one_sided_.windows().find(window);
+  if (w == nullptr || w->closed) {
+    return core::error(Code::invalid_argument, "check: window ", window, " is not open");
+  }
+  return one_sided_.windows().local_state(*w, ticket, true);
+}
+
+Status Engine::wait_word(uint32_t window, const LocalBuffer& region, size_t offset,
+                         uint64_t value, Deadline deadline, const char* what) {
+  uint64_t* word = nullptr;
+  {
+    Lock l(core_);
+    XPORT_ASSIGN_OR_RETURN(word, local_word(region, offset, what));
+    WindowState* w = one_sided_.windows().find(window);
+    if (w == nullptr || w->closed) {
+      return core::error(Code::invalid_argument, what, ": window ", window, " is not open");
+    }
+    // While someone waits, the window's peer is watched (keepalives): its loss ends the wait.
+    w->waiters += 1;
+  }
+  Status lost;
+  Status s = wait_until(
+      deadline,
+      [&] {
+        if (reached(std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire), value)) {
+          return true;
+        }
+        WindowState* w = one_sided_.windows().find(window);
+        if (w != nullptr && w->peer != nullptr && w->peer->dead) {
+          lost = core::error(Code::peer_lost, what, ": the window's peer is lost (",
+                             w->peer->death, ")");
+          return true;
+        }
+        OutStream* st = w != nullptr ? one_sided_.streams().find(w->stream) : nullptr;
+        if (st != nullptr && st->phase == StreamPhase::failed) {  // its connection failed...
+          lost = st->error.with_context(what);
+          return true;
+        }
+        return false;
+      },
+      what);
+  Lock l(core_);
+  if (WindowState* w = one_sided_.windows().find(window); w != nullptr && w->waiters > 0) {
+    w->waiters -= 1;
+  }
+  if (!lost.ok()) return lost;
+  if (!s.ok()) {
+    return core::error(Code::timeout, what, ": the word at offset ", offset, " is ",
+                       std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire),
+                       ", it did not reach ", value, " before the deadline");
+  }
+  return Status::success();
+}
+
+Result<uint64_t> Engine::read_word(const LocalBuffer& region, size_t offset, const char* what) {
+  XPORT_ASSIGN_OR_RETURN(uint64_t * word, local_word(region, offset, what));
+  return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+std::vector<std::vector<uint8_t>> Engine::take_notifications(uint32_t window) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  return one_sided_.transfers().take(window);
+}
+
+uint64_t Engine::window_issued(uint32_t window) const {
+  Lock l(core_);
+  auto it = core_.windows.find(window);
+  return it != core_.windows.end() ? it->second->issued : 0;
+}
+
+uint64_t Engine::window_completed(uint32_t window) const {
+  Lock l(core_);
+  auto it = core_.windows.find(window);
+  return it != core_.windows.end() ? it->second->completed : 0;
+}
+
+}  // namespace xport::proto

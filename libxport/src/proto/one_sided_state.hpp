@@ -1,0 +1,203 @@
+// The state of one-sided windows (part of the engine's Core, under its lock): windows with their
+// provider operations and tickets, the per-peer streams that number and order what windows send
+// (initiator side: OutStream) and count what lands (target side: InStream), and the operations
+// waiting on either side. docs/semantics.md ("One-sided") states what they promise.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "fabric/op_context.hpp"
+#include "memory/buffer_pool.hpp"
+#include "memory/registry.hpp"
+#include "pool/channel.hpp"
+#include "pool/comm_table.hpp"
+#include "pool/peer.hpp"
+#include "proto/wire_one_sided.hpp"
+
+namespace xport::proto {
+
+using pool::CommId;
+using Ticket = uint64_t;
+
+// One provider operation of a window: a put or get stripe, or a native atomic.
+struct WindowOp {
+  fabric::OpContext ctx;  // ctx.seq: its ticket; ctx.stripe: its stripe; ctx.owner: the window
+  memory::RegionRef region;
+  memory::Buffer* scratch = nullptr;  // native atomic: its operand / compare / result slot
+  uint64_t* result = nullptr;         // native atomic: where the fetched value goes
+  uint64_t uncounted = 0;             // get or native atomic: its ordinal in the stream (0: none)
+  uint8_t atomic_op = 0;              // native atomic: its WindowAtomicOp
+  bool busy = false;
+};
+
+// An operation a window issued, until it is complete at every level it has.
+struct TicketState {
+  uint32_t local_left = 0;    // its pieces not yet locally complete (posted or waiting)
+  uint64_t need_seq = 0;      // remotely complete once the stream's done mark reaches this
+  uint32_t results_left = 0;  // emulated atomics whose answer has not come
+  bool fetch = false;         // a fetching atomic: local completion is its value in place
+  bool transfer = false;      // a transfer: check() reports it
+  uint64_t* result = nullptr;              // emulated fetching atomic: where the value goes
+  memory::RegionRef counter_region;        // a counter to add 1 to once remotely complete
+  uint64_t* counter = nullptr;
+  Status error;
+  bool local_done() const { return local_left == 0 && (!fetch || results_left == 0); }
+};
+
+struct WindowState {
+  uint32_t id = 0;
+  CommId comm;                 // the communicator it was opened from, if any (held)
+  pool::Peer* peer = nullptr;  // a reference is held
+  std::vector<pool::Path> paths;
+  uint32_t stream = 0;         // its OutStream
+  uint32_t next_stripe = 0;
+  Ticket next_ticket = 1;      // issued operations are numbered from 1
+  uint64_t completed = 0;      // provider operations completed
+  uint64_t issued = 0;         // provider operations issued
+  Status first_error;          // since the last quiet
+  std::vector<WindowOp> ops;
+  std::vector<uint32_t> free;
+  std::map<Ticket, TicketState> tickets;  // not yet complete
+  std::map<Ticket, Status> failed;        // failed since the last quiet
+  uint32_t waiters = 0;        // calls waiting on a word it watches (the peer is waited on)
+  bool closed = false;
+  bool busy() const { return free.size() != ops.size() || !tickets.empty(); }
+};
+
+// What a later operation must wait for at the initiator (a fence, or a strong signal behind gets
+// and native atomics): the target's done mark, and the completion of every uncounted operation
+// (gets, native atomics) numbered below a mark.
+struct Barrier {
+  uint64_t counted = 0;
+  uint64_t uncounted = 0;
+};
+
+enum class PieceKind : uint8_t {
+  write, read, signal, emulated_atomic, native_atomic, notify,
+  fence,  // a fence issued while pieces were queued: takes effect when it reaches the head
+  sync,   // asks the target for an acknowledgement of everything before it (a transfer's end)
+};
+
+// One operation (or a transfer's item) on its way out: sent at once, or held in its stream's
+// queue (in issue order) until credits, fences and strong ordering let it go.
+struct Piece {
+  uint32_t window = 0;
+  Ticket ticket = 0;
+  PieceKind kind = PieceKind::write;
+  uint8_t op = 0;        // WindowSignalOp / WindowAtomicOp
+  uint8_t flags = 0;     // WindowFlags
+  Barrier after;
+  // writes and reads: the local range, its stripes' window operations, the remote address
+  uint8_t* local = nullptr;
+  size_t len = 0;
+  memory::RegionRef region;
+  uint32_t stripes = 0;
+  std::array<uint32_t, kMaxRails> ops{};
+  uint64_t raddr = 0;
+  std::array<uint64_t, kMaxRails> keys{};
+  uint32_t rails = 0;    // rails the remote key covers
+  bool with_signal = false;  // a put_signal: its signal follows the writes
+  // signals and atomics: the target word (its address and rail-0 key) and operands
+  uint64_t word = 0;
+  uint64_t word_key = 0;
+  uint64_t operand = 0;
+  uint64_t compare = 0;
+  std::vector<uint8_t> payload;  // a notification
+  uint32_t seqs() const {
+    switch (kind) {
+      case PieceKind::write: return stripes + (with_signal ? 1 : 0);
+      case PieceKind::signal:
+      case PieceKind::emulated_atomic:
+      case PieceKind::notify: return 1;
+      default: return 0;
+    }
+  }
+};
+
+enum class StreamPhase : uint8_t { connecting, ready, failed };
+
+// The initiator side of a stream: everything this device's windows send to one peer device
+// (connected endpoints: to one connection), numbered in one sequence.
+struct OutStream {
+  uint32_t id = 0;
+  uint8_t gen = 0;
+  pool::Peer* peer = nullptr;  // a reference is held
+  CommId via;                  // connected endpoints: the communicator whose connection it uses
+  std::vector<pool::Path> paths;
+  StreamPhase phase = StreamPhase::connecting;
+  Status error;
+  uint64_t nonce = 0;
+  uint16_t target = 0;         // the target's InStream
+  uint8_t target_gen = 0;
+  uint32_t credits = 0;        // numbers beyond the done mark it may have out
+  unsigned seq_bits = 0;
+  uint64_t next_seq = 0;
+  uint64_t done = 0;           // the target's done mark, as last heard
+  uint64_t sync_sent = 0;      // the highest mark a win_sync asked for
+  uint64_t next_uncounted = 1; // ordinals of gets and native atomics
+  uint32_t uncounted_inflight = 0;
+  Barrier fence;               // operations issued from now on wait for it
+  std::deque<Piece> held;
+  uint32_t next_control = 0;
+  int windows = 0;
+  int openers = 0;             // window opens waiting on it (it stays while they wait)
+  std::chrono::steady_clock::time_point opened{};
+  // Emulated atomics waiting for their answer, by sequence number modulo credits.
+  struct Awaiting {
+    uint64_t seq = 0;
+    uint32_t window = 0;
+    Ticket ticket = 0;
+    bool valid = false;
+  };
+  std::vector<Awaiting> awaiting;
+  uint32_t awaiting_count = 0;
+};
+
+// A message of a stream that arrived before its turn (copied out of its receive buffer).
+struct WaitingOp {
+  MsgHeader h{};
+  WindowOperand operand{};
+  std::vector<uint8_t> payload;
+};
+
+// The target side of a stream: what one initiator's windows sent here, counted by sequence number.
+struct InStream {
+  uint16_t index = 0;
+  uint8_t gen = 0;
+  pool::Peer* peer = nullptr;  // a reference is held
+  CommId via;                  // connected endpoints: the communicator of its connection (held)
+  pool::Channel* reply = nullptr;
+  uint16_t initiator = 0;      // the initiator's OutStream
+  uint8_t initiator_gen = 0;
+  uint64_t nonce = 0;
+  uint32_t credits = 0;
+  unsigned seq_bits = 0;
+  uint64_t done = 0;           // every operation below it is done
+  std::vector<uint8_t> landed; // credits flags: [done, done + credits) landed or applied
+  std::deque<WaitingOp> waiting;
+  uint64_t acked = 0;          // the done mark last sent
+  uint64_t sync_wanted = 0;    // acknowledge once the done mark reaches it (win_sync, counters)
+  uint32_t cq_reserved = 0;    // CQ room held on every rail for its writes
+  std::deque<std::vector<uint8_t>> notes;  // notifications not yet taken
+};
+
+// A window provider operation that met -FI_EAGAIN or found no CQ room: posted by progress.
+struct PendingRma {
+  uint32_t window = 0;
+  uint32_t op = 0;  // index in the window's ops
+  uint8_t* local = nullptr;
+  size_t len = 0;
+  uint64_t raddr = 0;
+  uint64_t key = 0;
+  uint64_t data = 0;       // a write's remote CQ data
+  bool atomic = false;     // a native atomic (its operands are in its window operation)
+  std::chrono::steady_clock::time_point since{};
+};
+
+}  // namespace xport::proto

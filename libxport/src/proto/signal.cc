@@ -1,0 +1,120 @@
+// Signals: issued alone or after a put's data, applied by the target in their turn.
+#include "proto/signal.hpp"
+
+#include <atomic>
+
+#include "core/log.hpp"
+#include "proto/one_sided.hpp"
+
+namespace xport::proto {
+
+Status Signals::check(const WindowState& w, const Spec& spec, const char* what) const {
+  if (spec.key == nullptr) {
+    return core::error(Code::invalid_argument, what, ": empty RemoteRegion for the signal");
+  }
+  return os_.windows().check_remote_word(w, *spec.key, spec.offset, what);
+}
+
+void Signals::fill(Piece& p, TicketState& t, const Spec& spec) const {
+  p.op = static_cast<uint8_t>(spec.op);
+  p.flags = static_cast<uint8_t>((spec.strong ? kWinStrong : 0) |
+                                 (spec.counter != nullptr ? kWinAckNow : 0));
+  p.word = Windows::remote_address(*spec.key, spec.offset);
+  p.word_key = spec.key->keys[0];
+  p.operand = spec.value;
+  if (spec.counter != nullptr) {
+    t.counter = spec.counter;
+    t.counter_region = spec.counter_region;
+  }
+}
+
+Result<Ticket> Signals::signal(uint32_t window, const Spec& spec, const char* what) {
+  Status err;
+  WindowState* w = os_.windows().usable(window, what, &err);
+  if (w == nullptr) return err;
+  XPORT_RETURN_IF_ERROR(check(*w, spec, what));
+  OutStream* s = os_.streams().find(w->stream);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, os_.windows().begin(*w, what));
+  TicketState& ts = *os_.windows().ticket(*w, t);
+  Piece p;
+  p.window = w->id;
+  p.ticket = t;
+  p.kind = PieceKind::signal;
+  fill(p, ts, spec);
+  // Strong: behind every earlier operation to the peer, gets and native atomics included (the
+  // target orders the counted ones; these are waited for here).
+  if (spec.strong) p.after.uncounted = s->next_uncounted;
+  ts.local_left = 1;
+  os_.streams().submit(*s, std::move(p));
+  return t;
+}
+
+void Signals::send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_from) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(MsgType::win_signal);
+  h.version = kWireVersion;
+  h.seq = seq;
+  h.length = (p.flags & kWinStrong) ? 0 : cover_from;
+  h.slot = static_cast<uint16_t>(p.op | (p.flags << 8));
+  h.aux = p.word;
+  h.aux2 = p.word_key;
+  std::vector<uint8_t> body(sizeof(uint64_t));
+  std::memcpy(body.data(), &p.operand, sizeof(uint64_t));
+  Status st = os_.streams().send(s, h, &body);
+  if (st.ok()) return;
+  // Its number is taken: without it the target's count would stop there.
+  if (WindowState* w = os_.windows().find(p.window)) {
+    os_.windows().fail(*w, p.ticket, st.with_context("signal"));
+  }
+  os_.streams().fail(s, st.with_context("signal"));
+}
+
+uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status) const {
+  memory::RegionState* r = core_.registry->find_by_key(key);
+  if (r == nullptr) {
+    *status = WindowStatus::no_region;
+    return nullptr;
+  }
+  const auto base = reinterpret_cast<uint64_t>(r->base);
+  const uint64_t offset = r->virt_addr ? address - base : address;
+  if ((r->virt_addr && address < base) || offset > r->length ||
+      r->length - offset < sizeof(uint64_t)) {
+    *status = WindowStatus::outside;
+    return nullptr;
+  }
+  uint8_t* p = r->base + offset;
+  if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
+    *status = WindowStatus::unaligned;
+    return nullptr;
+  }
+  *status = WindowStatus::ok;
+  return reinterpret_cast<uint64_t*>(p);
+}
+
+void Signals::apply(InStream& in, const MsgHeader& h, uint64_t operand) {
+  WindowStatus st = WindowStatus::ok;
+  uint64_t* word = resolve(h.aux, h.aux2, &st);
+  if (word == nullptr) {
+    // The initiator checked the word against the key it had: the region went since.
+    XPORT_LOG(info, "window signal ", h.seq, " not applied: ",
+              window_status_text(static_cast<uint8_t>(st)));
+    MsgHeader r{};
+    r.type = static_cast<uint8_t>(MsgType::win_result);
+    r.version = kWireVersion;
+    r.seq = h.seq;
+    r.length = in.done;
+    r.slot = static_cast<uint16_t>(st);
+    os_.streams().reply(in, r);
+    return;
+  }
+  // The waiter reads with acquire: the data this signal covers is visible before it.
+  std::atomic_ref<uint64_t> a(*word);
+  if (static_cast<WindowSignalOp>(h.slot & 0xff) == WindowSignalOp::set) {
+    a.store(operand, std::memory_order_release);
+  } else {
+    a.fetch_add(operand, std::memory_order_release);
+  }
+  ++core_.counters.signals_applied;
+}
+
+}  // namespace xport::proto

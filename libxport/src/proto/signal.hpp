@@ -1,0 +1,46 @@
+// Signals: 64-bit words in a target's registered memory, added to or set by a window's signal
+// (alone, or after a put's data) once its turn comes at the target, and read and waited on by
+// the target with wrap-safe comparisons. A counter variant counts, in a local word, the signal's
+// remote completion (the target's acknowledgement that it was applied).
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class OneSided;
+
+class Signals {
+ public:
+  Signals(Core& core, OneSided& os) : core_(core), os_(os) {}
+
+  struct Spec {
+    const RemoteKey* key = nullptr;  // the signal word's region (at the window's peer)
+    size_t offset = 0;
+    uint64_t value = 0;
+    WindowSignalOp op = WindowSignalOp::add;
+    bool strong = true;              // covers every earlier operation to the peer
+    memory::RegionRef counter_region;  // counter variants: a local word counting completion
+    uint64_t* counter = nullptr;
+  };
+
+  // A signal without data.
+  Result<Ticket> signal(uint32_t window, const Spec& spec, const char* what);
+  // Checks of the word (inside the key's region, aligned, the peer's).
+  Status check(const WindowState& w, const Spec& spec, const char* what) const;
+  // The piece fields of a signal; attaches its counter to the ticket.
+  void fill(Piece& p, TicketState& t, const Spec& spec) const;
+  // The win_signal message of a piece released with number `seq`.
+  void send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_from);
+
+  // Target: the word a peer names by address and rail-0 key, or nullptr (and why).
+  uint64_t* resolve(uint64_t address, uint64_t key, WindowStatus* status) const;
+  // Target: applies a signal whose turn came.
+  void apply(InStream& in, const MsgHeader& h, uint64_t operand);
+
+ private:
+  Core& core_;
+  OneSided& os_;
+};
+
+}  // namespace xport::proto

@@ -1,0 +1,475 @@
+// Window streams at the initiator: numbering, credits, fences and acknowledgements; progress,
+// failures and teardown of both sides (the target's side is stream_target.cc).
+#include "proto/stream.hpp"
+
+#include <sys/random.h>
+
+#include <algorithm>
+
+#include "core/log.hpp"
+#include "proto/control.hpp"
+#include "proto/one_sided.hpp"
+
+namespace xport::proto {
+namespace {
+
+uint64_t random64() {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+      v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<RailAddresses> Streams::local_addresses() const {
+  std::vector<RailAddresses> out;
+  if (core_.connected_endpoints()) return out;  // the connection is the path
+  for (const auto& r : core_.rails) {
+    RailAddresses a;
+    if (auto d = r->data()->endpoint().address()) a.data = std::move(d).value();
+    if (auto c = r->control()->endpoint().address()) a.control = std::move(c).value();
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// ---- initiator ----
+
+OutStream* Streams::find(uint32_t id) const {
+  auto it = core_.out_streams.find(id);
+  return it != core_.out_streams.end() ? it->second.get() : nullptr;
+}
+
+Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
+  // Ids travel in 16 bits with a 4-bit generation: an id comes back only after 65535 others.
+  uint32_t counter = core_.next_out_stream;
+  uint16_t index = 0;
+  for (int tries = 0; tries < 65536 && index == 0; ++tries, ++counter) {
+    const auto candidate = static_cast<uint16_t>(counter & 0xffff);
+    if (candidate != 0 && core_.out_streams.count(candidate) == 0) index = candidate;
+  }
+  if (index == 0) return core::error(Code::resource, "window: 65535 window streams are open");
+  core_.next_out_stream = counter;
+  auto s = std::make_unique<OutStream>();
+  s->id = index;
+  s->gen = static_cast<uint8_t>(((counter - 1) >> 16) & 0xf);
+  s->peer = peer;
+  core_.ref(peer);
+  if (via != nullptr) {
+    s->via = via->id;
+    s->paths = via->paths;
+    core_.hold(*via);
+  } else {
+    s->paths = peer->paths;
+  }
+  s->nonce = random64();
+  s->opened = Clock::now();
+  OutStream* out = s.get();
+  core_.out_streams[index] = std::move(s);
+  return out;
+}
+
+Status Streams::request(OutStream& s, pool::Channel* ch) {
+  ConnRequest r;
+  ConnBody& b = r.body;
+  b.nonce = s.nonce;
+  b.device_token = core_.device_token;
+  b.stripe_threshold = core_.config.stripe.threshold;
+  b.stripe_min = core_.config.stripe.min;
+  b.stripe_align = core_.config.stripe.align;
+  b.stripe_rails = core_.config.stripe.max_rails;
+  b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+  b.max_requests = core_.config.max_requests;
+  r.rails = local_addresses();
+  std::vector<uint8_t> body = encode_conn_request(r);
+  MsgHeader h = window_header(MsgType::win_req);
+  h.src_comm = static_cast<uint16_t>(s.id);
+  h.src_gen = s.gen;
+  h.slot = static_cast<uint16_t>(core_.cq_data_bytes);  // both ends must agree on the layout
+  h.aux = core_.device_token;
+  h.aux2 = s.nonce;
+  CommState* owner = s.via ? core_.comm(s.via) : nullptr;
+  return core_.control->send(ch, h, &body, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
+}
+
+Result<OutStream*> Streams::for_comm(CommState& c) {
+  if (!c.connection) {
+    for (auto& [id, s] : core_.out_streams) {
+      if (s->peer == c.peer && !s->via && s->phase != StreamPhase::failed) return s.get();
+    }
+  }
+  XPORT_ASSIGN_OR_RETURN(OutStream * s, make(c.peer, c.connection ? &c : nullptr));
+  Status st = request(*s, core_.control_path(c));
+  if (!st.ok()) {
+    fail(*s, st);
+    return st.with_context("window request");
+  }
+  return s;
+}
+
+Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
+                                        const std::vector<uint8_t>& address) {
+  if (hash != provider_hash(core_.caps.provider)) {
+    return core::error(Code::invalid_argument, "window: the peer uses another provider (this "
+                       "device uses '", core_.caps.provider, "')");
+  }
+  if (core_.connected_endpoints()) {
+    return core::error(Code::unsupported, "window: provider ", core_.caps.provider, " uses "
+                       "connected endpoints: open windows over a communicator there");
+  }
+  pool::Peer* peer = core_.peer_for(token);
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->peer == peer && !s->via && s->phase != StreamPhase::failed) return s.get();
+  }
+  core_.ref(peer);  // held across set-up; the stream takes its own
+  if (peer->dead) {  // a device declared dead earlier is asked afresh
+    peer->dead = false;
+    peer->death.clear();
+    peer->last_heard = Clock::now();
+  }
+  Status st;
+  if (peer->paths.empty() || peer->paths[0].control == nullptr) {
+    if (peer->paths.empty()) peer->paths.resize(1);
+    auto ch = core_.channel_to(*peer, 0, true, address);
+    if (ch) peer->paths[0].control = *ch;
+    else st = ch.status();
+  }
+  Result<OutStream*> made = st.ok() ? make(peer, nullptr) : Result<OutStream*>(st);
+  core_.unref(peer);
+  if (!made) return made.status().with_context("window");
+  OutStream* s = *made;
+  st = request(*s, peer->paths[0].control);
+  if (!st.ok()) {
+    fail(*s, st);
+    return st.with_context("window request");
+  }
+  return s;
+}
+
+void Streams::abandon(uint32_t id, const Status& why) {
+  if (OutStream* s = find(id); s != nullptr && s->phase == StreamPhase::connecting) fail(*s, why);
+}
+
+void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
+  OutStream* s = find(h.dst_comm);
+  if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->phase != StreamPhase::connecting ||
+      h.aux2 != s->nonce) {
+    core_.miss(true);  // an answer to a request given up, or a forgery
+    return;
+  }
+  if (h.aux != s->peer->token) {
+    fail(*s, core::error(Code::protocol, "window: the peer answered as device ", std::hex, h.aux,
+                         ", expected ", s->peer->token));
+    return;
+  }
+  if (h.seq == 0) {
+    fail(*s, core::error(Code::resource, "window: the peer refused the stream: ",
+                         window_refusal_text(static_cast<uint8_t>(h.slot))));
+    return;
+  }
+  auto ack = decode_conn_ack(body, len);
+  const unsigned bits = h.slot;
+  if (!ack || bits == 0 || bits > kWideSeqBits || h.length == 0 ||
+      h.length > (uint64_t{1} << bits)) {
+    fail(*s, core::error(Code::protocol, "window: malformed answer (", bits, " sequence bits, ",
+                         h.length, " credits", ack ? "" : ", ",
+                         ack ? "" : ack.status().message(), ")"));
+    return;
+  }
+  if (!s->via) {
+    Status st = core_.set_paths(*s->peer, ack->rails);
+    if (!st.ok()) {
+      fail(*s, std::move(st).with_context("window"));
+      return;
+    }
+    s->paths = s->peer->paths;
+  }
+  s->target = h.src_comm;
+  s->target_gen = static_cast<uint8_t>(h.src_gen & 0xf);
+  s->credits = static_cast<uint32_t>(h.length);
+  s->seq_bits = bits;
+  s->awaiting.assign(s->credits, OutStream::Awaiting{});
+  s->phase = StreamPhase::ready;
+  s->peer->last_heard = Clock::now();
+}
+
+void Streams::release(OutStream& s) {
+  if (s.windows > 0) s.windows -= 1;  // (closed by retry() once idle: callers may hold `s`)
+}
+
+uint64_t Streams::min_uncounted(const OutStream& s) const {
+  if (s.uncounted_inflight == 0) return UINT64_MAX;
+  uint64_t m = UINT64_MAX;
+  for (const auto& [id, w] : core_.windows) {
+    if (w->stream != s.id) continue;
+    for (const WindowOp& o : w->ops) {
+      if (o.busy && o.uncounted != 0 && o.uncounted < m) m = o.uncounted;
+    }
+  }
+  return m;
+}
+
+bool Streams::can_release(OutStream& s, const Piece& p) const {
+  // Credits count from the oldest number whose answer is still awaited (an emulated atomic's
+  // slot is not reused before its win_result came, whatever overtook it).
+  uint64_t base = s.done;
+  if (s.awaiting_count > 0) {
+    for (const auto& a : s.awaiting) {
+      if (a.valid && a.seq < base) base = a.seq;
+    }
+  }
+  if (s.next_seq + p.seqs() > base + s.credits) return false;
+  if (s.done < s.fence.counted) return false;
+  const uint64_t mark = std::max(s.fence.uncounted, p.after.uncounted);
+  return mark == 0 || min_uncounted(s) >= mark;
+}
+
+void Streams::submit(OutStream& s, Piece&& p) {
+  if (s.held.empty() && s.phase == StreamPhase::ready && can_release(s, p)) {
+    const uint64_t base = s.next_seq;
+    s.next_seq += p.seqs();
+    os_.post(s, p, base);
+    return;
+  }
+  ++core_.counters.window_ops_held;
+  s.held.push_back(std::move(p));
+  request_ack(s, s.next_seq);  // credits and fences move with the target's answers
+}
+
+void Streams::fence(OutStream& s) {
+  if (s.held.empty()) {
+    s.fence = Barrier{s.next_seq, s.next_uncounted};
+    request_ack(s, s.next_seq);
+    return;
+  }
+  Piece f;
+  f.kind = PieceKind::fence;
+  f.after.uncounted = s.next_uncounted;
+  s.held.push_back(std::move(f));
+}
+
+void Streams::pump(OutStream& s, size_t& budget) {
+  while (!s.held.empty() && budget > 0 && s.phase == StreamPhase::ready) {
+    Piece& head = s.held.front();
+    if (head.kind == PieceKind::fence) {
+      s.fence = Barrier{s.next_seq, head.after.uncounted};
+      s.held.pop_front();
+      request_ack(s, s.next_seq);
+      continue;
+    }
+    if (!can_release(s, head)) {
+      request_ack(s, s.next_seq);
+      return;
+    }
+    Piece p = std::move(head);
+    s.held.pop_front();
+    const uint64_t base = s.next_seq;
+    s.next_seq += p.seqs();
+    --budget;
+    os_.post(s, p, base);
+  }
+}
+
+void Streams::request_ack(OutStream& s, uint64_t upto) {
+  if (s.phase != StreamPhase::ready || upto <= s.done || upto <= s.sync_sent) return;
+  MsgHeader h = window_header(MsgType::win_sync);
+  h.seq = upto;
+  if (send(s, h, nullptr).ok()) s.sync_sent = upto;
+}
+
+Status Streams::send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body) {
+  h.dst_comm = s.target;
+  h.dst_gen = s.target_gen;
+  h.src_comm = static_cast<uint16_t>(s.id);
+  h.src_gen = s.gen;
+  if (s.via) {
+    CommState* c = core_.comm(s.via);
+    if (c == nullptr || s.paths.empty()) {
+      return core::error(Code::closed, "window: the communicator of the stream is gone");
+    }
+    return core_.control->send(s.paths[0].control, h, body, c, Dependent{});
+  }
+  if (s.paths.empty()) return core::error(Code::closed, "window: the stream has no path");
+  // Any rail in service: the target orders by sequence number, not by arrival.
+  pool::Channel* ch = core_.pick(s.paths, s.next_control, s.peer).control;
+  return core_.control->send(ch, h, body, nullptr, Dependent{}, s.peer);
+}
+
+void Streams::on_done(const MsgHeader& h) {
+  OutStream* s = find(h.dst_comm);
+  if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
+    core_.miss(true);
+    return;
+  }
+  advance(*s, h.seq);
+}
+
+void Streams::advance(OutStream& s, uint64_t done) {
+  if (done > s.next_seq) {
+    core_.miss();  // more than was ever sent: a forgery or a confused peer
+    return;
+  }
+  if (s.peer != nullptr) s.peer->last_heard = Clock::now();
+  if (done <= s.done) return;
+  s.done = done;
+  const uint32_t id = s.id;
+  os_.windows().on_stream(s);
+  if (OutStream* again = find(id)) {
+    size_t budget = core_.config.progress_batch;
+    pump(*again, budget);
+  }
+}
+
+void Streams::drop_held(OutStream& s, const Status& why) {
+  std::deque<Piece> held = std::move(s.held);
+  s.held.clear();
+  for (Piece& p : held) {
+    if (p.kind == PieceKind::fence) continue;
+    const uint32_t ops = p.kind == PieceKind::write || p.kind == PieceKind::read ? p.stripes
+                         : p.kind == PieceKind::native_atomic                   ? 1
+                                                                                 : 0;
+    WindowState* w = os_.windows().find(p.window);
+    if (w == nullptr) continue;
+    os_.windows().fail(*w, p.ticket, why);
+    const bool message = p.kind == PieceKind::signal || p.kind == PieceKind::emulated_atomic ||
+                         p.kind == PieceKind::notify || p.with_signal;
+    if (TicketState* t = os_.windows().ticket(*w, p.ticket);
+        t != nullptr && p.kind == PieceKind::emulated_atomic && t->results_left > 0) {
+      t->results_left -= 1;
+    }
+    for (uint32_t i = 0; i < ops && (w = os_.windows().find(p.window)) != nullptr; ++i) {
+      os_.windows().finish_op(*w, p.ops[i], why);
+    }
+    if (message && (w = os_.windows().find(p.window)) != nullptr) {
+      os_.windows().piece_sent(*w, p.ticket);
+    }
+  }
+}
+
+void Streams::fail(OutStream& s, const Status& why) {
+  if (s.phase == StreamPhase::failed) return;
+  const bool was_ready = s.phase == StreamPhase::ready;
+  s.phase = StreamPhase::failed;
+  s.error = why;
+  XPORT_LOG(info, "window stream ", s.id, " failed: ", why.to_string());
+  drop_held(s, why);
+  // Everything not yet known complete at the target fails; answers still awaited never count.
+  for (auto& a : s.awaiting) {
+    if (!a.valid) continue;
+    a.valid = false;
+    if (WindowState* w = os_.windows().find(a.window)) {
+      if (TicketState* t = os_.windows().ticket(*w, a.ticket)) {
+        if (t->results_left > 0) t->results_left -= 1;
+      }
+      os_.windows().fail(*w, a.ticket, why);
+    }
+  }
+  s.awaiting_count = 0;
+  for (auto& [id, w] : core_.windows) {
+    if (w->stream != s.id) continue;
+    for (auto& [t, ts] : w->tickets) {
+      if (ts.need_seq > s.done && ts.error.ok()) {
+        ts.error = why;
+        if (w->first_error.ok()) w->first_error = why;
+      }
+    }
+  }
+  os_.windows().on_stream(s);
+  if (was_ready && (s.peer == nullptr || !s.peer->dead)) {
+    MsgHeader h = window_header(MsgType::win_close);
+    (void)send(s, h, nullptr);  // the target frees its side (best effort)
+  }
+}
+
+void Streams::erase_out(OutStream& s) {
+  pool::Peer* peer = s.peer;
+  const CommId via = s.via;
+  core_.out_streams.erase(s.id);  // destroys s
+  if (CommState* c = core_.comm(via)) core_.release(*c);
+  core_.unref(peer);
+}
+
+// ---- progress, failures, teardown ----
+
+bool Streams::queued() const {
+  for (const auto& [id, s] : core_.out_streams) {
+    if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
+  }
+  // (the table is as long as the stream indices ever used: stop at the last live stream)
+  size_t seen = 0;
+  for (size_t i = 0; i < core_.in_streams.size() && seen < in_live_; ++i) {
+    const InStream* in = core_.in_streams[i].get();
+    if (in == nullptr) continue;
+    if (!in->waiting.empty()) return true;
+    ++seen;
+  }
+  return false;
+}
+
+void Streams::retry() {
+  size_t budget = core_.config.progress_batch;
+  std::vector<uint32_t> ids;
+  for (auto& [id, s] : core_.out_streams) ids.push_back(id);
+  for (uint32_t id : ids) {
+    OutStream* s = find(id);
+    if (s == nullptr) continue;
+    pump(*s, budget);
+    if ((s = find(id)) == nullptr || s->windows > 0 || s->openers > 0 || !s->held.empty()) {
+      continue;
+    }
+    // Idle (no window uses it): closed once everything it sent is acknowledged.
+    if (s->phase == StreamPhase::ready && (s->done < s->next_seq || s->uncounted_inflight > 0)) {
+      request_ack(*s, s->next_seq);
+      continue;
+    }
+    if (s->phase == StreamPhase::connecting) continue;  // its opener is still waiting
+    if (s->phase == StreamPhase::ready) {
+      MsgHeader h = window_header(MsgType::win_close);
+      (void)send(*s, h, nullptr);
+    }
+    erase_out(*s);
+  }
+  size_t apply = core_.config.progress_batch;
+  for (auto& s : core_.in_streams) {
+    if (s == nullptr || s->waiting.empty()) continue;
+    drain(*s, apply);
+    maybe_ack(*s);
+  }
+}
+
+void Streams::fail_peer(pool::Peer& p, const Status& why) {
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->peer == &p) fail(*s, why);
+  }
+  for (auto& s : core_.in_streams) {
+    if (s != nullptr && s->peer == &p) erase_in(*s);
+  }
+}
+
+bool Streams::waits_on(const pool::Peer* p) const {
+  for (const auto& [id, s] : core_.out_streams) {
+    if (s->peer != p) continue;
+    if (s->phase == StreamPhase::connecting ||
+        (s->phase == StreamPhase::ready &&
+         (!s->held.empty() || s->done < s->next_seq || s->awaiting_count > 0))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Streams::shutdown() {
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->phase != StreamPhase::ready) continue;
+    MsgHeader h = window_header(MsgType::win_close);
+    (void)send(*s, h, nullptr);
+    s->phase = StreamPhase::failed;
+    s->error = Status(Code::closed, "the device closed");
+  }
+}
+
+}  // namespace xport::proto

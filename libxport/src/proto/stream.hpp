@@ -1,0 +1,93 @@
+// Ordering and sequence of one-sided operations. A stream carries everything this device's
+// windows send to one peer device (connected endpoints: to one connection), numbered in one
+// 64-bit sequence: writes carry their number's low bits in remote CQ data, signals, emulated
+// atomics and notifications all of it in their header. The target counts what landed; an
+// operation is applied once its turn comes (strong: every number below it done; weak: the writes
+// it covers landed), and the target's win_done acknowledgements (every half of the credits, or
+// when asked) move the initiator's `done` mark: delivery completion, credits, fences.
+#pragma once
+
+#include "proto/state.hpp"
+
+namespace xport::proto {
+
+class OneSided;
+
+class Streams {
+ public:
+  Streams(Core& core, OneSided& os) : core_(core), os_(os) {}
+
+  // ---- initiator ----
+  // The stream to the peer of `comm` (made and requested when there is none; connected
+  // endpoints: a stream of its own over the communicator's connection).
+  Result<OutStream*> for_comm(CommState& comm);
+  // A stream to the device behind a connection handle's (or a key's) control address.
+  Result<OutStream*> for_address(uint64_t token, uint32_t provider_hash,
+                                 const std::vector<uint8_t>& address);
+  OutStream* find(uint32_t id) const;
+  // Gives up a stream whose request was not answered in time.
+  void abandon(uint32_t id, const Status& why);
+  // A window stopped using it: closed once nothing of it is in flight.
+  void release(OutStream& s);
+  // Queues a piece behind the stream's earlier ones, or posts it now when nothing is queued
+  // and its credits, fence and ordering allow.
+  void submit(OutStream& s, Piece&& p);
+  // A fence: operations issued after it wait until every one issued before it is done.
+  void fence(OutStream& s);
+  // Asks the target to acknowledge once every number below `upto` is done.
+  void request_ack(OutStream& s, uint64_t upto);
+  // Sends a message of the stream to its target.
+  Status send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body);
+  // The stream failed (a write error, its peer lost): its windows' tickets fail.
+  void fail(OutStream& s, const Status& why);
+
+  // ---- target ----
+  void on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_write(uint64_t data, size_t len, uint32_t rail);
+  void on_operation(const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_sync(const MsgHeader& h);
+  void on_close(const MsgHeader& h);
+  InStream* in(uint16_t index, uint8_t gen, bool check_gen) const;
+  // Sends a message back to the initiator of `in`.
+  void reply(InStream& in, MsgHeader& h);
+
+  // ---- initiator: answers ----
+  void on_accept(const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_done(const MsgHeader& h);
+  // The target's done mark moved to `done` (from a win_done or a win_result).
+  void advance(OutStream& s, uint64_t done);
+
+  // Progress: queued pieces released, waiting operations applied (bounded per pass), idle
+  // streams closed.
+  void retry();
+  // Whether retry() has work: a stream with queued pieces or without windows (to close), or
+  // operations waiting to be applied here. O(streams), no allocation: progress asks every pass.
+  bool queued() const;
+  void fail_peer(pool::Peer& p, const Status& why);
+  bool waits_on(const pool::Peer* p) const;
+  void shutdown();
+
+ private:
+  Result<OutStream*> make(pool::Peer* peer, CommState* via);
+  Status request(OutStream& s, pool::Channel* ch);
+  bool can_release(OutStream& s, const Piece& p) const;
+  uint64_t min_uncounted(const OutStream& s) const;
+  void pump(OutStream& s, size_t& budget);
+  void drop_held(OutStream& s, const Status& why);
+  void erase_out(OutStream& s);
+  // Target side.
+  Result<InStream*> make_in(pool::Peer* peer, CommId via, pool::Channel* reply);
+  void erase_in(InStream& in);
+  bool ready(const InStream& in, const MsgHeader& h) const;
+  void mark(InStream& in, uint64_t seq);
+  // Applies an operation whose turn came (its number is done from then on).
+  void execute(InStream& in, WaitingOp& op);
+  void drain(InStream& in, size_t& budget);
+  void maybe_ack(InStream& in);
+  std::vector<RailAddresses> local_addresses() const;
+  Core& core_;
+  OneSided& os_;
+  size_t in_live_ = 0;  // streams in core_.in_streams (queued() stops after the last)
+};
+
+}  // namespace xport::proto

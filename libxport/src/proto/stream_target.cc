@@ -1,0 +1,308 @@
+// Window streams at the target: counting what landed, applying operations in their turn and
+// acknowledging them (the initiator's side is stream.cc).
+#include "proto/stream.hpp"
+
+#include <algorithm>
+
+#include "core/log.hpp"
+#include "proto/control.hpp"
+#include "proto/one_sided.hpp"
+
+namespace xport::proto {
+
+InStream* Streams::in(uint16_t index, uint8_t gen, bool check_gen) const {
+  if (index == 0 || index >= core_.in_streams.size()) return nullptr;
+  InStream* s = core_.in_streams[index].get();
+  if (s == nullptr || (check_gen && s->gen != (gen & 0xf))) return nullptr;
+  return s;
+}
+
+Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* reply) {
+  const uint16_t limit = window_stream_limit(core_.cq_data_bytes);
+  if (core_.in_streams.empty()) {
+    core_.in_streams.resize(limit);
+    core_.in_stream_gen.assign(limit, 0);
+    for (uint16_t i = 1; i < limit; ++i) core_.in_stream_free.push_back(i);
+  }
+  if (core_.in_stream_free.empty()) {
+    return core::error(Code::resource, "no free window stream (", limit - 1, ")");
+  }
+  const unsigned bits = window_seq_bits(core_.cq_data_bytes, core_.config.test_seq_bits);
+  const uint32_t credits = static_cast<uint32_t>(
+      std::min<uint64_t>(core_.config.window_credits, uint64_t{1} << bits));
+  // Every write of the stream completes here with remote CQ data (FI_RX_CQ_DATA providers
+  // consume a posted receive instead): room for as many as may be unacknowledged, on each rail.
+  uint32_t room = core_.rx_cq_data_mode ? 0 : credits;
+  for (size_t i = 0; i < core_.rails.size() && room > 0; ++i) {
+    if (!core_.rails[i]->cq_take(room)) {
+      for (size_t k = 0; k < i; ++k) core_.rails[k]->cq_give(room);
+      return core::error(Code::resource, "no CQ room for another window stream");
+    }
+  }
+  const uint16_t index = core_.in_stream_free.front();
+  core_.in_stream_free.pop_front();
+  auto s = std::make_unique<InStream>();
+  s->index = index;
+  s->gen = core_.in_stream_gen[index];
+  s->peer = peer;
+  core_.ref(peer);
+  s->via = via;
+  if (CommState* c = core_.comm(via)) core_.hold(*c);
+  s->reply = reply;
+  s->credits = credits;
+  s->seq_bits = bits;
+  s->landed.assign(credits, 0);
+  s->cq_reserved = room;
+  InStream* out = s.get();
+  core_.in_streams[index] = std::move(s);
+  ++in_live_;
+  return out;
+}
+
+void Streams::erase_in(InStream& s) {
+  for (auto& r : core_.rails) r->cq_give(s.cq_reserved);
+  pool::Peer* peer = s.peer;
+  const CommId via = s.via;
+  const uint16_t index = s.index;
+  core_.in_stream_gen[index] = static_cast<uint8_t>((core_.in_stream_gen[index] + 1) & 0xf);
+  core_.in_streams[index].reset();  // destroys s
+  if (in_live_ > 0) --in_live_;
+  core_.in_stream_free.push_back(index);
+  if (CommState* c = core_.comm(via)) core_.release(*c);
+  core_.unref(peer);
+}
+
+void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
+                         size_t len) {
+  auto req = decode_conn_request(body, len);
+  if (!req || req->body.device_token != h.aux || req->body.nonce != h.aux2) {
+    core_.miss();
+    XPORT_LOG(warn, "dropping a window request: ",
+              req ? "its header and body disagree" : req.status().to_string());
+    return;
+  }
+  pool::Peer* peer = nullptr;
+  pool::Channel* reply = nullptr;
+  CommId via;
+  if (core_.connected_endpoints()) {
+    auto it = ep != nullptr ? core_.conn_by_fid.find(&ep->endpoint().get()->fid)
+                            : core_.conn_by_fid.end();
+    CommState* c = it != core_.conn_by_fid.end() ? core_.comm(it->second) : nullptr;
+    if (c == nullptr || !c->connection) {
+      core_.miss();
+      return;
+    }
+    peer = c->peer;
+    reply = c->connection.get();
+    via = c->id;
+  } else {
+    peer = core_.peer_for(req->body.device_token);
+  }
+  core_.ref(peer);
+  uint8_t refusal = 0;
+  if (!core_.connected_endpoints()) {
+    if (peer->dead) {  // a device given up on asks again: it is alive
+      peer->dead = false;
+      peer->death.clear();
+    }
+    if (!core_.set_paths(*peer, req->rails).ok() || peer->paths.empty()) {
+      refusal = static_cast<uint8_t>(WindowRefusal::bad);
+    } else {
+      reply = peer->paths[0].control;
+    }
+  }
+  peer->last_heard = Clock::now();
+  if (refusal == 0 && h.slot != core_.cq_data_bytes) {
+    refusal = static_cast<uint8_t>(WindowRefusal::bad);  // another CQ data layout
+  }
+  InStream* s = nullptr;
+  if (refusal == 0) {
+    auto made = make_in(peer, via, reply);
+    if (made) {
+      s = *made;
+    } else {
+      XPORT_LOG(info, "refusing a window stream: ", made.status().to_string());
+      refusal = static_cast<uint8_t>(made.status().message().find("CQ") != std::string::npos
+                                         ? WindowRefusal::cq_room
+                                         : WindowRefusal::streams);
+    }
+  }
+  MsgHeader a = window_header(MsgType::win_ack);
+  a.dst_comm = h.src_comm;
+  a.dst_gen = h.src_gen;
+  a.aux = core_.device_token;
+  a.aux2 = h.aux2;
+  ConnAck ack;
+  ack.body.nonce = h.aux2;
+  ack.body.device_token = core_.device_token;
+  ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+  ack.body.depth = 1;
+  if (s != nullptr) {
+    s->initiator = h.src_comm;
+    s->initiator_gen = static_cast<uint8_t>(h.src_gen & 0xf);
+    s->nonce = h.aux2;
+    a.seq = 1;
+    a.length = s->credits;
+    a.slot = static_cast<uint16_t>(s->seq_bits);
+    a.src_comm = s->index;
+    a.src_gen = s->gen;
+    ack.rails = local_addresses();
+  } else {
+    a.slot = refusal;
+  }
+  std::vector<uint8_t> bytes = encode_conn_ack(ack);
+  if (reply != nullptr) {
+    CommState* owner = core_.comm(via);
+    Status st = core_.control->send(reply, a, &bytes, owner, Dependent{},
+                                    owner == nullptr ? peer : nullptr);
+    if (!st.ok() && s != nullptr) erase_in(*s);
+  } else if (s != nullptr) {
+    erase_in(*s);
+  }
+  core_.unref(peer);
+}
+
+void Streams::reply(InStream& s, MsgHeader& h) {
+  h.dst_comm = s.initiator;
+  h.dst_gen = s.initiator_gen;
+  h.src_comm = s.index;
+  h.src_gen = s.gen;
+  CommState* owner = core_.comm(s.via);
+  pool::Channel* ch = s.reply;
+  if (owner == nullptr && s.peer != nullptr && !s.peer->paths.empty()) {
+    uint32_t cursor = 0;
+    ch = core_.pick(s.peer->paths, cursor, s.peer).control;
+  }
+  if (ch == nullptr) return;
+  ++core_.counters.window_acks_sent;
+  (void)core_.control->send(ch, h, nullptr, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
+}
+
+void Streams::mark(InStream& s, uint64_t seq) {
+  s.landed[seq % s.credits] = 1;
+  while (s.landed[s.done % s.credits] != 0) {
+    s.landed[s.done % s.credits] = 0;
+    s.done += 1;
+  }
+}
+
+bool Streams::ready(const InStream& s, const MsgHeader& h) const {
+  const uint8_t flags = static_cast<uint8_t>(h.slot >> 8);
+  if (flags & kWinStrong) return s.done == h.seq;
+  for (uint64_t q = std::max(h.length, s.done); q < h.seq; ++q) {
+    if (s.landed[q % s.credits] == 0) return false;
+  }
+  return true;
+}
+
+void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
+  const bool wide = core_.cq_data_bytes >= 8;
+  const WindowWrite w = decode_window_write(data, core_.cq_data_bytes, kWideSeqBits);
+  InStream* s = in(w.stream, w.gen, wide);
+  if (s == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  const uint64_t seq = widen_window_seq(w.seq_low & seq_mask(s->seq_bits), s->done, s->seq_bits);
+  if (seq >= s->done + s->credits || s->landed[seq % s->credits] != 0) {
+    core_.miss();  // beyond the credits, or twice: not from this stream's initiator
+    return;
+  }
+  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  if (len != 0) core_.rails[rail]->bytes_in().add(len);
+  mark(*s, seq);
+  size_t budget = core_.config.progress_batch;
+  drain(*s, budget);
+  maybe_ack(*s);
+}
+
+void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) {
+  InStream* s = in(h.dst_comm, h.dst_gen, true);
+  if (s == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  const bool strong = ((h.slot >> 8) & kWinStrong) != 0;
+  if (h.seq < s->done || h.seq >= s->done + s->credits || s->landed[h.seq % s->credits] != 0 ||
+      (!strong && h.length > h.seq)) {
+    core_.miss();
+    return;
+  }
+  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  WaitingOp op;
+  op.h = h;
+  if (h.type == static_cast<uint8_t>(MsgType::win_notify)) {
+    op.payload.assign(body, body + len);
+  } else {
+    std::memcpy(&op.operand, body, std::min(len, sizeof(op.operand)));
+  }
+  if (ready(*s, h)) {
+    execute(*s, op);
+  } else {
+    s->waiting.push_back(std::move(op));
+  }
+  size_t budget = core_.config.progress_batch;
+  drain(*s, budget);
+  maybe_ack(*s);
+}
+
+void Streams::execute(InStream& s, WaitingOp& op) {
+  mark(s, op.h.seq);
+  if ((op.h.slot >> 8) & kWinAckNow) s.sync_wanted = std::max(s.sync_wanted, op.h.seq + 1);
+  switch (static_cast<MsgType>(op.h.type)) {
+    case MsgType::win_signal: os_.signals().apply(s, op.h, op.operand.operand); break;
+    case MsgType::win_atomic: os_.atomics().apply(s, op.h, op.operand); break;
+    case MsgType::win_notify: os_.transfers().apply(s, op.h, std::move(op.payload)); break;
+    default: break;
+  }
+}
+
+void Streams::drain(InStream& s, size_t& budget) {
+  for (bool moved = true; moved && budget > 0 && !s.waiting.empty();) {
+    moved = false;
+    for (size_t i = 0; i < s.waiting.size() && budget > 0;) {
+      if (!ready(s, s.waiting[i].h)) {
+        ++i;
+        continue;
+      }
+      WaitingOp op = std::move(s.waiting[i]);
+      s.waiting.erase(s.waiting.begin() + static_cast<std::ptrdiff_t>(i));
+      execute(s, op);
+      --budget;
+      moved = true;
+    }
+  }
+}
+
+void Streams::maybe_ack(InStream& s) {
+  if (s.done == s.acked) return;
+  const bool due = s.done - s.acked >= std::max<uint32_t>(1, s.credits / 2) ||
+                   (s.sync_wanted > s.acked && s.done >= s.sync_wanted);
+  if (!due) return;
+  MsgHeader h = window_header(MsgType::win_done);
+  h.seq = s.done;
+  s.acked = s.done;
+  reply(s, h);
+}
+
+void Streams::on_sync(const MsgHeader& h) {
+  InStream* s = in(h.dst_comm, h.dst_gen, true);
+  if (s == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  s->sync_wanted = std::max(s->sync_wanted, h.seq);
+  maybe_ack(*s);
+}
+
+void Streams::on_close(const MsgHeader& h) {
+  InStream* s = in(h.dst_comm, h.dst_gen, true);
+  if (s == nullptr) {
+    core_.miss(true);
+    return;
+  }
+  erase_in(*s);
+}
+
+}  // namespace xport::proto

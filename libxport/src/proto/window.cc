@@ -1,0 +1,245 @@
+// Windows: lifetime, checks before issue, provider operations and tickets.
+#include "proto/window.hpp"
+
+#include <atomic>
+
+#include "core/log.hpp"
+#include "proto/one_sided.hpp"
+
+namespace xport::proto {
+
+Result<uint32_t> Windows::make(OutStream& s, CommState* comm) {
+  auto w = std::make_unique<WindowState>();
+  w->id = core_.next_window++;
+  w->peer = s.peer;
+  w->paths = s.paths;
+  w->stream = s.id;
+  w->ops.resize(kOps);
+  for (uint32_t i = 0; i < kOps; ++i) {
+    w->ops[i].ctx.owner = w.get();
+    w->ops[i].ctx.index = i;
+    w->free.push_back(kOps - 1 - i);
+  }
+  core_.ref(s.peer);
+  if (comm != nullptr) {
+    w->comm = comm->id;
+    core_.hold(*comm);
+  }
+  s.windows += 1;
+  const uint32_t id = w->id;
+  core_.windows[id] = std::move(w);
+  return id;
+}
+
+WindowState* Windows::find(uint32_t id) const {
+  auto it = core_.windows.find(id);
+  return it != core_.windows.end() ? it->second.get() : nullptr;
+}
+
+WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
+  WindowState* w = find(id);
+  if (w == nullptr || w->closed) {
+    *err = core::error(Code::invalid_argument, what, ": window ", id, " is not open");
+    return nullptr;
+  }
+  if (w->peer != nullptr && w->peer->dead) {
+    *err = core::error(Code::peer_lost, what, ": the window's peer is lost (", w->peer->death, ")");
+    return nullptr;
+  }
+  OutStream* s = os_.streams().find(w->stream);
+  if (s == nullptr || s->phase != StreamPhase::ready) {
+    *err = s != nullptr && !s->error.ok()
+               ? s->error.with_context(what)
+               : core::error(Code::closed, what, ": the window's stream is closed");
+    return nullptr;
+  }
+  return w;
+}
+
+void Windows::maybe_erase(WindowState& w) {
+  if (!w.closed || w.busy()) return;
+  const CommId comm = w.comm;
+  pool::Peer* peer = w.peer;
+  const uint32_t stream = w.stream;
+  core_.windows.erase(w.id);  // destroys w
+  if (CommState* c = core_.comm(comm)) core_.release(*c);
+  if (OutStream* s = os_.streams().find(stream)) os_.streams().release(*s);
+  core_.unref(peer);
+}
+
+void Windows::close(uint32_t id) {
+  WindowState* w = find(id);
+  if (w == nullptr) return;
+  w->closed = true;
+  maybe_erase(*w);
+}
+
+Status Windows::check_remote(const WindowState& w, const RemoteKey& k, size_t off, size_t len,
+                             const char* what) const {
+  if (w.peer != nullptr && k.device_token != w.peer->token) {
+    return core::error(Code::invalid_argument, what, ": the remote key was exported by another "
+                       "device (token ", std::hex, k.device_token, ") than this window's peer (",
+                       w.peer->token, ")");
+  }
+  if (k.keys.empty()) return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
+  if (off > k.length || len > k.length - off) {
+    return core::error(Code::invalid_argument, what, ": remote range [", off, ", +", len,
+                       ") is outside the remote region of ", k.length, " bytes");
+  }
+  return Status::success();
+}
+
+Status Windows::check_remote_word(const WindowState& w, const RemoteKey& k, size_t off,
+                                  const char* what) const {
+  XPORT_RETURN_IF_ERROR(check_remote(w, k, off, sizeof(uint64_t), what));
+  // The word's address in the owner's process is base + off either way (keys carry it).
+  if ((k.base + off) % alignof(uint64_t) != 0) {
+    return core::error(Code::invalid_argument, what, ": the remote word at offset ", off,
+                       " (address 0x", std::hex, k.base + off, ") is not 8-byte aligned");
+  }
+  return Status::success();
+}
+
+Result<Ticket> Windows::begin(WindowState& w, const char* what) {
+  if (w.tickets.size() >= kMaxTickets) {
+    return core::error(Code::again, what, ": ", kMaxTickets, " operations are not yet complete "
+                       "on the window; call quiet()");
+  }
+  const Ticket t = w.next_ticket++;
+  w.tickets.emplace(t, TicketState{});
+  return t;
+}
+
+TicketState* Windows::ticket(WindowState& w, Ticket t) {
+  auto it = w.tickets.find(t);
+  return it != w.tickets.end() ? &it->second : nullptr;
+}
+
+Status Windows::reserve(WindowState& w, uint32_t n, Ticket t, fabric::OpType type, Piece& p,
+                        const char* what) {
+  if (w.free.size() < n) {
+    return core::error(Code::again, what, ": ", kOps, " operations outstanding on the window; "
+                       "call quiet()");
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t index = w.free.back();
+    w.free.pop_back();
+    WindowOp& o = w.ops[index];
+    o.busy = true;
+    o.region = p.region;
+    o.ctx.type = type;
+    o.ctx.seq = t;
+    o.ctx.stripe = i;
+    o.uncounted = 0;
+    p.ops[i] = index;
+  }
+  return Status::success();
+}
+
+void Windows::finish_op(WindowState& w, uint32_t index, const Status& st) {
+  WindowOp& o = w.ops[index];
+  if (!o.busy) return;
+  const Ticket t = o.ctx.seq;
+  o.busy = false;
+  o.region.reset();  // (under the lock: released at once, as the engine's own)
+  if (o.scratch != nullptr) {
+    if (auto* ep = static_cast<rail::RailEndpoint*>(o.scratch->ctx.owner)) {
+      ep->atomic_slots()->give_back(o.scratch);
+    }
+    o.scratch = nullptr;
+  }
+  o.result = nullptr;
+  if (o.uncounted != 0) {
+    if (OutStream* s = os_.streams().find(w.stream); s != nullptr && s->uncounted_inflight > 0) {
+      s->uncounted_inflight -= 1;
+    }
+    o.uncounted = 0;
+  }
+  w.completed += 1;
+  w.free.push_back(index);
+  if (TicketState* ts = ticket(w, t)) {
+    if (ts->local_left > 0) ts->local_left -= 1;
+    if (!st.ok()) fail(w, t, st);
+    settle(w, t);
+  }
+}
+
+void Windows::piece_sent(WindowState& w, Ticket t) {
+  if (TicketState* ts = ticket(w, t)) {
+    if (ts->local_left > 0) ts->local_left -= 1;
+    settle(w, t);
+  }
+}
+
+void Windows::fail(WindowState& w, Ticket t, const Status& why) {
+  TicketState* ts = ticket(w, t);
+  if (ts == nullptr) return;
+  if (ts->error.ok()) ts->error = why;
+  if (w.first_error.ok()) w.first_error = why;
+}
+
+void Windows::settle(WindowState& w, Ticket t) {
+  auto it = w.tickets.find(t);
+  if (it == w.tickets.end()) return;
+  TicketState& ts = it->second;
+  if (!ts.local_done() || ts.results_left > 0) return;
+  if (ts.error.ok()) {
+    const OutStream* s = os_.streams().find(w.stream);
+    const uint64_t done = s != nullptr ? s->done : 0;
+    if (ts.need_seq > done) return;  // not yet delivered / applied at the target
+    if (ts.counter != nullptr) {
+      // The counter counts remote completion: the caller waits on it (wait_counter).
+      std::atomic_ref<uint64_t>(*ts.counter).fetch_add(1, std::memory_order_release);
+    }
+  } else {
+    w.failed.emplace(t, ts.error);
+  }
+  w.tickets.erase(it);
+  maybe_erase(w);
+}
+
+void Windows::on_stream(OutStream& s) {
+  // (By id: settling may erase a closed window.)
+  std::vector<uint32_t> ids;
+  for (auto& [id, w] : core_.windows) {
+    if (w->stream == s.id && !w->tickets.empty()) ids.push_back(id);
+  }
+  for (uint32_t id : ids) {
+    WindowState* w = find(id);
+    if (w == nullptr) continue;
+    std::vector<Ticket> ready;
+    for (auto& [t, ts] : w->tickets) {
+      if (ts.need_seq <= s.done || !ts.error.ok()) ready.push_back(t);
+    }
+    for (Ticket t : ready) {
+      if ((w = find(id)) == nullptr) break;
+      settle(*w, t);
+    }
+  }
+}
+
+bool Windows::quiet_done(const WindowState& w, Ticket target) const {
+  return w.tickets.empty() || w.tickets.begin()->first >= target;
+}
+
+Status Windows::take_error(WindowState& w, Ticket target) {
+  (void)target;
+  Status e = std::move(w.first_error);
+  w.first_error = Status();
+  w.failed.clear();
+  return e;
+}
+
+Result<int> Windows::local_state(WindowState& w, Ticket t, bool remote) {
+  if (t == 0 || t >= w.next_ticket) {
+    return core::error(Code::invalid_argument, "ticket ", t, " was not issued on window ", w.id);
+  }
+  if (auto f = w.failed.find(t); f != w.failed.end()) return f->second;
+  TicketState* ts = ticket(w, t);
+  if (ts == nullptr) return 1;
+  // A failed ticket is reported once nothing of it is with the provider any more.
+  if (!ts->error.ok()) return ts->local_left == 0 ? Result<int>(ts->error) : Result<int>(0);
+  return remote ? 0 : (ts->local_done() ? 1 : 0);
+}
+
+}  // namespace xport::proto
