@@ -38,6 +38,18 @@ Status in_parallel(size_t n, F fn) {
   return Status();
 }
 
+// Waits for every rank while driving this device's progress. One-sided protocols need the
+// peer's progress: a rank whose own windows are open would otherwise sit in MPI (blocking, no
+// progress) while a peer still waits for it to answer that peer's window request.
+void progress_barrier(Device& dev) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (int done = 0; !done;) {
+    (void)dev.progress();
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
 constexpr int kPointDoubles = 15;
 void pack(const Point& p, double* d) {
   const double v[kPointDoubles] = {static_cast<double>(p.size),
@@ -171,6 +183,7 @@ int run_ranks(const Options& opt, int rank, int n) {
       !st.ok()) {
     rc = say("connecting", st);
   }
+  progress_barrier(*dev);  // (before any blocking MPI call: peers may still open their windows)
   if (worst(rc) != kExitOk) return kExitFailed;
 
   std::vector<Point> points;
