@@ -165,8 +165,12 @@ void Core::fail_peer(pool::Peer& p, Status why) {
   if (!p.dead) {
     p.dead = true;
     p.death = why.message();
-    ++counters.peers_lost;
-    XPORT_LOG(warn, "peer ", std::hex, p.token, std::dec, " lost: ", why.to_string());
+    if (why.code() == Code::closed) {  // it said goodbye (a device of this process closed)
+      XPORT_LOG(info, "peer ", std::hex, p.token, std::dec, " closed: ", why.to_string());
+    } else {
+      ++counters.peers_lost;
+      XPORT_LOG(warn, "peer ", std::hex, p.token, std::dec, " lost: ", why.to_string());
+    }
   }
   std::vector<CommId> victims;
   comms->for_each([&](uint16_t, CommState& c) {

@@ -5,12 +5,23 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "core/knob.hpp"
 #include "core/log.hpp"
 
 namespace xport::proto {
+
+namespace {
+// This process's engines. Two devices of one process are each other's peers (xport-loopback,
+// tests, a runtime with a device per GPU), and shm maps a peer in the same process once: when a
+// device closes, its endpoints' memory is unmapped, and a post to it from another device of the
+// process is a SIGSEGV inside the provider. A closing device tells the others first.
+std::mutex g_engines_mu;
+std::vector<std::weak_ptr<Engine>> g_engines;
+}  // namespace
 
 EngineConfig EngineConfig::from_knobs() {
   using core::KnobId;
@@ -89,6 +100,11 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
                        " requested)");
   }
   auto inner = std::shared_ptr<Engine>(new Engine());
+  {
+    std::lock_guard<std::mutex> g(g_engines_mu);
+    std::erase_if(g_engines, [](const std::weak_ptr<Engine>& w) { return w.expired(); });
+    g_engines.push_back(inner);
+  }
   Core& c = inner->core_;
   c.config = config;
   c.caps = caps;
@@ -157,18 +173,31 @@ void Engine::drain_cqs() {
   }
 }
 
+void Engine::peer_closed(uint64_t token) {
+  Lock l(core_);
+  if (shut_down_) return;
+  auto it = core_.peers.find(token);
+  if (it == core_.peers.end() || it->second->dead) return;
+  core_.fail_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
+                                           std::dec, ") in this process closed"));
+}
+
 void Engine::shutdown() {
   if (shut_down_) return;
   {
     Lock l(core_);
+    // What peers said last is read first: a target that closed (win_gone) is sent nothing more.
+    for (int i = 0; i < 8; ++i) progress_locked();
     std::vector<uint64_t> listeners;
     for (auto& [token, ls] : core_.listeners) listeners.push_back(token);
     for (uint64_t t : listeners) connections_.close_listener(t);
+    // Window streams say goodbye first, while the communicators and channels they were opened
+    // over still exist (closing a communicator may hand its channels back at once).
+    for (auto& [id, w] : core_.windows) w->closed = true;
+    one_sided_.shutdown();
     std::vector<CommId> open;
     core_.comms->for_each([&](uint16_t, CommState& c) { open.push_back(c.id); });
     for (CommId id : open) connections_.close(id);
-    for (auto& [id, w] : core_.windows) w->closed = true;
-    one_sided_.shutdown();
   }
   // A bounded drain: CLOSE messages go out, operations in flight complete.
   const auto until = Clock::now() + std::chrono::milliseconds(500);
@@ -180,6 +209,17 @@ void Engine::shutdown() {
     for (auto& [id, w] : core_.windows) busy = busy || w->free.size() != w->ops.size();
     if (!busy || Clock::now() >= until) break;
   }
+  // Its farewells are out: the other devices of this process stop sending to it before its
+  // endpoints close (no lock of this engine is held while another's is taken).
+  std::vector<std::shared_ptr<Engine>> others;
+  {
+    std::lock_guard<std::mutex> g(g_engines_mu);
+    for (const auto& w : g_engines) {
+      if (auto e = w.lock(); e && e.get() != this) others.push_back(std::move(e));
+    }
+  }
+  for (auto& e : others) e->peer_closed(core_.device_token);
+  others.clear();
   Lock l(core_);
   shut_down_ = true;
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
@@ -797,7 +837,8 @@ void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader
     case MsgType::win_result:
     case MsgType::win_sync:
     case MsgType::win_close:
-    case MsgType::win_notify: one_sided_.on_message(ep, h, body, body_len); return;
+    case MsgType::win_notify:
+    case MsgType::win_gone: one_sided_.on_message(ep, h, body, body_len); return;
     default: break;
   }
   // A clear-to-send, a credit or a close from a listener may take another rail than its

@@ -182,6 +182,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
  private:
   Engine();
   void shutdown();
+  // Another device of this process (its token) is closing: everything towards it fails now.
+  void peer_closed(uint64_t token);
   void drain_cqs();
   // Progress, under the lock; bounded work per call.
   void progress_locked();

@@ -340,6 +340,7 @@ void OneSided::on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint
     case MsgType::win_result: atomics_.on_result(h); break;
     case MsgType::win_sync: streams_.on_sync(h); break;
     case MsgType::win_close: streams_.on_close(h); break;
+    case MsgType::win_gone: streams_.on_gone(h); break;
     default: core_.miss(); break;
   }
 }

@@ -299,6 +299,15 @@ Status Streams::send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* bod
   return core_.control->send(ch, h, body, nullptr, Dependent{}, s.peer);
 }
 
+void Streams::on_gone(const MsgHeader& h) {
+  OutStream* s = find(h.dst_comm);
+  if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
+    core_.miss(true);
+    return;
+  }
+  fail(*s, Status(Code::closed, "window: the target's device closed"), false);
+}
+
 void Streams::on_done(const MsgHeader& h) {
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
@@ -350,7 +359,7 @@ void Streams::drop_held(OutStream& s, const Status& why) {
   }
 }
 
-void Streams::fail(OutStream& s, const Status& why) {
+void Streams::fail(OutStream& s, const Status& why, bool farewell) {
   if (s.phase == StreamPhase::failed) return;
   const bool was_ready = s.phase == StreamPhase::ready;
   s.phase = StreamPhase::failed;
@@ -379,7 +388,7 @@ void Streams::fail(OutStream& s, const Status& why) {
     }
   }
   os_.windows().on_stream(s);
-  if (was_ready && (s.peer == nullptr || !s.peer->dead)) {
+  if (was_ready && farewell && (s.peer == nullptr || !s.peer->dead)) {
     MsgHeader h = window_header(MsgType::win_close);
     (void)send(s, h, nullptr);  // the target frees its side (best effort)
   }
@@ -469,6 +478,14 @@ void Streams::shutdown() {
     (void)send(*s, h, nullptr);
     s->phase = StreamPhase::failed;
     s->error = Status(Code::closed, "the device closed");
+  }
+  // Every initiator still holding a stream to this device hears that it is gone and sends
+  // nothing more: one in this process would otherwise write into the memory of an endpoint
+  // closed here (shm maps a peer in the same process once, and unmaps it with its endpoint).
+  for (auto& in : core_.in_streams) {
+    if (in == nullptr) continue;
+    MsgHeader h = window_header(MsgType::win_gone);
+    reply(*in, h, false);
   }
 }
 

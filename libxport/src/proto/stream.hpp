@@ -39,7 +39,8 @@ class Streams {
   // Sends a message of the stream to its target.
   Status send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body);
   // The stream failed (a write error, its peer lost): its windows' tickets fail.
-  void fail(OutStream& s, const Status& why);
+  // (farewell: tell the target with a win_close; not when the target itself said it is gone)
+  void fail(OutStream& s, const Status& why, bool farewell = true);
 
   // ---- target ----
   void on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
@@ -47,9 +48,11 @@ class Streams {
   void on_operation(const MsgHeader& h, const uint8_t* body, size_t len);
   void on_sync(const MsgHeader& h);
   void on_close(const MsgHeader& h);
+  // Initiator: the target's device closed (win_gone): the stream fails, nothing more is sent.
+  void on_gone(const MsgHeader& h);
   InStream* in(uint16_t index, uint8_t gen, bool check_gen) const;
   // Sends a message back to the initiator of `in`.
-  void reply(InStream& in, MsgHeader& h);
+  void reply(InStream& in, MsgHeader& h, bool ack = true);
 
   // ---- initiator: answers ----
   void on_accept(const MsgHeader& h, const uint8_t* body, size_t len);

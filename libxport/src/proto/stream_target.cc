@@ -162,7 +162,7 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
   core_.unref(peer);
 }
 
-void Streams::reply(InStream& s, MsgHeader& h) {
+void Streams::reply(InStream& s, MsgHeader& h, bool ack) {
   h.dst_comm = s.initiator;
   h.dst_gen = s.initiator_gen;
   h.src_comm = s.index;
@@ -174,7 +174,7 @@ void Streams::reply(InStream& s, MsgHeader& h) {
     ch = core_.pick(s.peer->paths, cursor, s.peer).control;
   }
   if (ch == nullptr) return;
-  ++core_.counters.window_acks_sent;
+  if (ack) ++core_.counters.window_acks_sent;
   (void)core_.control->send(ch, h, nullptr, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
 }
 

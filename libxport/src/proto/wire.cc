@@ -187,6 +187,7 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
     case MsgType::win_sync:
     case MsgType::win_close:
     case MsgType::win_notify:
+    case MsgType::win_gone:
       XPORT_RETURN_IF_ERROR(check_window_message(h, body));
       break;
     default:

@@ -101,6 +101,7 @@ enum class MsgType : uint8_t {
   win_sync = 36,    // initiator -> target: send win_done once everything below seq is done
   win_close = 37,   // initiator -> target: the stream is closed
   win_notify = 38,  // initiator -> target: a notification (body: its bytes)
+  win_gone = 39,    // target -> initiator: the target's device closed; the stream is gone
 };
 
 struct MsgHeader {

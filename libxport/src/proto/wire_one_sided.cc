@@ -70,6 +70,7 @@ Status check_window_message(const MsgHeader& h, size_t body) {
     case MsgType::win_done:
     case MsgType::win_sync:
     case MsgType::win_close:
+    case MsgType::win_gone:
       if (body != 0) return bad(body, " unexpected bytes");
       return Status::success();
     default: return bad("not a window message");

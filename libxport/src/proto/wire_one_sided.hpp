@@ -90,6 +90,7 @@ inline uint16_t window_stream_limit(size_t data_bytes) {
 //           slot: WindowStatus
 // win_sync  seq: send win_done once the done mark reaches it
 // win_close (nothing else)
+// win_gone  (nothing else; target -> initiator)
 inline constexpr size_t kMaxNotifyBytes = 256;
 
 enum WindowFlags : uint8_t {
