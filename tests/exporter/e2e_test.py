@@ -263,7 +263,8 @@ scrape_configs:
         # 7. Normal exit removes the segment.
         lb1.wait(timeout=60)
         if lb1.returncode != 0:
-            raise Failure(f"xport-loopback exited with {lb1.returncode}")
+            raise Failure(f"xport-loopback exited with {lb1.returncode}; its stderr: "
+                          + lb1.stderr.read().decode(errors="replace")[-3000:])
         seg1 = os.path.join(shm, f"xport-{os.geteuid()}-{lb1.pid}")
         if os.path.exists(seg1):
             raise Failure(f"{seg1} still exists after a normal exit")

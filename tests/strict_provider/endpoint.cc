@@ -1,9 +1,16 @@
 // Endpoint of the strict provider: a CQ bind opens a base CQ for this endpoint alone (so every
 // base completion is known to be this endpoint's), an AV bind translates our wrapper to the
 // base's; enable arms the FI_RX_CQ_DATA receive queue, cancel takes back a receive it holds;
-// names and options pass through; close refuses (-FI_EBUSY) while MRs are still bound to it, as
+// names and options pass through (a shm base's endpoint left unnamed gets a unique name at enable:
+// stale regions of killed peers); close refuses (-FI_EBUSY) while MRs are still bound to it, as
 // providers that require FI_MR_ENDPOINT do.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "strict.hpp"
 
@@ -102,11 +109,37 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
   }
 }
 
+// A name for a shm endpoint that no earlier process's region can hold: pid, a random number
+// drawn once per process, and a counter.
+std::string unique_shm_name() {
+  static const uint64_t nonce = [] {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+      v = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    return v;
+  }();
+  static std::atomic<uint32_t> next{0};
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "strict_%d_%llx_%u", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(nonce), next.fetch_add(1));
+  return buf;
+}
+
 int ep_control(fid* f, int command, void* arg) {
   auto* ep = reinterpret_cast<Endpoint*>(f);
   switch (command) {
     case FI_ENABLE: {
       std::lock_guard<std::mutex> g(ep->domain->mu);
+      if (!ep->named && ep->domain->fabric->base_name == "shm") {
+        // shm names its region "<pid>:<domain>:<endpoint>" by default, and a peer killed by a
+        // test leaves its regions behind: once its pid is reused, fi_enable meets the stale
+        // region (-FI_EBUSY). A name with a per-process random part never does (libxport names
+        // its shm endpoints the same way, but it sees "strict" here, not "shm").
+        const std::string name = unique_shm_name();
+        int ret = fi_setname(&ep->base->fid, const_cast<char*>(name.c_str()), name.size() + 1);
+        if (ret != 0) return ret;
+      }
       int ret = fi_control(&ep->base->fid, command, arg);
       if (ret != 0) return ret;
       return ep->domain->cfg.rx_cq_data ? rx_arm(ep) : 0;
@@ -165,8 +198,11 @@ fi_ops_ep ep_ops = {
 
 fi_ops_cm cm_ops = {
     .size = sizeof(fi_ops_cm),
-    .setname = [](fid_t f, void* addr,
-                  size_t addrlen) { return fi_setname(&base_of(f)->fid, addr, addrlen); },
+    .setname = [](fid_t f, void* addr, size_t addrlen) {
+      int ret = fi_setname(&base_of(f)->fid, addr, addrlen);
+      if (ret == 0) reinterpret_cast<Endpoint*>(f)->named = true;
+      return ret;
+    },
     .getname = [](fid_t f, void* addr,
                   size_t* addrlen) { return fi_getname(&base_of(f)->fid, addr, addrlen); },
     .getpeer = [](fid_ep* ep, void* addr,

@@ -1,6 +1,9 @@
 // Raw libfabric through the strict provider: what it advertises, that an MR used before
 // fi_mr_bind + fi_mr_enable (or on another endpoint) is caught locally and remotely, endpoint
 // close while MRs are bound, and each injection (-FI_EAGAIN, error completion, dead domain).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "raw_fixture.hpp"
@@ -148,6 +151,31 @@ TEST_F(Raw, EndpointCloseWithBoundMrIsBusy) {
   close_mr(m);
   EXPECT_EQ(fi_close(&ep_[0]->fid), 0);
   ep_[0] = nullptr;
+}
+
+// A peer killed by a test leaves its shm regions in /dev/shm under shm's default names
+// ("<pid>:<domain>:<endpoint>"); a later process with the same pid met them in fi_enable
+// (-FI_EBUSY, seen in CI). Here this process's pid plays the reused one: stale regions under
+// every default name it could take, and the rig's endpoints still enable.
+TEST_F(Raw, ShmEndpointsMeetNoStaleRegionOfAReusedPid) {
+  const char* base = std::getenv("STRICT_FI_BASE");
+  if (base == nullptr || std::strcmp(base, "shm") != 0) GTEST_SKIP() << "a shm base only";
+  std::vector<std::string> stale;
+  for (int d = 0; d < 8; ++d) {
+    for (int e = 0; e < 8; ++e) {
+      std::string path = "/dev/shm/" + std::to_string(getpid()) + ":" + std::to_string(d) + ":" +
+                         std::to_string(e);
+      int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) continue;  // a region of this process's own: not ours to make or remove
+      EXPECT_EQ(::ftruncate(fd, 4096), 0);
+      ::close(fd);
+      stale.push_back(path);
+    }
+  }
+  ASSERT_FALSE(stale.empty()) << "could not create stale regions in /dev/shm";
+  const bool opened = open_rig();
+  for (const auto& path : stale) ::unlink(path.c_str());
+  EXPECT_TRUE(opened) << "an endpoint met a stale region of a reused pid";
 }
 
 TEST_F(Raw, EveryNthPostIsEagain) {

@@ -265,6 +265,7 @@ struct Endpoint {
   std::shared_ptr<Source> tx_src;
   std::shared_ptr<Source> rx_src;
   std::atomic<int> bound_mrs{0};
+  bool named = false;  // the application gave the endpoint a name (fi_setname)
   std::unique_ptr<RxQueue, RxQueueDelete> rxq;  // STRICT_FI_RX_CQ_DATA
   std::deque<DeferredPost> deferred;            // STRICT_FI_DELAY_POST_US
   // STRICT_FI_SCRIBBLE: contexts of operations whose completion has not been read yet.
