@@ -290,6 +290,12 @@ TEST_P(Transfer, KilledPeerGivesAnErrorWithinTheDeadline) {
   expect_line(healthy, "OK 200");
   healthy.write_line("bye");
   EXPECT_EQ(healthy.wait_exit(20000), 0);
+  // A send whose wait timed out is still the provider's: its buffer may not be freed until the
+  // request completes or the device that abandons it is closed. (Freed first, ASan saw the
+  // strict provider's delayed write read it during the device's teardown.)
+  to_victim.reset();
+  to_healthy.reset();
+  dev_.reset();
 }
 
 // A peer that dies is found out even by a caller that waits without a deadline: its requests
