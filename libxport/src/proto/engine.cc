@@ -829,17 +829,12 @@ void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader
     case MsgType::ping: health_.on_ping(h); return;
     case MsgType::pong: health_.on_pong(h); return;
     case MsgType::rail_state: health_.on_rail_state(h); return;
-    case MsgType::win_req:
-    case MsgType::win_ack:
-    case MsgType::win_signal:
-    case MsgType::win_atomic:
-    case MsgType::win_done:
-    case MsgType::win_result:
-    case MsgType::win_sync:
-    case MsgType::win_close:
-    case MsgType::win_notify:
-    case MsgType::win_gone: one_sided_.on_message(ep, h, body, body_len); return;
-    default: break;
+    default:
+      if (is_window_message(type)) {
+        one_sided_.on_message(ep, h, body, body_len);
+        return;
+      }
+      break;
   }
   // A clear-to-send, a credit or a close from a listener may take another rail than its
   // CONN_ACK and overtake it: kept for the connecting communicator, replayed after the ACK.

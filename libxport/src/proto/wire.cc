@@ -178,20 +178,12 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len) {
                            body, " unexpected bytes");
       }
       break;
-    case MsgType::win_req:
-    case MsgType::win_ack:
-    case MsgType::win_signal:
-    case MsgType::win_atomic:
-    case MsgType::win_done:
-    case MsgType::win_result:
-    case MsgType::win_sync:
-    case MsgType::win_close:
-    case MsgType::win_notify:
-    case MsgType::win_gone:
+    default:
+      if (!is_window_message(static_cast<MsgType>(h.type))) {
+        return core::error(Code::protocol, "unknown message type ", int(h.type));
+      }
       XPORT_RETURN_IF_ERROR(check_window_message(h, body));
       break;
-    default:
-      return core::error(Code::protocol, "unknown message type ", int(h.type));
   }
   return h;
 }

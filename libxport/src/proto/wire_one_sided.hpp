@@ -117,6 +117,24 @@ enum class WindowRefusal : uint8_t {
 };
 const char* window_refusal_text(uint8_t reason);
 
+// Whether a message type is a window's: validated by check_window_message, handled by
+// OneSided::on_message (one list for both).
+constexpr bool is_window_message(MsgType t) {
+  switch (t) {
+    case MsgType::win_req:
+    case MsgType::win_ack:
+    case MsgType::win_signal:
+    case MsgType::win_atomic:
+    case MsgType::win_done:
+    case MsgType::win_result:
+    case MsgType::win_sync:
+    case MsgType::win_close:
+    case MsgType::win_notify:
+    case MsgType::win_gone: return true;
+    default: return false;
+  }
+}
+
 // A window message's header with its type and the wire version, the rest zero.
 inline MsgHeader window_header(MsgType t) {
   MsgHeader h{};
