@@ -3,11 +3,11 @@
 #include "proto/connection.hpp"
 
 #include <rdma/fi_cm.h>
-#include <sys/random.h>
 
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "core/random.hpp"
 #include "proto/control.hpp"
 #include "proto/engine.hpp"
 
@@ -29,16 +29,6 @@ const char* reject_text(uint64_t r) {
     case kBadRequest: return "the request's addresses are unusable there";
   }
   return "unknown reason";
-}
-
-uint64_t random64() {
-  uint64_t v = 0;
-  while (v == 0) {
-    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
-      v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
-    }
-  }
-  return v;
 }
 
 MsgHeader bare(MsgType t) {
@@ -78,7 +68,7 @@ Result<Connections::Listening> Connections::listen() {
   h.provider_hash = provider_hash(core_.caps.provider);
   h.device_token = core_.device_token;
   do {
-    h.listener_token = random64();
+    h.listener_token = core::random64();
   } while (core_.listeners.count(h.listener_token) != 0);
   if (core_.connected_endpoints()) {
     XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, core_.rails[0]->passive());
@@ -180,7 +170,7 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
   core_.unref(peer);
   if (!made) return made.status().with_context("connect");
   CommState& c = **made;
-  c.nonce = random64();
+  c.nonce = core::random64();
   c.listener_token = h.listener_token;
   c.connect_started = Clock::now();
   Status s;

@@ -2,28 +2,15 @@
 // failures and teardown of both sides (the target's side is stream_target.cc).
 #include "proto/stream.hpp"
 
-#include <sys/random.h>
 
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "core/random.hpp"
 #include "proto/control.hpp"
 #include "proto/one_sided.hpp"
 
 namespace xport::proto {
-namespace {
-
-uint64_t random64() {
-  uint64_t v = 0;
-  while (v == 0) {
-    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
-      v = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
-    }
-  }
-  return v;
-}
-
-}  // namespace
 
 std::vector<RailAddresses> Streams::local_addresses() const {
   std::vector<RailAddresses> out;
@@ -66,7 +53,7 @@ Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
   } else {
     s->paths = peer->paths;
   }
-  s->nonce = random64();
+  s->nonce = core::random64();
   s->opened = Clock::now();
   OutStream* out = s.get();
   core_.out_streams[index] = std::move(s);
