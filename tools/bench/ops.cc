@@ -260,6 +260,51 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
 // Latency iterations of one-sided ops: enough for p99, bounded so message-rate runs stay short.
 constexpr int kOneSidedLatencyIterations = 1000;
 
+// --check: slots [0, count) get the ping pattern of iterations first.. (corrupted where asked).
+void stage_pings(Session& s, const Plan& p, uint64_t first, int count) {
+  if (!p.check) return;
+  for (int k = 0; k < count; ++k) {
+    uint8_t* b = s.buf + static_cast<size_t>(k) * p.size;
+    fill(b, p.size, seed_of(p.size, first + k, kPing));
+    maybe_corrupt(p, first + k, b);
+  }
+}
+
+// --check: the target verifies its slots [0, count) against the pings of iterations first..
+Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count) {
+  if (!p.check) return Status();
+  Ctl c;
+  c.type = CtlType::verify;
+  c.first = first;
+  c.count = static_cast<uint64_t>(count);
+  XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, c));
+  if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
+  return Status();
+}
+
+// Issues one operation; with every context of the window in flight (Code::again) it finishes
+// them with a quiet and issues once more.
+template <typename F>
+Status issue_draining(Session& s, F&& issue) {
+  Status st = issue();
+  if (st.code() == Code::again) {
+    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    st = issue();
+  }
+  return st;
+}
+
+// The rate phase's figures: `secs` spent issuing and waiting, the wall clock since `phase`.
+void finish_rate(Measured& m, const Plan& p, Clock::time_point phase, double secs,
+                 double bytes_each) {
+  m.seconds = secs;
+  m.phase_start = phase;
+  m.phase_end = Clock::now();
+  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
+  m.messages = p.iterations;
+  m.bytes = m.messages * bytes_each;
+}
+
 template <bool kPut>
 Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   Measured m;
@@ -268,10 +313,7 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   auto prepare = [&](uint64_t first, int count) -> Status {
     if (!p.check) return Status();
     if (kPut) {
-      for (int k = 0; k < count; ++k) {
-        fill(s.buf + static_cast<size_t>(k) * p.size, p.size, seed_of(p.size, first + k, kPing));
-        maybe_corrupt(p, first + k, s.buf + static_cast<size_t>(k) * p.size);
-      }
+      stage_pings(s, p, first, count);
       return Status();
     }
     Ctl c;  // get: the target writes a fresh pattern into the slots we will read
@@ -290,13 +332,7 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
       }
       return Status();
     }
-    Ctl c;  // put: the target verifies its slots and answers
-    c.type = CtlType::verify;
-    c.first = first;
-    c.count = static_cast<uint64_t>(count);
-    XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, c));
-    if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
-    return Status();
+    return verify_at_target(s, p, first, count);  // put: the target verifies its slots
   };
   auto issue = [&](size_t slot) {
     const size_t off = slot * p.size;
@@ -328,12 +364,7 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     it += static_cast<uint64_t>(batch);
     left -= batch;
   }
-  m.seconds = secs;
-  m.phase_start = phase;
-  m.phase_end = Clock::now();
-  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
-  m.messages = p.iterations;
-  m.bytes = m.messages * static_cast<double>(p.size);
+  finish_rate(m, p, phase, secs, static_cast<double>(p.size));
   return m;
 }
 
@@ -345,63 +376,38 @@ Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
   const int lat_n = std::min(p.iterations, kOneSidedLatencyIterations);
   const size_t sig = pong_offset(p);  // page aligned, past every slot (buffer_bytes)
   uint64_t it = 0;
-  auto verify_batch = [&](uint64_t first, int count) -> Status {
-    if (!p.check) return Status();
-    Ctl c;  // the target verifies its slots: the signal promised the data was there
-    c.type = CtlType::verify;
-    c.first = first;
-    c.count = static_cast<uint64_t>(count);
-    XPORT_ASSIGN_OR_RETURN(Ctl r, ask(s, c));
-    if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
-    return Status();
-  };
-  auto stage = [&](uint64_t first, int count) {
-    if (!p.check) return;
-    for (int k = 0; k < count; ++k) {
-      uint8_t* b = s.buf + static_cast<size_t>(k % p.slots) * p.size;
-      fill(b, p.size, seed_of(p.size, first + k, kPing));
-      maybe_corrupt(p, first + k, b);
-    }
-  };
+  // (with --check the target verifies its slots after each batch: the signal promised the data
+  // was there)
   auto issue = [&](size_t slot) {
     const size_t off = slot * p.size;
     return s.win->put_signal(s.data, off, s.remote, off, p.size, s.remote, sig, 1).status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
-    stage(it, 1);
+    stage_pings(s, p, it, 1);
     const auto t0 = Clock::now();
     XPORT_RETURN_IF_ERROR(issue(0));
     XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
     if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
-    XPORT_RETURN_IF_ERROR(verify_batch(it, 1));
+    XPORT_RETURN_IF_ERROR(verify_at_target(s, p, it, 1));
   }
   const int batch_max = p.check ? std::min(p.depth, p.slots) : p.depth;
   double secs = 0;
   const auto phase = Clock::now();
   for (int left = p.iterations; left > 0;) {
     const int batch = std::min(batch_max, left);
-    stage(it, batch);
+    stage_pings(s, p, it, batch);
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
-      Status st = issue(static_cast<size_t>(k % p.slots));
-      if (st.code() == Code::again) {  // every context in flight: finish them, then go on
-        XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
-        st = issue(static_cast<size_t>(k % p.slots));
-      }
-      XPORT_RETURN_IF_ERROR(st);
+      const auto slot = static_cast<size_t>(k % p.slots);
+      XPORT_RETURN_IF_ERROR(issue_draining(s, [&] { return issue(slot); }));
     }
     XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
     secs += secs_since(t0);
-    XPORT_RETURN_IF_ERROR(verify_batch(it, batch));
+    XPORT_RETURN_IF_ERROR(verify_at_target(s, p, it, batch));
     it += static_cast<uint64_t>(batch);
     left -= batch;
   }
-  m.seconds = secs;
-  m.phase_start = phase;
-  m.phase_end = Clock::now();
-  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
-  m.messages = p.iterations;
-  m.bytes = m.messages * static_cast<double>(p.size);
+  finish_rate(m, p, phase, secs, static_cast<double>(p.size));
   return m;
 }
 
@@ -437,26 +443,15 @@ Result<Measured> atomic_initiate(Session& s, const Plan& p) {
     const int batch = std::min(p.depth, left);
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
-      auto issue = [&] {
+      XPORT_RETURN_IF_ERROR(issue_draining(s, [&] {
         return s.win->atomic(AtomicOp::fetch_add, s.remote, word, 1, 0, &olds[k]).status();
-      };
-      Status st = issue();
-      if (st.code() == Code::again) {
-        XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
-        st = issue();
-      }
-      XPORT_RETURN_IF_ERROR(st);
+      }));
     }
     XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
     secs += secs_since(t0);
     left -= batch;
   }
-  m.seconds = secs;
-  m.phase_start = phase;
-  m.phase_end = Clock::now();
-  m.wall_seconds = std::chrono::duration<double>(m.phase_end - phase).count();
-  m.messages = p.iterations;
-  m.bytes = m.messages * 8.0;
+  finish_rate(m, p, phase, secs, 8.0);
   return m;
 }
 
