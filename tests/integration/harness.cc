@@ -6,16 +6,32 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 extern char** environ;
 
 namespace xport::test {
+
+std::string next_stdin_line(const std::function<void()>& progress, const std::string& at_eof) {
+  for (;;) {
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(0, &in);
+    timeval tv{0, 1000};
+    if (select(1, &in, nullptr, nullptr, &tv) > 0) break;
+    progress();
+  }
+  std::string line;
+  if (!std::getline(std::cin, line)) return at_eof;
+  return line;
+}
 
 std::string to_hex(const std::vector<uint8_t>& b) {
   static const char* d = "0123456789abcdef";

@@ -51,6 +51,11 @@ inline std::vector<size_t> message_sizes(uint32_t seed, size_t count, size_t max
   return out;
 }
 
+// A peer's next command on stdin, calling `progress` while none has come (with a
+// manual-progress provider a process that stopped calling libxport could strand its last
+// messages); `at_eof` once stdin has ended.
+std::string next_stdin_line(const std::function<void()>& progress, const std::string& at_eof);
+
 std::string to_hex(const std::vector<uint8_t>& b);
 std::vector<uint8_t> from_hex(const std::string& s);
 

@@ -5,8 +5,6 @@
 //                        commands below while it keeps driving progress
 //   atomic-hammer T N    connects to a target's HANDLE (stdin), reads its ATOMKEY, and runs T
 //                        threads of N fetch-adds of 1 on its word 0; prints SUM and COUNT
-#include <sys/select.h>
-
 #include <atomic>
 #include <cstring>
 #include <iostream>
@@ -29,17 +27,7 @@ Deadline soon() { return Deadline::after(std::chrono::seconds(30)); }
 
 // The next command, driving progress while none has come.
 std::string next_command(Device& dev) {
-  for (;;) {
-    fd_set in;
-    FD_ZERO(&in);
-    FD_SET(0, &in);
-    timeval tv{0, 1000};
-    if (select(1, &in, nullptr, nullptr, &tv) > 0) break;
-    (void)dev.progress();
-  }
-  std::string line;
-  if (!std::getline(std::cin, line)) return "bye";
-  return line;
+  return next_stdin_line([&] { (void)dev.progress(); }, "bye");
 }
 
 struct Aligned {

@@ -23,17 +23,7 @@ int fail(const std::string& why) {
 // completed send means its source is free, not that the data left, so a sender that stopped
 // calling libxport could strand its last messages.
 std::string next_line(Device& dev) {
-  for (;;) {
-    fd_set in;
-    FD_ZERO(&in);
-    FD_SET(0, &in);
-    timeval tv{0, 1000};
-    if (select(1, &in, nullptr, nullptr, &tv) > 0) break;
-    (void)dev.progress();
-  }
-  std::string line;
-  std::getline(std::cin, line);
-  return line;
+  return test::next_stdin_line([&] { (void)dev.progress(); }, "");
 }
 
 Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
