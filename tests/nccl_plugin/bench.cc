@@ -204,6 +204,25 @@ void report(const char* role, const Options& o, uint64_t bytes, double seconds) 
   std::fflush(stdout);
 }
 
+// What one direction moves: every communicator gets an equal whole number of messages.
+uint64_t bytes_moved(const Options& o) {
+  return (o.bytes / o.size + o.comms - 1) / o.comms * o.comms * o.size;
+}
+
+// Deregisters and closes every communicator and listener, then unloads the plugin.
+void close_all(Plugin& p, std::vector<Side>& sends, std::vector<Side>& recvs,
+               std::vector<void*>& listens) {
+  for (auto* v : {&sends, &recvs}) {
+    for (Side& s : *v) {
+      p.net->deregMr(s.comm, s.mh);
+      if (v == &sends) p.net->closeSend(s.comm);
+      else p.net->closeRecv(s.comm);
+    }
+  }
+  for (void* l : listens) p.net->closeListen(l);
+  p.unload();
+}
+
 int bench_peer(const Options& o) {
   Plugin p;
   if (!p.load()) return die(p.error);
@@ -223,19 +242,11 @@ int bench_peer(const Options& o) {
   double ss = 0, rs = 0;
   std::string err = run(p, o, sends, recvs, &ss, &rs);
   if (!err.empty()) return die(err);
-  const uint64_t moved = (o.bytes / o.size + o.comms - 1) / o.comms * o.comms * o.size;
+  const uint64_t moved = bytes_moved(o);
   report("peer-send", o, moved, ss);
   if (o.bidir) report("peer-recv", o, moved, rs);
   std::getline(std::cin, line);
-  for (auto* v : {&sends, &recvs}) {
-    for (Side& s : *v) {
-      p.net->deregMr(s.comm, s.mh);
-      if (v == &sends) p.net->closeSend(s.comm);
-      else p.net->closeRecv(s.comm);
-    }
-  }
-  for (void* l : listens) p.net->closeListen(l);
-  p.unload();
+  close_all(p, sends, recvs, listens);
   return 0;
 }
 
@@ -269,7 +280,7 @@ int bench_main(int argc, char** argv) {
   double ss = 0, rs = 0;
   err = run(p, o, sends, recvs, &ss, &rs);
   if (!err.empty()) return die(err);
-  const uint64_t moved = (o.bytes / o.size + o.comms - 1) / o.comms * o.comms * o.size;
+  const uint64_t moved = bytes_moved(o);
   report("recv", o, moved, rs);
   if (o.bidir) report("send", o, moved, ss);
   for (int i = 0; i < (o.bidir ? 2 : 1); ++i) {
@@ -278,14 +289,6 @@ int bench_main(int argc, char** argv) {
   }
   child.write_line("DONE");
   child.wait_exit(30000);
-  for (auto* v : {&sends, &recvs}) {
-    for (Side& s : *v) {
-      p.net->deregMr(s.comm, s.mh);
-      if (v == &sends) p.net->closeSend(s.comm);
-      else p.net->closeRecv(s.comm);
-    }
-  }
-  for (void* l : listens) p.net->closeListen(l);
-  p.unload();
+  close_all(p, sends, recvs, listens);
   return 0;
 }
