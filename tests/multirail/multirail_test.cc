@@ -212,9 +212,12 @@ TEST_F(MultiRail, PeerWithFewerRailsIsPairedOverTheCommonRails) {
 }
 
 TEST_F(MultiRail, LinkDownMidTransferMovesNewTrafficToTheRemainingRails) {
-  // A back-off longer than TCP's retransmission after the link returns, so the traffic that
-  // follows the outage runs while the rail is still quarantined, whatever the timing.
-  setenv("XPORT_RAIL_RETRY_MS", "8000", 1);
+  // The rail's back-off must outlast TCP's retransmission of the stripes the outage held, so
+  // that the traffic after the outage runs while the rail is still quarantined. TCP's timer
+  // doubles for as long as the link is down: the link stays down only until the quarantine is
+  // seen (and a little more), so the retransmission comes within a second or two of the link's
+  // return, well inside the back-off.
+  setenv("XPORT_RAIL_RETRY_MS", "12000", 1);
   core::reload_knobs();
   dev_.reset();
   auto dev = ctx_->open_device();
@@ -231,31 +234,47 @@ TEST_F(MultiRail, LinkDownMidTransferMovesNewTrafficToTheRemainingRails) {
   std::atomic<size_t> done{0};
   Stats at_down, before_up;
   bool quarantined = false;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms = [&](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t - t0).count();
+  };
+  Clock::time_point t_down{}, t_quarantined{}, t_up{}, t_moved{}, t_back{};
+  size_t done_at_up = 0;
   std::thread controller([&] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (done.load() < 60 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    const auto until = Clock::now() + std::chrono::seconds(60);
+    while (done.load() < 60 && Clock::now() < until) std::this_thread::yield();
     ASSERT_EQ(set_link(victim, false), 0);
+    t_down = Clock::now();
     // The sender's waits drive progress, whose link checks quarantine the rail.
-    const auto q_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < q_until) {
+    const auto q_until = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < q_until) {
       at_down = dev_->stats();
       if (at_down.rails[1].state == "quarantined") {
         quarantined = true;
+        t_quarantined = Clock::now();
         break;
       }
       std::this_thread::yield();
     }
-    // Keep the link down for a while: messages with stripes in flight on it wait for it (TCP
-    // holds them), so the sender's in-order window stalls behind them.
-    const auto down_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (std::chrono::steady_clock::now() < down_until) std::this_thread::yield();
+    // A short while down with the rail quarantined: no new stripe may take it.
+    const auto down_until = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < down_until) std::this_thread::yield();
     ASSERT_EQ(set_link(victim, true), 0);
-    // Once the link is back, the stalled messages complete and new ones flow while the rail
-    // still serves its back-off: remember the last snapshot taken in quarantine.
-    const auto r_until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < r_until) {
+    t_up = Clock::now();
+    done_at_up = done.load();
+    // Once the link is back, the held stripes arrive and new messages flow while the rail
+    // still serves its back-off: remember the last snapshot taken in quarantine. (Only the
+    // sender's waits drive progress: once the stream is sent, the state stays as it is.)
+    const auto r_until = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < r_until && done.load() < 300) {
       Stats st = dev_->stats();
-      if (st.rails[1].state != "quarantined") break;
+      if (st.rails[1].state != "quarantined") {
+        t_back = Clock::now();
+        break;
+      }
+      if (t_moved == Clock::time_point{} && st.rails[0].stripes_out > at_down.rails[0].stripes_out)
+        t_moved = Clock::now();
       before_up = st;
       std::this_thread::yield();
     }
@@ -266,8 +285,19 @@ TEST_F(MultiRail, LinkDownMidTransferMovesNewTrafficToTheRemainingRails) {
   p.write_line("bye");
   EXPECT_EQ(p.wait_exit(30000), 0);
   ASSERT_TRUE(quarantined) << "the rail whose link went down was never quarantined";
+  const std::string timeline =
+      "link down at " + std::to_string(ms(t_down)) + " ms, quarantined at " +
+      std::to_string(ms(t_quarantined)) + " ms, link up at " + std::to_string(ms(t_up)) +
+      " ms (" + std::to_string(done_at_up) + " messages done), rail 0 moved at " +
+      (t_moved == Clock::time_point{} ? std::string("never") : std::to_string(ms(t_moved))) +
+      " ms, rail back at " +
+      (t_back == Clock::time_point{} ? std::string("(not while sending)")
+                                     : std::to_string(ms(t_back)) + " ms");
+  ASSERT_FALSE(before_up.rails.empty()) << "the rail left quarantine at once: " << timeline;
   EXPECT_GT(before_up.rails[0].stripes_out, at_down.rails[0].stripes_out)
-      << "new traffic must continue on the remaining rail while the other is quarantined";
+      << "new traffic must continue on the remaining rail while the other is quarantined: "
+      << timeline;
+  std::cout << "[ timeline ] " << timeline << "\n";
   EXPECT_EQ(before_up.rails[1].stripes_out, at_down.rails[1].stripes_out)
       << "no new stripe may go to a quarantined rail";
   EXPECT_GE(dev_->stats().rails[1].quarantine_events, 1u);
