@@ -43,6 +43,20 @@ struct RailStats {
   uint64_t errors = 0;       // error completions on the rail's endpoints
 };
 
+// The channel pool of a device (docs/pool.md): the channels its communicators share.
+struct PoolStats {
+  uint32_t groups = 0;              // XPORT_POOL_GROUPS in effect (0: no sharing)
+  uint32_t channels_per_group = 0;  // XPORT_POOL_CHANNELS in effect
+  uint64_t channels = 0;        // channels open (connections, or RDM endpoint + peer address)
+  uint64_t cqs = 0;             // completion queues the channels post to
+  uint64_t comms_attached = 0;  // communicator references held on channels now
+  uint64_t primaries = 0;       // communicators that opened a channel (since the device opened)
+  uint64_t secondaries = 0;     // communicators that joined an open channel (same)
+  uint64_t routing_misses = 0;  // completions or messages for no known communicator or request
+  uint64_t channel_ops = 0;     // operations posted on channels (since the device opened)
+  uint64_t busiest_channel_ops = 0;  // of them, on the open channel that carried most
+};
+
 struct Stats {
   std::vector<RailStats> rails;
   std::vector<EndpointStats> endpoints;
@@ -68,6 +82,7 @@ struct Stats {
   uint64_t atomics_emulated = 0;  // emulated atomics issued
   uint64_t atomics_applied = 0;   // emulated atomics applied here
   uint64_t notifications = 0;     // transfer notifications delivered here
+  PoolStats pool;
 };
 
 }  // namespace xport

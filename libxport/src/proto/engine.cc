@@ -36,6 +36,11 @@ EngineConfig EngineConfig::from_knobs() {
   c.cq_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_batch), 1));
   c.cq_entries = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_entries), 64));
   c.max_comms = static_cast<size_t>(std::clamp<int64_t>(knob_int(KnobId::max_comms), 1, 65535));
+  c.pool_groups = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::pool_groups), 0, 1024));
+  c.pool_channels =
+      static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::pool_channels), 1, 1024));
+  c.pool_depth_multiplier = static_cast<uint32_t>(
+      std::clamp<int64_t>(knob_int(KnobId::pool_depth_multiplier), 1, 64));
   c.listen_backlog = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::listen_backlog), 1));
   c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
   c.keepalive = std::chrono::milliseconds(std::max<int64_t>(knob_int(KnobId::keepalive_ms), 1));
@@ -964,6 +969,8 @@ Stats Engine::stats() const {
     }
   });
   s.comms_open = core_.comms->size();
+  s.pool.groups = core_.config.pool_groups;
+  s.pool.channels_per_group = core_.config.pool_channels;
   s.registrations = core_.registry->registrations();
   s.registered_bytes = core_.registry->registered_bytes();
   s.routing_misses = core_.counters.routing_misses;

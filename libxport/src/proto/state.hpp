@@ -41,6 +41,10 @@ struct EngineConfig {
   size_t cq_batch = 32;
   size_t cq_entries = 8192;  // CQ room beyond the bounce buffers (XPORT_CQ_ENTRIES)
   size_t max_comms = 4096;
+  // Channel pool (docs/pool.md).
+  uint32_t pool_groups = 1;        // 0: no sharing
+  uint32_t pool_channels = 4;      // per group and rail
+  uint32_t pool_depth_multiplier = 2;
   size_t listen_backlog = 128;
   std::chrono::nanoseconds eagain_timeout{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive{1000};
