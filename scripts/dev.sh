@@ -70,13 +70,14 @@ case "$mode" in
         python3 scripts/run-tests.py "$build_dir-asan" --no-suite mpi || status=1
     fi
     if [ "${XPORT_SKIP_TSAN:-0}" != 1 ]; then
-      # The suites that run threads against one device (and the library under them).
+      # The suites that run threads against one device (and the library under them; pool: two
+      # threads opening and closing communicators on shared connections).
       # (TSan ignores atomic_thread_fence, which GCC says with -Wtsan: the seqlock that uses one
       # is suppressed in tests/tsan.supp instead.)
       configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread -Db_lundef=false \
         -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
-        python3 scripts/run-tests.py "$build_dir-tsan" unit threads stress || status=1
+        python3 scripts/run-tests.py "$build_dir-tsan" unit threads stress pool || status=1
     fi
     if [ "${XPORT_SKIP_RELEASE:-0}" != 1 ]; then
       # What a user builds with --buildtype=release (-O3 warns differently): built, not re-run.

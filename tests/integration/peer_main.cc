@@ -1,9 +1,11 @@
 // xport-test-peer: the other process of the integration tests. Speaks lines on stdout
 // (HANDLE <hex>, KEY <hex>, OK ..., FAIL ...) and reads commands on stdin.
 #include <sys/select.h>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -221,6 +223,189 @@ int churn(Device& dev) {
   return 0;
 }
 
+
+// The receiving end of the pool test (pool_test.cc): accepts COMMS communicators, learns each
+// one's ordinal from its first message, then takes COUNT messages on every one of them with
+// receives posted in order per communicator (up to 4 outstanding) and the communicators visited
+// in random order, so receives of all of them interleave. Each message must be its own: its
+// size and its pattern (communicator ordinal, index) are checked, so a message routed to
+// another communicator or request, or out of order, fails. Prints "STATS ..." (pool counters)
+// and "OK n".
+int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max) {
+  auto listener = dev.listen();
+  if (!listener.ok()) return fail(listener.status().to_string());
+  std::cout << "HANDLE " << test::to_hex((*listener)->handle()) << std::endl;
+  constexpr size_t kDepth = 4;
+  const size_t stride = max + 1;
+  std::vector<uint8_t> mem(comms * kDepth * stride);
+  auto reg = dev.register_memory(mem.data(), mem.size());
+  if (!reg.ok()) return fail("register: " + reg.status().to_string());
+  std::vector<std::unique_ptr<RecvComm>> by_ordinal(comms);
+  for (size_t i = 0; i < comms; ++i) {
+    auto comm = (*listener)->accept(Deadline::after(std::chrono::seconds(60)));
+    if (!comm.ok()) return fail("accept " + std::to_string(i) + ": " + comm.status().to_string());
+    uint64_t ordinal = 0;
+    auto r = (*comm)->irecv(mem.data(), sizeof(ordinal), *reg);
+    if (!r.ok()) return fail("irecv head: " + r.status().to_string());
+    auto got = (*comm)->wait(*r, soon());
+    if (!got.ok() || *got != sizeof(ordinal)) {
+      return fail("head of communicator " + std::to_string(i) + ": " +
+                  (got.ok() ? "wrong size" : got.status().to_string()));
+    }
+    std::memcpy(&ordinal, mem.data(), sizeof(ordinal));
+    if (ordinal >= comms || by_ordinal[ordinal]) {
+      return fail("communicator " + std::to_string(i) + " names ordinal " +
+                  std::to_string(ordinal) + " (taken or out of range)");
+    }
+    by_ordinal[ordinal] = std::move(comm).value();
+  }
+  std::vector<std::vector<size_t>> sizes(comms);
+  for (size_t o = 0; o < comms; ++o) sizes[o] = test::message_sizes(seed + o, count, max);
+  std::vector<size_t> posted(comms), done(comms);
+  std::vector<std::array<Request, kDepth>> reqs(comms);
+  std::mt19937 rng(seed);
+  size_t total = 0;
+  const auto until = Deadline::after(std::chrono::seconds(120));
+  while (total < comms * count) {
+    if (until.expired()) {
+      return fail("only " + std::to_string(total) + " of " + std::to_string(comms * count) +
+                  " messages arrived within 120 s");
+    }
+    const size_t o = rng() % comms;
+    RecvComm& c = *by_ordinal[o];
+    while (posted[o] < count && posted[o] - done[o] < kDepth) {
+      uint8_t* b = mem.data() + (o * kDepth + posted[o] % kDepth) * stride;
+      auto r = c.irecv(b, stride, *reg);
+      if (!r.ok()) return fail("irecv: " + r.status().to_string());
+      reqs[o][posted[o] % kDepth] = *r;
+      ++posted[o];
+    }
+    if (done[o] == posted[o]) continue;
+    auto t = c.test(reqs[o][done[o] % kDepth]);
+    if (!t.ok()) {
+      return fail("communicator " + std::to_string(o) + " message " + std::to_string(done[o]) +
+                  ": " + t.status().to_string());
+    }
+    if (!t->done) continue;
+    const size_t k = done[o];
+    const uint8_t* b = mem.data() + (o * kDepth + k % kDepth) * stride;
+    if (t->bytes != sizes[o][k] || test::first_mismatch(b, t->bytes, o * 100000 + k) != -1) {
+      return fail("communicator " + std::to_string(o) + " message " + std::to_string(k) +
+                  " is not its own (" + std::to_string(t->bytes) + " bytes, expected " +
+                  std::to_string(sizes[o][k]) + "): misrouted, reordered or corrupted");
+    }
+    ++done[o];
+    ++total;
+  }
+  const PoolStats st = dev.stats().pool;
+  std::cout << "STATS channels " << st.channels << " primaries " << st.primaries
+            << " secondaries " << st.secondaries << " attached " << st.comms_attached
+            << " misses " << st.routing_misses << std::endl;
+  std::cout << "OK " << total << std::endl;
+  std::string line = next_line(dev);
+  by_ordinal.clear();
+  return 0;
+}
+
+// The other end of the pool churn test (pool_test.cc): accepts communicators as they come and
+// serves them all at once, one receive outstanding on each; each one's first message names it
+// and how many messages follow, each message is checked against its pattern, and the
+// communicator is closed after its last. Prints "STATS done D received R misses M late L" once
+// COMMS communicators were served, then at "channels" the pool's channels once they are gone
+// (or after 10 s).
+int pool_churn(Device& dev, size_t comms) {
+  auto listener = dev.listen();
+  if (!listener.ok()) return fail(listener.status().to_string());
+  std::cout << "HANDLE " << test::to_hex((*listener)->handle()) << std::endl;
+  constexpr size_t kSlots = 64;
+  constexpr size_t kStride = (64 << 10) + 1;
+  std::vector<uint8_t> mem(kSlots * kStride);
+  auto reg = dev.register_memory(mem.data(), mem.size());
+  if (!reg.ok()) return fail("register: " + reg.status().to_string());
+  struct Live {
+    std::unique_ptr<RecvComm> comm;
+    size_t slot = 0;
+    bool named = false;
+    uint64_t id = 0;
+    std::vector<size_t> sizes;
+    size_t got = 0;
+    Request req;
+  };
+  std::vector<Live> live;
+  std::vector<size_t> free_slots;
+  for (size_t i = 0; i < kSlots; ++i) free_slots.push_back(i);
+  size_t done = 0, received = 0;
+  const auto until = Deadline::after(std::chrono::seconds(240));
+  auto post = [&](Live& l) {
+    auto r = l.comm->irecv(mem.data() + l.slot * kStride, kStride, *reg);
+    if (r.ok()) l.req = *r;
+    return r.status();
+  };
+  while (done < comms) {
+    if (until.expired()) return fail("served " + std::to_string(done) + " communicators in 240 s");
+    if (!free_slots.empty()) {
+      auto c = (*listener)->try_accept();
+      if (!c.ok()) return fail("accept: " + c.status().to_string());
+      if (*c) {
+        Live l;
+        l.comm = std::move(*c);
+        l.slot = free_slots.back();
+        free_slots.pop_back();
+        if (Status st = post(l); !st.ok()) return fail("irecv head: " + st.to_string());
+        live.push_back(std::move(l));
+      }
+    }
+    (void)dev.progress();
+    for (size_t i = 0; i < live.size();) {
+      Live& l = live[i];
+      auto t = l.comm->test(l.req);
+      if (!t.ok()) {
+        return fail("communicator " + std::to_string(l.id) + " message " + std::to_string(l.got) +
+                    ": " + t.status().to_string());
+      }
+      if (!t->done) {
+        ++i;
+        continue;
+      }
+      const uint8_t* b = mem.data() + l.slot * kStride;
+      if (!l.named) {
+        uint64_t head[2] = {};
+        if (t->bytes != sizeof(head)) return fail("a head of " + std::to_string(t->bytes) + " bytes");
+        std::memcpy(head, b, sizeof(head));
+        l.named = true;
+        l.id = head[0];
+        l.sizes = test::message_sizes(static_cast<uint32_t>(l.id), head[1], 64 << 10);
+      } else {
+        const size_t k = l.got;
+        if (t->bytes != l.sizes[k] || test::first_mismatch(b, t->bytes, l.id * 1000 + k) != -1) {
+          return fail("communicator " + std::to_string(l.id) + " message " + std::to_string(k) +
+                      " is not its own: misrouted, reordered or corrupted");
+        }
+        ++l.got;
+        ++received;
+      }
+      if (l.got == l.sizes.size()) {
+        free_slots.push_back(l.slot);
+        live.erase(live.begin() + static_cast<long>(i));  // closes it
+        ++done;
+        continue;
+      }
+      if (Status st = post(l); !st.ok()) return fail("irecv: " + st.to_string());
+      ++i;
+    }
+  }
+  const Stats st = dev.stats();
+  std::cout << "STATS done " << done << " received " << received << " misses "
+            << st.routing_misses << " late " << st.late_arrivals << std::endl;
+  std::string line = next_line(dev);
+  if (line == "channels") {
+    const auto gone = Deadline::after(std::chrono::seconds(10));
+    while (dev.stats().pool.channels != 0 && !gone.expired()) (void)dev.progress();
+    std::cout << "CHANNELS " << dev.stats().pool.channels << std::endl;
+    line = next_line(dev);
+  }
+  return 0;
+}
 }  // namespace
 
 namespace xport::test {
@@ -231,7 +416,7 @@ int one_sided_peer(Device& dev, const std::vector<std::string>& args);
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: xport-test-peer recv-stream SEED COUNT MAX | send-stream SEED COUNT MAX"
-                 " | target SIZE | linger | churn | window-target SIZE | atomic-hammer THREADS N\n";
+                 " | target SIZE | linger | churn | pool-recv COMMS COUNT SEED MAX | pool-churn COMMS | window-target SIZE | atomic-hammer THREADS N\n";
     return 2;
   }
   ContextOptions opts;
@@ -246,6 +431,11 @@ int main(int argc, char** argv) {
     const size_t count = std::stoul(argv[3]), max = std::stoul(argv[4]);
     return role == "recv-stream" ? recv_stream(**dev, seed, count, max)
                                  : send_stream(**dev, seed, count, max);
+  }
+  if (role == "pool-churn" && argc == 3) return pool_churn(**dev, std::stoul(argv[2]));
+  if (role == "pool-recv" && argc == 6) {
+    return pool_recv(**dev, std::stoul(argv[2]), std::stoul(argv[3]),
+                     static_cast<uint32_t>(std::stoul(argv[4])), std::stoul(argv[5]));
   }
   if (role == "target" && argc == 3) return target(**dev, std::stoul(argv[2]));
   if (role == "linger") return linger(**dev);

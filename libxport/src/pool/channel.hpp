@@ -5,12 +5,30 @@
 #pragma once
 
 #include <chrono>
+#include <compare>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "pool/comm_table.hpp"
 #include "rail/endpoint.hpp"
 
 namespace xport::pool {
+
+// Who opened a connection: this device (out: its send communicators use it) or the peer (in).
+enum class Direction : uint8_t { out = 0, in = 1 };
+// The group of a channel that is one communicator's alone (XPORT_POOL_GROUPS=0).
+inline constexpr uint32_t kOwnGroup = 0xffffffffu;
+
+struct ChannelKey {
+  uint8_t local_rail = 0;
+  uint64_t peer = 0;  // the peer device's token
+  uint8_t remote_rail = 0;
+  Direction dir = Direction::out;
+  uint32_t group = 0;
+  uint32_t slot = 0;
+  auto operator<=>(const ChannelKey&) const = default;
+};
 
 struct Channel {
   rail::RailEndpoint* ep = nullptr;              // the endpoint the channel posts on
@@ -23,6 +41,13 @@ struct Channel {
   std::chrono::steady_clock::time_point retire_since{};  // connections being closed
   bool shutdown_sent = false;  // ... shut down (once their last sends were out)
   bool shutdown_seen = false;  // ... and their FI_SHUTDOWN event was read
+  // Pooled connections (pool/pool.hpp).
+  ChannelKey key;
+  fid_t fid = nullptr;       // the connection's provider handle, for its events
+  uint64_t ops = 0;          // operations posted on it
+  CommId opener;             // the communicator whose connection request opened it (out)
+  uint64_t opener_nonce = 0;
+  std::vector<CommId> waiting;  // communicators whose request waits for it to connect (out)
 
   bool failed() const { return ep->failed; }
   const std::string& failure() const { return ep->failure; }

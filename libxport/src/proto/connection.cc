@@ -182,6 +182,7 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
       auto ch = core_.channel_to(*peer, 0, true, h.address);
       if (!ch) s = ch.status();
       else peer->paths[0].control = *ch;
+      c.made_channels = s.ok();
     }
     if (s.ok()) {
       ConnRequest r;
@@ -209,16 +210,37 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
 }
 
 Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& address) {
+  pool::Pool& pl = *core_.pool;
+  const pool::ChannelKey key = pl.place(0, c.peer->token);
+  if (pool::Channel* ch = pl.find(key); ch != nullptr) {
+    if (!ch->failed()) {
+      // A secondary: the group's channel is open (or opening); its request goes over it.
+      pl.attach(*ch, false);
+      c.connection = ch;
+      c.paths = {pool::Path{ch, ch}};
+      if (!ch->connected) {
+        ch->waiting.push_back(c.id);
+        return Status::success();
+      }
+      return request_on(c, *ch);
+    }
+    pl.orphan(key);  // failed: its users keep it until they go; a new one takes the slot
+  }
+  // A primary: opens the slot's connection, sized for the communicators it will carry.
+  const uint32_t mul = key.group == pool::kOwnGroup ? 1 : core_.config.pool_depth_multiplier;
   rail::Rail& r = *core_.rails[0];
-  XPORT_ASSIGN_OR_RETURN(auto ep, r.open_connection(r.domain().info(), 2 * c.depth + 8,
-                                                    c.depth + 8));
-  auto ch = std::make_unique<pool::Channel>();
-  ch->owned = std::move(ep);
-  ch->ep = ch->owned.get();
-  ch->rail = 0;
-  ch->label = ch->ep->label();
-  c.connection = std::move(ch);
-  pool::Channel* conn = c.connection.get();
+  XPORT_ASSIGN_OR_RETURN(auto ep, r.open_connection(r.domain().info(), (2 * c.depth + 8) * mul,
+                                                    (c.depth + 8) * mul));
+  auto owned = std::make_unique<pool::Channel>();
+  owned->owned = std::move(ep);
+  owned->ep = owned->owned.get();
+  owned->rail = 0;
+  owned->label = owned->ep->label();
+  owned->opener = c.id;
+  owned->opener_nonce = c.nonce;
+  pool::Channel* conn = pl.add(key, std::move(owned));
+  pl.attach(*conn, true);
+  c.connection = conn;
   c.paths = {pool::Path{conn, conn}};
   XPORT_RETURN_IF_ERROR(core_.control->post_receives(conn->ep));
   struct {
@@ -228,26 +250,73 @@ Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& addres
   param.h = bare(MsgType::conn_req);
   param.h.src_comm = c.id.index;
   param.h.src_gen = c.id.gen;
+  param.h.aux = key.group;  // the listener keeps its end in the same group
   param.b = request_body(c);
-  core_.conn_by_fid[&conn->ep->endpoint().get()->fid] = c.id;
+  pl.bind(&conn->ep->endpoint().get()->fid, *conn);
   const int ret = fi_connect(conn->ep->endpoint().get(), address.data(), &param, sizeof(param));
   if (ret != 0) return fabric::fi_status(ret, "fi_connect");
   return Status::success();
 }
 
+Status Connections::request_on(CommState& c, pool::Channel& ch) {
+  ConnRequest r;
+  r.body = request_body(c);  // no rail addresses: the connection is the path
+  std::vector<uint8_t> body = encode_conn_request(r);
+  MsgHeader req = bare(MsgType::conn_req);
+  req.src_comm = c.id.index;
+  req.src_gen = c.id.gen;
+  return core_.control->send(&ch, req, &body, &c, Dependent{Dependent::Kind::comm, c.id, 0, 0});
+}
+
+void Connections::fail_channel(pool::Channel& ch, const Status& why) {
+  ch.ep->failed = true;
+  ch.ep->failure = why.message();
+  if (ch.key.dir == pool::Direction::out || ch.key.group != pool::kOwnGroup) {
+    core_.pool->orphan(ch.key);
+  }
+  ch.refs += 1;  // kept while its users fail (their erasure lets go of it)
+  std::vector<CommId> users;
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (c.connection == &ch) users.push_back(c.id);
+  });
+  for (CommId id : users) {
+    CommState* c = core_.comm(id);
+    if (c == nullptr) continue;
+    remove_from_backlog(*c);
+    if (!c->is_send && c->phase == Phase::connecting) {
+      auto lit = core_.listeners.find(c->listener_token);
+      if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
+      c->user_closed = true;  // never handed out: nobody will close it
+    }
+    core_.fail_comm(*c, why);
+  }
+  // Nobody uses it any more (or never did: an accepted connection idle between
+  // communicators): closed now.
+  if (--ch.refs <= 0) core_.control->retire(core_.pool->release(ch));
+}
+
 void Connections::cancel(CommId id) {
   CommState* c = core_.comm(id);
   if (c == nullptr || c->user_closed) return;
+  pool::Channel* request_path = nullptr;
   if (c->phase == Phase::connecting && !core_.connected_endpoints() && c->peer != nullptr &&
       !c->peer->paths.empty() && c->peer->paths[0].control != nullptr) {
+    request_path = c->peer->paths[0].control;
+  }
+  if (c->phase == Phase::connecting && c->connection != nullptr && c->connection->connected &&
+      !c->connection->failed() && c->connection->opener != c->id) {
+    request_path = c->connection;  // a secondary's request went over the shared connection
+  }
+  if (c->connection != nullptr) std::erase(c->connection->waiting, c->id);
+  if (request_path != nullptr) {
     // The listener may have made (or be about to make) the receiving side: it is told to drop
     // it. The message goes on the channel the request took, so it arrives after it.
     MsgHeader m = bare(MsgType::conn_cancel);
     m.src_comm = c->id.index;
     m.src_gen = c->id.gen;
     m.aux2 = c->nonce;
-    (void)core_.control->send(c->peer->paths[0].control, m, nullptr, nullptr, Dependent{},
-                              c->peer);
+    (void)core_.control->send(request_path, m, nullptr, nullptr, Dependent{},
+                              core_.connected_endpoints() ? nullptr : c->peer);
   }
   if (c->phase == Phase::connecting) {
     core_.fail_comm(*c, Status(Code::closed, "connect: given up"));
@@ -366,10 +435,22 @@ CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::
   return c;
 }
 
-void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uint8_t* body,
+void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
                               size_t len) {
   auto req = decode_conn_request(body, len);
-  if (!req || req->rails.empty()) {
+  // Connected endpoints: a request on a pooled connection (a secondary joining it).
+  pool::Channel* via = nullptr;
+  if (core_.connected_endpoints()) {
+    via = ep != nullptr && ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid)
+                                              : nullptr;
+    if (via == nullptr || via->failed() || via->key.dir != pool::Direction::in ||
+        via->key.group == pool::kOwnGroup || (req && via->key.peer != req->body.device_token)) {
+      core_.miss();
+      XPORT_LOG(warn, "dropping a connection request on a connection it cannot share");
+      return;
+    }
+  }
+  if (!req || (via == nullptr && req->rails.empty())) {
     core_.miss();
     XPORT_LOG(warn, "dropping connection request: ",
               req ? "no rail addresses" : req.status().to_string());
@@ -387,7 +468,8 @@ void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uin
   core_.comms->for_each([&](uint16_t, CommState& c) {
     repeated = repeated || (!c.is_send && c.peer == peer && c.nonce == req->body.nonce);
   });
-  Status paths = repeated ? Status() : core_.set_paths(*peer, req->rails);
+  const size_t channels_before = peer->channels.size();
+  Status paths = repeated || via != nullptr ? Status() : core_.set_paths(*peer, req->rails);
   uint64_t reason = 0;
   CommState* c = nullptr;
   if (!repeated) {
@@ -398,8 +480,10 @@ void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uin
       c = admit(h, *req, peer, &reason);
     }
   }
-  pool::Channel* reply =
-      !peer->paths.empty() && peer->paths[0].control != nullptr ? peer->paths[0].control : nullptr;
+  pool::Channel* reply = via != nullptr ? via
+                         : !peer->paths.empty() && peer->paths[0].control != nullptr
+                             ? peer->paths[0].control
+                             : nullptr;
   if (c == nullptr && !repeated && reply != nullptr) {
     MsgHeader r = bare(MsgType::conn_reject);
     r.dst_comm = h.src_comm;
@@ -409,10 +493,17 @@ void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uin
     (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
   }
   if (c != nullptr) {
-    c->paths.assign(peer->paths.begin(), peer->paths.end());
-    for (pool::Path& p : c->paths) {
-      p.data->refs += 1;
-      p.control->refs += 1;
+    if (via != nullptr) {
+      core_.pool->attach(*via, false);
+      c->connection = via;
+      c->paths = {pool::Path{via, via}};
+    } else {
+      core_.pool->count_rdm(peer->channels.size() > channels_before);
+      c->paths.assign(peer->paths.begin(), peer->paths.end());
+      for (pool::Path& p : c->paths) {
+        p.data->refs += 1;
+        p.control->refs += 1;
+      }
     }
     c->phase = Phase::ready;
     ConnAck ack;
@@ -420,7 +511,7 @@ void Connections::on_conn_req(rail::RailEndpoint*, const MsgHeader& h, const uin
     ack.body.device_token = core_.device_token;
     ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
     ack.body.depth = c->depth;
-    ack.rails = local_addresses();
+    if (via == nullptr) ack.rails = local_addresses();
     std::vector<uint8_t> bytes = encode_conn_ack(ack);
     MsgHeader a = header(MsgType::conn_ack, *c);
     Status s = core_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
@@ -448,7 +539,9 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
   c.credit_limit = c.depth;
   c.eager_max = std::min<uint64_t>(core_.config.eager_max, ack.body.eager_max);
   if (!c.connection) {
+    const size_t channels_before = c.peer->channels.size();
     Status s = core_.set_paths(*c.peer, ack.rails);
+    core_.pool->count_rdm(c.made_channels || c.peer->channels.size() > channels_before);
     if (!s.ok()) {
       core_.fail_comm(c, std::move(s).with_context("connect"));
       return;
@@ -568,16 +661,22 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
     return;
   }
   rail::Rail& r = *core_.rails[0];
-  auto ep = r.open_connection(info.get(), 2 * c->depth + 8, c->depth + 8);
+  const uint32_t group = static_cast<uint32_t>(h->aux);
+  const uint32_t mul = group == pool::kOwnGroup ? 1 : core_.config.pool_depth_multiplier;
+  auto ep = r.open_connection(info.get(), (2 * c->depth + 8) * mul, (c->depth + 8) * mul);
   Status s = ep.ok() ? Status() : ep.status();
   if (s.ok()) {
-    auto ch = std::make_unique<pool::Channel>();
-    ch->owned = std::move(ep).value();
-    ch->ep = ch->owned.get();
-    ch->label = ch->ep->label();
-    c->connection = std::move(ch);
-    c->paths = {pool::Path{c->connection.get(), c->connection.get()}};
-    s = core_.control->post_receives(c->connection->ep);
+    auto owned = std::make_unique<pool::Channel>();
+    owned->owned = std::move(ep).value();
+    owned->ep = owned->owned.get();
+    owned->label = owned->ep->label();
+    owned->opener = c->id;
+    pool::Channel* ch = core_.pool->add(core_.pool->accepted(0, peer->token, group),
+                                        std::move(owned));
+    core_.pool->attach(*ch, true);
+    c->connection = ch;
+    c->paths = {pool::Path{ch, ch}};
+    s = core_.control->post_receives(ch->ep);
   }
   if (s.ok()) {
     struct {
@@ -599,12 +698,37 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
     core_.fail_comm(*c, s);
     return;
   }
-  core_.conn_by_fid[&c->connection->ep->endpoint().get()->fid] = c->id;
+  core_.pool->bind(&c->connection->ep->endpoint().get()->fid, *c->connection);
   core_.listeners[c->listener_token].pending += 1;
 }
 
-void Connections::on_msg_connected(CommState& c, const uint8_t* data, size_t len) {
-  c.connection->connected = true;
+void Connections::on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len) {
+  ch.connected = true;
+  CommState* opener = core_.comm(ch.opener);
+  if (opener != nullptr && opener->connection == &ch) {
+    on_opener_connected(*opener, data, len);
+  } else if (ch.key.dir == pool::Direction::out && !ch.failed()) {
+    // Its opener gave up meanwhile but others wait on the connection: the listener's side of
+    // the opener is dropped, as a cancelled request's.
+    MsgHeader m = bare(MsgType::conn_cancel);
+    m.src_comm = ch.opener.index;
+    m.src_gen = ch.opener.gen;
+    m.aux2 = ch.opener_nonce;
+    (void)core_.control->send(&ch, m, nullptr, nullptr, Dependent{});
+  }
+  if (ch.key.dir != pool::Direction::out) return;
+  // The secondaries that waited for it send their requests over it.
+  std::vector<CommId> waiting;
+  waiting.swap(ch.waiting);
+  for (CommId id : waiting) {
+    CommState* c = core_.comm(id);
+    if (c == nullptr || c->connection != &ch || c->phase != Phase::connecting) continue;
+    Status s = ch.failed() ? Status(Code::peer_lost, ch.failure()) : request_on(*c, ch);
+    if (!s.ok()) core_.fail_comm(*c, std::move(s).with_context("connect"));
+  }
+}
+
+void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t len) {
   if (c.is_send) {
     struct {
       MsgHeader h;
@@ -660,14 +784,8 @@ Status Connections::progress_events() {
         core_.control->on_shutdown(err.fid);
         continue;
       }
-      auto it = core_.conn_by_fid.find(err.fid);
-      if (it != core_.conn_by_fid.end()) {
-        if (CommState* c = core_.comm(it->second)) {
-          c->connection->ep->failed = true;
-          c->connection->ep->failure = why;
-          remove_from_backlog(*c);
-          core_.fail_comm(*c, Status(Code::peer_lost, why));
-        }
+      if (pool::Channel* ch = core_.pool->by_fid(err.fid)) {
+        if (!ch->failed()) fail_channel(*ch, Status(Code::peer_lost, why));
       }
       continue;
     }
@@ -686,34 +804,24 @@ Status Connections::progress_events() {
       core_.control->on_shutdown(entry->fid);
       continue;
     }
-    auto it = core_.conn_by_fid.find(entry->fid);
-    if (it == core_.conn_by_fid.end()) continue;
-    CommState* c = core_.comm(it->second);
-    if (c == nullptr || !c->connection) continue;
+    pool::Channel* ch = core_.pool->by_fid(entry->fid);
+    if (ch == nullptr) continue;
     if (event == FI_SHUTDOWN) {
-      shutdowns_.push_back(c->id);  // applied once the CQs were read again
+      shutdowns_.push_back(entry->fid);  // applied once the CQs were read again
       continue;
     }
-    on_msg_connected(*c, data, data_len);
+    on_msg_connected(*ch, data, data_len);
   }
   return Status::success();
 }
 
 void Connections::apply_shutdowns() {
-  std::vector<CommId> ids;
-  ids.swap(shutdowns_);
-  for (CommId id : ids) {
-    CommState* c = core_.comm(id);
-    if (c == nullptr || !c->connection || c->connection->ep->failed) continue;
-    c->connection->ep->failed = true;
-    c->connection->ep->failure = "the peer closed the connection";
-    remove_from_backlog(*c);
-    if (!c->is_send && c->phase == Phase::connecting) {
-      auto lit = core_.listeners.find(c->listener_token);
-      if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
-      c->user_closed = true;  // never handed out: nobody will close it
-    }
-    core_.fail_comm(*c, Status(Code::peer_lost, "the peer closed the connection"));
+  std::vector<fid_t> fids;
+  fids.swap(shutdowns_);
+  for (fid_t fid : fids) {
+    pool::Channel* ch = core_.pool->by_fid(fid);
+    if (ch == nullptr || ch->failed()) continue;
+    fail_channel(*ch, Status(Code::peer_lost, "the peer closed the connection"));
   }
 }
 

@@ -45,6 +45,9 @@ class Connections {
   Status progress_events();
   bool shutdowns_pending() const { return !shutdowns_.empty(); }
   void apply_shutdowns();
+  // A connection failed or was shut down by the peer: every communicator on it fails (and an
+  // idle accepted one is closed).
+  void fail_channel(pool::Channel& ch, const Status& why);
 
  private:
   MsgHeader header(MsgType t, const CommState& c) const;
@@ -58,11 +61,16 @@ class Connections {
   CommState* admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
                    uint64_t* reject_reason);
   void remove_from_backlog(CommState& c);
+  // Connected endpoints: places a connecting communicator in the pool, on the connection of
+  // its group and slot (a secondary, whose request goes over it once connected) or on a new
+  // one (a primary, whose request is the connection's parameter data).
   Status connect_msg(CommState& c, const std::vector<uint8_t>& address);
+  Status request_on(CommState& c, pool::Channel& ch);
   void on_msg_connreq(fi_info* info, const uint8_t* data, size_t len);
-  void on_msg_connected(CommState& c, const uint8_t* data, size_t len);
+  void on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len);
+  void on_opener_connected(CommState& c, const uint8_t* data, size_t len);
   Core& core_;
-  std::vector<CommId> shutdowns_;  // peers' shutdowns read, not yet applied
+  std::vector<fid_t> shutdowns_;  // peers' shutdowns read, not yet applied
 };
 
 }  // namespace xport::proto

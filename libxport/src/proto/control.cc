@@ -71,6 +71,7 @@ Status Control::attempt(PendingControl& p) {
       rail.cq_give();
     }
   }
+  if (s.ok()) ++ch->ops;
   if (!s.ok() && s.code() != Code::again) core_.note_failure(ch->rail, s);
   return s;
 }
@@ -195,12 +196,23 @@ void Control::retry_receives() {
 void Control::retire(std::unique_ptr<pool::Channel> connection) {
   if (!connection || !connection->owned) return;
   rail::RailEndpoint* ep = connection->owned.get();
-  if (ep->has_endpoint()) core_.conn_by_fid.erase(&ep->endpoint().get()->fid);
   const bool was_failed = ep->failed;
   ep->failed = true;
   ep->failure = "closed";
-  // Receives queued for reposting must not be posted any more.
+  // Receives queued for reposting must not be posted any more, nor messages queued on it (only
+  // ones nobody waits on can be left: a user's communicator is gone only once its are out).
   std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
+  for (size_t n = core_.pending_control.size(); n > 0; --n) {
+    PendingControl p = std::move(core_.pending_control.front());
+    core_.pending_control.pop_front();
+    if (p.ch != connection.get()) {
+      core_.pending_control.push_back(std::move(p));
+      continue;
+    }
+    XPORT_LOG(info, "dropping control message type ", int(p.hdr.type), " queued on ",
+              connection->label, ": the connection closes");
+    done_with(p);
+  }
   ep->cancel_receives();
   // Once its last sends are out (a CLOSE may be among them) the connection is shut down, and
   // the endpoint stays allocated until its own FI_SHUTDOWN is read, so no queued event can

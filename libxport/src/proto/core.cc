@@ -252,7 +252,17 @@ void Core::erase_comm(CommState& c) {
     p.data->refs -= 1;
     if (p.control != p.data) p.control->refs -= 1;
   }
-  if (c.connection) control->retire(std::move(c.connection));
+  if (pool::Channel* ch = c.connection) {
+    c.connection = nullptr;
+    std::erase(ch->waiting, c.id);
+    // The last user closes it: the connector's side always; the accepting side only when no
+    // later communicator of its group can come over it (else the connector's shutdown does).
+    if (pool->detach(*ch) &&
+        (ch->key.dir == pool::Direction::out || ch->key.group == pool::kOwnGroup ||
+         ch->failed())) {
+      control->retire(pool->release(*ch));
+    }
+  }
   pool::Peer* peer = c.peer;
   const uint16_t index = c.id.index;
   comms->erase(index);  // destroys c (its slots let their registrations go: held_by_me)
@@ -280,6 +290,7 @@ void Core::retire_peer(pool::Peer& p) {
   // The last user is gone: forget the peer's addresses (RDM channels share the rail endpoints,
   // so nothing else is open for it). A later connection makes them again.
   for (auto& ch : p.channels) {
+    pool->add_ops_gone(ch->ops);
     if (rails[ch->rail]->av() != nullptr && ch->peer != FI_ADDR_UNSPEC) {
       Status s = rails[ch->rail]->av()->remove(ch->peer);
       if (!s.ok()) XPORT_LOG(debug, "removing ", ch->label, ": ", s.to_string());

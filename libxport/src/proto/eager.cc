@@ -54,6 +54,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     if (s.len <= core_.inject_size) {
       st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
       if (st.ok()) {
+        ++ch->ops;
         s.finished = true;
         if (queued) core_.release(c, s);
         return st;
@@ -102,6 +103,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       if (len <= core_.inject_size) {
         st = ep.endpoint().inject(b->data, len, ch->peer);
         if (st.ok()) {
+          ++ch->ops;
           ep.tx().give_back(b);
           s.finished = true;
           if (queued) core_.release(c, s);
@@ -120,6 +122,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     }
   }
   if (st.ok()) {
+    ++ch->ops;
     if (!queued) core_.hold(c, s);
     return st;
   }

@@ -147,6 +147,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   c.registry = std::make_unique<memory::Registry>(std::move(targets), c.device_token);
   inner->one_sided_.atomics().negotiate();
   c.comms = std::make_unique<pool::CommTable<CommState>>(c.config.max_comms);
+  c.pool = std::make_unique<pool::Pool>(c.config.pool_groups, c.config.pool_channels);
   for (auto& r : c.rails) {
     for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
       if (ep != nullptr) XPORT_RETURN_IF_ERROR(inner->control_.post_receives(ep));
@@ -266,8 +267,8 @@ void Engine::shutdown() {
       ep->close_endpoint();
     }
   }
-  core_.comms->for_each([&](uint16_t, CommState& c) {
-    if (c.connection && c.connection->owned) c.connection->owned->close_endpoint();
+  core_.pool->for_each([](const pool::Channel& ch) {
+    if (ch.owned) ch.owned->close_endpoint();
   });
   for (auto& ch : core_.retiring) {
     if (ch->owned) ch->owned->close_endpoint();
@@ -783,11 +784,10 @@ void Engine::on_error(void* context, Status status, int err) {
       XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
       // A connection serves one peer: its loss fails that communicator. The shared RDM
       // endpoints serve every peer: one peer's failure must not stop receives for the others.
-      auto it = core_.conn_by_fid.find(&ep->endpoint().get()->fid);
-      if (it != core_.conn_by_fid.end() && status.code() == Code::peer_lost) {
-        ep->failed = true;
-        ep->failure = status.message();
-        if (CommState* c = core_.comm(it->second)) core_.fail_comm(*c, status);
+      pool::Channel* ch = ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid)
+                                             : nullptr;
+      if (ch != nullptr && status.code() == Code::peer_lost) {
+        core_.connections->fail_channel(*ch, status);
         return;
       }
       control_.repost(ep, &ep->rx().at(ctx->index));
@@ -963,14 +963,32 @@ Stats Engine::stats() const {
     cs.max_batch = cc.max_batch.get();
     s.cqs.push_back(cs);
   }
-  core_.comms->for_each([&](uint16_t, CommState& c) {
-    if (c.connection && c.connection->owned) {
-      add_ep(c.connection->owned->endpoint(), core_.rails[0]->name());
-    }
+  // The pool: connections (each its own endpoint) and the RDM channels of every peer.
+  PoolStats& ps = s.pool;
+  ps.groups = core_.config.pool_groups;
+  ps.channels_per_group = core_.config.pool_channels;
+  uint64_t live_ops = 0;
+  auto count_channel = [&](const pool::Channel& ch) {
+    ++ps.channels;
+    live_ops += ch.ops;
+    ps.busiest_channel_ops = std::max(ps.busiest_channel_ops, ch.ops);
+  };
+  core_.pool->for_each([&](const pool::Channel& ch) {
+    count_channel(ch);
+    if (ch.owned && ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[0]->name());
   });
+  for (const auto& [token, p] : core_.peers) {
+    for (const auto& ch : p->channels) count_channel(*ch);
+  }
+  ps.cqs = core_.rails.size();  // one per rail, shared by its endpoints and connections
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (!c.paths.empty()) ++ps.comms_attached;
+  });
+  ps.primaries = core_.pool->primaries();
+  ps.secondaries = core_.pool->secondaries();
+  ps.routing_misses = core_.counters.routing_misses;
+  ps.channel_ops = live_ops + core_.pool->ops_gone();
   s.comms_open = core_.comms->size();
-  s.pool.groups = core_.config.pool_groups;
-  s.pool.channels_per_group = core_.config.pool_channels;
   s.registrations = core_.registry->registrations();
   s.registered_bytes = core_.registry->registered_bytes();
   s.routing_misses = core_.counters.routing_misses;

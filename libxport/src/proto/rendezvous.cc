@@ -152,7 +152,8 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
   } else {
     st = ch->ep->endpoint().writedata(s.buf + off, end - off, s.region->desc(rail), data,
                                       ch->peer, raddr + off, keys[rail], &ctx);
-    if (!st.ok()) r.cq_give();
+    if (st.ok()) ++ch->ops;
+    else r.cq_give();
   }
   if (st.code() == Code::again) {
     if (!queued) {

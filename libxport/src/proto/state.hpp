@@ -20,6 +20,7 @@
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"
 #include "pool/peer.hpp"
+#include "pool/pool.hpp"
 #include "proto/one_sided_state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
@@ -222,7 +223,7 @@ struct CommState {
   Status error;  // why the communicator failed
   pool::Peer* peer = nullptr;        // the remote device (a reference is held)
   std::vector<pool::Path> paths;     // rails shared with the peer (rail i pairs with its rail i)
-  std::unique_ptr<pool::Channel> connection;  // connected endpoints: this comm's own connection
+  pool::Channel* connection = nullptr;  // connected endpoints: its pooled connection (shared)
   uint32_t next_data = 0;     // round-robin over paths for eager messages
   uint32_t next_control = 0;  // round-robin over paths for control messages
   uint32_t next_stripe = 0;   // rotating first rail of striped writes
@@ -246,6 +247,7 @@ struct CommState {
   uint64_t listener_token = 0;
   std::deque<Stashed> stash;    // connector: control messages that overtook the CONN_ACK
   Clock::time_point connect_started{};
+  bool made_channels = false;   // RDM connector: it made the peer's first channel (a primary)
   // Closing.
   bool user_closed = false;
   bool peer_closed = false;     // receiver: the sender closed after peer_sent messages
@@ -385,7 +387,7 @@ class Core {
   std::vector<std::unique_ptr<rail::Rail>> rails;
   std::unique_ptr<memory::Registry> registry;
   std::map<uint64_t, std::unique_ptr<pool::Peer>> peers;  // by device token
-  std::map<fid_t, CommId> conn_by_fid;  // connected endpoints: connection fid -> comm
+  std::unique_ptr<pool::Pool> pool;  // connected endpoints' connections (pool/pool.hpp)
   // Connections no communicator uses any more, shut down but not yet closed: their buffers'
   // completions and their FI_SHUTDOWN event may still come (an endpoint freed earlier could
   // have its address reused by a new connection while an event naming the old one is queued).

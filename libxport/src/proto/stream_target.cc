@@ -85,15 +85,22 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
   pool::Channel* reply = nullptr;
   CommId via;
   if (core_.connected_endpoints()) {
-    auto it = ep != nullptr ? core_.conn_by_fid.find(&ep->endpoint().get()->fid)
-                            : core_.conn_by_fid.end();
-    CommState* c = it != core_.conn_by_fid.end() ? core_.comm(it->second) : nullptr;
-    if (c == nullptr || !c->connection) {
+    pool::Channel* ch = ep != nullptr && ep->has_endpoint()
+                            ? core_.pool->by_fid(&ep->endpoint().get()->fid)
+                            : nullptr;
+    // A stream over a connection lives with a communicator on it (its failure is theirs).
+    CommState* c = nullptr;
+    if (ch != nullptr) {
+      core_.comms->for_each([&](uint16_t, CommState& k) {
+        if (c == nullptr && k.connection == ch && k.phase == Phase::ready) c = &k;
+      });
+    }
+    if (c == nullptr) {
       core_.miss();
       return;
     }
     peer = c->peer;
-    reply = c->connection.get();
+    reply = ch;
     via = c->id;
   } else {
     peer = core_.peer_for(req->body.device_token);
