@@ -22,6 +22,7 @@ class EngineTest : public ::testing::Test {
   // shm between engines of one process is fragile at teardown (an engine's shm region goes with
   // it while the other may still send or read there): tests with two engines use tcp;ofi_rxm.
   virtual const char* provider() const { return "shm"; }
+  virtual uint32_t pool_channels() const { return 4; }
   void SetUp() override {
     fabric::ProviderRequest req;
     req.provider = provider();
@@ -36,6 +37,7 @@ class EngineTest : public ::testing::Test {
     EngineConfig cfg;
     cfg.max_requests = 8;
     cfg.eager_max = 4096;
+    cfg.pool_channels = pool_channels();
     auto e = Engine::open({sel_.info.get()}, sel_.report.caps, cfg);
     EXPECT_TRUE(e.ok()) << e.status().to_string();
     return e.ok() ? std::move(e).value() : nullptr;
@@ -200,6 +202,64 @@ TEST_F(TwoEngines, AForgedAcknowledgementDoesNotCompleteAConnect) {
   t.join();
   ASSERT_FALSE(got.ok()) << "a forged acknowledgement completed the connect";
   EXPECT_EQ(got.status().code(), Code::timeout) << got.status().to_string();
+}
+
+}  // namespace
+}  // namespace xport::proto
+
+namespace xport::proto {
+namespace {
+
+// Connected endpoints with one channel per group: communicators share one connection.
+class SharedConnection : public EngineTest {
+  const char* provider() const override { return "tcp"; }
+  uint32_t pool_channels() const override { return 1; }
+};
+
+TEST_F(SharedConnection, ForgedOrStaleDataOnASharedConnectionReachesNobody) {
+  connect_self();
+  const CommId first = recv_;
+  connect_self();
+  const CommId second = recv_;
+  const PoolStats pool = a_->stats().pool;
+  // This engine is both ends: one connection, an end in each direction, and the second pair
+  // joined it (a secondary at each end).
+  EXPECT_EQ(pool.channels, 2u);
+  EXPECT_EQ(pool.primaries, 2u);
+  EXPECT_EQ(pool.secondaries, 2u);
+  std::vector<uint8_t> a(64 << 10), b(64 << 10);
+  auto la = local(a);
+  auto lb = local(b);
+  auto ra = a_->irecv(first, a.data(), a.size(), la);
+  auto rb = a_->irecv(second, b.data(), b.size(), lb);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  const uint64_t before = misses();
+  const uint32_t len = 1000;
+  // The second communicator's index with an older generation, a slot beyond its depth, a
+  // communicator nobody has: on the connection both share, none reaches either receive.
+  a_->inject_cq_data(0, encode_cq_data({second.index, 0, static_cast<uint8_t>(second.gen + 15), len}, 8),
+                     nullptr, len, false);
+  a_->inject_cq_data(0, encode_cq_data({second.index, 9, second.gen, len}, 8), nullptr, len, false);
+  a_->inject_cq_data(0, encode_cq_data({999, 0, 0, len}, 8), nullptr, len, false);
+  // A connection request that did not come over a connection it could share.
+  ConnRequest req;
+  req.body.device_token = 1234;
+  inject(header(MsgType::conn_req, CommId{}, CommId{7, 0}, 0), encode_conn_request(req));
+  EXPECT_EQ(misses(), before + 4);
+  for (auto [comm, r] : {std::pair{first, *ra}, std::pair{second, *rb}}) {
+    auto t = a_->test(comm, r);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_FALSE(t->done) << "forged or stale data completed a receive";
+  }
+  // The real thing completes exactly its own receive.
+  a_->inject_cq_data(0, encode_cq_data({second.index, 0, second.gen, len}, 8), nullptr, len, false);
+  auto t = a_->test(second, *rb);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->done);
+  t = a_->test(first, *ra);
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->done) << "data for the second communicator completed the first's receive";
+  EXPECT_EQ(a_->stats().pool.channels, 2u);
 }
 
 }  // namespace
