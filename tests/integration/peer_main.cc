@@ -232,6 +232,7 @@ int churn(Device& dev) {
 // another communicator or request, or out of order, fails. Prints "STATS ..." (pool counters)
 // and "OK n".
 int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max) {
+  const size_t base_fds = test::open_fds();
   auto listener = dev.listen();
   if (!listener.ok()) return fail(listener.status().to_string());
   std::cout << "HANDLE " << test::to_hex((*listener)->handle()) << std::endl;
@@ -297,10 +298,13 @@ int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max
     ++done[o];
     ++total;
   }
-  const PoolStats st = dev.stats().pool;
+  const Stats all = dev.stats();
+  const PoolStats& st = all.pool;
   std::cout << "STATS channels " << st.channels << " primaries " << st.primaries
             << " secondaries " << st.secondaries << " attached " << st.comms_attached
-            << " misses " << st.routing_misses << std::endl;
+            << " misses " << st.routing_misses << " fds " << test::open_fds() << " base_fds "
+            << base_fds << " buffer_bytes " << st.registered_bytes << " endpoints "
+            << all.endpoints.size() << std::endl;
   std::cout << "OK " << total << std::endl;
   std::string line = next_line(dev);
   by_ordinal.clear();

@@ -207,6 +207,90 @@ TEST_P(Pool, SixtyFourCommunicatorsShareFourChannelsEveryMessageItsOwn) {
   }
 }
 
+// What sharing saves (connected endpoints): 256 communicators over 8 connections against 256
+// connections, both ends: file descriptors, endpoints and registered bounce buffers grow with
+// the channels, not with the communicators. The figures are printed ("[ footprint ]") and
+// recorded in docs/benchmarks.md.
+TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
+  if (!connected_endpoints() || GetParam().groups > 1) {
+    GTEST_SKIP() << "measured on connected endpoints, with one group and without sharing";
+  }
+  constexpr size_t kMany = 256;
+  const bool shared = GetParam().groups == 1;
+  // 8 channels in the group (the device is reopened with it; the peer inherits it, and a
+  // backlog that holds every connection until the peer takes them).
+  setenv("XPORT_POOL_CHANNELS", "8", 1);
+  setenv("XPORT_LISTEN_BACKLOG", "512", 1);
+  // Unshared, every connection posts its own receive buffers to the rail's CQ: 256 of them
+  // need more CQ room than the default (which holds about 60).
+  setenv("XPORT_CQ_ENTRIES", "65536", 1);
+  core::reload_knobs();
+  dev_.reset();
+  auto dev = ctx_->open_device();
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  dev_ = std::move(dev).value();
+  const size_t base_fds = test::open_fds();
+  const size_t base_endpoints = dev_->stats().endpoints.size();
+  constexpr size_t kSlot = 4096 + 16;  // message_sizes() gives small sizes up to 4 KiB
+  auto p = peer({"pool-recv", std::to_string(kMany), "1", "99", "4096"});
+  ASSERT_TRUE(p.started());
+  const auto handle = test::from_hex(expect_line(p, "HANDLE "));
+  std::vector<std::unique_ptr<SendComm>> comms;
+  for (size_t i = 0; i < kMany; ++i) {
+    auto c = dev_->connect(handle, Deadline::after(30s));
+    ASSERT_TRUE(c.ok()) << "connect " << i << ": " << c.status().to_string();
+    comms.push_back(std::move(c).value());
+  }
+  std::vector<uint8_t> mem(kMany * kSlot);
+  auto reg = dev_->register_memory(mem.data(), mem.size());
+  ASSERT_TRUE(reg.ok());
+  for (size_t o = 0; o < kMany; ++o) {
+    uint8_t* b = mem.data() + o * kSlot;
+    const uint64_t ordinal = o;
+    std::memcpy(b, &ordinal, sizeof(ordinal));
+    auto r = comms[o]->isend(b, sizeof(ordinal), *reg);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(comms[o]->wait(*r, Deadline::after(30s)).ok());
+    const size_t len = test::message_sizes(static_cast<uint32_t>(99 + o), 1, 4096)[0];
+    test::fill(b + 8, len, o * 100000);
+    r = comms[o]->isend(b + 8, len, *reg);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(comms[o]->wait(*r, Deadline::after(30s)).ok());
+  }
+  std::istringstream in(expect_line(p, "STATS "));
+  std::map<std::string, uint64_t> theirs;
+  for (std::string key; in >> key;) in >> theirs[key];
+  EXPECT_EQ(expect_line(p, "OK "), std::to_string(kMany));
+  const Stats st = dev_->stats();
+  const size_t fds = test::open_fds() - base_fds;
+  const size_t endpoints = st.endpoints.size() - base_endpoints;
+  const uint64_t peer_fds = theirs["fds"] - theirs["base_fds"];
+  std::cout << "[ footprint ] " << kMany << " comms, " << (shared ? "shared" : "unshared")
+            << ": connecting end " << st.pool.channels << " channels, " << endpoints
+            << " endpoints, " << fds << " fds, " << st.pool.registered_bytes
+            << " bounce-buffer bytes; accepting end " << theirs["channels"] << " channels, "
+            << theirs["endpoints"] << " endpoints, " << peer_fds << " fds, "
+            << theirs["buffer_bytes"] << " bounce-buffer bytes\n";
+  const uint64_t channels = shared ? 8 : kMany;
+  EXPECT_EQ(st.pool.channels, channels);
+  EXPECT_EQ(theirs["channels"], channels);
+  EXPECT_EQ(endpoints, channels);
+  // A connection costs a few descriptors (socket, event fds) whatever its sharing.
+  EXPECT_GE(fds, channels);
+  EXPECT_LE(fds, 4 * channels + 8);
+  EXPECT_GE(peer_fds, channels);
+  EXPECT_LE(peer_fds, 4 * channels + 8);
+  // Bounce buffers: a few MiB per connection (its depth, times XPORT_POOL_DEPTH_MULTIPLIER when
+  // shared), whatever the communicators on it.
+  EXPECT_LE(st.pool.registered_bytes, channels * (8u << 20));
+  EXPECT_LE(theirs["buffer_bytes"], channels * (8u << 20));
+  comms.clear();
+  ASSERT_TRUE(p.write_line("bye"));
+  EXPECT_EQ(p.wait_exit(30000), 0);
+  unsetenv("XPORT_LISTEN_BACKLOG");
+  unsetenv("XPORT_CQ_ENTRIES");
+}
+
 // Communicators opened and closed in random order under traffic, from two threads sharing the
 // device, over 4 channels as above (or one per communicator): primaries
 // close while their secondaries carry on, new communicators join connections whose first users

@@ -55,6 +55,9 @@ struct PoolStats {
   uint64_t routing_misses = 0;  // completions or messages for no known communicator or request
   uint64_t channel_ops = 0;     // operations posted on channels (since the device opened)
   uint64_t busiest_channel_ops = 0;  // of them, on the open channel that carried most
+  // Bounce-buffer bytes registered for connections (RDM channels add none: they post on the
+  // rail's endpoints, whose buffers the device has whatever its communicators).
+  uint64_t registered_bytes = 0;
 };
 
 struct Stats {

@@ -975,7 +975,11 @@ Stats Engine::stats() const {
   };
   core_.pool->for_each([&](const pool::Channel& ch) {
     count_channel(ch);
-    if (ch.owned && ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[0]->name());
+    if (!ch.owned) return;
+    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[0]->name());
+    for (const memory::BufferPool* b : {&ch.owned->rx(), &ch.owned->tx()}) {
+      ps.registered_bytes += b->count() * b->size();
+    }
   });
   for (const auto& [token, p] : core_.peers) {
     for (const auto& ch : p->channels) count_channel(*ch);
