@@ -114,8 +114,10 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
                1e9;
   char agebuf[32];
   std::snprintf(agebuf, sizeof(agebuf), "%.1f s", age < 0 ? 0.0 : age);
-  os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid << " &middot; job "
-     << esc(p.job) << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << "</h2>\n"
+  // Labels without a value are left out here as in /metrics.
+  os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid
+     << (p.job.empty() ? "" : " &middot; job " + esc(p.job))
+     << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << "</h2>\n"
      << "<p>program <b>" << esc(p.program) << "</b>, segment " << esc(p.file) << ", snapshot "
      << s.snapshots << " (" << agebuf << " ago, every " << s.interval_ms << " ms)"
      << (prev == nullptr ? ", rates after the next refresh" : "") << "</p>\n";
@@ -189,6 +191,7 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
     Rates r = rates(b);
     os << "<tr><td>" << telemetry::block_kind_name(b.kind) << "<td>";
     for (const auto& l : b.labels) {
+      if (l.value.empty()) continue;  // as in /metrics: no label without a value
       os << esc(telemetry::label_key_name(l.key)) << "=" << esc(l.value) << " ";
     }
     os << "<td>";
