@@ -68,8 +68,11 @@ std::string Exposition::render(const ScanResult& scan, const NodeScan& node,
     prometheus::Registry reg;
     Families fam{reg, {}, {}};
     for (const auto& p : scan.processes) {
-      const std::map<std::string, std::string> base = {
-          {"pid", std::to_string(p.snapshot.pid)}, {"job", p.job}, {"rank", p.rank}};
+      // A label without a value is left out (no rank=""): absent and empty are the same series
+      // to Prometheus, but not to a person reading the exposition or to label_values().
+      std::map<std::string, std::string> base = {{"pid", std::to_string(p.snapshot.pid)}};
+      if (!p.job.empty()) base.emplace("job", p.job);
+      if (!p.rank.empty()) base.emplace("rank", p.rank);
       size_t series = 0;
       for (const auto& b : p.snapshot.blocks) {
         for (const auto& [id, value] : b.counters) {
@@ -84,8 +87,10 @@ std::string Exposition::render(const ScanResult& scan, const NodeScan& node,
           }
           std::map<std::string, std::string> labels = base;
           // Process labels win over a block that names the same key.
-          for (const auto& l : b.labels) labels.emplace(telemetry::label_key_name(l.key), l.value);
-          if (n->extra_key != telemetry::LabelKey::count) {
+          for (const auto& l : b.labels) {
+            if (!l.value.empty()) labels.emplace(telemetry::label_key_name(l.key), l.value);
+          }
+          if (n->extra_key != telemetry::LabelKey::count && n->extra_value[0] != '\0') {
             labels[telemetry::label_key_name(n->extra_key)] = n->extra_value;
           }
           const std::string& help = helps().at(n->metric);

@@ -1,5 +1,6 @@
 // The Prometheus side: node scan -> prometheus-cpp registry -> text exposition format.
-// Every series carries pid, job and rank; a process's series are capped (bounded label sets).
+// Every series carries pid, and job and rank where they have a value (a label with no value is
+// left out); a process's series are capped (bounded label sets).
 #pragma once
 
 #include <cstdint>

@@ -93,6 +93,51 @@ struct Rates {
   }
 };
 
+std::string ratio(uint64_t num, uint64_t den) {
+  if (den == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", static_cast<double>(num) / static_cast<double>(den));
+  return buf;
+}
+
+// The channel pool of each device: how many communicators share how many channels and CQs, and
+// how evenly the operations spread over the channels. Routing misses should stay 0.
+template <typename RatesOf>
+void pool_table(std::ostream& os, const telemetry::SegmentSnapshot& s, const RatesOf& rates) {
+  bool header = false;
+  for (const auto& b : s.blocks) {
+    if (b.kind != static_cast<uint16_t>(BlockKind::pool)) continue;
+    if (!header) {
+      os << "<h3>Channel pool</h3><table><tr><th>device<th>provider<th>groups &times; channels"
+            "<th>channels<th>CQs<th>comms attached<th>comms/channel<th>primaries<th>secondaries"
+            "<th>routing misses<th>channel ops<th>ops/s<th>ops/channel<th>busiest channel</tr>\n";
+      header = true;
+    }
+    Rates r = rates(b);
+    const uint64_t channels = value(b, CounterId::pool_channels);
+    const uint64_t ops = value(b, CounterId::pool_channel_ops);
+    const uint64_t busiest = value(b, CounterId::pool_busiest_channel_ops);
+    const uint64_t misses = value(b, CounterId::pool_routing_misses);
+    char share[32] = "";
+    if (ops > 0) {
+      std::snprintf(share, sizeof(share), " (%.0f%%)",
+                    100.0 * static_cast<double>(busiest) / static_cast<double>(ops));
+    }
+    os << "<tr><td>" << esc(label(b, LabelKey::device)) << "<td>"
+       << esc(label(b, LabelKey::provider)) << "<td class=n>" << value(b, CounterId::pool_groups)
+       << " &times; " << value(b, CounterId::pool_channels_per_group) << "<td class=n>" << channels
+       << "<td class=n>" << value(b, CounterId::pool_cqs) << "<td class=n>"
+       << value(b, CounterId::pool_comms_attached) << "<td class=n>"
+       << ratio(value(b, CounterId::pool_comms_attached), channels) << "<td class=n>"
+       << value(b, CounterId::pool_primaries) << "<td class=n>"
+       << value(b, CounterId::pool_secondaries) << "<td class=n"
+       << (misses ? " style=\"color:#b00;font-weight:bold\">" : ">") << misses << "<td class=n>"
+       << ops << "<td class=n>" << human(r.of(b, CounterId::pool_channel_ops), "") << "<td class=n>"
+       << ratio(ops, channels) << "<td class=n>" << busiest << share << "</tr>\n";
+  }
+  if (header) os << "</table>\n";
+}
+
 void process_section(std::ostream& os, const ProcessView& p, const ProcessView* prev) {
   const auto& s = p.snapshot;
   std::map<std::string, const BlockSnapshot*> earlier;
@@ -114,8 +159,10 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
                1e9;
   char agebuf[32];
   std::snprintf(agebuf, sizeof(agebuf), "%.1f s", age < 0 ? 0.0 : age);
-  os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid << " &middot; job "
-     << esc(p.job) << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << "</h2>\n"
+  // Labels without a value are left out here as in /metrics.
+  os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid
+     << (p.job.empty() ? "" : " &middot; job " + esc(p.job))
+     << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << "</h2>\n"
      << "<p>program <b>" << esc(p.program) << "</b>, segment " << esc(p.file) << ", snapshot "
      << s.snapshots << " (" << agebuf << " ago, every " << s.interval_ms << " ms)"
      << (prev == nullptr ? ", rates after the next refresh" : "") << "</p>\n";
@@ -174,21 +221,24 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
   }
   os << "</table>\n";
 
-  // Kinds without a table of their own (rails, pools, info, newer kinds): labels and counters.
+  pool_table(os, s, rates);
+
+  // Kinds without a table of their own (rails, info, newer kinds): labels and counters.
   bool header = false;
   for (const auto& b : s.blocks) {
     auto k = static_cast<BlockKind>(b.kind);
     if (k == BlockKind::endpoint || k == BlockKind::cq || k == BlockKind::device ||
-        k == BlockKind::process) {
+        k == BlockKind::pool || k == BlockKind::process) {
       continue;
     }
     if (!header) {
-      os << "<h3>Rails, pools and info</h3><table><tr><th>kind<th>labels<th>counters</tr>\n";
+      os << "<h3>Rails and info</h3><table><tr><th>kind<th>labels<th>counters</tr>\n";
       header = true;
     }
     Rates r = rates(b);
     os << "<tr><td>" << telemetry::block_kind_name(b.kind) << "<td>";
     for (const auto& l : b.labels) {
+      if (l.value.empty()) continue;  // as in /metrics: no label without a value
       os << esc(telemetry::label_key_name(l.key)) << "=" << esc(l.value) << " ";
     }
     os << "<td>";

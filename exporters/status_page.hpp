@@ -1,5 +1,5 @@
-// The exporter's page at "/": every process on the node with its devices, rails, CQs and other
-// blocks, counters and current rates, readable by a person without Grafana.
+// The exporter's page at "/": every process on the node with its devices, channel pools, rails,
+// CQs and other blocks, counters and current rates, readable by a person without Grafana.
 #pragma once
 
 #include <deque>

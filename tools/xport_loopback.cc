@@ -80,6 +80,28 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
+// "pool: groups 1 x 4 channels, 2 channels, 1 CQ, 2 comms attached (1 primary, 1 secondary),
+// 0 routing misses, 1234 ops (busiest channel 800)"
+std::string pool_line(const xport::PoolStats& p) {
+  auto n = [](uint64_t v, const char* one, const char* many) {
+    return std::to_string(v) + " " + (v == 1 ? one : many);
+  };
+  std::ostringstream os;
+  os << "pool: groups " << p.groups;
+  if (p.groups == 0) {
+    os << " (no sharing), ";
+  } else {
+    os << " x " << p.channels_per_group << " channels, ";
+  }
+  os << n(p.channels, "channel", "channels") << ", " << n(p.cqs, "CQ", "CQs") << ", "
+     << n(p.comms_attached, "comm attached", "comms attached") << " ("
+     << n(p.primaries, "primary", "primaries") << ", "
+     << n(p.secondaries, "secondary", "secondaries") << "), "
+     << n(p.routing_misses, "routing miss", "routing misses") << ", "
+     << n(p.channel_ops, "op", "ops") << " (busiest channel " << p.busiest_channel_ops << ")";
+  return os.str();
+}
+
 void print_stats(const std::string& device, const xport::Stats& st, bool json, std::ostream& os,
                  bool first) {
   if (json) {
@@ -103,7 +125,13 @@ void print_stats(const std::string& device, const xport::Stats& st, bool json, s
          << ",\"error_completions\":" << c.error_completions << ",\"max_batch\":" << c.max_batch
          << "}";
     }
-    os << "],\"routing_misses\":" << st.routing_misses << "}";
+    const auto& p = st.pool;
+    os << "],\"routing_misses\":" << st.routing_misses << ",\"pool\":{\"groups\":" << p.groups
+       << ",\"channels_per_group\":" << p.channels_per_group << ",\"channels\":" << p.channels
+       << ",\"cqs\":" << p.cqs << ",\"comms_attached\":" << p.comms_attached
+       << ",\"primaries\":" << p.primaries << ",\"secondaries\":" << p.secondaries
+       << ",\"routing_misses\":" << p.routing_misses << ",\"channel_ops\":" << p.channel_ops
+       << ",\"busiest_channel_ops\":" << p.busiest_channel_ops << "}}";
     return;
   }
   char line[256];
@@ -135,6 +163,7 @@ void print_stats(const std::string& device, const xport::Stats& st, bool json, s
     os << line;
   }
   os << "  routing misses " << st.routing_misses << "\n";
+  os << "  " << pool_line(st.pool) << "\n";
 }
 
 int run(const Options& opt) {

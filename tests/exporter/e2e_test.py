@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End to end: xport-loopback processes publish, xport-exporter serves, a real Prometheus
 scrapes, Prometheus's HTTP API answers; then a SIGKILLed process is dropped and counted, and the
-status page loads in headless Chromium (screenshot kept as an artifact).
+status page (with its channel pool tables) loads in headless Chromium (screenshot kept as an
+artifact).
 Usage: e2e_test.py XPORT_EXPORTER XPORT_LOOPBACK ARTIFACT_DIR. Exit 77 (skip) without the
 `prometheus` or `chromium` binaries (Debian packages of the same names; scripts/dev.sh installs
 them). Everything listens on 127.0.0.1 only; every wait has a deadline."""
@@ -212,6 +213,8 @@ scrape_configs:
         for p in pids:
             if f'id="pid-{p}"' not in dom:
                 raise Failure(f"status page in Chromium does not show pid {p}:\n{dom[:3000]}")
+        if dom.count("<h3>Channel pool</h3>") < len(pids):
+            raise Failure(f"status page in Chromium has no channel pool table per process:\n{dom[:3000]}")
         subprocess.run(chrome + [f"--screenshot={shot}", exp_url + "/"], capture_output=True,
                        timeout=120)
         if not os.path.exists(shot) or os.path.getsize(shot) == 0:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """exporters/grafana/xport.json parses, has a Prometheus datasource variable and the panels the
-issue asks for, and queries only metrics docs/metrics.md documents; the example scrape config
+issue asks for (a "Channel pool" row among them), and queries only metrics docs/metrics.md documents; the example scrape config
 targets the exporter's default address with honor_labels."""
 import json
 import sys
@@ -32,6 +32,28 @@ def main():
                 exprs.append((p.get("title"), t.get("expr", "")))
 
     walk(dash.get("panels", []))
+    # The channel pool row: the panels after it (up to the next row) cover the pool's sharing.
+    pool_exprs, row = [], None
+    for p in dash.get("panels", []):
+        if p.get("type") == "row":
+            row = p.get("title")
+            continue
+        if row == "Channel pool":
+            pool_exprs += [(p.get("title"), t.get("expr", "")) for t in p.get("targets", [])]
+    if row is None or not pool_exprs:
+        failures.append("no 'Channel pool' row with panels")
+    pool_titles = " | ".join(t for t, _ in pool_exprs).lower()
+    for needed in ["channels", "comms attached", "primaries vs secondaries", "routing misses",
+                   "ops per channel"]:
+        if needed not in pool_titles:
+            failures.append(f"'Channel pool' row: no panel about '{needed}'")
+    pool_used = set().union(*(names_in_expr(e) for _, e in pool_exprs)) if pool_exprs else set()
+    for n in ["xport_pool_channels", "xport_pool_cqs", "xport_pool_comms_attached",
+              "xport_pool_primaries_total", "xport_pool_secondaries_total",
+              "xport_pool_routing_misses_total", "xport_pool_channel_ops_total",
+              "xport_pool_busiest_channel_ops"]:
+        if n not in pool_used:
+            failures.append(f"'Channel pool' row: no panel queries {n}")
     titles = " | ".join(t for t, _ in exprs).lower()
     for needed in ["throughput per gpu", "rail balance", "rail state", "sharing", "poll efficiency",
                    "error"]:

@@ -2,7 +2,8 @@
 """docs/metrics.md and xport-exporter agree, both ways: the exporter's list of names equals the
 documented names, and what it serves from the segment of a real libxport process
 (xport-loopback) is documented, while everything documented is served except rows marked
-(reserved). Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
+(reserved); and no served series carries a label with an empty value (the loopback runs without
+XPORT_RANK and without a GPU). Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
 import os
 import re
 import shutil
@@ -19,6 +20,12 @@ def served_names(exporter, shm):
     out = subprocess.run([exporter, "--once", "--shm-dir", shm], check=True, capture_output=True,
                          text=True, timeout=30).stdout
     return set(re.findall(r"^# TYPE (\S+) ", out, re.M)), out
+
+
+def empty_labels(text):
+    """Series lines of an exposition with a label whose value is empty (rank=\"\", gpu=\"\")."""
+    return [l for l in text.splitlines()
+            if not l.startswith("#") and re.search(r'[{,][a-zA-Z_][a-zA-Z0-9_]*=""[,}]', l)]
 
 
 def main():
@@ -38,6 +45,8 @@ def main():
     os.mkdir(shm, 0o700)
     env = dict(os.environ, XPORT_TELEMETRY_DIR=shm, XPORT_JOB="metrics-doc",
                XPORT_TELEMETRY_INTERVAL_MS="50")
+    # No rank and no GPU: the exposition must leave those labels out rather than serve them empty.
+    env.pop("XPORT_RANK", None)
     proc = subprocess.Popen([loopback, "--bytes", "64K", "--duration", "2", "--hold", "60"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -59,6 +68,13 @@ def main():
             failures.append(f"{n}: documented, but not served for a running xport-loopback")
         for n in sorted(served & reserved):
             failures.append(f"{n}: served now: drop '(reserved)' from its row in docs/metrics.md")
+        empty = empty_labels(text)
+        for line in empty[:5]:
+            failures.append(f"a series with an empty label (leave the label out): {line}")
+        if len(empty) > 5:
+            failures.append(f"... and {len(empty) - 5} more series with an empty label")
+        if not re.search(r'^xport_pool_channels\{[^}]*device="0"', text, re.M):
+            failures.append("no xport_pool_channels series of device 0")
         print(f"documented {len(docs)} ({len(reserved)} reserved), exporter lists {len(listed)}, "
               f"served {len(served)}")
     finally:

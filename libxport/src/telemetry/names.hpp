@@ -18,7 +18,7 @@ enum class BlockKind : uint16_t {
   cq = 4,        // one completion queue
   info = 5,      // labels only: a NIC, a GPU, the rail plan (value 1)
   rail = 6,      // one rail of a device: state, stripes
-  pool = 7,      // reserved: channel pools
+  pool = 7,      // the channel pool of one device: channels, CQs, comms sharing them
 };
 const char* block_kind_name(uint16_t kind);  // "endpoint"; "unknown" for other values
 
@@ -100,6 +100,17 @@ enum class CounterId : uint16_t {
   device_keepalives_sent = 73,
   device_deferred_posts = 74,
   device_overflow_copies = 75,
+  // pool: the channel pool of a device (xport::PoolStats; 80-99)
+  pool_groups = 80,
+  pool_channels_per_group = 81,
+  pool_channels = 82,
+  pool_cqs = 83,
+  pool_comms_attached = 84,
+  pool_primaries = 85,
+  pool_secondaries = 86,
+  pool_routing_misses = 87,
+  pool_channel_ops = 88,
+  pool_busiest_channel_ops = 89,
   // device: one-sided windows (issue 12: 120-159)
   device_window_streams = 120,
   device_window_acks_sent = 121,

@@ -12,6 +12,8 @@ static_assert(std::endian::native == std::endian::little,
               "the segment layout is little-endian; a big-endian port needs byte swaps");
 
 inline constexpr char kSegmentMagic[8] = {'X', 'P', 'O', 'R', 'T', 'S', 'E', 'G'};
+// Bumped when the layout or the meaning of a field changes. A new block kind or counter id is not
+// such a change: readers keep ids they do not know, and the exporter counts them as unknown.
 inline constexpr uint32_t kSegmentVersion = 1;
 
 inline constexpr size_t kLabelValueMax = 62;  // bytes of one label value (no terminator)

@@ -1,4 +1,4 @@
-// Stats -> blocks: device, endpoint, cq and info blocks of one Device.
+// Stats -> blocks: device, pool, rail, endpoint, cq and info blocks of one Device.
 #include "telemetry/stats_blocks.hpp"
 
 #include <map>
@@ -61,6 +61,22 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   dev.counter(CounterId::device_atomics_applied, stats.atomics_applied);
   dev.counter(CounterId::device_notifications, stats.notifications);
   out.push_back(dev.record());
+
+  // Published whatever the sharing knobs say: groups 0 reads as "no sharing", not as no data.
+  const PoolStats& pool = stats.pool;
+  BlockBuilder pb(BlockKind::pool);
+  device_labels(pb);
+  pb.counter(CounterId::pool_groups, pool.groups);
+  pb.counter(CounterId::pool_channels_per_group, pool.channels_per_group);
+  pb.counter(CounterId::pool_channels, pool.channels);
+  pb.counter(CounterId::pool_cqs, pool.cqs);
+  pb.counter(CounterId::pool_comms_attached, pool.comms_attached);
+  pb.counter(CounterId::pool_primaries, pool.primaries);
+  pb.counter(CounterId::pool_secondaries, pool.secondaries);
+  pb.counter(CounterId::pool_routing_misses, pool.routing_misses);
+  pb.counter(CounterId::pool_channel_ops, pool.channel_ops);
+  pb.counter(CounterId::pool_busiest_channel_ops, pool.busiest_channel_ops);
+  out.push_back(pb.record());
 
   std::map<std::pair<std::string, std::string>, EndpointStats> endpoints;
   for (const auto& e : stats.endpoints) add_endpoint_totals(endpoints[{e.rail, e.name}], e);

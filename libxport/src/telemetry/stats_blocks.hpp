@@ -1,5 +1,5 @@
 // The one place that turns a Device's counter snapshot (xport::Stats) into segment blocks.
-// When Stats grows (per-rail counters, pools), extend append_stats_blocks() and names.hpp.
+// When Stats grows, extend append_stats_blocks() and names.hpp.
 #pragma once
 
 #include <map>
@@ -21,11 +21,11 @@ struct DeviceLabels {
   std::map<std::string, std::string> nic_pci;  // domain -> PCI address, where libfabric knows it
 };
 
-// Appends: one device block, one rail block per rail, one endpoint block per (rail, endpoint name)
-// — connection endpoints of a rail share a name and are summed, so the label set stays bounded
-// whatever the number of peers — one block per CQ, and the info blocks: one xport_nic_info and one
-// xport_rail_plan_info per rail (Stats::rails, then any other rail an endpoint names),
-// xport_gpu_info.
+// Appends: one device block, one pool block (Stats::pool), one rail block per rail, one endpoint
+// block per (rail, endpoint name) — connection endpoints of a rail share a name and are summed,
+// so the label set stays bounded whatever the number of peers — one block per CQ, and the info
+// blocks: one xport_nic_info and one xport_rail_plan_info per rail (Stats::rails, then any other
+// rail an endpoint names), xport_gpu_info.
 void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
                          std::vector<BlockRecord>& out);
 

@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "telemetry/block.hpp"
 #include "telemetry/segment_reader.hpp"
 #include "telemetry/segment_writer.hpp"
+#include "telemetry/stats_blocks.hpp"
 #include "temp_dir.hpp"
 
 namespace xport::telemetry {
@@ -165,6 +168,73 @@ TEST_F(SegmentFile, KeepsUnknownCounterIds) {
   DecodeResult r = read_segment_file(path(), self());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.snapshot.blocks[0].counters[0].first, 4000);
+}
+
+TEST_F(SegmentFile, PoolBlockRoundTrip) {
+  Stats st;
+  st.pool.groups = 1;
+  st.pool.channels_per_group = 4;
+  st.pool.channels = 2;
+  st.pool.cqs = 1;
+  st.pool.comms_attached = 2;
+  st.pool.primaries = 1;
+  st.pool.secondaries = 1;
+  st.pool.routing_misses = 0;
+  st.pool.channel_ops = 1234;
+  st.pool.busiest_channel_ops = 800;
+  DeviceLabels l;
+  l.device = "0";
+  l.provider = "tcp;ofi_rxm";
+  l.domain = "lo";
+  std::vector<BlockRecord> blocks;
+  append_stats_blocks(st, l, blocks);
+  EXPECT_EQ(writer->publish(blocks), 0u);
+  DecodeResult r = read_segment_file(path(), self());
+  ASSERT_TRUE(r.ok()) << reject_name(r.reason) << ": " << r.detail;
+  const BlockSnapshot* pool = nullptr;
+  for (const auto& b : r.snapshot.blocks) {
+    if (b.kind == static_cast<uint16_t>(BlockKind::pool)) {
+      EXPECT_EQ(pool, nullptr) << "one pool block per device";
+      pool = &b;
+    }
+  }
+  ASSERT_NE(pool, nullptr);
+  EXPECT_STREQ(block_kind_name(pool->kind), "pool");
+  std::map<LabelKey, std::string> labels;
+  for (const auto& x : pool->labels) labels[x.key] = x.value;
+  EXPECT_EQ(labels, (std::map<LabelKey, std::string>{{LabelKey::device, "0"},
+                                                     {LabelKey::provider, "tcp;ofi_rxm"}}));
+  std::map<uint16_t, uint64_t> got(pool->counters.begin(), pool->counters.end());
+  auto id = [](CounterId c) { return static_cast<uint16_t>(c); };
+  EXPECT_EQ(got, (std::map<uint16_t, uint64_t>{{id(CounterId::pool_groups), 1},
+                                               {id(CounterId::pool_channels_per_group), 4},
+                                               {id(CounterId::pool_channels), 2},
+                                               {id(CounterId::pool_cqs), 1},
+                                               {id(CounterId::pool_comms_attached), 2},
+                                               {id(CounterId::pool_primaries), 1},
+                                               {id(CounterId::pool_secondaries), 1},
+                                               {id(CounterId::pool_routing_misses), 0},
+                                               {id(CounterId::pool_channel_ops), 1234},
+                                               {id(CounterId::pool_busiest_channel_ops), 800}}));
+  for (const auto& [c, v] : pool->counters) {
+    const CounterName* n = find_counter(c);
+    ASSERT_NE(n, nullptr) << c;
+    EXPECT_EQ(std::string(n->metric).rfind("xport_pool_", 0), 0u) << n->metric;
+  }
+}
+
+TEST_F(SegmentFile, KeepsUnknownBlockKinds) {
+  BlockBuilder b(static_cast<BlockKind>(900));  // a newer library's block kind
+  b.label(LabelKey::device, "0");
+  b.counter(CounterId::pool_channels, 3);
+  std::vector<BlockRecord> blocks{b.record()};
+  writer->publish(blocks);
+  DecodeResult r = read_segment_file(path(), self());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.snapshot.blocks.size(), 1u);
+  EXPECT_EQ(r.snapshot.blocks[0].kind, 900);
+  EXPECT_STREQ(block_kind_name(900), "unknown");
+  EXPECT_EQ(r.snapshot.blocks[0].counters[0].second, 3u);
 }
 
 TEST_F(SegmentFile, OddGenerationIsTorn) {

@@ -1,4 +1,5 @@
-// Stats -> blocks: connection endpoints summed per rail, one block per CQ, info blocks.
+// Stats -> blocks: connection endpoints summed per rail, one block per CQ, the pool block, info
+// blocks.
 #include <gtest/gtest.h>
 
 #include "telemetry/names.hpp"
@@ -110,6 +111,58 @@ TEST(StatsBlocks, SumsConnectionEndpointsAndLabelsEverything) {
   out.clear();
   append_stats_blocks(s, l, out);
   EXPECT_EQ(of_kind(out, BlockKind::info).size(), 3u);
+}
+
+TEST(StatsBlocks, OnePoolBlockPerDeviceWithEveryPoolStatsField) {
+  Stats s;
+  s.pool.groups = 2;
+  s.pool.channels_per_group = 4;
+  s.pool.channels = 3;
+  s.pool.cqs = 1;
+  s.pool.comms_attached = 5;
+  s.pool.primaries = 6;
+  s.pool.secondaries = 7;
+  s.pool.routing_misses = 8;
+  s.pool.channel_ops = 1234;
+  s.pool.busiest_channel_ops = 800;
+  DeviceLabels l;
+  l.device = "2";
+  l.provider = "shm";
+  l.gpu = "0000:53:00.0";
+  std::vector<BlockRecord> out;
+  append_stats_blocks(s, l, out);
+  auto pools = of_kind(out, BlockKind::pool);
+  ASSERT_EQ(pools.size(), 1u);
+  const BlockRecord& p = *pools[0];
+  EXPECT_EQ(label(p, LabelKey::device), "2");
+  EXPECT_EQ(label(p, LabelKey::provider), "shm");
+  EXPECT_EQ(label(p, LabelKey::gpu), "0000:53:00.0");
+  EXPECT_EQ(p.label_count, 3);
+  EXPECT_EQ(p.counter_count, 10);
+  EXPECT_EQ(counter(p, CounterId::pool_groups), 2u);
+  EXPECT_EQ(counter(p, CounterId::pool_channels_per_group), 4u);
+  EXPECT_EQ(counter(p, CounterId::pool_channels), 3u);
+  EXPECT_EQ(counter(p, CounterId::pool_cqs), 1u);
+  EXPECT_EQ(counter(p, CounterId::pool_comms_attached), 5u);
+  EXPECT_EQ(counter(p, CounterId::pool_primaries), 6u);
+  EXPECT_EQ(counter(p, CounterId::pool_secondaries), 7u);
+  EXPECT_EQ(counter(p, CounterId::pool_routing_misses), 8u);
+  EXPECT_EQ(counter(p, CounterId::pool_channel_ops), 1234u);
+  EXPECT_EQ(counter(p, CounterId::pool_busiest_channel_ops), 800u);
+  for (int i = 0; i < p.counter_count; ++i) {
+    EXPECT_NE(find_counter(p.counters[i].id), nullptr) << p.counters[i].id;
+  }
+
+  // No sharing configured, no GPU: the block is still there, zeros and all, without a gpu label.
+  l.gpu.clear();
+  out.clear();
+  append_stats_blocks(Stats{}, l, out);
+  pools = of_kind(out, BlockKind::pool);
+  ASSERT_EQ(pools.size(), 1u);
+  EXPECT_EQ(label(*pools[0], LabelKey::gpu), "<none>");
+  EXPECT_EQ(pools[0]->label_count, 2);
+  EXPECT_EQ(counter(*pools[0], CounterId::pool_groups), 0u);
+  EXPECT_EQ(counter(*pools[0], CounterId::pool_busiest_channel_ops), 0u);
 }
 
 TEST(StatsBlocks, OneInfoPairPerRail) {
