@@ -234,6 +234,12 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
     std::printf("latency: one %s + quiet (delivered%s); bandwidth: depth %ss per quiet\n",
                 op.c_str(), run.op == Op::put_signal ? ", signal applied" : "", op.c_str());
   }
+  if (!run.pattern.empty()) {
+    std::printf(
+        "%s: bandwidth and rate sum every stream over the first start to the last end; "
+        "latency is the worst stream's\n",
+        run.pattern.c_str());
+  }
   if (run.check) {
     std::printf(
         "--check: every byte of every transfer verified (slower: send latency includes "
