@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """xport-bench's MPI mode: 4 ranks on this host (--oversubscribe, Open MPI's own traffic kept on
-loopback), every pattern with --check on shm, one on tcp;ofi_rxm; rank 0 prints one aggregate
-point per size; a corrupted byte fails the run; one rank is a usage error."""
+loopback), every pattern with --check on shm, one on tcp;ofi_rxm, alltoall over 2 comms per pair
+and direction; rank 0 prints one aggregate point per size; a corrupted byte fails the run; one
+rank is a usage error."""
 import json
 import os
 import subprocess
@@ -39,8 +40,10 @@ def run(ranks, *args, timeout=240):
 
 cases = [(p, op, "shm", []) for p in STREAMS for op in ("send", "put", "get")]
 cases.append(("alltoall", "put", "tcp;ofi_rxm", ["--nics", "lo"]))
+cases.append(("alltoall", "send", "shm", ["--comms", "2"]))
 for pattern, op, prov, extra in cases:
-    where = f"{pattern} {op} {prov}"
+    where = f"{pattern} {op} {prov} {' '.join(extra)}"
+    comms = int(extra[1]) if extra[:1] == ["--comms"] else 1
     r = run(4, "--pattern", pattern, "--op", op, "--provider", prov, *extra, "--size", "8,12K",
             "--iterations", "10", "--warmup", "1", "--check", "--json")
     if not check(r.returncode == 0, f"{where}: exit 0 (got {r.returncode}: {r.stderr[-800:]})"):
@@ -50,7 +53,8 @@ for pattern, op, prov, extra in cases:
     for p in points:
         check(p["mode"] == "mpi" and p["pattern"] == pattern and p["ranks"] == 4 and
               p["streams"] == STREAMS[pattern] and p["op"] == op and p["provider"] == prov and
-              p["check"] is True, f"{where}: fields {p}")
+              p["check"] is True and p["comms"] == comms and p["pool"]["routing_misses"] == 0,
+              f"{where}: fields {p}")
         check(p["lat_us_p50"] > 0 and p["bw_bytes_per_s"] > 0 and p["msg_per_s"] > 0,
               f"{where}: figures {p}")
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs the built xport-bench in local mode as scripts do: every operation with --check on shm and
-tcp;ofi_rxm (loopback), the JSON and CSV shapes of docs/tools.md, --check catching a corrupted
-byte, --expect-* verdicts, size lists and ranges, and the exit codes of bad usage (2) and of
-operations this libxport lacks (3). Every run has a timeout; nothing sleeps."""
+tcp;ofi_rxm (loopback), several comms per peer (--comms) and the alltoall pattern under every
+--groups, the JSON and CSV shapes of docs/tools.md with the pool counters, --check catching a
+corrupted byte, --expect-* verdicts, size lists and ranges, and the exit codes of bad usage (2).
+Every run has a timeout; nothing sleeps."""
 import json
 import os
 import subprocess
@@ -12,14 +13,17 @@ tool = sys.argv[1]
 failures = []
 FIELDS = {"op", "size", "rails", "provider", "lat_us_p50", "lat_us_p99", "bw_bytes_per_s",
           "msg_per_s", "lat_us_max", "lat_us_mean", "link_bits_per_s", "link_fraction",
-          "iterations", "warmup", "depth", "check", "mode"}
+          "iterations", "warmup", "depth", "check", "mode", "comms", "pool"}
+POOL = {"groups", "channels_per_group", "channels", "cqs", "comms_attached", "primaries",
+        "secondaries", "routing_misses", "channel_ops", "busiest_channel_ops"}
 # Eager (8 KiB default), rendezvous, and at the stripe threshold (256 KiB) and above.
 SIZES = "8,12K,256K,1M"
 
 
 def run(*args, timeout=180):
     env = dict(os.environ)
-    for k in ("XPORT_PROVIDER", "XPORT_RAILS", "XPORT_DOMAIN"):
+    for k in ("XPORT_PROVIDER", "XPORT_RAILS", "XPORT_DOMAIN", "XPORT_POOL_GROUPS",
+              "XPORT_POOL_CHANNELS"):
         env.pop(k, None)
     try:
         return subprocess.run([tool, "--timeout", "30", *args], capture_output=True, text=True,
@@ -48,6 +52,7 @@ def json_points(r, where):
             check(False, f"{where}: not a JSON line: {line!r}")
     for p in points:
         check(FIELDS <= set(p), f"{where}: fields missing: {FIELDS - set(p)}")
+        check(POOL <= set(p.get("pool", {})), f"{where}: pool fields missing: {p.get('pool')}")
     return points
 
 
@@ -73,6 +78,37 @@ for prov, extra in providers:
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
                           "--json"), f"{prov} send --depth 4")
     check([p["depth"] for p in pts] == [4, 4], f"{prov} send --depth 4: depth reported")
+    # Several comms to the peer: messages and one-sided ops round-robin over them, checked.
+    for op, depth in (("send", "1"), ("send", "4"), ("put", "16")):
+        where = f"{prov} {op} --depth {depth} --comms 4"
+        pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", SIZES,
+                              "--depth", depth, "--comms", "4", "--iterations", "20",
+                              "--warmup", "2", "--check", "--json"), where)
+        check([p["size"] for p in pts] == [8, 12288, 262144, 1048576], f"{where}: points {pts}")
+        for p in pts:
+            check(p["comms"] == 4 and "pattern" not in p and p["pool"]["routing_misses"] == 0,
+                  f"{where}: comms, no pattern, no routing miss {p}")
+    # alltoall: both processes initiate at once, over 8 comms each way, under every grouping.
+    # The pool's counters are not asserted beyond what --groups sets and that nothing was
+    # misrouted: the pool fills them as it is built.
+    for groups in ("0", "1", "2"):
+        for op in ("send", "put") if groups == "1" else ("send",):
+            where = f"{prov} alltoall {op} --comms 8 --groups {groups}"
+            pts = json_points(run("--provider", prov, *extra, "--pattern", "alltoall", "--op", op,
+                                  "--comms", "8", "--groups", groups, "--size", SIZES,
+                                  "--iterations", "20", "--warmup", "2", "--check", "--json"),
+                              where)
+            check([p["size"] for p in pts] == [8, 12288, 262144, 1048576],
+                  f"{where}: one point per size: {[p['size'] for p in pts]}")
+            for p in pts:
+                check(p["mode"] == "local" and p["pattern"] == "alltoall" and p["ranks"] == 2 and
+                      p["streams"] == 2 and p["comms"] == 8 and p["op"] == op and
+                      p["provider"] == prov and p["check"] is True, f"{where}: fields {p}")
+                check(p["bw_bytes_per_s"] > 0 and p["msg_per_s"] > 0 and p["lat_us_p50"] > 0,
+                      f"{where}: figures {p}")
+                pool = p["pool"]
+                check(pool["groups"] == int(groups) and pool["channels_per_group"] == 4 and
+                      pool["routing_misses"] == 0, f"{where}: pool {pool}")
 
 # --check catches a wrong byte, wherever the op verifies it, and names size, iteration, offset.
 for op, who in (("send", "target"), ("put", "target"), ("get", "initiator"),
@@ -82,6 +118,13 @@ for op, who in (("send", "target"), ("put", "target"), ("get", "initiator"),
     check(r.returncode == 1, f"corrupted {op}: exit 1 (got {r.returncode})")
     check("size 4096, iteration 7: first bad byte at offset 2048" in r.stderr and who in r.stderr,
           f"corrupted {op}: message names size, iteration, offset, side: {r.stderr.strip()}")
+# ... and over several comms, and in alltoall (both sides' streams carry the corruption).
+for args in (["--op", "send", "--comms", "4"], ["--op", "send", "--comms", "4", "--depth", "4"],
+             ["--op", "put", "--comms", "3"], ["--pattern", "alltoall", "--comms", "2"]):
+    r = run(*args, "--size", "4K", "--iterations", "20", "--warmup", "2", "--check",
+            "--test-corrupt", "7")
+    check(r.returncode == 1 and "size 4096, iteration 7: first bad byte at offset 2048" in r.stderr,
+          f"corrupted {args}: exit 1 naming size, iteration, offset ({r.returncode}: {r.stderr})")
 # The same corruption without --check goes unnoticed: the detection above is the check's.
 r = run("--op", "put", "--size", "4K", "--iterations", "20", "--test-corrupt", "7")
 check(r.returncode == 0, f"corruption without --check: exit 0 (got {r.returncode}: {r.stderr})")
@@ -94,11 +137,19 @@ if lines:
     header = lines[0].split(",")
     check(header[:11] == ["op", "size", "rails", "provider", "mode", "lat_us_p50", "lat_us_p99",
                           "lat_us_max", "lat_us_mean", "bw_bytes_per_s", "msg_per_s"] and
-          "link_fraction" in header and "iterations" in header, f"--csv header: {header}")
+          "link_fraction" in header and "iterations" in header and
+          header[-11:] == ["comms", "pool_groups", "pool_channels_per_group", "pool_channels",
+                           "pool_cqs", "pool_comms_attached", "pool_primaries",
+                           "pool_secondaries", "pool_routing_misses", "pool_channel_ops",
+                           "pool_busiest_channel_ops"], f"--csv header: {header}")
     check(all(len(l.split(",")) == len(header) for l in lines[1:]), "--csv rows match the header")
 r = run("--op", "get", "--size", "4K", "--iterations", "20")
 check(r.returncode == 0 and "p50_us" in r.stdout and "n/a" in r.stdout and "link rate unknown" in r.stdout,
       f"table: header and n/a link fraction: {r.stdout}")
+r = run("--op", "put", "--size", "4K", "--iterations", "20", "--comms", "2", "--groups", "0")
+check(r.returncode == 0 and "2 comms per peer and direction" in r.stdout and
+      "channel pool (this process's device, comms still open): groups 0 x 4" in r.stdout and
+      "routing misses 0" in r.stdout, f"table: comms and pool counters: {r.stdout}")
 
 # Sizes: ranges are powers of two, inclusive; lists and ranges mix; duplicates dropped.
 pts = json_points(run("--op", "put", "--size", "1:64", "--iterations", "5", "--json"), "1:64")
@@ -129,15 +180,14 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--server", "--connect", "127.0.0.1:18515"], "--server and --connect"),
                     (["--port", "0"], "--port"), (["--port", "70000"], "--port"),
                     (["--connect", "127.0.0.1"], "HOST:PORT"), (["--json", "--csv"], "--csv"),
-                    (["--iterations", "0"], "--iterations"), (["--no-such-option"], "no-such-option")):
+                    (["--iterations", "0"], "--iterations"), (["--no-such-option"], "no-such-option"),
+                    (["--comms", "0"], "--comms"), (["--comms", "257"], "--comms"),
+                    (["--groups", "-1"], "--groups"),
+                    (["--server", "--pattern", "alltoall"], "--pattern belongs to --connect"),
+                    (["--connect", "127.0.0.1:18515", "--pattern", "fan-in"], "excludes --server")):
     r = run(*args)
     check(r.returncode == 2 and names in r.stderr, f"{args}: exit 2 naming {names} "
           f"(got {r.returncode}: {r.stderr.strip()})")
-
-# Options this libxport does not have yet: exit 3, saying what is missing.
-for args, says in ((["--comms", "2"], "channel pools"),):
-    r = run(*args, "--size", "8")
-    check(r.returncode == 3 and says in r.stderr, f"{args}: exit 3 ({r.returncode}: {r.stderr})")
 
 if failures:
     print(f"{len(failures)} failure(s)")

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """xport-bench's two-host mode across network namespaces (run by tests/multirail/run_netns.sh:
 this runs in namespace A, XTEST_PEER_WRAP enters namespace B, each joined by veth rails).
-The server in B, the client in A, over every rail with --check; then the deadlines: a client
-with no server and a server with no client both exit 1 in time with a clear message."""
+The server in B, the client in A, over every rail with --check, and alltoall over 4 comms each
+way; then the deadlines: a client with no server and a server with no client both exit 1 in
+time with a clear message."""
 import json
 import os
 import shlex
@@ -41,40 +42,56 @@ def link_rate(ifaces):
 
 common = ["--provider", "tcp;ofi_rxm", "--timeout", "30"]
 port = 18600
-for op in ("send", "put", "get"):
+# (op, client's extra options, server's): the last two are alltoall, both sides initiating.
+runs = [("send", [], []), ("put", [], []), ("get", [], []),
+        ("send", ["--pattern", "alltoall", "--comms", "4", "--groups", "0"], ["--groups", "0"]),
+        ("put", ["--pattern", "alltoall", "--comms", "4", "--groups", "2"], ["--groups", "2"])]
+for op, client_extra, server_extra in runs:
     port += 1
     server = subprocess.Popen([*wrap, bench, "--server", "--port", str(port), "--nics", rails_b,
-                               *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               *server_extra, *common], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    where = " ".join([op, *client_extra])
     try:
         # 1 MiB is striped over both rails; 12 KiB goes by rendezvous, 8 B eagerly.
         client = subprocess.run([bench, "--connect", f"{server_ip}:{port}", "--nics", rails_a,
                                  "--op", op, "--size", "8,12K,1M", "--iterations", "20",
-                                 "--warmup", "2", "--check", "--json", *common],
+                                 "--warmup", "2", "--check", "--json", *client_extra, *common],
                                 capture_output=True, text=True, timeout=120)
         s_out, s_err = server.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         server.kill()
         server.communicate()
-        check(False, f"{op}: two-host run did not finish in time")
+        check(False, f"{where}: two-host run did not finish in time")
         continue
-    check(client.returncode == 0, f"{op}: client exit 0 (got {client.returncode}: {client.stderr})")
-    check(server.returncode == 0, f"{op}: server exit 0 (got {server.returncode}: {s_err})")
+    check(client.returncode == 0, f"{where}: client exit 0 (got {client.returncode}: {client.stderr})")
+    check(server.returncode == 0, f"{where}: server exit 0 (got {server.returncode}: {s_err})")
     points = [json.loads(l) for l in client.stdout.splitlines() if l.startswith("{")]
-    check([p["size"] for p in points] == [8, 12288, 1048576], f"{op}: points {client.stdout}")
+    check([p["size"] for p in points] == [8, 12288, 1048576], f"{where}: points {client.stdout}")
+    alltoall = "alltoall" in client_extra
     expected_link = link_rate(rails_a)
     for p in points:
         check(p["op"] == op and p["rails"] == 2 and p["mode"] == "two-host" and p["check"] is True
-              and p["provider"] == "tcp;ofi_rxm", f"{op}: identity {p}")
-        check(p["rail_names"] == rails_a.split(","), f"{op}: rails by interface name {p}")
-        check(p["lat_us_p50"] > 0 and p["bw_bytes_per_s"] > 0, f"{op}: figures {p}")
+              and p["provider"] == "tcp;ofi_rxm", f"{where}: identity {p}")
+        check(p["rail_names"] == rails_a.split(","), f"{where}: rails by interface name {p}")
+        check(p["lat_us_p50"] > 0 and p["bw_bytes_per_s"] > 0, f"{where}: figures {p}")
+        check(p["pool"]["routing_misses"] == 0, f"{where}: nothing misrouted {p['pool']}")
+        if alltoall:
+            groups = int(client_extra[client_extra.index("--groups") + 1])
+            check(p["pattern"] == "alltoall" and p["streams"] == 2 and p["comms"] == 4 and
+                  p["pool"]["groups"] == groups, f"{where}: alltoall fields {p}")
+            # Data arrives on both sides' rails: their rates (the server sends its own) add up;
+            # the veths of both ends report the same speed.
+            check(p["link_bits_per_s"] in (None, 2 * expected_link), f"{where}: link rate {p}")
+            continue
         if expected_link:
             # veth reports a speed: the fraction is of the discovered rate, not of a constant.
             check(p["link_bits_per_s"] == expected_link and
                   abs(p["link_fraction"] - p["bw_bytes_per_s"] * 8 / expected_link) < 1e-3,
-                  f"{op}: link fraction of {expected_link} b/s: {p}")
+                  f"{where}: link fraction of {expected_link} b/s: {p}")
         else:
             check(p["link_bits_per_s"] is None and p["link_fraction"] is None,
-                  f"{op}: unknown link rate gives no fraction {p}")
+                  f"{where}: unknown link rate gives no fraction {p}")
 
 # No server: the client retries until its deadline, then names what did not happen.
 t0 = time.monotonic()

@@ -1,6 +1,8 @@
 // xport-bench: acceptance figures of libxport (docs/tools.md). This file picks the mode (local,
 // two-host server or client, MPI) and runs the initiator or the target side of a session.
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "bootstrap.hpp"
@@ -8,13 +10,15 @@
 #include "ops.hpp"
 #include "options.hpp"
 #include "report.hpp"
+#include "streams.hpp"
 
 namespace bench {
 namespace {
 
 using namespace xport;
 
-constexpr const char* kHello = "XPORT-BENCH 1 buffer=";
+// The line protocol's version: a peer of another version says so instead of misreading.
+constexpr const char* kHello = "XPORT-BENCH 2 ";
 // Who speaks in error messages: in local mode both processes write to the same terminal.
 std::string g_who = "xport-bench";
 
@@ -49,18 +53,154 @@ Result<std::string> expect_line(LineChannel& ch, const std::string& prefix, cons
   return line.substr(prefix.size());
 }
 
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> w;
+  std::istringstream in(line);
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+// "key=value" among `w`; "" when absent.
+std::string field(const std::vector<std::string>& w, const std::string& key) {
+  for (const auto& x : w) {
+    if (x.rfind(key + "=", 0) == 0) return x.substr(key.size() + 1);
+  }
+  return "";
+}
+
+uint64_t link_rate(const Device& dev) {
+  uint64_t sum = 0;
+  for (const auto& r : dev.rail_info()) {
+    if (r.link_bits_per_s == 0) return 0;  // all known, or none (report.cc)
+    sum += r.link_bits_per_s;
+  }
+  return sum;
+}
+
+// What the target answers the hello with: its pool's groups and link rate, then the hellos of
+// its sessions ("<handle> <key>" each: one, or for alltoall the one it serves on and the one
+// it initiates on).
+struct PeerHello {
+  unsigned groups = 0;
+  uint64_t link = 0;
+  std::vector<std::string> sessions;
+};
+std::string peer_hello(Device& dev, const std::vector<Session*>& sessions) {
+  std::string line = "PEER groups=" + std::to_string(dev.stats().pool.groups) +
+                     " link=" + std::to_string(link_rate(dev));
+  for (Session* s : sessions) line += " " + s->hello();
+  return line;
+}
+Result<PeerHello> parse_peer_hello(const std::string& text, size_t sessions) {
+  const auto w = words(text);
+  if (w.size() != 2 + 2 * sessions) {
+    return Status(Code::protocol, "bootstrap: malformed peer hello '" + text.substr(0, 40) + "'");
+  }
+  PeerHello h;
+  h.groups = static_cast<unsigned>(std::strtoul(field(w, "groups").c_str(), nullptr, 10));
+  h.link = std::strtoull(field(w, "link").c_str(), nullptr, 10);
+  for (size_t k = 0; k < sessions; ++k) h.sessions.push_back(w[2 + 2 * k] + " " + w[3 + 2 * k]);
+  return h;
+}
+
+// alltoall between two processes: the initiator names each point in a line, the target runs
+// the same plan.
+std::string plan_line(const Plan& p) {
+  char b[160];
+  std::snprintf(b, sizeof(b), "GO %d %zu %d %d %d %d %d %lld", static_cast<int>(p.op), p.size,
+                p.warmup, p.iterations, p.depth, p.slots, p.check ? 1 : 0,
+                static_cast<long long>(p.corrupt));
+  return b;
+}
+Result<Plan> parse_plan(const std::string& text, size_t buffer) {
+  Plan p;
+  int op = 0, check = 0;
+  long long corrupt = -1;
+  if (std::sscanf(text.c_str(), "%d %zu %d %d %d %d %d %lld", &op, &p.size, &p.warmup,
+                  &p.iterations, &p.depth, &p.slots, &check, &corrupt) != 8 ||
+      op < 0 || op > static_cast<int>(Op::atomic) || p.size == 0 || p.size > buffer ||
+      p.iterations < 1 || p.warmup < 0 || p.depth < 1 || p.slots < 1) {
+    return Status(Code::protocol, "bootstrap: malformed point '" + text.substr(0, 60) + "'");
+  }
+  p.op = static_cast<Op>(op);
+  p.check = check != 0;
+  p.corrupt = corrupt;
+  return p;
+}
+std::string result_line(const Point& p) {
+  double d[kPointDoubles];
+  pack(p, d);
+  std::string line = "RESULT";
+  for (double x : d) {
+    char b[40];
+    std::snprintf(b, sizeof(b), " %.17g", x);
+    line += b;
+  }
+  return line;
+}
+Result<Point> parse_result(const std::string& text) {
+  std::istringstream in(text);
+  double d[kPointDoubles];
+  for (double& x : d) {
+    if (!(in >> x)) return Status(Code::protocol, "bootstrap: malformed result of the peer");
+  }
+  return unpack(d);
+}
+
+// The target of alltoall: a session each way, the points the initiator names, run at once
+// both ways, its own stream's figures sent back.
+Status serve_alltoall(const Options& opt, Device& dev, LineChannel& ch, size_t bytes, int comms) {
+  const auto timeout = std::chrono::seconds(opt.timeout_s);
+  XPORT_ASSIGN_OR_RETURN(auto in, Session::open(dev, bytes, timeout, comms));
+  XPORT_ASSIGN_OR_RETURN(auto out, Session::open(dev, bytes, timeout, comms));
+  XPORT_RETURN_IF_ERROR(ch.send(peer_hello(dev, {in.get(), out.get()})));
+  XPORT_ASSIGN_OR_RETURN(std::string client, expect_line(ch, "CLIENT ", opt));
+  const auto w = words(client);
+  if (w.size() != 4) return Status(Code::protocol, "bootstrap: malformed initiator hello");
+  XPORT_RETURN_IF_ERROR(in_parallel(2, [&](size_t i) {
+                          return i == 0 ? in->join(w[0] + " " + w[1], false)
+                                        : out->join(w[2] + " " + w[3], true);
+                        }).with_context("connecting to the initiator"));
+  for (;;) {
+    XPORT_ASSIGN_OR_RETURN(std::string line,
+                           ch.recv(Deadline::after(std::chrono::seconds(opt.timeout_s))));
+    if (line == "DONE") return ch.send("DONE");
+    if (line.rfind("GO ", 0) != 0) return Status(Code::protocol, "bootstrap: expected a point");
+    XPORT_ASSIGN_OR_RETURN(Plan p, parse_plan(line.substr(3), bytes));
+    XPORT_ASSIGN_OR_RETURN(
+        auto mine, run_streams({out.get()}, {in.get()}, p, std::chrono::steady_clock::now()));
+    XPORT_RETURN_IF_ERROR(ch.send(result_line(mine[0])));
+  }
+}
+
 // The target: serves whatever points the initiator asks for, until it says goodbye.
 int run_target(const Options& opt, Device& dev, LineChannel& ch) {
   auto hello = expect_line(ch, kHello, opt);
   if (!hello.ok()) return fail("waiting for the initiator", hello.status());
+  const auto w = words(*hello);
   char* end = nullptr;
-  const unsigned long long bytes = std::strtoull(hello->c_str(), &end, 10);
-  if (*end != '\0' || bytes == 0 || bytes > std::max<size_t>(kMaxSize, kSlotBytes)) {
-    return fail("bootstrap", Status(Code::protocol, "bad buffer size '" + *hello + "'"));
+  const std::string b = field(w, "buffer");
+  const unsigned long long bytes = std::strtoull(b.c_str(), &end, 10);
+  if (b.empty() || *end != '\0' || bytes == 0 || bytes > std::max<size_t>(kMaxSize, kSlotBytes)) {
+    return fail("bootstrap", Status(Code::protocol, "bad buffer size in '" + *hello + "'"));
   }
-  auto s = Session::open(dev, bytes, std::chrono::seconds(opt.timeout_s));
+  const int comms = std::atoi(field(w, "comms").c_str());
+  if (comms < 1 || comms > kMaxComms) {
+    return fail("bootstrap", Status(Code::protocol, "bad comms in '" + *hello + "'"));
+  }
+  const std::string pattern = field(w, "pattern");
+  if (pattern == "alltoall") {
+    if (Status st = serve_alltoall(opt, dev, ch, bytes, comms); !st.ok()) {
+      return fail("alltoall", st);
+    }
+    return kExitOk;
+  }
+  if (!pattern.empty()) {
+    return fail("bootstrap", Status(Code::protocol, "pattern '" + pattern + "' needs MPI mode"));
+  }
+  auto s = Session::open(dev, bytes, std::chrono::seconds(opt.timeout_s), comms);
   if (!s.ok()) return fail("session", s.status());
-  if (auto st = ch.send("PEER " + (*s)->hello()); !st.ok()) return fail("bootstrap", st);
+  if (auto st = ch.send(peer_hello(dev, {s->get()})); !st.ok()) return fail("bootstrap", st);
   auto client = expect_line(ch, "CLIENT ", opt);
   if (!client.ok()) return fail("waiting for the initiator's handle", client.status());
   if (auto st = (*s)->join(*client, false); !st.ok())
@@ -75,32 +215,71 @@ int run_target(const Options& opt, Device& dev, LineChannel& ch) {
 }
 
 // The initiator: runs every point, then reports. `peer` is the local mode's child, or -1.
+// With --pattern alltoall both sides initiate at once, each to the other, and every point is
+// the sum of the two streams.
 int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::string& mode,
                   pid_t peer) {
   std::vector<Plan> plans;
   for (size_t size : opt.sizes) plans.push_back(make_plan(opt, size));
+  const bool alltoall = opt.pattern == "alltoall";
   std::vector<Point> points;
+  PoolStats pool;
+  uint64_t peer_link = 0;
   int rc = kExitOk;
   {
-    // The session closes before the peer is reaped, so a failed run ends both sides at once.
-    std::unique_ptr<Session> s;
+    // The sessions close before the peer is reaped, so a failed run ends both sides at once.
+    // `s`: this side initiates; `in` (alltoall): the peer initiates.
+    std::unique_ptr<Session> s, in;
     auto run = [&]() -> Status {
-      XPORT_RETURN_IF_ERROR(ch.send(kHello + std::to_string(buffer_bytes(plans))));
-      auto peer_hello = expect_line(ch, "PEER ", opt);
-      if (!peer_hello.ok()) {
-        return peer_hello.status().with_context(
+      const size_t bytes = buffer_bytes(plans);
+      XPORT_RETURN_IF_ERROR(ch.send(kHello + ("buffer=" + std::to_string(bytes)) + " comms=" +
+                                    std::to_string(opt.comms) + " pattern=" + opt.pattern));
+      auto peer_line = expect_line(ch, "PEER ", opt);
+      if (!peer_line.ok()) {
+        return peer_line.status().with_context(
             peer > 0 ? "the peer did not start (its error is above)" : "waiting for the server");
       }
-      XPORT_ASSIGN_OR_RETURN(
-          s, Session::open(*o.dev, buffer_bytes(plans), std::chrono::seconds(opt.timeout_s)));
-      XPORT_RETURN_IF_ERROR(ch.send("CLIENT " + s->hello()));
-      XPORT_RETURN_IF_ERROR(s->join(*peer_hello, true).with_context("connecting to the peer"));
-      for (const Plan& p : plans) {
-        auto m = run_point(*s, p);
-        if (!m.ok()) return m.status().with_context("size " + std::to_string(p.size));
-        points.push_back(summarize(p, *m));
+      XPORT_ASSIGN_OR_RETURN(PeerHello ph, parse_peer_hello(*peer_line, alltoall ? 2 : 1));
+      peer_link = ph.link;
+      if (const unsigned mine = o.dev->stats().pool.groups; ph.groups != mine) {
+        std::fprintf(stderr,
+                     "xport-bench: note: the server's channel pool has XPORT_POOL_GROUPS=%u, "
+                     "this side %u (each side has its own: --groups or XPORT_POOL_GROUPS there)\n",
+                     ph.groups, mine);
       }
-      XPORT_RETURN_IF_ERROR(say_bye(*s));
+      const auto timeout = std::chrono::seconds(opt.timeout_s);
+      XPORT_ASSIGN_OR_RETURN(s, Session::open(*o.dev, bytes, timeout, opt.comms));
+      if (alltoall) {
+        XPORT_ASSIGN_OR_RETURN(in, Session::open(*o.dev, bytes, timeout, opt.comms));
+      }
+      XPORT_RETURN_IF_ERROR(ch.send("CLIENT " + s->hello() + (alltoall ? " " + in->hello() : "")));
+      if (!alltoall) {
+        XPORT_RETURN_IF_ERROR(s->join(ph.sessions[0], true).with_context("connecting to the peer"));
+        for (const Plan& p : plans) {
+          auto m = run_point(*s, p);
+          if (!m.ok()) return m.status().with_context("size " + std::to_string(p.size));
+          points.push_back(summarize(p, *m));
+        }
+        pool = o.dev->stats().pool;  // with the comms still open
+        XPORT_RETURN_IF_ERROR(say_bye(*s));
+        return expect_line(ch, "DONE", opt).status().with_context("waiting for the peer to finish");
+      }
+      XPORT_RETURN_IF_ERROR(in_parallel(2, [&](size_t i) {
+                              return i == 0 ? s->join(ph.sessions[0], true)
+                                            : in->join(ph.sessions[1], false);
+                            }).with_context("connecting to the peer"));
+      for (const Plan& p : plans) {
+        XPORT_RETURN_IF_ERROR(ch.send(plan_line(p)));
+        auto mine = run_streams({s.get()}, {in.get()}, p, std::chrono::steady_clock::now());
+        if (!mine.ok()) return mine.status().with_context("size " + std::to_string(p.size));
+        auto line = expect_line(ch, "RESULT ", opt);
+        if (!line.ok()) return line.status().with_context("waiting for the peer's figures");
+        XPORT_ASSIGN_OR_RETURN(Point theirs, parse_result(*line));
+        points.push_back(aggregate({(*mine)[0], theirs}));
+      }
+      pool = o.dev->stats().pool;
+      // Each side has every message of the other once both finished their points.
+      XPORT_RETURN_IF_ERROR(ch.send("DONE"));
       return expect_line(ch, "DONE", opt).status().with_context("waiting for the peer to finish");
     };
     if (Status st = run(); !st.ok()) rc = fail(to_string(opt.op).data(), st);
@@ -110,7 +289,12 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
       rc = fail("peer", st);
   }
   if (rc != kExitOk) return rc;
-  print_report(describe_run(opt, *o.dev, mode), points, opt.format);
+  RunInfo info = describe_run(opt, *o.dev, mode);
+  info.pool = pool;
+  if (alltoall) {  // data arrives on both sides' rails
+    info.link_bits_per_s = info.link_bits_per_s && peer_link ? info.link_bits_per_s + peer_link : 0;
+  }
+  print_report(info, points, opt.format);
   return check_expectations(opt, points);
 }
 
@@ -121,14 +305,10 @@ int run(const Options& opt, int argc, char** argv) {
                  why.c_str());
     return kExitUnavailable;
   }
-  if (opt.comms > 1) {
-    std::fprintf(stderr,
-                 "xport-bench: --comms %d is not available: libxport has no channel pools "
-                 "yet (communicators per channel)\n",
-                 opt.comms);
-    return kExitUnavailable;
-  }
-  if (!opt.pattern.empty()) return run_mpi(opt, argc, argv);
+  // Knobs are read when the first Context opens: before it, and before the peer is spawned (it
+  // inherits the environment, and gets --groups too).
+  if (opt.groups >= 0) ::setenv("XPORT_POOL_GROUPS", std::to_string(opt.groups).c_str(), 1);
+  if (mpi_mode(opt)) return run_mpi(opt, argc, argv);
   if (opt.server) g_who = "xport-bench (server)";
   const bool local = opt.connect.empty() && !opt.server;
   auto o = open_device(opt, local);
@@ -151,6 +331,7 @@ int run(const Options& opt, int argc, char** argv) {
   std::vector<std::string> args{"xport-bench", "--role", "peer", "--timeout",
                                 std::to_string(opt.timeout_s)};
   if (!opt.provider.empty()) args.insert(args.end(), {"--provider", opt.provider});
+  if (opt.groups >= 0) args.insert(args.end(), {"--groups", std::to_string(opt.groups)});
   if (!opt.nics.empty()) {
     std::string n;
     for (const auto& x : opt.nics) n += (n.empty() ? "" : ",") + x;

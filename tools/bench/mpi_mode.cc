@@ -7,11 +7,11 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <thread>
 
 #include "mpi_mode.hpp"
 #include "ops.hpp"
 #include "report.hpp"
+#include "streams.hpp"
 
 namespace bench {
 
@@ -25,19 +25,6 @@ int worst(int rc) {
   return w;
 }
 
-// Runs fn(i) for i in [0, n) on a thread each; the first error wins.
-template <typename F>
-Status in_parallel(size_t n, F fn) {
-  std::vector<Status> st(n);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) threads.emplace_back([&, i] { st[i] = fn(i); });
-  for (auto& t : threads) t.join();
-  for (auto& s : st) {
-    if (!s.ok()) return s;
-  }
-  return Status();
-}
-
 // Waits for every rank while driving this device's progress. One-sided protocols need the
 // peer's progress: a rank whose own windows are open would otherwise sit in MPI (blocking, no
 // progress) while a peer still waits for it to answer that peer's window request.
@@ -48,36 +35,6 @@ void progress_barrier(Device& dev) {
     (void)dev.progress();
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
   }
-}
-
-constexpr int kPointDoubles = 15;
-void pack(const Point& p, double* d) {
-  const double v[kPointDoubles] = {static_cast<double>(p.size),
-                                   static_cast<double>(p.iterations),
-                                   static_cast<double>(p.warmup),
-                                   static_cast<double>(p.depth),
-                                   p.p50_us,
-                                   p.p99_us,
-                                   p.max_us,
-                                   p.mean_us,
-                                   p.bw,
-                                   p.rate,
-                                   p.bytes,
-                                   p.messages,
-                                   p.wall_s,
-                                   p.start_s,
-                                   p.end_s};
-  std::copy(v, v + kPointDoubles, d);
-}
-Point unpack(const double* d) {
-  Point p;
-  p.size = static_cast<size_t>(d[0]);
-  p.iterations = static_cast<int>(d[1]);
-  p.warmup = static_cast<int>(d[2]);
-  p.depth = static_cast<int>(d[3]);
-  p.p50_us = d[4], p.p99_us = d[5], p.max_us = d[6], p.mean_us = d[7], p.bw = d[8], p.rate = d[9];
-  p.bytes = d[10], p.messages = d[11], p.wall_s = d[12], p.start_s = d[13], p.end_s = d[14];
-  return p;
 }
 
 int run_ranks(const Options& opt, int rank, int n) {
@@ -135,10 +92,10 @@ int run_ranks(const Options& opt, int rank, int n) {
   std::vector<std::unique_ptr<Session>> out(n), in(n);  // by peer rank
   auto open_all = [&]() -> Status {
     for (int j : targets) {
-      XPORT_ASSIGN_OR_RETURN(out[j], Session::open(*dev, bytes, timeout));
+      XPORT_ASSIGN_OR_RETURN(out[j], Session::open(*dev, bytes, timeout, opt.comms));
     }
     for (int j : initiators) {
-      XPORT_ASSIGN_OR_RETURN(in[j], Session::open(*dev, bytes, timeout));
+      XPORT_ASSIGN_OR_RETURN(in[j], Session::open(*dev, bytes, timeout, opt.comms));
     }
     return Status();
   };
@@ -189,38 +146,15 @@ int run_ranks(const Options& opt, int rank, int n) {
   std::vector<Point> points;
   for (const Plan& p : plans) {
     MPI_Barrier(MPI_COMM_WORLD);  // every stream of a size runs at the same time
-    const auto t0 = std::chrono::steady_clock::now();
-    auto since = [&](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double>(t - t0).count();
-    };
-    std::vector<Point> mine(targets.size());
-    const size_t k = targets.size();
-    Status st = in_parallel(k + initiators.size(), [&](size_t i) -> Status {
-      Session& s = i < k ? *out[targets[i]] : *in[initiators[i - k]];
-      Status done;
-      if (i < k) {
-        auto m = run_point(s, p);
-        if (m.ok()) {
-          mine[i] = summarize(p, *m);
-          mine[i].start_s = since(m->phase_start);
-          mine[i].end_s = since(m->phase_end);
-        }
-        done = m.status();
-      } else {
-        bool bye = false;
-        done = serve_point(s, &bye);
-      }
-      if (!done.ok()) {  // close now: the peer's pending receive fails at once, not at its deadline
-        s.win.reset();
-        s.tx.reset();
-        s.rx.reset();
-      }
-      return done;
-    });
-    if (!st.ok()) rc = say("size " + std::to_string(p.size), st);
+    std::vector<Session*> outs, ins;
+    for (int j : targets) outs.push_back(out[j].get());
+    for (int j : initiators) ins.push_back(in[j].get());
+    auto mine = run_streams(outs, ins, p, std::chrono::steady_clock::now());
+    if (!mine.ok()) rc = say("size " + std::to_string(p.size), mine.status());
     if (worst(rc) != kExitOk) return kExitFailed;
+    const size_t k = mine->size();
     std::vector<double> packed(k * kPointDoubles);
-    for (size_t i = 0; i < k; ++i) pack(mine[i], &packed[i * kPointDoubles]);
+    for (size_t i = 0; i < k; ++i) pack((*mine)[i], &packed[i * kPointDoubles]);
     int count = static_cast<int>(packed.size());
     std::vector<int> counts(n), displs(n);
     MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -235,12 +169,14 @@ int run_ranks(const Options& opt, int rank, int n) {
       points.push_back(aggregate(streams));
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // nobody closes a session its peer still uses
+  const PoolStats pool = dev->stats().pool;  // with every comm still open
+  MPI_Barrier(MPI_COMM_WORLD);               // nobody closes a session its peer still uses
   out.clear();
   in.clear();
   if (rank != 0) return kExitOk;
   RunInfo run = describe_run(opt, *dev, "mpi");
   run.ranks = n;
+  run.pool = pool;
   // The fraction is of the links data arrives on: every target rank's rails (0: some unknown).
   std::vector<bool> is_target(n, false);
   if (opt.pattern == "pairwise") {

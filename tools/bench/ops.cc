@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
-
-#include "bootstrap.hpp"
 
 namespace bench {
 
@@ -95,12 +92,12 @@ static_assert(sizeof(Ctl) <= 128);
 
 Status send_ctl(Session& s, const Ctl& c) {
   std::memcpy(s.ctl + 128, &c, sizeof(c));
-  XPORT_ASSIGN_OR_RETURN(Request r, s.tx->isend(s.ctl + 128, sizeof(c), s.ctl_region));
-  return s.tx->wait(r, s.deadline()).status();
+  XPORT_ASSIGN_OR_RETURN(Request r, s.tx[0]->isend(s.ctl + 128, sizeof(c), s.ctl_region));
+  return s.tx[0]->wait(r, s.deadline()).status();
 }
 Result<Ctl> recv_ctl(Session& s) {
-  XPORT_ASSIGN_OR_RETURN(Request r, s.rx->irecv(s.ctl, 128, s.ctl_region));
-  XPORT_ASSIGN_OR_RETURN(size_t n, s.rx->wait(r, s.deadline()));
+  XPORT_ASSIGN_OR_RETURN(Request r, s.rx[0]->irecv(s.ctl, 128, s.ctl_region));
+  XPORT_ASSIGN_OR_RETURN(size_t n, s.rx[0]->wait(r, s.deadline()));
   Ctl c;
   std::memcpy(&c, s.ctl, sizeof(c));
   if (n != sizeof(Ctl) || c.magic != kMagic) {
@@ -151,10 +148,12 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     if (i % 1024 == 0) dl = s.deadline();
     if (p.check) fill(ping, p.size, seed_of(p.size, i, kPing));
     maybe_corrupt(p, i, ping);
-    XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(pong, p.size, s.data));  // before the ping:
-    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(ping, p.size, s.data));  // its CTS leads
-    XPORT_RETURN_IF_ERROR(s.tx->wait(tx, dl).status());
-    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, dl));
+    SendComm& tx_comm = *s.tx[s.comm_of(i)];  // round trip i: comm i % comms, both ways
+    RecvComm& rx_comm = *s.rx[s.comm_of(i)];
+    XPORT_ASSIGN_OR_RETURN(Request rx, rx_comm.irecv(pong, p.size, s.data));  // before the ping:
+    XPORT_ASSIGN_OR_RETURN(Request tx, tx_comm.isend(ping, p.size, s.data));  // its CTS leads
+    XPORT_RETURN_IF_ERROR(tx_comm.wait(tx, dl).status());
+    XPORT_ASSIGN_OR_RETURN(size_t got, rx_comm.wait(rx, dl));
     const auto t1 = Clock::now();
     if (i == p.warmup) start = t0;
     if (i >= p.warmup) {  // one way, as fi_pingpong
@@ -175,29 +174,31 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     m.bytes = m.messages * static_cast<double>(p.size);
     return m;
   }
-  std::deque<Request> inflight;
+  std::deque<std::pair<Request, size_t>> inflight;  // and its comm
   const size_t window = static_cast<size_t>(std::min(p.depth, p.slots));
+  auto finish_oldest = [&]() -> Status {
+    auto [r, c] = inflight.front();
+    inflight.pop_front();
+    return s.tx[c]->wait(r, s.deadline()).status();
+  };
   for (int i = 0; i < n; ++i) {
     if (i == p.warmup) start = Clock::now();
-    while (inflight.size() >= window) {
-      XPORT_RETURN_IF_ERROR(s.tx->wait(inflight.front(), s.deadline()).status());
-      inflight.pop_front();
-    }
+    while (inflight.size() >= window) XPORT_RETURN_IF_ERROR(finish_oldest());
     uint8_t* b = s.buf + static_cast<size_t>(i % p.slots) * p.size;
     if (p.check) fill(b, p.size, seed_of(p.size, i, kStream));
+    const size_t c = s.comm_of(i);
     for (;;) {
-      auto r = s.tx->isend(b, p.size, s.data);
+      auto r = s.tx[c]->isend(b, p.size, s.data);
       if (r.ok()) {
-        inflight.push_back(*r);
+        inflight.emplace_back(*r, c);
         break;
       }
       // XPORT_MAX_REQUESTS sends outstanding: finish the oldest, then retry.
       if (r.status().code() != Code::again || inflight.empty()) return r.status();
-      XPORT_RETURN_IF_ERROR(s.tx->wait(inflight.front(), s.deadline()).status());
-      inflight.pop_front();
+      XPORT_RETURN_IF_ERROR(finish_oldest());
     }
   }
-  for (Request r : inflight) XPORT_RETURN_IF_ERROR(s.tx->wait(r, s.deadline()).status());
+  while (!inflight.empty()) XPORT_RETURN_IF_ERROR(finish_oldest());
   Ctl sync;
   sync.type = CtlType::sync;  // the target has received everything when it answers
   XPORT_RETURN_IF_ERROR(ask(s, sync).status());
@@ -216,20 +217,22 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
   uint8_t* const pong = s.buf + pong_offset(p);
   // Each receive is posted before the previous pong goes out, as fi_pingpong keeps a receive
   // posted: a large ping then finds its clear-to-send instead of asking for it (RTS) first.
-  XPORT_ASSIGN_OR_RETURN(Request rx, s.rx->irecv(ping, p.size, s.data));
+  // Round trip i on comm i % comms, as the initiator sends it.
+  XPORT_ASSIGN_OR_RETURN(Request rx, s.rx[0]->irecv(ping, p.size, s.data));
   for (int i = 0; i < n; ++i) {
     if (i % 1024 == 0) dl = s.deadline();  // as in send_initiate: no clock read per message
-    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(rx, dl));
+    const size_t c = s.comm_of(i);
+    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx[c]->wait(rx, dl));
     if (p.check) {
       const size_t off = verify(ping, p.size, seed_of(p.size, i, kPing));
       if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
       fill(pong, p.size, seed_of(p.size, i, kPong));
     }
     if (i + 1 < n) {
-      XPORT_ASSIGN_OR_RETURN(rx, s.rx->irecv(ping, p.size, s.data));
+      XPORT_ASSIGN_OR_RETURN(rx, s.rx[s.comm_of(i + 1)]->irecv(ping, p.size, s.data));
     }
-    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx->isend(pong, p.size, s.data));
-    XPORT_RETURN_IF_ERROR(s.tx->wait(tx, dl).status());
+    XPORT_ASSIGN_OR_RETURN(Request tx, s.tx[c]->isend(pong, p.size, s.data));
+    XPORT_RETURN_IF_ERROR(s.tx[c]->wait(tx, dl).status());
   }
   if (p.depth == 1) return Status();
   std::deque<std::pair<Request, int>> posted;
@@ -238,14 +241,14 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
   for (int done = 0; done < n; ++done) {
     while (next < n && posted.size() < window) {
       uint8_t* b = s.buf + static_cast<size_t>(next % p.slots) * p.size;
-      auto r = s.rx->irecv(b, p.size, s.data);
+      auto r = s.rx[s.comm_of(next)]->irecv(b, p.size, s.data);
       if (!r.ok() && r.status().code() == Code::again && !posted.empty()) break;
       if (!r.ok()) return r.status();
       posted.emplace_back(*r, next++);
     }
     auto [req, i] = posted.front();
     posted.pop_front();
-    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx->wait(req, s.deadline()));
+    XPORT_ASSIGN_OR_RETURN(size_t got, s.rx[s.comm_of(i)]->wait(req, s.deadline()));
     if (p.check) {
       const size_t off = verify(s.buf + static_cast<size_t>(i % p.slots) * p.size, p.size,
                                 seed_of(p.size, i, kStream));
@@ -282,16 +285,24 @@ Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count) {
   return Status();
 }
 
-// Issues one operation; with every context of the window in flight (Code::again) it finishes
-// them with a quiet and issues once more.
+// Issues one operation on window `w`; with every context of the window in flight (Code::again)
+// it finishes them with a quiet and issues once more.
 template <typename F>
-Status issue_draining(Session& s, F&& issue) {
+Status issue_draining(Session& s, Window& w, F&& issue) {
   Status st = issue();
   if (st.code() == Code::again) {
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    XPORT_RETURN_IF_ERROR(w.quiet(s.deadline()));
     st = issue();
   }
   return st;
+}
+
+// Operation `it` of a point goes on the window of comm it % comms; a batch ends with a quiet of
+// every window (a window with nothing issued returns at once).
+Window& window_of(Session& s, uint64_t it) { return *s.win[s.comm_of(it)]; }
+Status quiet_all(Session& s) {
+  for (auto& w : s.win) XPORT_RETURN_IF_ERROR(w->quiet(s.deadline()));
+  return Status();
 }
 
 // The rate phase's figures: `secs` spent issuing and waiting, the wall clock since `phase`.
@@ -334,17 +345,18 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     }
     return verify_at_target(s, p, first, count);  // put: the target verifies its slots
   };
-  auto issue = [&](size_t slot) {
+  auto issue = [&](Window& w, size_t slot) {
     const size_t off = slot * p.size;
-    return (kPut ? s.win->put(s.data, off, s.remote, off, p.size)
-                 : s.win->get(s.data, off, s.remote, off, p.size))
+    return (kPut ? w.put(s.data, off, s.remote, off, p.size)
+                 : w.get(s.data, off, s.remote, off, p.size))
         .status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
     XPORT_RETURN_IF_ERROR(prepare(it, 1));
+    Window& w = window_of(s, it);
     const auto t0 = Clock::now();
-    XPORT_RETURN_IF_ERROR(issue(0));
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    XPORT_RETURN_IF_ERROR(issue(w, 0));
+    XPORT_RETURN_IF_ERROR(w.quiet(s.deadline()));
     if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
     XPORT_RETURN_IF_ERROR(confirm(it, 1));
   }
@@ -357,8 +369,10 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     const int batch = std::min(batch_max, left);
     XPORT_RETURN_IF_ERROR(prepare(it, batch));
     const auto t0 = Clock::now();
-    for (int k = 0; k < batch; ++k) XPORT_RETURN_IF_ERROR(issue(static_cast<size_t>(k % p.slots)));
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    for (int k = 0; k < batch; ++k) {
+      XPORT_RETURN_IF_ERROR(issue(window_of(s, it + k), static_cast<size_t>(k % p.slots)));
+    }
+    XPORT_RETURN_IF_ERROR(quiet_all(s));
     secs += secs_since(t0);
     XPORT_RETURN_IF_ERROR(confirm(it, batch));
     it += static_cast<uint64_t>(batch);
@@ -378,15 +392,16 @@ Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
   uint64_t it = 0;
   // (with --check the target verifies its slots after each batch: the signal promised the data
   // was there)
-  auto issue = [&](size_t slot) {
+  auto issue = [&](Window& w, size_t slot) {
     const size_t off = slot * p.size;
-    return s.win->put_signal(s.data, off, s.remote, off, p.size, s.remote, sig, 1).status();
+    return w.put_signal(s.data, off, s.remote, off, p.size, s.remote, sig, 1).status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
     stage_pings(s, p, it, 1);
+    Window& w = window_of(s, it);
     const auto t0 = Clock::now();
-    XPORT_RETURN_IF_ERROR(issue(0));
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    XPORT_RETURN_IF_ERROR(issue(w, 0));
+    XPORT_RETURN_IF_ERROR(w.quiet(s.deadline()));
     if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
     XPORT_RETURN_IF_ERROR(verify_at_target(s, p, it, 1));
   }
@@ -399,9 +414,10 @@ Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
       const auto slot = static_cast<size_t>(k % p.slots);
-      XPORT_RETURN_IF_ERROR(issue_draining(s, [&] { return issue(slot); }));
+      Window& w = window_of(s, it + k);
+      XPORT_RETURN_IF_ERROR(issue_draining(s, w, [&] { return issue(w, slot); }));
     }
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    XPORT_RETURN_IF_ERROR(quiet_all(s));
     secs += secs_since(t0);
     XPORT_RETURN_IF_ERROR(verify_at_target(s, p, it, batch));
     it += static_cast<uint64_t>(batch);
@@ -420,14 +436,14 @@ Result<Measured> atomic_initiate(Session& s, const Plan& p) {
   const int lat_n = std::min(p.iterations, kOneSidedLatencyIterations);
   const size_t word = pong_offset(p);
   std::fprintf(stderr, "xport-bench: atomics %s\n",
-               s.win->native_atomics() ? "native (FI_ATOMIC)" : "emulated (target progress)");
+               s.win[0]->native_atomics() ? "native (FI_ATOMIC)" : "emulated (target progress)");
   uint64_t last = 0;
   for (int i = 0; i < p.warmup + lat_n; ++i) {
     uint64_t old = 0;
+    Window& w = window_of(s, static_cast<uint64_t>(i));
     const auto t0 = Clock::now();
-    XPORT_ASSIGN_OR_RETURN(Ticket t, s.win->atomic(AtomicOp::fetch_add, s.remote, word, 1, 0,
-                                                   &old));
-    XPORT_RETURN_IF_ERROR(s.win->wait_local(t, s.deadline()));
+    XPORT_ASSIGN_OR_RETURN(Ticket t, w.atomic(AtomicOp::fetch_add, s.remote, word, 1, 0, &old));
+    XPORT_RETURN_IF_ERROR(w.wait_local(t, s.deadline()));
     if (i >= p.warmup) m.lat_us.push_back(us_since(t0));
     if (p.check && i > 0 && old != last + 1) {
       return Status(Code::protocol, "--check: fetch_add " + std::to_string(i) + " fetched " +
@@ -439,16 +455,19 @@ Result<Measured> atomic_initiate(Session& s, const Plan& p) {
   std::vector<uint64_t> olds(static_cast<size_t>(std::max(p.depth, 1)));
   double secs = 0;
   const auto phase = Clock::now();
+  uint64_t it = 0;
   for (int left = p.iterations; left > 0;) {
     const int batch = std::min(p.depth, left);
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
-      XPORT_RETURN_IF_ERROR(issue_draining(s, [&] {
-        return s.win->atomic(AtomicOp::fetch_add, s.remote, word, 1, 0, &olds[k]).status();
+      Window& w = window_of(s, it + static_cast<uint64_t>(k));
+      XPORT_RETURN_IF_ERROR(issue_draining(s, w, [&] {
+        return w.atomic(AtomicOp::fetch_add, s.remote, word, 1, 0, &olds[k]).status();
       }));
     }
-    XPORT_RETURN_IF_ERROR(s.win->quiet(s.deadline()));
+    XPORT_RETURN_IF_ERROR(quiet_all(s));
     secs += secs_since(t0);
+    it += static_cast<uint64_t>(batch);
     left -= batch;
   }
   finish_rate(m, p, phase, secs, 8.0);
@@ -506,57 +525,6 @@ bool op_available(Op op, std::string* why) {
   if (o.initiate != nullptr) return true;
   if (why != nullptr) *why = o.missing;
   return false;
-}
-
-Result<std::unique_ptr<Session>> Session::open(Device& dev, size_t bytes,
-                                               std::chrono::seconds timeout) {
-  auto s = std::unique_ptr<Session>(new Session(dev, timeout));
-  s->len = bytes;
-  const size_t page = 4096, alloc = (bytes + page - 1) / page * page;
-  s->buf = static_cast<uint8_t*>(std::aligned_alloc(page, alloc));
-  s->ctl = static_cast<uint8_t*>(std::aligned_alloc(page, page));
-  if (s->buf == nullptr || s->ctl == nullptr) {
-    return Status(Code::resource, "cannot allocate " + std::to_string(bytes) + " bytes of buffer");
-  }
-  std::memset(s->buf, 0, alloc);  // fault the pages in now, not during the first measurement
-  std::memset(s->ctl, 0, page);
-  XPORT_ASSIGN_OR_RETURN(s->data, dev.register_memory(s->buf, bytes));
-  XPORT_ASSIGN_OR_RETURN(s->ctl_region, dev.register_memory(s->ctl, 256));
-  XPORT_ASSIGN_OR_RETURN(s->listener, dev.listen());
-  return s;
-}
-
-Session::~Session() {
-  // Comms and window close before the memory they point into is released.
-  win.reset();
-  tx.reset();
-  rx.reset();
-  listener.reset();
-  data = Region();
-  ctl_region = Region();
-  std::free(buf);
-  std::free(ctl);
-}
-
-std::string Session::hello() const {
-  return hex(listener->handle()) + " " + hex(data.export_key());
-}
-
-Status Session::join(const std::string& peer_hello, bool initiator) {
-  const size_t sp = peer_hello.find(' ');
-  if (sp == std::string::npos) return Status(Code::protocol, "bootstrap: malformed peer hello");
-  XPORT_ASSIGN_OR_RETURN(auto handle, unhex(peer_hello.substr(0, sp)));
-  XPORT_ASSIGN_OR_RETURN(auto key, unhex(peer_hello.substr(sp + 1)));
-  XPORT_ASSIGN_OR_RETURN(remote, dev.import_key(key));
-  if (initiator) {
-    XPORT_ASSIGN_OR_RETURN(tx, dev.connect(handle, deadline()));
-    XPORT_ASSIGN_OR_RETURN(rx, listener->accept(deadline()));
-  } else {
-    XPORT_ASSIGN_OR_RETURN(rx, listener->accept(deadline()));
-    XPORT_ASSIGN_OR_RETURN(tx, dev.connect(handle, deadline()));
-  }
-  XPORT_ASSIGN_OR_RETURN(win, Window::open(*tx));
-  return Status();
 }
 
 Result<Measured> run_point(Session& s, const Plan& p) {

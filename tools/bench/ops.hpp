@@ -1,6 +1,6 @@
-// The measured operations of xport-bench: a Session is the connection to one peer (two-sided
-// comms both ways, a window, registered buffers); each op is one initiator function and, where
-// the target takes part, one target function. Control messages travel on the same comms.
+// The measured operations of xport-bench: a Session is the connection to one peer (N two-sided
+// comms each way, a window over each, registered buffers); each op is one initiator function
+// and, where the target takes part, one target function. Control messages travel on comm 0.
 #pragma once
 
 #include <chrono>
@@ -43,16 +43,21 @@ struct Measured {
 
 class Session {
  public:
-  // Registers a buffer of `bytes` and listens; join() connects both ways.
+  // Registers a buffer of `bytes` and listens; join() connects `comms` communicators each way.
   static xport::Result<std::unique_ptr<Session>> open(xport::Device& dev, size_t bytes,
-                                                      std::chrono::seconds timeout);
+                                                      std::chrono::seconds timeout, int comms = 1);
   ~Session();
   // What the peer needs to join: "<connection handle hex> <region key hex>".
   std::string hello() const;
-  // The initiator connects first, then accepts; the target the other way round.
+  // The initiator connects first, then accepts; the target the other way round. The k-th
+  // connect pairs with the peer's k-th accept: both are taken one after the other.
   xport::Status join(const std::string& peer_hello, bool initiator);
+  // Closes the comms and windows now (a failed point: the peer's pending receive fails at once).
+  void close_comms();
 
   xport::Deadline deadline() const { return xport::Deadline::after(timeout); }
+  // Message or operation `i` of a point goes over comm i % comms (control: comm 0).
+  size_t comm_of(uint64_t i) const { return static_cast<size_t>(i % tx.size()); }
 
   xport::Device& dev;
   uint8_t* buf = nullptr;
@@ -61,14 +66,15 @@ class Session {
   uint8_t* ctl = nullptr;  // [0, 128): receive, [128, 256): send
   xport::Region ctl_region;
   std::unique_ptr<xport::Listener> listener;
-  std::unique_ptr<xport::SendComm> tx;
-  std::unique_ptr<xport::RecvComm> rx;
-  std::unique_ptr<xport::Window> win;
+  std::vector<std::unique_ptr<xport::SendComm>> tx;  // [comms], after join()
+  std::vector<std::unique_ptr<xport::RecvComm>> rx;
+  std::vector<std::unique_ptr<xport::Window>> win;  // win[k] over tx[k]
   xport::RemoteRegion remote;
   std::chrono::seconds timeout;
+  int comms = 1;
 
  private:
-  Session(xport::Device& d, std::chrono::seconds t) : dev(d), timeout(t) {}
+  Session(xport::Device& d, std::chrono::seconds t, int n) : dev(d), timeout(t), comms(n) {}
 };
 
 // Whether this libxport can run `op`; `why` says what is missing when it cannot.

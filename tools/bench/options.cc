@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 
 namespace bench {
@@ -115,6 +116,18 @@ int default_depth(Op op) { return op == Op::send ? 1 : 16; }
 
 int depth_of(const Options& opt) { return opt.depth > 0 ? opt.depth : default_depth(opt.op); }
 
+bool mpi_mode(const Options& opt) {
+  if (opt.pattern.empty()) return false;
+  if (opt.pattern != "alltoall") return true;
+  if (opt.server || !opt.connect.empty()) return false;
+  // Open MPI, MPICH/Hydra and PMIx launchers: alltoall under them is MPI mode, without them
+  // it is the two processes of local mode.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
 std::optional<int> parse(int argc, char** argv, Options* opt) {
   CLI::App app{
       "xport-bench: latency, bandwidth and message rate of libxport between two processes "
@@ -142,8 +155,15 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   app.add_option("--window", opt->depth, "old name of --depth")
       ->check(CLI::Range(1, 1024))
       ->group("");
-  app.add_option("--comms", opt->comms, "communicators per channel (needs channel pools)")
-      ->check(CLI::Range(1, 1024));
+  app.add_option("--comms", opt->comms,
+                 "communicators per peer and direction; messages and one-sided ops go "
+                 "round-robin over them (default 1)")
+      ->check(CLI::Range(1, kMaxComms));
+  app.add_option(
+         "--groups", opt->groups,
+         "XPORT_POOL_GROUPS for this run (0: no channel sharing); default: the "
+         "environment's. Local mode gives the peer the same; a two-host server sets its own")
+      ->check(CLI::Range(0, 1024));
   app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
   app.add_flag("--json", json, "one JSON object per measured point");
   app.add_flag("--csv", csv, "CSV with a header line");
@@ -160,7 +180,9 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   app.add_option("--timeout", opt->timeout_s,
                  "seconds to wait for the other side and for each operation (default 30)")
       ->check(CLI::Range(1, 3600));
-  app.add_option("--pattern", pattern, "MPI mode (under mpirun): pairwise, alltoall, fan-in")
+  app.add_option("--pattern", pattern,
+                 "pairwise, fan-in (MPI mode, under mpirun); alltoall (under mpirun: every rank "
+                 "with every other; otherwise both sides of local or two-host mode send at once)")
       ->check(CLI::IsMember({"pairwise", "alltoall", "fan-in"}));
   app.add_option("--role", opt->role, "internal")->group("");
   app.add_option("--test-corrupt", opt->corrupt, "internal: corrupt one byte of this iteration")
@@ -187,8 +209,11 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   opt->format = json ? Format::json : csv ? Format::csv : Format::table;
   if (opt->server && !opt->connect.empty())
     return usage("--server and --connect exclude each other");
-  if (!pattern.empty() && (opt->server || !opt->connect.empty())) {
-    return usage("--pattern (MPI mode) excludes --server and --connect");
+  if (!pattern.empty() && pattern != "alltoall" && (opt->server || !opt->connect.empty())) {
+    return usage("--pattern " + pattern + " (MPI mode) excludes --server and --connect");
+  }
+  if (opt->server && !pattern.empty()) {
+    return usage("--server takes the pattern from its client: --pattern belongs to --connect");
   }
   if (!opt->connect.empty()) {
     const size_t colon = opt->connect.rfind(':');

@@ -26,6 +26,8 @@ enum class Format { table, csv, json };
 // The largest message libxport accepts: its CQ data carries 32 bits of length, and 0xffffffff
 // means "unknown" (proto/wire.hpp), so a message is at most 4 GiB - 2 bytes.
 inline constexpr size_t kMaxSize = 0xfffffffeull;
+// --comms: communicators per peer and direction (each side's device holds 2 per session).
+inline constexpr int kMaxComms = 256;
 
 struct Options {
   Op op = Op::send;
@@ -36,8 +38,9 @@ struct Options {
   bool iterations_set = false;  // false: lowered for large sizes (iterations_for)
   int warmup = 1000;
   bool warmup_set = false;
-  int depth = 0;  // 0: the op's default (default_depth)
-  int comms = 1;
+  int depth = 0;    // 0: the op's default (default_depth)
+  int comms = 1;    // communicators per peer and direction; traffic goes round-robin over them
+  int groups = -1;  // --groups: XPORT_POOL_GROUPS for this run; -1: as the environment says
   bool check = false;
   Format format = Format::table;
   double expect_bw_gbs = 0;  // GB/s (1e9 bytes); 0: no expectation
@@ -46,7 +49,7 @@ struct Options {
   int port = 18515;
   std::string connect;
   int timeout_s = 30;
-  std::string pattern;          // MPI mode: pairwise, alltoall, fan-in
+  std::string pattern;          // pairwise, fan-in (MPI mode), alltoall (MPI, local, two-host)
   std::string role = "client";  // internal: "peer" for the process local mode spawns
   int64_t corrupt = -1;         // internal, for tests of --check (--test-corrupt ITERATION)
 };
@@ -66,5 +69,9 @@ int warmup_for(const Options& opt, size_t size);
 // send: 1 (ping-pong); put and get: 16 operations per quiet.
 int default_depth(Op op);
 int depth_of(const Options& opt);
+
+// Whether this run is MPI mode: --pattern pairwise or fan-in, or alltoall started by an MPI
+// launcher (its environment says so) without --server or --connect.
+bool mpi_mode(const Options& opt);
 
 }  // namespace bench

@@ -37,6 +37,8 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
@@ -92,9 +94,40 @@ Point aggregate(const std::vector<Point>& streams) {
   return a;
 }
 
+void pack(const Point& p, double* d) {
+  const double v[kPointDoubles] = {static_cast<double>(p.size),
+                                   static_cast<double>(p.iterations),
+                                   static_cast<double>(p.warmup),
+                                   static_cast<double>(p.depth),
+                                   p.p50_us,
+                                   p.p99_us,
+                                   p.max_us,
+                                   p.mean_us,
+                                   p.bw,
+                                   p.rate,
+                                   p.bytes,
+                                   p.messages,
+                                   p.wall_s,
+                                   p.start_s,
+                                   p.end_s};
+  std::copy(v, v + kPointDoubles, d);
+}
+
+Point unpack(const double* d) {
+  Point p;
+  p.size = static_cast<size_t>(d[0]);
+  p.iterations = static_cast<int>(d[1]);
+  p.warmup = static_cast<int>(d[2]);
+  p.depth = static_cast<int>(d[3]);
+  p.p50_us = d[4], p.p99_us = d[5], p.max_us = d[6], p.mean_us = d[7], p.bw = d[8], p.rate = d[9];
+  p.bytes = d[10], p.messages = d[11], p.wall_s = d[12], p.start_s = d[13], p.end_s = d[14];
+  return p;
+}
+
 RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode) {
   RunInfo r;
   r.op = opt.op;
+  r.comms = opt.comms;
   r.provider = dev.capabilities().provider;
   r.mode = mode;
   r.pattern = opt.pattern;
@@ -133,11 +166,18 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
             return join(q, ",");
           }()
               .c_str());
-      if (run.mode == "mpi") {
+      if (!run.pattern.empty()) {
         std::printf(",\"pattern\":\"%s\",\"ranks\":%d,\"streams\":%d", run.pattern.c_str(),
                     run.ranks, p.streams);
       }
-      std::printf("}\n");
+      const xport::PoolStats& q = run.pool;
+      std::printf(
+          ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
+          "\"cqs\":%llu,\"comms_attached\":%llu,\"primaries\":%llu,\"secondaries\":%llu,"
+          "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}}\n",
+          run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs),
+          ull(q.comms_attached), ull(q.primaries), ull(q.secondaries), ull(q.routing_misses),
+          ull(q.channel_ops), ull(q.busiest_channel_ops));
     }
     std::fflush(stdout);
     return;
@@ -146,17 +186,24 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
     std::printf(
         "op,size,rails,provider,mode,lat_us_p50,lat_us_p99,lat_us_max,lat_us_mean,"
         "bw_bytes_per_s,msg_per_s,link_bits_per_s,link_fraction,iterations,warmup,depth,"
-        "check,pattern,ranks,streams\n");
+        "check,pattern,ranks,streams,comms,pool_groups,pool_channels_per_group,pool_channels,"
+        "pool_cqs,pool_comms_attached,pool_primaries,pool_secondaries,pool_routing_misses,"
+        "pool_channel_ops,pool_busiest_channel_ops\n");
     for (const auto& p : points) {
       const double f = link_fraction(run, p);
       char frac[32] = "";
       if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
-      std::printf("%s,%zu,%zu,\"%s\",%s,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,%s,%d,%d,%d,%d,%s,%d,%d\n",
+      std::printf("%s,%zu,%zu,\"%s\",%s,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,%s,%d,%d,%d,%d,%s,%d,%d",
                   op.c_str(), p.size, run.rails.size(), run.provider.c_str(), run.mode.c_str(),
                   p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate,
                   run.link_bits_per_s ? std::to_string(run.link_bits_per_s).c_str() : "", frac,
                   p.iterations, p.warmup, p.depth, run.check ? 1 : 0, run.pattern.c_str(),
                   run.ranks, p.streams);
+      const xport::PoolStats& q = run.pool;
+      std::printf(",%d,%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", run.comms, q.groups,
+                  q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
+                  ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
+                  ull(q.busiest_channel_ops));
     }
     std::fflush(stdout);
     return;
@@ -171,18 +218,27 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
   std::printf("xport-bench %s: op %s, provider %s, rails %s (%s), %s mode", xport::version(),
               op.c_str(), run.provider.c_str(), join(run.rails, ",").c_str(), link.c_str(),
               run.mode.c_str());
-  if (run.mode == "mpi") std::printf(", pattern %s, %d ranks", run.pattern.c_str(), run.ranks);
-  std::printf("\n");
+  if (!run.pattern.empty()) {
+    std::printf(", pattern %s, %d ranks", run.pattern.c_str(), run.ranks);
+  }
+  std::printf(", %d comm%s per peer and direction\n", run.comms, run.comms == 1 ? "" : "s");
   if (run.op == Op::send) {
     std::printf("latency: half the ping-pong round trip; bandwidth: %s\n",
                 points.empty() || points[0].depth == 1 ? "ping-pong, both directions"
                                                        : "one way, depth sends in flight");
   } else if (run.op == Op::atomic) {
-    std::printf("latency: one fetch_add round trip (old value in place); rate: depth atomics per "
-                "quiet\n");
+    std::printf(
+        "latency: one fetch_add round trip (old value in place); rate: depth atomics per "
+        "quiet\n");
   } else {
     std::printf("latency: one %s + quiet (delivered%s); bandwidth: depth %ss per quiet\n",
                 op.c_str(), run.op == Op::put_signal ? ", signal applied" : "", op.c_str());
+  }
+  if (!run.pattern.empty()) {
+    std::printf(
+        "%s: bandwidth and rate sum every stream over the first start to the last end; "
+        "latency is the worst stream's\n",
+        run.pattern.c_str());
   }
   if (run.check) {
     std::printf(
@@ -191,7 +247,7 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
   }
   std::printf("%10s %8s %7s %6s %9s %9s %9s %9s %11s %11s %7s%s\n", "size", "iters", "warmup",
               "depth", "p50_us", "p99_us", "max_us", "mean_us", "MB/s", "msg/s", "link",
-              run.mode == "mpi" ? " streams" : "");
+              run.pattern.empty() ? "" : " streams");
   for (const auto& p : points) {
     const double f = link_fraction(run, p);
     char frac[16] = "n/a";
@@ -199,9 +255,17 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
     std::printf("%10zu %8d %7d %6d %9.2f %9.2f %9.2f %9.2f %11.1f %11.0f %7s", p.size, p.iterations,
                 p.warmup, p.depth, p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate,
                 frac);
-    if (run.mode == "mpi") std::printf(" %7d", p.streams);
+    if (!run.pattern.empty()) std::printf(" %7d", p.streams);
     std::printf("\n");
   }
+  const xport::PoolStats& q = run.pool;
+  std::printf(
+      "channel pool (this process's device, comms still open): groups %u x %u channels per "
+      "group%s\n  channels %llu, CQs %llu, comms attached %llu, primaries %llu, secondaries "
+      "%llu, routing misses %llu, channel ops %llu, busiest channel ops %llu\n",
+      q.groups, q.channels_per_group, q.groups == 0 ? " (0: no sharing)" : "", ull(q.channels),
+      ull(q.cqs), ull(q.comms_attached), ull(q.primaries), ull(q.secondaries),
+      ull(q.routing_misses), ull(q.channel_ops), ull(q.busiest_channel_ops));
   std::fflush(stdout);
 }
 

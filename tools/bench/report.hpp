@@ -28,6 +28,10 @@ Point summarize(const Plan& plan, const Measured& m);
 // the last one's end (a sum of per-stream rates would overstate streams that took turns);
 // latency: the worst stream's.
 Point aggregate(const std::vector<Point>& streams);
+// A point as numbers, for MPI's gathers and the line protocol of alltoall between two processes.
+inline constexpr int kPointDoubles = 15;
+void pack(const Point& p, double* d);
+Point unpack(const double* d);
 
 struct RunInfo {
   Op op = Op::send;
@@ -35,9 +39,13 @@ struct RunInfo {
   std::vector<std::string> rails;  // names, in rail order
   uint64_t link_bits_per_s = 0;    // sum over the rails; 0 when any rail's rate is unknown
   std::string mode;                // "local", "two-host", "mpi"
-  std::string pattern;             // MPI mode
+  std::string pattern;             // MPI mode, and alltoall in local and two-host modes
   int ranks = 2;
   bool check = false;
+  int comms = 1;  // communicators per peer and direction
+  // This process's device's channel pool, read after the last point with its comms still open
+  // (Device::stats().pool).
+  xport::PoolStats pool;
 };
 RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode);
 
