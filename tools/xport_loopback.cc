@@ -131,7 +131,8 @@ void print_stats(const std::string& device, const xport::Stats& st, bool json, s
        << ",\"cqs\":" << p.cqs << ",\"comms_attached\":" << p.comms_attached
        << ",\"primaries\":" << p.primaries << ",\"secondaries\":" << p.secondaries
        << ",\"routing_misses\":" << p.routing_misses << ",\"channel_ops\":" << p.channel_ops
-       << ",\"busiest_channel_ops\":" << p.busiest_channel_ops << "}}";
+       << ",\"busiest_channel_ops\":" << p.busiest_channel_ops
+       << ",\"registered_bytes\":" << p.registered_bytes << "}}";
     return;
   }
   char line[256];

@@ -111,6 +111,7 @@ enum class CounterId : uint16_t {
   pool_routing_misses = 87,
   pool_channel_ops = 88,
   pool_busiest_channel_ops = 89,
+  pool_registered_bytes = 90,
   // device: one-sided windows (issue 12: 120-159)
   device_window_streams = 120,
   device_window_acks_sent = 121,

@@ -76,6 +76,7 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   pb.counter(CounterId::pool_routing_misses, pool.routing_misses);
   pb.counter(CounterId::pool_channel_ops, pool.channel_ops);
   pb.counter(CounterId::pool_busiest_channel_ops, pool.busiest_channel_ops);
+  pb.counter(CounterId::pool_registered_bytes, pool.registered_bytes);
   out.push_back(pb.record());
 
   std::map<std::pair<std::string, std::string>, EndpointStats> endpoints;

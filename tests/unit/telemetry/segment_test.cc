@@ -182,6 +182,7 @@ TEST_F(SegmentFile, PoolBlockRoundTrip) {
   st.pool.routing_misses = 0;
   st.pool.channel_ops = 1234;
   st.pool.busiest_channel_ops = 800;
+  st.pool.registered_bytes = 4096;
   DeviceLabels l;
   l.device = "0";
   l.provider = "tcp;ofi_rxm";
@@ -215,7 +216,8 @@ TEST_F(SegmentFile, PoolBlockRoundTrip) {
                                                {id(CounterId::pool_secondaries), 1},
                                                {id(CounterId::pool_routing_misses), 0},
                                                {id(CounterId::pool_channel_ops), 1234},
-                                               {id(CounterId::pool_busiest_channel_ops), 800}}));
+                                               {id(CounterId::pool_busiest_channel_ops), 800},
+                                               {id(CounterId::pool_registered_bytes), 4096}}));
   for (const auto& [c, v] : pool->counters) {
     const CounterName* n = find_counter(c);
     ASSERT_NE(n, nullptr) << c;

@@ -125,6 +125,7 @@ TEST(StatsBlocks, OnePoolBlockPerDeviceWithEveryPoolStatsField) {
   s.pool.routing_misses = 8;
   s.pool.channel_ops = 1234;
   s.pool.busiest_channel_ops = 800;
+  s.pool.registered_bytes = 4096;
   DeviceLabels l;
   l.device = "2";
   l.provider = "shm";
@@ -138,7 +139,7 @@ TEST(StatsBlocks, OnePoolBlockPerDeviceWithEveryPoolStatsField) {
   EXPECT_EQ(label(p, LabelKey::provider), "shm");
   EXPECT_EQ(label(p, LabelKey::gpu), "0000:53:00.0");
   EXPECT_EQ(p.label_count, 3);
-  EXPECT_EQ(p.counter_count, 10);
+  EXPECT_EQ(p.counter_count, 11);
   EXPECT_EQ(counter(p, CounterId::pool_groups), 2u);
   EXPECT_EQ(counter(p, CounterId::pool_channels_per_group), 4u);
   EXPECT_EQ(counter(p, CounterId::pool_channels), 3u);
@@ -149,6 +150,7 @@ TEST(StatsBlocks, OnePoolBlockPerDeviceWithEveryPoolStatsField) {
   EXPECT_EQ(counter(p, CounterId::pool_routing_misses), 8u);
   EXPECT_EQ(counter(p, CounterId::pool_channel_ops), 1234u);
   EXPECT_EQ(counter(p, CounterId::pool_busiest_channel_ops), 800u);
+  EXPECT_EQ(counter(p, CounterId::pool_registered_bytes), 4096u);
   for (int i = 0; i < p.counter_count; ++i) {
     EXPECT_NE(find_counter(p.counters[i].id), nullptr) << p.counters[i].id;
   }
