@@ -59,7 +59,7 @@ Status LineChannel::send(const std::string& line) {
   return Status();
 }
 
-Result<std::string> LineChannel::recv(Deadline deadline) {
+Result<std::string> LineChannel::recv(Deadline deadline, const std::function<void()>& idle) {
   for (;;) {
     const size_t nl = pending_.find('\n');
     if (nl != std::string::npos) {
@@ -70,8 +70,13 @@ Result<std::string> LineChannel::recv(Deadline deadline) {
     }
     if (pending_.size() > (1u << 20)) return Status(Code::protocol, "bootstrap: line too long");
     pollfd p{in_, POLLIN, 0};
-    const int r = ::poll(&p, 1, remaining_ms(deadline));
+    // With `idle`, short polls with it in between (the device answers its peer meanwhile).
+    const int r = ::poll(&p, 1, idle ? std::min(remaining_ms(deadline), 1) : remaining_ms(deadline));
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && idle && !deadline.expired()) {
+      idle();
+      continue;
+    }
     if (r == 0) return Status(Code::timeout, "bootstrap: the other side said nothing in time");
     char chunk[4096];
     const ssize_t n = ::read(in_, chunk, sizeof(chunk));

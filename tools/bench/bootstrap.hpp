@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,11 @@ class LineChannel {
 
   xport::Status send(const std::string& line);
   // The next line without its newline; Code::peer_lost when the other side closed,
-  // Code::timeout at the deadline.
-  xport::Result<std::string> recv(xport::Deadline deadline);
+  // Code::timeout at the deadline. `idle`, when given, runs between short polls: a process
+  // that waits here while its peer still needs its device (a window request to answer, the
+  // last of a stream to take) drives progress in it.
+  xport::Result<std::string> recv(xport::Deadline deadline,
+                                  const std::function<void()>& idle = {});
 
  private:
   int in_ = -1;

@@ -2,6 +2,7 @@
 // two-host server or client, MPI) and runs the initiator or the target side of a session.
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -43,9 +44,13 @@ Result<Opened> open_device(const Options& opt, bool peers_on_host) {
   return o;
 }
 
-Result<std::string> expect_line(LineChannel& ch, const std::string& prefix, const Options& opt) {
+// With `dev`, progress goes on while waiting (the other side may still need this device).
+Result<std::string> expect_line(LineChannel& ch, const std::string& prefix, const Options& opt,
+                                Device* dev = nullptr) {
+  std::function<void()> idle;
+  if (dev != nullptr) idle = [dev] { (void)dev->progress(); };
   XPORT_ASSIGN_OR_RETURN(std::string line,
-                         ch.recv(Deadline::after(std::chrono::seconds(opt.timeout_s))));
+                         ch.recv(Deadline::after(std::chrono::seconds(opt.timeout_s)), idle));
   if (line.rfind(prefix, 0) != 0) {
     return Status(Code::protocol, "the other side is not an xport-bench of this version (got '" +
                                       line.substr(0, 40) + "')");
@@ -162,8 +167,10 @@ Status serve_alltoall(const Options& opt, Device& dev, LineChannel& ch, size_t b
                                         : out->join(w[2] + " " + w[3], true);
                         }).with_context("connecting to the initiator"));
   for (;;) {
+    // The initiator may still be opening its windows towards this device: it is answered.
     XPORT_ASSIGN_OR_RETURN(std::string line,
-                           ch.recv(Deadline::after(std::chrono::seconds(opt.timeout_s))));
+                           ch.recv(Deadline::after(std::chrono::seconds(opt.timeout_s)),
+                                   [&] { (void)dev.progress(); }));
     if (line == "DONE") return ch.send("DONE");
     if (line.rfind("GO ", 0) != 0) return Status(Code::protocol, "bootstrap: expected a point");
     XPORT_ASSIGN_OR_RETURN(Plan p, parse_plan(line.substr(3), bytes));
@@ -262,7 +269,9 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
         }
         pool = o.dev->stats().pool;  // with the comms still open
         XPORT_RETURN_IF_ERROR(say_bye(*s));
-        return expect_line(ch, "DONE", opt).status().with_context("waiting for the peer to finish");
+        return expect_line(ch, "DONE", opt, o.dev.get())
+            .status()
+            .with_context("waiting for the peer to finish");
       }
       XPORT_RETURN_IF_ERROR(in_parallel(2, [&](size_t i) {
                               return i == 0 ? s->join(ph.sessions[0], true)
@@ -272,7 +281,7 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
         XPORT_RETURN_IF_ERROR(ch.send(plan_line(p)));
         auto mine = run_streams({s.get()}, {in.get()}, p, std::chrono::steady_clock::now());
         if (!mine.ok()) return mine.status().with_context("size " + std::to_string(p.size));
-        auto line = expect_line(ch, "RESULT ", opt);
+        auto line = expect_line(ch, "RESULT ", opt, o.dev.get());
         if (!line.ok()) return line.status().with_context("waiting for the peer's figures");
         XPORT_ASSIGN_OR_RETURN(Point theirs, parse_result(*line));
         points.push_back(aggregate({(*mine)[0], theirs}));
@@ -280,7 +289,9 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
       pool = o.dev->stats().pool;
       // Each side has every message of the other once both finished their points.
       XPORT_RETURN_IF_ERROR(ch.send("DONE"));
-      return expect_line(ch, "DONE", opt).status().with_context("waiting for the peer to finish");
+      return expect_line(ch, "DONE", opt, o.dev.get())
+          .status()
+          .with_context("waiting for the peer to finish");
     };
     if (Status st = run(); !st.ok()) rc = fail(to_string(opt.op).data(), st);
   }
