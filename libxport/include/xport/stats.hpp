@@ -52,7 +52,10 @@ struct PoolStats {
   uint64_t comms_attached = 0;  // communicator references held on channels now
   uint64_t primaries = 0;       // communicators that opened a channel (since the device opened)
   uint64_t secondaries = 0;     // communicators that joined an open channel (same)
-  uint64_t routing_misses = 0;  // completions or messages for no known communicator or request
+  // Completions or messages for no known communicator or request, but for late arrivals of
+  // communicators closed meanwhile (Stats::late_arrivals): 0 unless something was misrouted
+  // or forged.
+  uint64_t routing_misses = 0;
   uint64_t channel_ops = 0;     // operations posted on channels (since the device opened)
   uint64_t busiest_channel_ops = 0;  // of them, on the open channel that carried most
   // Bounce-buffer bytes registered for connections (RDM channels add none: they post on the

@@ -113,6 +113,11 @@ void Core::announce_rail_state(uint32_t rail, bool in_service) {
   }
 }
 
+void Core::log_miss(bool late, const std::source_location& at) {
+  XPORT_LOG(debug, late ? "late arrival" : "routing miss", " dropped at ", at.file_name(), ":",
+            at.line());
+}
+
 CommState* Core::route(const MsgHeader& h, Side side) {
   CommState* c = comms->find({h.dst_comm, h.dst_gen});
   if (c == nullptr) {

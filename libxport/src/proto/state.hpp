@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <source_location>
 #include <thread>
 #include <vector>
 
@@ -489,10 +490,13 @@ class Core {
   CommState* route(const MsgHeader& h, Side side);
   // An operation's owner by id and generation (nullptr once it is gone).
   CommState* comm(CommId id) const { return comms->find(id); }
-  void miss(bool late = false) {
+  // Counted where the traffic was dropped; the debug log names the place.
+  void miss(bool late = false, std::source_location at = std::source_location::current()) {
     ++counters.routing_misses;
     if (late) ++counters.late_arrivals;
+    log_miss(late, at);
   }
+  static void log_miss(bool late, const std::source_location& at);
 
   // Request and communicator outcomes.
   // A send fails; a receiver that knows of it (RTS, or its CTS used) hears of it by ABORT once

@@ -114,7 +114,8 @@ constexpr CounterName kNames[] = {
     {CounterId::pool_secondaries, "xport_pool_secondaries_total", counter, kNone, "",
      "communicators that joined a channel already open (secondaries)"},
     {CounterId::pool_routing_misses, "xport_pool_routing_misses_total", counter, kNone, "",
-     "completions or messages on pooled channels for no known communicator or request"},
+     "completions or messages for no known communicator or request, late arrivals of closed "
+     "communicators left out (0 unless something was misrouted or forged)"},
     {CounterId::pool_channel_ops, "xport_pool_channel_ops_total", counter, kNone, "",
      "operations posted on the pool's channels"},
     {CounterId::pool_busiest_channel_ops, "xport_pool_busiest_channel_ops", gauge, kNone, "",
