@@ -171,7 +171,9 @@ Status Endpoint::result(ssize_t ret, const char* what) {
   if (ret == 0) return Status::success();
   if (ret == -FI_EAGAIN) {
     counters_.eagain.add();
-    return Status(Code::again, core::str(what, " on ", name_, ": provider busy (-FI_EAGAIN)"));
+    // Hot (posts retried by progress): no formatting; callers say what and where if it lasts.
+    (void)what;
+    return Status(Code::again, "provider busy (-FI_EAGAIN)");
   }
   return fi_status(static_cast<int>(ret), core::str(what, " on ", name_));
 }

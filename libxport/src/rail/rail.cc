@@ -1,6 +1,8 @@
 // Opening a rail's objects in order, and closing them in reverse.
 #include "rail/rail.hpp"
 
+#include <algorithm>
+
 #include "core/format.hpp"
 
 namespace xport::rail {
@@ -62,6 +64,9 @@ Result<fabric::PassiveEndpoint*> Rail::passive() {
 }
 
 Result<std::unique_ptr<RailEndpoint>> Rail::open_connection(fi_info* info, size_t rx, size_t tx) {
+  // No more receive buffers than the endpoint's receive queue holds: the rest would meet
+  // -FI_EAGAIN at every progress pass for ever.
+  if (info->rx_attr != nullptr && info->rx_attr->size > 0) rx = std::min(rx, info->rx_attr->size);
   EndpointSizes sizes{rx, tx, config_.buffer_bytes, false};
   return RailEndpoint::open(*domain_, info, *cq_, nullptr, sizes, index_,
                             core::str("rail ", name(), " connection"));
