@@ -263,6 +263,24 @@ scrape_configs:
               f"Prometheus has {stored:.0f} ({100 * (stored - own) / own:+.2f}%); "
               f"peak rate {run_rate / 1e6 if run_rate else 0:.1f} MB/s")
 
+        # The pool's counters: what the process's devices report of themselves (channels, comms
+        # attached, primaries and secondaries) is what Prometheus stored from the exporter.
+        for field, metric in (("channels", "xport_pool_channels"),
+                              ("comms_attached", "xport_pool_comms_attached"),
+                              ("primaries", "xport_pool_primaries_total"),
+                              ("secondaries", "xport_pool_secondaries_total"),
+                              ("routing_misses", "xport_pool_routing_misses_total")):
+            want = sum(dev["pool"][field] for dev in report["stats"])
+            pexpr = f'sum({metric}{{pid="{lb1.pid}"}})'
+
+            def same(pexpr=pexpr, want=want):
+                v = prom.scalar(pexpr)
+                return True if v is not None and v == want else None
+
+            wait_for(f"{pexpr} to equal the loopback's own {field} ({want})", 15, same)
+        print(f"pid {lb1.pid}: pool counters in Prometheus equal the loopback's own "
+              f"({', '.join(str(dev['pool']) for dev in report['stats'])})")
+
         # 7. Normal exit removes the segment.
         lb1.wait(timeout=60)
         if lb1.returncode != 0:
