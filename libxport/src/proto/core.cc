@@ -113,9 +113,8 @@ void Core::announce_rail_state(uint32_t rail, bool in_service) {
   }
 }
 
-void Core::log_miss(bool late, const std::source_location& at) {
-  XPORT_LOG(debug, late ? "late arrival" : "routing miss", " dropped at ", at.file_name(), ":",
-            at.line());
+void Core::log_miss(bool late, const char* file, int line) {
+  XPORT_LOG(debug, late ? "late arrival" : "routing miss", " dropped at ", file, ":", line);
 }
 
 CommState* Core::route(const MsgHeader& h, Side side) {

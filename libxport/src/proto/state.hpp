@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <source_location>
 #include <thread>
 #include <vector>
 
@@ -491,12 +490,13 @@ class Core {
   // An operation's owner by id and generation (nullptr once it is gone).
   CommState* comm(CommId id) const { return comms->find(id); }
   // Counted where the traffic was dropped; the debug log names the place.
-  void miss(bool late = false, std::source_location at = std::source_location::current()) {
+  // (__builtin_FILE/LINE: clang 14 with libstdc++ 12 has no std::source_location.)
+  void miss(bool late = false, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     ++counters.routing_misses;
     if (late) ++counters.late_arrivals;
-    log_miss(late, at);
+    log_miss(late, file, line);
   }
-  static void log_miss(bool late, const std::source_location& at);
+  static void log_miss(bool late, const char* file, int line);
 
   // Request and communicator outcomes.
   // A send fails; a receiver that knows of it (RTS, or its CTS used) hears of it by ABORT once
