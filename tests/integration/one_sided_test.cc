@@ -52,19 +52,10 @@ class OneSided : public test::ProviderTest {
     test::ProviderTest::SetUp();
   }
 
-  test::ChildProcess peer(const std::vector<std::string>& args) {
-    const char* bin = std::getenv("XTEST_PEER_BIN");
-    std::vector<std::string> argv{bin != nullptr ? bin : "xport-test-peer"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return test::ChildProcess::spawn(argv, {});
-  }
+  test::ChildProcess peer(const std::vector<std::string>& args) { return test::spawn_peer(args); }
 
   std::string expect_line(test::ChildProcess& p, const std::string& prefix, int ms = 60000) {
-    std::string err;
-    std::string line = p.read_line(ms, &err, [&] { (void)dev_->progress(); });
-    EXPECT_EQ(line.rfind(prefix, 0), 0u) << "expected '" << prefix << "...' from the peer, got '"
-                                         << line << "' " << err;
-    return line.size() > prefix.size() ? line.substr(prefix.size()) : "";
+    return test::expect_peer_line(p, *dev_, prefix, ms);
   }
 
   // A command to the peer and its answer (progress goes on meanwhile).

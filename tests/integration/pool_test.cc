@@ -24,6 +24,7 @@
 
 #include "core/knob.hpp"
 #include "harness.hpp"
+#include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
 namespace xport {
@@ -42,10 +43,8 @@ struct PoolParam {
 };
 
 std::string param_name(const ::testing::TestParamInfo<PoolParam>& info) {
-  std::string s = std::string(info.param.provider) + "_groups" + std::to_string(info.param.groups);
-  for (char& c : s)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
+  return test::param_safe(std::string(info.param.provider) + "_groups" +
+                          std::to_string(info.param.groups));
 }
 
 class Pool : public ::testing::TestWithParam<PoolParam> {
@@ -64,18 +63,7 @@ class Pool : public ::testing::TestWithParam<PoolParam> {
     setenv("XPORT_POOL_CHANNELS", std::to_string(channels_per_group(GetParam().groups)).c_str(),
            1);
     core::reload_knobs();
-    ContextOptions o;
-    o.peers_on_host = true;
-    auto ctx = Context::open(o);
-    if (!ctx.ok() && ctx.status().code() == Code::not_found) {
-      GTEST_SKIP() << "provider " << GetParam().provider << " is absent: "
-                   << ctx.status().to_string();
-    }
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    ctx_ = std::move(ctx).value();
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    dev_ = std::move(dev).value();
+    test::open_context_and_device(GetParam().provider, ctx_, dev_);
   }
   void TearDown() override {
     dev_.reset();
@@ -86,18 +74,18 @@ class Pool : public ::testing::TestWithParam<PoolParam> {
     core::reload_knobs();
   }
 
-  test::ChildProcess peer(const std::vector<std::string>& args) {
-    const char* bin = std::getenv("XTEST_PEER_BIN");
-    std::vector<std::string> argv{bin != nullptr ? bin : "xport-test-peer"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return test::ChildProcess::spawn(argv, {});
-  }
+  test::ChildProcess peer(const std::vector<std::string>& args) { return test::spawn_peer(args); }
   std::string expect_line(test::ChildProcess& p, const std::string& prefix, int ms = 60000) {
-    std::string err;
-    std::string line = p.read_line(ms, &err, [&] { (void)dev_->progress(); });
-    EXPECT_EQ(line.rfind(prefix, 0), 0u) << "expected '" << prefix << "...' from the peer, got '"
-                                         << line << "' " << err;
-    return line.size() > prefix.size() ? line.substr(prefix.size()) : "";
+    return test::expect_peer_line(p, *dev_, prefix, ms);
+  }
+  // `n` communicators to the listener of `handle`, appended to `comms`.
+  void connect_many(const std::vector<uint8_t>& handle, size_t n,
+                    std::vector<std::unique_ptr<SendComm>>& comms) {
+    for (size_t i = 0; i < n; ++i) {
+      auto c = dev_->connect(handle, Deadline::after(30s));
+      ASSERT_TRUE(c.ok()) << "connect " << i << ": " << c.status().to_string();
+      comms.push_back(std::move(c).value());
+    }
   }
 
   bool connected_endpoints() const { return std::string(GetParam().provider) == "tcp"; }
@@ -113,11 +101,7 @@ TEST_P(Pool, SixtyFourCommunicatorsShareFourChannelsEveryMessageItsOwn) {
   ASSERT_TRUE(p.started());
   const auto handle = test::from_hex(expect_line(p, "HANDLE "));
   std::vector<std::unique_ptr<SendComm>> comms;
-  for (size_t i = 0; i < kComms; ++i) {
-    auto c = dev_->connect(handle, Deadline::after(30s));
-    ASSERT_TRUE(c.ok()) << "connect " << i << ": " << c.status().to_string();
-    comms.push_back(std::move(c).value());
-  }
+  ASSERT_NO_FATAL_FAILURE(connect_many(handle, kComms, comms));
   const size_t stride = kMax + 1;
   std::vector<uint8_t> mem(kComms * kDepth * stride);
   auto reg = dev_->register_memory(mem.data(), mem.size());
@@ -241,11 +225,7 @@ TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
   ASSERT_TRUE(p.started());
   const auto handle = test::from_hex(expect_line(p, "HANDLE "));
   std::vector<std::unique_ptr<SendComm>> comms;
-  for (size_t i = 0; i < kMany; ++i) {
-    auto c = dev_->connect(handle, Deadline::after(30s));
-    ASSERT_TRUE(c.ok()) << "connect " << i << ": " << c.status().to_string();
-    comms.push_back(std::move(c).value());
-  }
+  ASSERT_NO_FATAL_FAILURE(connect_many(handle, kMany, comms));
   std::vector<uint8_t> mem(kMany * kSlot);
   auto reg = dev_->register_memory(mem.data(), mem.size());
   ASSERT_TRUE(reg.ok());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/knob.hpp"
+#include "harness.hpp"
 #include "xport/xport.hpp"
 
 namespace xport::test {
@@ -22,11 +23,52 @@ struct ProviderParam {
   const char* progress;
 };
 
-inline std::string provider_param_name(const ::testing::TestParamInfo<ProviderParam>& info) {
-  std::string s = std::string(info.param.provider) + "_" + info.param.progress;
+// A test parameter's name as gtest takes it: anything but letters and digits becomes '_'.
+inline std::string param_safe(std::string s) {
   for (char& c : s)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return s;
+}
+
+inline std::string provider_param_name(const ::testing::TestParamInfo<ProviderParam>& info) {
+  return param_safe(std::string(info.param.provider) + "_" + info.param.progress);
+}
+
+// Opens a Context (peers on this host) and its Device with the knobs the environment holds;
+// skips the test where libfabric lacks `provider`. Call last in SetUp (a skip or failure
+// returns from here only).
+inline void open_context_and_device(const char* provider, std::unique_ptr<Context>& ctx,
+                                    std::unique_ptr<Device>& dev) {
+  ContextOptions o;
+  o.peers_on_host = true;
+  auto c = Context::open(o);
+  if (!c.ok() && c.status().code() == Code::not_found) {
+    GTEST_SKIP() << "provider " << provider << " is absent: " << c.status().to_string();
+  }
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ctx = std::move(c).value();
+  auto d = ctx->open_device();
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  dev = std::move(d).value();
+}
+
+// The test peer process (XTEST_PEER_BIN) with `args`.
+inline ChildProcess spawn_peer(const std::vector<std::string>& args) {
+  const char* bin = std::getenv("XTEST_PEER_BIN");
+  std::vector<std::string> argv{bin != nullptr ? bin : "xport-test-peer"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ChildProcess::spawn(argv, {});
+}
+
+// The peer's next line, which must start with `prefix` (returned without it); `dev` makes
+// progress meanwhile (with manual progress its last sends may still need it).
+inline std::string expect_peer_line(ChildProcess& p, Device& dev, const std::string& prefix,
+                                    int ms) {
+  std::string err;
+  std::string line = p.read_line(ms, &err, [&] { (void)dev.progress(); });
+  EXPECT_EQ(line.rfind(prefix, 0), 0u) << "expected '" << prefix << "...' from the peer, got '"
+                                       << line << "' " << err;
+  return line.size() > prefix.size() ? line.substr(prefix.size()) : "";
 }
 
 // Every provider configuration the integration suites cover.
@@ -46,18 +88,7 @@ class ProviderTest : public ::testing::TestWithParam<ProviderParam> {
     setenv("XPORT_PROGRESS", GetParam().progress, 1);
     for (const auto& [name, value] : extra_knobs()) setenv(name.c_str(), value.c_str(), 1);
     core::reload_knobs();
-    ContextOptions o;
-    o.peers_on_host = true;
-    auto ctx = Context::open(o);
-    if (!ctx.ok() && ctx.status().code() == Code::not_found) {
-      GTEST_SKIP() << "provider " << GetParam().provider << " is absent: "
-                   << ctx.status().to_string();
-    }
-    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-    ctx_ = std::move(ctx).value();
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    dev_ = std::move(dev).value();
+    open_context_and_device(GetParam().provider, ctx_, dev_);
   }
 
   void TearDown() override {
