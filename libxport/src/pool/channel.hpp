@@ -49,6 +49,19 @@ struct Channel {
   uint64_t opener_nonce = 0;
   std::vector<CommId> waiting;  // communicators whose request waits for it to connect (out)
 
+  // A connection: its own endpoint, opened by the communicator `opener` (nonce as requested).
+  static std::unique_ptr<Channel> connection(std::unique_ptr<rail::RailEndpoint> endpoint,
+                                             CommId opener, uint64_t opener_nonce) {
+    auto ch = std::make_unique<Channel>();
+    ch->owned = std::move(endpoint);
+    ch->ep = ch->owned.get();
+    ch->rail = ch->ep->rail();
+    ch->label = ch->ep->label();
+    ch->opener = opener;
+    ch->opener_nonce = opener_nonce;
+    return ch;
+  }
+
   bool failed() const { return ep->failed; }
   const std::string& failure() const { return ep->failure; }
 };

@@ -231,14 +231,7 @@ Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& addres
   rail::Rail& r = *core_.rails[0];
   XPORT_ASSIGN_OR_RETURN(auto ep, r.open_connection(r.domain().info(), (2 * c.depth + 8) * mul,
                                                     (c.depth + 8) * mul));
-  auto owned = std::make_unique<pool::Channel>();
-  owned->owned = std::move(ep);
-  owned->ep = owned->owned.get();
-  owned->rail = 0;
-  owned->label = owned->ep->label();
-  owned->opener = c.id;
-  owned->opener_nonce = c.nonce;
-  pool::Channel* conn = pl.add(key, std::move(owned));
+  pool::Channel* conn = pl.add(key, pool::Channel::connection(std::move(ep), c.id, c.nonce));
   pl.attach(*conn, true);
   c.connection = conn;
   c.paths = {pool::Path{conn, conn}};
@@ -666,13 +659,9 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
   auto ep = r.open_connection(info.get(), (2 * c->depth + 8) * mul, (c->depth + 8) * mul);
   Status s = ep.ok() ? Status() : ep.status();
   if (s.ok()) {
-    auto owned = std::make_unique<pool::Channel>();
-    owned->owned = std::move(ep).value();
-    owned->ep = owned->owned.get();
-    owned->label = owned->ep->label();
-    owned->opener = c->id;
-    pool::Channel* ch = core_.pool->add(core_.pool->accepted(0, peer->token, group),
-                                        std::move(owned));
+    pool::Channel* ch =
+        core_.pool->add(core_.pool->accepted(0, peer->token, group),
+                        pool::Channel::connection(std::move(ep).value(), c->id, c->nonce));
     core_.pool->attach(*ch, true);
     c->connection = ch;
     c->paths = {pool::Path{ch, ch}};
