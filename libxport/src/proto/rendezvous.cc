@@ -292,9 +292,9 @@ void Rendezvous::on_rts(const MsgHeader& h) {
     if (!st.ok()) core_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
   } else if (h.seq >= c->next_seq) {
     c->early_rts[h.slot] = EarlyRts{true, h.seq, tag};
-  } else {
-    core_.miss();
   }
+  // Otherwise its receive was posted and is done: the request crossed the clear-to-send, and
+  // the data (on the data endpoints) overtook it (on the control endpoint). Nothing to do.
 }
 
 void Rendezvous::on_refuse(const MsgHeader& h) {

@@ -124,6 +124,35 @@ TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
   EXPECT_EQ(t->bytes, len);
 }
 
+// A request-to-send goes on the control endpoint, the data on the data endpoints: when the
+// receive was posted first (its clear-to-send crossed the request), the data can land and
+// complete the receive before the request arrives. That request is stale, not misrouted.
+TEST_F(EngineTest, ARequestToSendOvertakenByItsDataIsNotAMiss) {
+  connect_self();
+  std::vector<uint8_t> buf(64 << 10);
+  auto lb = local(buf);
+  auto r = a_->irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const uint32_t len = 20000;
+  a_->inject_cq_data(0, encode_cq_data({recv_.index, 0, recv_.gen, len}, 8), nullptr, len, false);
+  auto t = a_->test(recv_, *r);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE(t->done);
+  const uint64_t before = misses();
+  MsgHeader rts = header(MsgType::rts, recv_, send_, *r);
+  rts.length = len;
+  inject(rts);
+  EXPECT_EQ(misses(), before) << "a request-to-send its data overtook was counted as misrouted";
+  // With the next receive posted, the old request still changes nothing.
+  auto r2 = a_->irecv(recv_, buf.data(), buf.size(), lb);
+  ASSERT_TRUE(r2.ok()) << r2.status().to_string();
+  inject(rts);
+  EXPECT_EQ(misses(), before);
+  t = a_->test(recv_, *r2);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_FALSE(t->done) << "a stale request-to-send completed a later receive";
+}
+
 TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
   connect_self();
   std::vector<uint8_t> buf(256);
