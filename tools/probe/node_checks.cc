@@ -330,7 +330,9 @@ Outcome check_memlock(size_t devices, size_t rails_per_device) {
   const std::string limit = unlimited ? "unlimited" : human_bytes(lim.rlim_cur);
   const std::string what = human_bytes(need) + " that libxport registers for " +
                            std::to_string(devices) + " device(s) x " +
-                           std::to_string(rails_per_device) + " rail(s) (bounce and flush buffers)";
+                           std::to_string(rails_per_device) + " rail(s) (" +
+                           human_bytes(xport::device_registered_bytes(1)) +
+                           " per rail: bounce, flush and atomic buffers)";
   Outcome o;
   if (cap) {
     o = make(
@@ -353,6 +355,7 @@ Outcome check_memlock(size_t devices, size_t rails_per_device) {
   o.check.details.raw("limit_bytes", unlimited ? "null" : std::to_string(lim.rlim_cur))
       .boolean("cap_ipc_lock", cap)
       .integer("needed_bytes", static_cast<int64_t>(need))
+      .integer("bytes_per_rail", static_cast<int64_t>(xport::device_registered_bytes(1)))
       .integer("devices", static_cast<int64_t>(devices))
       .integer("rails_per_device", static_cast<int64_t>(rails_per_device));
   return o;

@@ -70,9 +70,14 @@ rail::RailConfig EngineConfig::rail_config() const {
   rail::RailConfig rc;
   rc.rx_buffers = rx_buffers;
   rc.tx_buffers = tx_buffers;
-  // A buffer holds an eager message or the largest control message (a CONN_REQ or CONN_ACK).
-  rc.buffer_bytes =
-      sizeof(MsgHeader) + std::max(eager_max, sizeof(ConnBody) + kMaxConnAddressBytes);
+  // A buffer holds an eager message or the largest control message (a CONN_REQ or CONN_ACK);
+  // an RDM rail's control endpoint, which carries no eager messages, only the latter (with
+  // the default eager limit that halves its share of the footprint: Linux's default
+  // RLIMIT_MEMLOCK is 8 MiB).
+  const size_t control = sizeof(ConnBody) + kMaxConnAddressBytes;
+  static_assert(sizeof(ConnBody) >= sizeof(AckBody) && kMaxNotifyBytes <= kMaxConnAddressBytes);
+  rc.buffer_bytes = sizeof(MsgHeader) + std::max(eager_max, control);
+  rc.control_buffer_bytes = sizeof(MsgHeader) + control;
   // The posted receives and send buffers of both endpoints, and room for operations.
   rc.cq_size = 2 * (rx_buffers + tx_buffers) + cq_entries;
   return rc;

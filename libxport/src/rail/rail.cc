@@ -23,6 +23,7 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
                                                       r->av_.get(), sizes, index,
                                                       core::str("rail ", name, " data")));
   sizes.flush = false;
+  if (config.control_buffer_bytes != 0) sizes.buffer_bytes = config.control_buffer_bytes;
   fabric::InfoPtr low = fabric::dup_info(r->domain_->info());
   low->tx_attr->tclass = FI_TC_LOW_LATENCY;
   auto control = RailEndpoint::open(*r->domain_, low.get(), *r->cq_, r->av_.get(), sizes, index,
@@ -41,9 +42,13 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
 size_t Rail::registered_bytes(const RailConfig& c) {
   // Mirrors open(): two endpoints with rx + tx pools each, one 64-byte flush target and the
   // data endpoint's atomic slots.
-  const size_t endpoint = memory::BufferPool::footprint(c.rx_buffers, c.buffer_bytes) +
-                          memory::BufferPool::footprint(c.tx_buffers, c.buffer_bytes);
-  return 2 * endpoint + memory::BufferPool::footprint(1, kFlushBufferBytes) +
+  const auto endpoint = [&](size_t bytes) {
+    return memory::BufferPool::footprint(c.rx_buffers, bytes) +
+           memory::BufferPool::footprint(c.tx_buffers, bytes);
+  };
+  const size_t control = c.control_buffer_bytes != 0 ? c.control_buffer_bytes : c.buffer_bytes;
+  return endpoint(c.buffer_bytes) + endpoint(control) +
+         memory::BufferPool::footprint(1, kFlushBufferBytes) +
          memory::BufferPool::footprint(kAtomicSlots, kAtomicSlotBytes);
 }
 

@@ -17,6 +17,9 @@ struct RailConfig {
   size_t rx_buffers = 256;
   size_t tx_buffers = 256;
   size_t buffer_bytes = 8192 + 64;
+  // The control endpoint of an RDM rail carries no eager messages: its buffers need only hold
+  // the largest control message (0: buffer_bytes).
+  size_t control_buffer_bytes = 0;
   // Entries the CQ holds. Every operation that will complete on it (posted receives, sends,
   // writes, reads, and the remote-CQ-data writes a peer was cleared to send) takes room before it
   // is posted and gives it back when its entry is read (see cq_take()).
@@ -30,7 +33,8 @@ class Rail {
   ~Rail();
 
   // Bytes open() registers for a shared-endpoint (RDM) rail with this config: rx and tx bounce
-  // buffers of the data and control endpoints, and the data endpoint's flush target. Connected
+  // buffers of the data and control endpoints (the control endpoint's of control-message size),
+  // and the data endpoint's flush target and atomic slots. Connected
   // rails register rx + tx buffers per connection instead (open_connection).
   static size_t registered_bytes(const RailConfig& config);
 

@@ -20,9 +20,12 @@ class RegisteredBytesKnobs : public ::testing::Test {
 
 TEST_F(RegisteredBytesKnobs, DefaultsAndScaling) {
   core::reload_knobs();
-  // Defaults: 256 rx + 256 tx slots of 40 + 8192 bytes (rounded to 8256) on two endpoints, plus
-  // one page of flush buffer and two pages of native atomic slots (operand, compare, result).
-  const size_t one = 2 * (2 * 256 * 8256) + 4096 + 8192;
+  // Defaults: 256 rx + 256 tx slots of 40 + 8192 bytes (rounded to 8256) on the data endpoint,
+  // as many of 40 + 64 + 4096 bytes (the largest control message, rounded to 4224) on the
+  // control endpoint, plus one page of flush buffer and two pages of native atomic slots
+  // (operand, compare, result).
+  const size_t control = 2 * 256 * 4224;
+  const size_t one = 2 * 256 * 8256 + control + 4096 + 8192;
   EXPECT_EQ(device_registered_bytes(), one);
   EXPECT_EQ(device_registered_bytes(4), 4 * one);
   EXPECT_EQ(device_registered_bytes(0), 0u);
@@ -31,12 +34,21 @@ TEST_F(RegisteredBytesKnobs, DefaultsAndScaling) {
   setenv("XPORT_RX_BUFFERS", "128", 1);
   core::reload_knobs();
   const size_t slot = (40 + 65536 + 63) / 64 * 64;
-  EXPECT_EQ(device_registered_bytes(), 2 * (128 * slot + 256 * slot) + 4096 + 8192);
+  EXPECT_EQ(device_registered_bytes(), (128 + 256) * slot + (128 + 256) * 4224 + 4096 + 8192);
 
   // A tiny eager limit still leaves room for the largest control message (a CONN_REQ).
   setenv("XPORT_EAGER_MAX", "0", 1);
   core::reload_knobs();
   EXPECT_GT(device_registered_bytes(), 2 * (384 * size_t{4096}));
+}
+
+// Linux's default RLIMIT_MEMLOCK is 8 MiB: a device of one rail on default knobs stays well
+// under it (an ordinary user's xport-probe does not FAIL its memlock check), and a device
+// opened on defaults registers what device_registered_bytes() says.
+TEST_F(RegisteredBytesKnobs, TheDefaultDeviceFitsTheDefaultLockedMemoryLimit) {
+  core::reload_knobs();
+  EXPECT_LE(device_registered_bytes(1), size_t{13} << 19)
+      << "a one-rail device on defaults should leave at least 1.5 MiB of an 8 MiB limit";
 }
 
 }  // namespace

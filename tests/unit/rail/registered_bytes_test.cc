@@ -33,6 +33,20 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   }
   EXPECT_EQ(Rail::registered_bytes(rc), opened);
   EXPECT_EQ(opened % 4096, 0u);
+  // The control endpoint with buffers of its own size (control messages only).
+  EXPECT_EQ((*rail)->control()->tx().size(), 5056u);  // slots round up to 64 bytes
+  rc.control_buffer_bytes = 1000;
+  rail = Rail::open(sel->info.get(), rc, 0);
+  ASSERT_TRUE(rail.ok()) << rail.status().to_string();
+  EXPECT_EQ((*rail)->data()->rx().size(), 5056u);
+  EXPECT_EQ((*rail)->control()->rx().size(), 1024u);
+  EXPECT_EQ((*rail)->control()->tx().size(), 1024u);
+  opened = 0;
+  for (RailEndpoint* ep : {(*rail)->data(), (*rail)->control()}) {
+    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
+              pool_bytes(ep->atomic_slots());
+  }
+  EXPECT_EQ(Rail::registered_bytes(rc), opened);
 }
 
 TEST(RailRegisteredBytes, PoolFootprintIsWholePages) {
