@@ -324,14 +324,15 @@ Outcome check_link(const std::string& rail) {
 Outcome check_memlock(size_t devices, size_t rails_per_device) {
   rlimit lim{};
   getrlimit(RLIMIT_MEMLOCK, &lim);
-  const uint64_t need = devices * xport::device_registered_bytes(rails_per_device);
+  const uint64_t per_rail = xport::device_registered_bytes(1);
+  const uint64_t need = devices * rails_per_device * per_rail;
   const bool unlimited = lim.rlim_cur == RLIM_INFINITY;
   const bool cap = has_ipc_lock();
   const std::string limit = unlimited ? "unlimited" : human_bytes(lim.rlim_cur);
   const std::string what = human_bytes(need) + " that libxport registers for " +
                            std::to_string(devices) + " device(s) x " +
                            std::to_string(rails_per_device) + " rail(s) (" +
-                           human_bytes(xport::device_registered_bytes(1)) +
+                           human_bytes(per_rail) +
                            " per rail: bounce, flush and atomic buffers)";
   Outcome o;
   if (cap) {
@@ -355,7 +356,7 @@ Outcome check_memlock(size_t devices, size_t rails_per_device) {
   o.check.details.raw("limit_bytes", unlimited ? "null" : std::to_string(lim.rlim_cur))
       .boolean("cap_ipc_lock", cap)
       .integer("needed_bytes", static_cast<int64_t>(need))
-      .integer("bytes_per_rail", static_cast<int64_t>(xport::device_registered_bytes(1)))
+      .integer("bytes_per_rail", static_cast<int64_t>(per_rail))
       .integer("devices", static_cast<int64_t>(devices))
       .integer("rails_per_device", static_cast<int64_t>(rails_per_device));
   return o;

@@ -13,6 +13,18 @@ size_t pool_bytes(const memory::BufferPool* p) {
   return p == nullptr ? 0 : memory::BufferPool::footprint(p->count(), p->size());
 }
 
+// What an open rail's two endpoints hold registered.
+size_t opened_bytes(Rail& rail) {
+  size_t opened = 0;
+  for (RailEndpoint* ep : {rail.data(), rail.control()}) {
+    EXPECT_NE(ep, nullptr);
+    if (ep == nullptr) continue;
+    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
+              pool_bytes(ep->atomic_slots());
+  }
+  return opened;
+}
+
 TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   fabric::ProviderRequest req;
   req.peers_on_host = true;
@@ -25,12 +37,7 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   rc.buffer_bytes = 5000;  // not a multiple of 64: the pool rounds each slot up
   auto rail = Rail::open(sel->info.get(), rc, 0);
   ASSERT_TRUE(rail.ok()) << rail.status().to_string();
-  size_t opened = 0;
-  for (RailEndpoint* ep : {(*rail)->data(), (*rail)->control()}) {
-    ASSERT_NE(ep, nullptr);
-    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
-              pool_bytes(ep->atomic_slots());
-  }
+  const size_t opened = opened_bytes(**rail);
   EXPECT_EQ(Rail::registered_bytes(rc), opened);
   EXPECT_EQ(opened % 4096, 0u);
   // The control endpoint with buffers of its own size (control messages only).
@@ -41,12 +48,7 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   EXPECT_EQ((*rail)->data()->rx().size(), 5056u);
   EXPECT_EQ((*rail)->control()->rx().size(), 1024u);
   EXPECT_EQ((*rail)->control()->tx().size(), 1024u);
-  opened = 0;
-  for (RailEndpoint* ep : {(*rail)->data(), (*rail)->control()}) {
-    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
-              pool_bytes(ep->atomic_slots());
-  }
-  EXPECT_EQ(Rail::registered_bytes(rc), opened);
+  EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
 }
 
 TEST(RailRegisteredBytes, PoolFootprintIsWholePages) {
