@@ -13,13 +13,51 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iostream>
 
 extern char** environ;
 
 namespace xport::test {
 
+namespace {
+
+std::deque<std::string>& stdin_lines_read_ahead() {
+  static std::deque<std::string> lines;
+  return lines;
+}
+
+[[noreturn]] void park() {
+  std::cout << "PARKED" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  _exit(0);  // no destructor may call into libxport once parked
+}
+
+}  // namespace
+
+bool stdin_ended() {
+  auto& ahead = stdin_lines_read_ahead();
+  if (!ahead.empty()) return false;
+  fd_set in;
+  FD_ZERO(&in);
+  FD_SET(0, &in);
+  timeval tv{0, 0};
+  if (select(1, &in, nullptr, nullptr, &tv) <= 0) return false;
+  std::string line;
+  if (!std::getline(std::cin, line)) return true;
+  if (line == "park") park();
+  ahead.push_back(line);
+  return false;
+}
+
 std::string next_stdin_line(const std::function<void()>& progress, const std::string& at_eof) {
+  if (auto& ahead = stdin_lines_read_ahead(); !ahead.empty()) {
+    std::string line = ahead.front();
+    ahead.pop_front();
+    return line;
+  }
   for (;;) {
     fd_set in;
     FD_ZERO(&in);
@@ -30,6 +68,7 @@ std::string next_stdin_line(const std::function<void()>& progress, const std::st
   }
   std::string line;
   if (!std::getline(std::cin, line)) return at_eof;
+  if (line == "park") park();
   return line;
 }
 
@@ -110,14 +149,25 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
 }
 
 ChildProcess::ChildProcess(ChildProcess&& o) noexcept
-    : pid_(o.pid_), in_(o.in_), out_(o.out_), buffer_(std::move(o.buffer_)) {
+    : pid_(o.pid_), in_(o.in_), out_(o.out_), stopped_(o.stopped_), buffer_(std::move(o.buffer_)) {
   o.pid_ = o.in_ = o.out_ = -1;
 }
 
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    // A peer still running is ended by the end of its stdin (its roles leave at EOF, closing
+    // their devices): killed in the middle of a provider call, a shm peer could leave its
+    // region locked for whoever sends to it next. SIGKILL only when it does not leave within
+    // 5 s, or when it was frozen.
+    if (!stopped_ && in_ >= 0) {
+      close(in_);
+      in_ = -1;
+      (void)wait_exit(5000);
+    }
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
   }
   if (in_ >= 0) close(in_);
   if (out_ >= 0) close(out_);
@@ -162,15 +212,37 @@ bool ChildProcess::write_line(const std::string& line) {
 }
 
 void ChildProcess::stop() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ > 0 && ::kill(pid_, SIGSTOP) == 0) stopped_ = true;
 }
 
 void ChildProcess::resume() {
-  if (pid_ > 0) ::kill(pid_, SIGCONT);
+  if (pid_ > 0 && ::kill(pid_, SIGCONT) == 0) stopped_ = false;
 }
 
 void ChildProcess::kill_now() {
   if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+bool ChildProcess::kill_parked() {
+  bool parked = false;
+  if (pid_ > 0 && !stopped_ && write_line("park")) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            until - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) break;
+      std::string err;
+      const std::string line = read_line(static_cast<int>(left), &err);
+      if (line == "PARKED") {
+        parked = true;
+        break;
+      }
+      if (!err.empty()) break;
+    }
+  }
+  kill_now();
+  return parked;
 }
 
 int ChildProcess::wait_exit(int timeout_ms) {

@@ -53,8 +53,14 @@ inline std::vector<size_t> message_sizes(uint32_t seed, size_t count, size_t max
 
 // A peer's next command on stdin, calling `progress` while none has come (with a
 // manual-progress provider a process that stopped calling libxport could strand its last
-// messages); `at_eof` once stdin has ended.
+// messages); `at_eof` once stdin has ended. The command "park" is handled here: the peer
+// prints "PARKED" and never calls libxport again (it waits on stdin, and leaves with _exit at
+// its end), so that a test can kill it outside the provider (ChildProcess::kill_parked).
 std::string next_stdin_line(const std::function<void()>& progress, const std::string& at_eof);
+
+// For a peer busy in a loop of its own: true once stdin has ended (the test is done with it);
+// parks on "park"; another line is kept for next_stdin_line. Never blocks.
+bool stdin_ended();
 
 std::string to_hex(const std::vector<uint8_t>& b);
 std::vector<uint8_t> from_hex(const std::string& s);
@@ -75,7 +81,14 @@ class ChildProcess {
   std::string read_line(int timeout_ms, std::string* error,
                         const std::function<void()>& idle = {});
   bool write_line(const std::string& line);
+  // SIGKILL, wherever the child is. A shm peer killed inside the provider can leave its
+  // region's lock held, and whoever sends to it next spins for ever inside libfabric (1.17):
+  // tests that kill a peer mid-test use kill_parked.
   void kill_now();
+  // Asks the peer to park (next_stdin_line's "park": no more calls into libxport), waits up to
+  // 10 s for its "PARKED" (lines before it are dropped), then kills it. False when it never
+  // said PARKED (it is killed all the same).
+  bool kill_parked();
   // Freezes / resumes the child (SIGSTOP / SIGCONT): a peer that stops answering.
   void stop();
   void resume();
@@ -87,6 +100,7 @@ class ChildProcess {
   int pid_ = -1;
   int in_ = -1;   // to the child's stdin
   int out_ = -1;  // from the child's stdout
+  bool stopped_ = false;
   std::string buffer_;
 };
 

@@ -369,7 +369,7 @@ TEST_P(OneSided, WaitsEndAtTheirDeadlineOrWhenThePeerDies) {
   });
   while (started < 2) std::this_thread::yield();
   t0 = Clock::now();
-  t.proc.kill_now();
+  EXPECT_TRUE(t.proc.kill_parked()) << "the target never parked";
   EXPECT_NE(t.proc.wait_exit(10000), 0);
   wa.join();
   wb.join();

@@ -234,8 +234,6 @@ TEST_P(Transfer, ErrorCompletionFailsOnlyItsOperation) {
   if (ok.ok()) ok = (*owin)->quiet(Deadline::after(std::chrono::seconds(10)));
   EXPECT_TRUE(ok.ok()) << ok.to_string();
   EXPECT_EQ(test::first_mismatch(local.data(), kSize, 1000), -1);
-  victim.kill_now();
-  other.kill_now();
 }
 
 TEST_P(Transfer, KilledPeerGivesAnErrorWithinTheDeadline) {
@@ -246,7 +244,7 @@ TEST_P(Transfer, KilledPeerGivesAnErrorWithinTheDeadline) {
   auto to_healthy = connect_to(healthy);
   ASSERT_TRUE(to_victim && to_healthy);
   expect_line(victim, "READY");
-  victim.kill_now();
+  ASSERT_TRUE(victim.kill_parked()) << "the victim never parked";
   EXPECT_NE(victim.wait_exit(10000), 0);
 
   // A send may complete locally when it consumes a clear-to-send the peer posted before it
@@ -324,7 +322,7 @@ TEST_P(PeerLoss, AWaitWithoutDeadlineEndsWhenThePeerDies) {
   ASSERT_TRUE(comm->wait(*first, Deadline::after(std::chrono::seconds(20))).ok());
   auto second = comm->isend(big.data(), big.size(), *reg);
   ASSERT_TRUE(second.ok()) << second.status().to_string();
-  p.kill_now();
+  ASSERT_TRUE(p.kill_parked()) << "the peer never parked";
   const auto t0 = std::chrono::steady_clock::now();
   auto w = comm->wait(*second, Deadline::never());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -20,8 +20,10 @@ run() {
   n=$((n + 1))
   log="$logdir/$n.log"
   echo "=== strict provider: $name"
-  env "$@" >"$log" 2>&1
+  # A configuration that hangs is stopped and named, rather than the whole test timing out.
+  timeout -k 10 "${STRICT_RUN_TIMEOUT:-600}" env "$@" >"$log" 2>&1
   rc=$?
+  [ "$rc" -eq 124 ] && echo "(stopped after ${STRICT_RUN_TIMEOUT:-600} s: hung)" >>"$log"
   cat "$log"
   if [ "$rc" -eq 0 ]; then
     echo "=== passed: $name"
@@ -29,7 +31,8 @@ run() {
     echo "=== FAILED: $name (exit status $rc)"
     {
       echo "=== FAILED: $name (exit status $rc)"
-      { grep -E -A4 ': Failure$' "$log"; grep -E 'ERROR: |^\[  FAILED  \]' "$log"; } | head -n 60
+      { grep -E -A4 ': Failure$' "$log"; grep -E 'ERROR: |^\[  FAILED  \]|hung\)$' "$log"
+        [ "$rc" -eq 124 ] && grep -E '^\[ RUN' "$log" | tail -n 1; } | head -n 60
     } >>"$failures"
     status=1
   fi
