@@ -35,19 +35,29 @@ std::deque<std::string>& stdin_lines_read_ahead() {
   _exit(0);  // no destructor may call into libxport once parked
 }
 
+// Whether stdin has something to read (a line or its end) within `usec`.
+bool stdin_readable(long usec) {
+  fd_set in;
+  FD_ZERO(&in);
+  FD_SET(0, &in);
+  timeval tv{0, usec};
+  return select(1, &in, nullptr, nullptr, &tv) > 0;
+}
+
+// The next line of stdin (false at its end); "park" parks here and never returns.
+bool read_stdin_line(std::string* line) {
+  if (!std::getline(std::cin, *line)) return false;
+  if (*line == "park") park();
+  return true;
+}
+
 }  // namespace
 
 bool stdin_ended() {
   auto& ahead = stdin_lines_read_ahead();
-  if (!ahead.empty()) return false;
-  fd_set in;
-  FD_ZERO(&in);
-  FD_SET(0, &in);
-  timeval tv{0, 0};
-  if (select(1, &in, nullptr, nullptr, &tv) <= 0) return false;
+  if (!ahead.empty() || !stdin_readable(0)) return false;
   std::string line;
-  if (!std::getline(std::cin, line)) return true;
-  if (line == "park") park();
+  if (!read_stdin_line(&line)) return true;
   ahead.push_back(line);
   return false;
 }
@@ -58,18 +68,9 @@ std::string next_stdin_line(const std::function<void()>& progress, const std::st
     ahead.pop_front();
     return line;
   }
-  for (;;) {
-    fd_set in;
-    FD_ZERO(&in);
-    FD_SET(0, &in);
-    timeval tv{0, 1000};
-    if (select(1, &in, nullptr, nullptr, &tv) > 0) break;
-    progress();
-  }
+  while (!stdin_readable(1000)) progress();
   std::string line;
-  if (!std::getline(std::cin, line)) return at_eof;
-  if (line == "park") park();
-  return line;
+  return read_stdin_line(&line) ? line : at_eof;
 }
 
 std::string to_hex(const std::vector<uint8_t>& b) {

@@ -36,7 +36,8 @@ class MultiRail : public ::testing::Test {
     }
     // A link an earlier test took down (and could not restore, having failed) must be up again
     // before this test's device lists its rails: the provider lists only running interfaces.
-    for (const auto& r : split(std::getenv("XPORT_RAILS"))) {
+    rails_ = split(std::getenv("XPORT_RAILS"));
+    for (const auto& r : rails_) {
       ASSERT_TRUE(link_is_up_within(r, std::chrono::seconds(20)))
           << "rail " << r << " is not up (operstate '" << operstate(r) << "') 20 s after the test began";
     }
@@ -47,7 +48,6 @@ class MultiRail : public ::testing::Test {
     auto dev = ctx_->open_device();
     ASSERT_TRUE(dev.ok()) << dev.status().to_string();
     dev_ = std::move(dev).value();
-    rails_ = split(std::getenv("XPORT_RAILS"));
     ASSERT_GE(rails_.size(), 2u) << "the multi-rail tests need at least two rails";
     ASSERT_EQ(dev_->rails(), rails_);
   }
