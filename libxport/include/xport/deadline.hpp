@@ -5,6 +5,11 @@
 
 namespace xport {
 
+// How a wait passes the time until its event (docs/semantics.md, "Waiting"): by the knob
+// XPORT_WAIT (spin unless set), spinning on progress passes, or sleeping on the CQs' wait
+// objects after XPORT_WAIT_SPIN_US of spinning.
+enum class WaitMode : unsigned char { by_knob, spin, block };
+
 class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -27,9 +32,17 @@ class Deadline {
   }
   Clock::time_point time_point() const { return at_; }
 
+  // The same deadline, for a wait that spins, or that sleeps once its spin budget is spent,
+  // whatever XPORT_WAIT says: Deadline::after(5s).blocking().
+  Deadline spinning() const { return Deadline(at_, WaitMode::spin); }
+  Deadline blocking() const { return Deadline(at_, WaitMode::block); }
+  WaitMode wait_mode() const { return mode_; }
+
  private:
-  explicit Deadline(Clock::time_point at) : at_(at) {}
+  explicit Deadline(Clock::time_point at, WaitMode mode = WaitMode::by_knob)
+      : at_(at), mode_(mode) {}
   Clock::time_point at_;
+  WaitMode mode_;
 };
 
 }  // namespace xport

@@ -120,6 +120,10 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
                        "': expected auto, native or emulated");
   }
   req.want_atomics = atomics != "emulated";
+  const std::string& wait = core::knob_string(core::KnobId::wait);
+  if (wait != "spin" && wait != "block") {
+    return core::error(Code::invalid_argument, "XPORT_WAIT='", wait, "': expected spin or block");
+  }
   auto sel = fabric::select_provider(req);
   if (!sel) return sel.status().with_context("Context::open");
   auto ctx = std::unique_ptr<Context>(new Context());
@@ -363,15 +367,13 @@ Result<Completion> RecvComm::test(Request r) {
 
 Result<size_t> RecvComm::wait(Request r, Deadline d) {
   if (r.kind == Request::Kind::message) return engine_->wait({id_, gen_}, r.seq, d);
+  proto::Engine::WaitState w;
   for (uint32_t spin = 0;; ++spin) {
     XPORT_ASSIGN_OR_RETURN(Completion c, test(r));
     if (c.done) return size_t{0};
-    if (spin % proto::kSpinsPerYield == 0) {
-      if (d.expired()) {
-        return core::error(Code::timeout, "wait: flush ", r.seq, " on communicator ", id_,
-                           " did not complete before the deadline");
-      }
-      std::this_thread::yield();
+    if (!engine_->between_passes(spin, d, w)) {
+      return core::error(Code::timeout, "wait: flush ", r.seq, " on communicator ", id_,
+                         " did not complete before the deadline");
     }
   }
 }

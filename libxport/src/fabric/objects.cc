@@ -66,14 +66,24 @@ Result<std::unique_ptr<Domain>> Domain::open(const fi_info* info) {
   return d;
 }
 
-Result<std::unique_ptr<CompletionQueue>> CompletionQueue::open(Domain& domain, size_t size) {
+Result<std::unique_ptr<CompletionQueue>> CompletionQueue::open(Domain& domain, size_t size,
+                                                               bool wait_fd) {
   auto cq = std::make_unique<CompletionQueue>();
   fi_cq_attr attr{};
   attr.format = FI_CQ_FORMAT_DATA;
   attr.size = size;
-  attr.wait_obj = FI_WAIT_NONE;
+  attr.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
   int ret = fi_cq_open(domain.domain(), &attr, cq->cq_.out(), nullptr);
+  if (ret != 0 && wait_fd) {
+    // No file-descriptor wait object here (shm: -FI_ENOSYS): a CQ without one; waits poll it.
+    attr.wait_obj = FI_WAIT_NONE;
+    ret = fi_cq_open(domain.domain(), &attr, cq->cq_.out(), nullptr);
+  }
   if (ret != 0) return fi_status(ret, core::str("fi_cq_open on ", domain.name()));
+  if (attr.wait_obj == FI_WAIT_FD) {
+    int fd = -1;
+    if (fi_control(&cq->cq_.get()->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) cq->wait_fd_ = fd;
+  }
   return cq;
 }
 

@@ -51,9 +51,15 @@ class Domain {
 
 class CompletionQueue {
  public:
-  static Result<std::unique_ptr<CompletionQueue>> open(Domain& domain, size_t size);
+  // With `wait_fd`, a wait object (FI_WAIT_FD) where the provider offers one; without it
+  // where it does not (shm: -FI_ENOSYS), or when false.
+  static Result<std::unique_ptr<CompletionQueue>> open(Domain& domain, size_t size,
+                                                       bool wait_fd = false);
 
   fid_cq* get() const { return cq_.get(); }
+  // The wait object's file descriptor (readable when a completion may be there; call
+  // fi_trywait before sleeping on it), or -1.
+  int wait_fd() const { return wait_fd_; }
   CqCounters& counters() { return counters_; }
   const CqCounters& counters() const { return counters_; }
 
@@ -69,6 +75,7 @@ class CompletionQueue {
 
   Owned<fid_cq> cq_;
   CqCounters counters_;
+  int wait_fd_ = -1;
 };
 
 class AddressVector {

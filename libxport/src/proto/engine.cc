@@ -63,6 +63,8 @@ EngineConfig EngineConfig::from_knobs() {
   c.progress_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::progress_batch), 1));
   c.test_seq_bits = static_cast<unsigned>(std::clamp<int64_t>(knob_int(KnobId::test_seq_bits),
                                                               0, 32));
+  c.block_waits = core::knob_string(KnobId::wait) == "block";
+  c.wait_spin = std::chrono::microseconds(std::max<int64_t>(knob_int(KnobId::wait_spin_us), 0));
   return c;
 }
 
@@ -80,6 +82,7 @@ rail::RailConfig EngineConfig::rail_config() const {
   rc.control_buffer_bytes = sizeof(MsgHeader) + control;
   // The posted receives and send buffers of both endpoints, and room for operations.
   rc.cq_size = 2 * (rx_buffers + tx_buffers) + cq_entries;
+  rc.cq_wait_fd = block_waits;
   return rc;
 }
 
@@ -532,8 +535,12 @@ size_t Engine::poll_cqs() {
 void Engine::progress_locked() {
   if (core_.in_progress || shut_down_) return;
   core_.in_progress = true;
-  // A bounded batch from every rail's CQ per pass: no rail starves another.
-  poll_cqs();
+  // A bounded batch from every rail's CQ per pass: no rail starves another. Threads asleep in
+  // a blocking wait are woken when it handled something (theirs may be among it).
+  if (poll_cqs() > 0) {
+    ++handled_gen_;
+    if (waker_.sleepers().load(std::memory_order_relaxed) != 0) waker_.ring();
+  }
   if (core_.connected_endpoints()) {
     Status s = connections_.progress_events();
     if (!s.ok()) XPORT_LOG(warn, "connection events: ", s.to_string());
@@ -560,6 +567,90 @@ void Engine::progress_locked() {
     housekeeping();
   }
   core_.in_progress = false;
+}
+
+bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
+  if (spin % kSpinsPerYield != 0) return true;
+  if (d.expired()) return false;
+  const bool block = d.wait_mode() == WaitMode::block ||
+                     (d.wait_mode() == WaitMode::by_knob && core_.config.block_waits);
+  if (block) {
+    const auto now = Clock::now();
+    if (w.sleep_after == Clock::time_point{}) w.sleep_after = now + core_.config.wait_spin;
+    if (now >= w.sleep_after) {
+      sleep_once(d, w);
+      return true;
+    }
+  }
+  std::this_thread::yield();
+  return true;
+}
+
+void Engine::open_waker_locked() {
+  if (waker_.is_open() || waker_failed_) return;
+  Status s = waker_.open();
+  for (auto& r : core_.rails) {
+    if (!s.ok()) break;
+    if (r->cq().wait_fd() >= 0) s = waker_.watch(r->cq().wait_fd());
+  }
+  if (s.ok() && core_.connected_endpoints()) {
+    // Connection events: the EQ's wait object, where it has one (else the 1 ms tick).
+    fid_eq* eq = core_.rails.empty() ? nullptr : core_.rails[0]->domain().eq();
+    int fd = -1;
+    if (eq != nullptr && fi_control(&eq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) {
+      s = waker_.watch(fd);
+      eq_watched_ = s.ok();
+    }
+  }
+  if (!s.ok()) {
+    waker_failed_ = true;  // waits spin instead; said once
+    XPORT_LOG(warn, "blocking waits spin instead: ", s.to_string());
+  }
+}
+
+void Engine::sleep_once(const Deadline& d, WaitState& w) {
+  bool can_sleep = true;
+  bool every_cq_has_fd = true;
+  {
+    Lock l(core_);
+    open_waker_locked();
+    if (waker_failed_ || shut_down_) {
+      can_sleep = false;
+    } else if (w.seen_gen != handled_gen_) {
+      // Completions were handled since this wait last looked: one more pass first.
+      w.seen_gen = handled_gen_;
+      can_sleep = false;
+    } else {
+      for (auto& r : core_.rails) {
+        if (r->cq_failed()) continue;
+        if (r->cq().wait_fd() < 0) {
+          every_cq_has_fd = false;
+          continue;
+        }
+        fid_t f = &r->cq().get()->fid;
+        if (fi_trywait(r->domain().fabric(), &f, 1) != 0) {  // entries to read first
+          can_sleep = false;
+          break;
+        }
+      }
+      if (core_.connected_endpoints() && !eq_watched_) every_cq_has_fd = false;
+      if (can_sleep && eq_watched_) {
+        // The EQ's wait object stays readable until fi_trywait clears it.
+        fid_t f = &core_.rails[0]->domain().eq()->fid;
+        if (fi_trywait(core_.rails[0]->domain().fabric(), &f, 1) != 0) can_sleep = false;
+      }
+      if (can_sleep) waker_.sleepers().fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (!can_sleep) {
+    std::this_thread::yield();
+    return;
+  }
+  const std::chrono::microseconds tick = every_cq_has_fd ? std::chrono::milliseconds(10)
+                                                         : std::chrono::milliseconds(1);
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(d.remaining());
+  waker_.sleep(std::min(tick, left));
+  waker_.sleepers().fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Engine::housekeeping() {

@@ -29,6 +29,7 @@
 #include "proto/peer_health.hpp"
 #include "proto/rendezvous.hpp"
 #include "proto/state.hpp"
+#include "proto/waker.hpp"
 #include "xport/stats.hpp"
 
 namespace xport::proto {
@@ -179,6 +180,17 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The device's token (exported keys and connection messages carry it).
   uint64_t device_token() const { return core_.device_token; }
 
+  // Between two unsuccessful passes of a wait (the spin-th since it began): every
+  // kSpinsPerYield passes the deadline is read and the core yielded, or, for a wait that
+  // blocks (Deadline::blocking(), XPORT_WAIT=block) once XPORT_WAIT_SPIN_US has passed, the
+  // thread sleeps on the CQs' wait objects (docs/semantics.md, "Waiting"). False once the
+  // deadline has passed.
+  struct WaitState {
+    Clock::time_point sleep_after{};
+    uint64_t seen_gen = UINT64_MAX;
+  };
+  bool between_passes(uint32_t spin, const Deadline& d, WaitState& w);
+
  private:
   Engine();
   void shutdown();
@@ -190,6 +202,11 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
   void refresh_links();
   void housekeeping();
+  // One sleep of a blocking wait: unless a completion was handled since it last looked, or a
+  // CQ still holds entries (fi_trywait), until a wait object fires, another thread's progress
+  // rings, or a tick passes (10 ms; 1 ms where a CQ has no wait object).
+  void sleep_once(const Deadline& d, WaitState& w);
+  void open_waker_locked();
   size_t poll_cqs();  // a bounded batch from every rail's CQ; the entries handled
   void apply_link_states(Clock::time_point now);
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
@@ -234,10 +251,17 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   std::atomic<bool> links_fresh_{false};  // read since housekeeping last applied them
   Clock::time_point next_link_read_{};
   bool shut_down_ = false;
+  // Blocking waits: completions handled so far (a wait sleeps only when none came since its
+  // last look), and what they sleep on.
+  uint64_t handled_gen_ = 0;
+  Waker waker_;
+  bool waker_failed_ = false;
+  bool eq_watched_ = false;
 };
 
 template <typename Pred>
 Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
+  WaitState w;
   for (uint32_t spin = 0;; ++spin) {
     if (spin % kSpinsPerYield == 0) refresh_links();
     {
@@ -245,10 +269,7 @@ Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
       progress_locked();
       if (done()) return Status::success();
     }
-    if (spin % kSpinsPerYield == 0) {
-      if (deadline.expired()) return Status(Code::timeout, what);
-      std::this_thread::yield();
-    }
+    if (!between_passes(spin, deadline, w)) return Status(Code::timeout, what);
   }
 }
 

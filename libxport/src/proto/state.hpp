@@ -61,6 +61,10 @@ struct EngineConfig {
   uint32_t window_credits = 128;
   size_t progress_batch = 64;
   unsigned test_seq_bits = 0;
+  // Waits (XPORT_WAIT, XPORT_WAIT_SPIN_US): sleep on the CQs' wait objects after the spin,
+  // or spin; rails' CQs get a wait object (FI_WAIT_FD) only where waits block by default.
+  bool block_waits = false;
+  std::chrono::microseconds wait_spin{50};
   static EngineConfig from_knobs();
   // The rail layout this config gives every rail (bounce buffers sized for an eager message or
   // the largest control message, behind a header; the CQ sized for the buffers and

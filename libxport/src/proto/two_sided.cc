@@ -130,15 +130,13 @@ Result<Completion> Engine::test(CommId comm, uint64_t seq) {
 }
 
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
+  WaitState w;
   for (uint32_t spin = 0;; ++spin) {
     XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, seq));
     if (done.done) return done.bytes;
-    if (spin % kSpinsPerYield == 0) {
-      if (deadline.expired()) {
-        return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
-                           " did not complete before the deadline");
-      }
-      std::this_thread::yield();
+    if (!between_passes(spin, deadline, w)) {
+      return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
+                         " did not complete before the deadline");
     }
   }
 }

@@ -14,7 +14,8 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   r->config_ = config;
   r->index_ = index;
   XPORT_ASSIGN_OR_RETURN(r->domain_, fabric::Domain::open(info));
-  XPORT_ASSIGN_OR_RETURN(r->cq_, fabric::CompletionQueue::open(*r->domain_, config.cq_size));
+  XPORT_ASSIGN_OR_RETURN(r->cq_, fabric::CompletionQueue::open(*r->domain_, config.cq_size,
+                                                                config.cq_wait_fd));
   if (r->connected_endpoints()) return r;
 
   XPORT_ASSIGN_OR_RETURN(r->av_, fabric::AddressVector::open(*r->domain_));

@@ -24,6 +24,9 @@ struct RailConfig {
   // writes, reads, and the remote-CQ-data writes a peer was cleared to send) takes room before it
   // is posted and gives it back when its entry is read (see cq_take()).
   size_t cq_size = 16384;
+  // Open the CQ with a wait object (FI_WAIT_FD) where the provider has one, for waits that
+  // sleep (XPORT_WAIT=block); without one where it has none (shm), or when false.
+  bool cq_wait_fd = false;
 };
 
 class Rail {
