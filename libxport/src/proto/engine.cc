@@ -619,6 +619,7 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
     } else if (w.seen_gen != handled_gen_) {
       // Completions were handled since this wait last looked: one more pass first.
       w.seen_gen = handled_gen_;
+      w.tick = std::chrono::milliseconds(1);
       can_sleep = false;
     } else {
       for (auto& r : core_.rails) {
@@ -646,8 +647,11 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
     std::this_thread::yield();
     return;
   }
-  const std::chrono::microseconds tick = every_cq_has_fd ? std::chrono::milliseconds(10)
-                                                         : std::chrono::milliseconds(1);
+  std::chrono::microseconds tick = std::chrono::milliseconds(10);
+  if (!every_cq_has_fd) {
+    tick = w.tick;
+    w.tick = std::min<std::chrono::microseconds>(2 * w.tick, std::chrono::milliseconds(8));
+  }
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(d.remaining());
   waker_.sleep(std::min(tick, left));
   waker_.sleepers().fetch_sub(1, std::memory_order_relaxed);

@@ -188,6 +188,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   struct WaitState {
     Clock::time_point sleep_after{};
     uint64_t seen_gen = UINT64_MAX;
+    // Where a CQ has no wait object the sleep is a tick: 1 ms, doubling to 8 ms while nothing
+    // is handled, back to 1 ms when something is.
+    std::chrono::microseconds tick{1000};
   };
   bool between_passes(uint32_t spin, const Deadline& d, WaitState& w);
 
@@ -204,7 +207,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void housekeeping();
   // One sleep of a blocking wait: unless a completion was handled since it last looked, or a
   // CQ still holds entries (fi_trywait), until a wait object fires, another thread's progress
-  // rings, or a tick passes (10 ms; 1 ms where a CQ has no wait object).
+  // rings, or a tick passes (10 ms; 1 to 8 ms where a CQ has no wait object).
   void sleep_once(const Deadline& d, WaitState& w);
   void open_waker_locked();
   size_t poll_cqs();  // a bounded batch from every rail's CQ; the entries handled
