@@ -73,6 +73,14 @@ for prov, extra in providers:
             # Loopback and shm have no link rate: no fraction, never one of a constant.
             check(p["link_bits_per_s"] is None and p["link_fraction"] is None,
                   f"{where}: link rate unknown {p}")
+    # A ping-pong whose peer sleeps between pings (--gap-us with XPORT_WAIT=block), checked.
+    os.environ["XPORT_WAIT"] = "block"
+    pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
+                          "--iterations", "20", "--warmup", "2", "--gap-us", "300", "--check",
+                          "--json"), f"{prov} send --gap-us 300, XPORT_WAIT=block")
+    del os.environ["XPORT_WAIT"]
+    check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
+          f"{prov} send --gap-us 300: two points with latencies {pts}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
@@ -183,6 +191,8 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--iterations", "0"], "--iterations"), (["--no-such-option"], "no-such-option"),
                     (["--comms", "0"], "--comms"), (["--comms", "257"], "--comms"),
                     (["--groups", "-1"], "--groups"),
+                    (["--op", "put", "--gap-us", "100"], "--gap-us belongs to the send ping-pong"),
+                    (["--depth", "4", "--gap-us", "100"], "--gap-us belongs to the send ping-pong"),
                     (["--server", "--pattern", "alltoall"], "--pattern belongs to --connect"),
                     (["--connect", "127.0.0.1:18515", "--pattern", "fan-in"], "excludes --server")):
     r = run(*args)

@@ -146,6 +146,12 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
   Deadline dl = s.deadline();
   for (int i = 0; i < n; ++i) {
     if (i % 1024 == 0) dl = s.deadline();
+    if (p.gap_us > 0) {  // idle, not measured: the round trip starts after the gap
+      const auto until = Clock::now() + std::chrono::microseconds(p.gap_us);
+      while (Clock::now() < until) {
+      }
+      t0 = Clock::now();
+    }
     if (p.check) fill(ping, p.size, seed_of(p.size, i, kPing));
     maybe_corrupt(p, i, ping);
     SendComm& tx_comm = *s.tx[s.comm_of(i)];  // round trip i: comm i % comms, both ways
@@ -510,6 +516,7 @@ Plan make_plan(const Options& opt, size_t size) {
       static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, static_cast<size_t>(p.depth)));
   p.check = opt.check;
   p.corrupt = opt.corrupt;
+  p.gap_us = opt.gap_us;
   return p;
 }
 

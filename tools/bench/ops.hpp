@@ -24,6 +24,7 @@ struct Plan {
   int slots = 1;  // distinct buffer areas of `size` bytes, so checked transfers never overlap
   bool check = false;
   int64_t corrupt = -1;  // tests of --check: the data source flips a byte in this iteration
+  int gap_us = 0;        // send ping-pong: the initiator idles this long before each ping
 };
 
 // Operations in flight never span more than this many bytes of buffer: depth is lowered for

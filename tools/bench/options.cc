@@ -164,6 +164,11 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
          "XPORT_POOL_GROUPS for this run (0: no channel sharing); default: the "
          "environment's. Local mode gives the peer the same; a two-host server sets its own")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--gap-us", opt->gap_us,
+                 "send ping-pong: the initiator idles (busy, unmeasured) this many µs before each "
+                 "ping, so that a peer with XPORT_WAIT=block is asleep when it comes (what a "
+                 "wake-up costs: compare with XPORT_WAIT=spin)")
+      ->check(CLI::Range(0, 1000000));
   app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
   app.add_flag("--json", json, "one JSON object per measured point");
   app.add_flag("--csv", csv, "CSV with a header line");
@@ -209,6 +214,9 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   opt->format = json ? Format::json : csv ? Format::csv : Format::table;
   if (opt->server && !opt->connect.empty())
     return usage("--server and --connect exclude each other");
+  if (opt->gap_us > 0 && (opt->op != Op::send || opt->depth > 1 || !pattern.empty())) {
+    return usage("--gap-us belongs to the send ping-pong (--op send, depth 1, no --pattern)");
+  }
   if (!pattern.empty() && pattern != "alltoall" && (opt->server || !opt->connect.empty())) {
     return usage("--pattern " + pattern + " (MPI mode) excludes --server and --connect");
   }

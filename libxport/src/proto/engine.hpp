@@ -187,10 +187,10 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // deadline has passed.
   struct WaitState {
     Clock::time_point sleep_after{};
+    bool sleeping = false;  // past the spin: sleeps between single passes
     uint64_t seen_gen = UINT64_MAX;
-    // Where a CQ has no wait object the sleep is a tick: 1 ms, doubling to 8 ms while nothing
-    // is handled, back to 1 ms when something is.
-    std::chrono::microseconds tick{1000};
+    // Sleeps since something was last handled: each sleep's limit doubles with them (sleep_once).
+    uint32_t idle_sleeps = 0;
   };
   bool between_passes(uint32_t spin, const Deadline& d, WaitState& w);
 
@@ -246,6 +246,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Flusher flusher_{core_};
   PeerHealth health_{core_};
   uint32_t passes_ = 0;
+  // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
+  // clock; a sleeping wait makes one pass per wake-up).
+  std::atomic<bool> due_check_{false};
   Clock::time_point next_rail_check_{};
   Clock::time_point next_health_check_{};
   // Set by housekeeping when the links are due to be read again; taken by refresh_links, which
