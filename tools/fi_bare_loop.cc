@@ -15,7 +15,8 @@
 //              and acks when it has them all.
 // --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
 // msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
-// A wait that sees no completion for 10 s ends the run (exit 1, naming the wait).
+// A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
+// provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--json]
 #include <fcntl.h>
@@ -26,10 +27,12 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -83,6 +86,42 @@ pid_t g_peer = 0;  // the target, in the initiator
 
 void check(const char* what, int ret) {
   if (ret != 0) die(what, ret);
+}
+
+// A provider call that does not return for 10 s ends the run too (shm spins on a lock of the
+// other process's region, which a stopped or dying peer may hold): a 1 s timer checks that the
+// loops still beat. A beat is a relaxed store, no locked instruction.
+std::atomic<uint32_t> g_beat{0};
+
+void beat() { g_beat.store(g_beat.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+void on_alarm(int) {
+  static uint32_t seen = 0;
+  static int still = 0;
+  const uint32_t now = g_beat.load(std::memory_order_relaxed);
+  if (now != seen) {
+    seen = now;
+    still = 0;
+    return;
+  }
+  if (++still < 10) return;
+  static const char head[] = "fi-bare-loop: ";
+  static const char tail[] = ": stuck inside libfabric for 10 s\n";
+  (void)!write(STDERR_FILENO, head, sizeof(head) - 1);
+  (void)!write(STDERR_FILENO, g_role, std::strlen(g_role));
+  (void)!write(STDERR_FILENO, tail, sizeof(tail) - 1);
+  if (g_peer > 0) kill(g_peer, SIGKILL);
+  _exit(1);
+}
+
+void start_watchdog() {
+  struct sigaction sa {};
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, nullptr);
+  const itimerval every_second{{1, 0}, {1, 0}};
+  setitimer(ITIMER_REAL, &every_second, nullptr);
 }
 
 // Bounds a wait: the clock is read only after 1024 fruitless polls, so short waits cost none.
@@ -215,6 +254,7 @@ Hello exchange(Fabric& f, int out, int in) {
   write_all(out, &mine, sizeof(mine));
   Hello theirs{};
   read_all(in, &theirs, sizeof(theirs));
+  start_watchdog();
   if (fi_av_insert(f.av, theirs.addr, 1, &f.peer, 0, nullptr) != 1) {
     die("fi_av_insert", -FI_EINVAL);
   }
@@ -267,6 +307,7 @@ struct Queues {
 
   // One pass over both queues; returns how many completions it saw.
   size_t progress() {
+    beat();
     size_t seen = 0;
     for (; repost_due > 0; --repost_due) {
       const int ret = post_recv();
@@ -313,6 +354,7 @@ struct Queues {
     Stall stall;
     for (;;) {
       const int ret = static_cast<int>(op());
+      beat();
       if (ret == 0) return;
       if (ret != -FI_EAGAIN) die(what, ret);
       if (progress() > 0) stall.reset();
