@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""xport-bench next to fi-bare-loop (bare libfabric): latency, message rate, bandwidth; medians.
+
+  scripts/bench-bare.py [--build build] [--rounds 5] [--providers shm,tcp;ofi_rxm]
+                        [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
+                        [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
+
+The rows of issue 14, each run once with xport-bench and once with fi-bare-loop per round (the
+order alternating round by round), so slow phases of the machine hit both:
+  pingpong-8, -4K, -1M      one-way latency (half the round trip; --latency: each run's p50 or
+                            mean), xport-bench --op send vs fi-bare-loop --mode pingpong
+  send-rate-8, put-rate-8   messages/s with --rate-window in flight (xport-bench --depth)
+  put-bw-64K, -1M, -64M     GB/s with --bw-window writes in flight
+  send-bw-64K, -1M, -64M    GB/s with --bw-window sends in flight (both tools cap sends in
+                            flight at the 64 MiB of slots / size: one at 64 MiB)
+xport-bench's puts go --depth per quiet; fi-bare-loop keeps a sliding window of that many
+writes (fi_inject_write, without a window, where it fits), so its bar is the stricter. The bare
+figure of a put row is the better of its fi_write and fi_writedata loops in that round
+(--bare-put). Each tool's figure is the one its --json reports (lat_us_p50 or lat_us_mean,
+msg_per_s, bw_bytes_per_s); FI_TCP_IFACE defaults to lo for both.
+--rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
+table: medians, their ratio, each tool's min-max across rounds, the issue's target, met or not.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+K, M = 1 << 10, 1 << 20
+
+
+def size_name(size):
+    return f"{size // M}M" if size >= M else f"{size // K}K" if size >= K else str(size)
+
+
+def rows(rate_window, bw_window):
+    """(name, kind, size, window, xport-bench args, fi-bare-loop mode, what a run reports)."""
+    out = [(f"pingpong-{size_name(s)}", "lat", s, 1, ["--op", "send"], "pingpong", "lat")
+           for s in (8, 4 * K, M)]
+    out.append(("send-rate-8", "rate", 8, rate_window,
+                ["--op", "send", "--depth", str(rate_window)], "send-rate", "msg_per_s"))
+    out.append(("put-rate-8", "rate", 8, rate_window,
+                ["--op", "put", "--depth", str(rate_window)], "put-rate", "msg_per_s"))
+    for op in ("put", "send"):
+        for s in (64 * K, M, 64 * M):
+            out.append((f"{op}-bw-{size_name(s)}", "bw", s, bw_window,
+                        ["--op", op, "--depth", str(bw_window)], f"{op}-bw", "bw_bytes_per_s"))
+    return out
+
+
+def counts(kind, size, quick):
+    """(iterations, warmup) of one run: seconds per run, not minutes, on a quiet machine."""
+    if kind == "lat":
+        n = 2000 if size >= M else 10000
+    elif kind == "rate":
+        n = 50000
+    else:
+        n = max(16, min(20000, (1 << 30) // size))
+    if quick:
+        n = max(8, n // 5)
+    return n, max(1, n // 10)
+
+
+def run(cmd, taskset, env, what):
+    if taskset:
+        cmd = ["taskset", "-c", taskset] + cmd
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"{what}: no result within 600 s: {' '.join(cmd)}")
+    if out.returncode != 0:
+        sys.exit(f"{what} failed (exit {out.returncode}): {' '.join(cmd)}\n"
+                 f"{out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def figure(result, key, latency):
+    if key == "lat":
+        return result[f"lat_us_{latency}"]
+    return result[key] / (1e6 if key == "msg_per_s" else 1e9)  # Mmsg/s, GB/s
+
+
+def target_of(name, kind):
+    """(bound, at_most): latency at most 1.3x bare (1.05x at 1 MiB), rate and bw at least 0.9x."""
+    if kind == "lat":
+        return (1.05 if name.endswith("-1M") else 1.3), True
+    return 0.9, False
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--providers", default="shm,tcp;ofi_rxm")
+    p.add_argument("--rows", default="", help="row names or prefixes, comma-separated (all)")
+    p.add_argument("--taskset", default="", help="CPU list for both processes (taskset -c)")
+    p.add_argument("--rate-window", type=int, default=64,
+                   help="messages in flight for the 8 B rates (xport-bench --depth)")
+    p.add_argument("--bw-window", type=int, default=16,
+                   help="writes or sends in flight for the bandwidth rows (xport-bench --depth)")
+    p.add_argument("--latency", choices=["p50", "mean"], default="p50",
+                   help="which one-way latency of each run: its median (default) or its mean")
+    p.add_argument("--bare-no-inject", action="store_true",
+                   help="fi-bare-loop posts fi_send/fi_write even where fi_inject* fits")
+    p.add_argument("--bare-put", choices=["best", "write", "writedata"], default="best",
+                   help="the bare put loop: fi_write, fi_writedata (the target counts the CQ "
+                   "data), or both, the better one counting (default; libxport's puts are "
+                   "writes with CQ data, and neither loop is the faster at every size)")
+    p.add_argument("--quick", action="store_true", help="a fifth of the iterations")
+    a = p.parse_args()
+    bench = os.path.join(a.build, "tools", "xport-bench")
+    bare = os.path.join(a.build, "tools", "fi-bare-loop")
+    for tool in (bench, bare):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"{tool} is missing: ninja -C {a.build} tools/xport-bench tools/fi-bare-loop")
+    picks = [r for r in a.rows.split(",") if r]
+    table = [r for r in rows(a.rate_window, a.bw_window)
+             if not picks or any(r[0] == x or r[0].startswith(x + "-") for x in picks)]
+    if not table:
+        sys.exit(f"--rows {a.rows}: no such rows")
+    env = dict(os.environ)
+    env.setdefault("FI_TCP_IFACE", "lo")  # both tools on loopback, whatever the host's NICs
+    results = {}
+    for r in range(a.rounds):
+        for prov in a.providers.split(","):
+            for name, kind, size, window, xargs, mode, key in table:
+                n, warmup = counts(kind, size, a.quick)
+                common = ["--provider", prov, "--size", str(size), "--iterations", str(n),
+                          "--warmup", str(warmup), "--json"]
+                bare_cmd = [bare, "--mode", mode, "--window", str(window)] + common
+                if a.bare_no_inject:
+                    bare_cmd.append("--no-inject")
+                cmds = [("libxport", [bench] + xargs + common), ("bare", bare_cmd)]
+                if mode.startswith("put") and a.bare_put != "write":
+                    wd = ("bare-writedata", bare_cmd + ["--writedata"])
+                    cmds = cmds[:1] + [wd] if a.bare_put == "writedata" else cmds + [wd]
+                got = {}
+                for tool, cmd in (cmds if r % 2 == 0 else cmds[::-1]):
+                    got[tool] = run(cmd, a.taskset, env, f"{name} {prov} {tool}")
+                bares = [(figure(v, key, a.latency), v) for t, v in got.items() if t != "libxport"]
+                b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
+                x = figure(got["libxport"], key, a.latency)
+                results.setdefault((name, prov), (kind, []))[1].append((x, b))
+                unit = {"lat": "us", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
+                flight = best["in_flight"] or "inject"
+                also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
+                print(f"round {r + 1} {prov:12} {name:12} libxport {x:9.3f} {unit} "
+                      f"(depth {got['libxport']['depth']})  bare {b:9.3f} {unit} "
+                      f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}", flush=True)
+    print("\n| row | provider | libxport median | bare median | libxport / bare | "
+          "libxport min–max | bare min–max | target | met |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, prov), (kind, runs) in results.items():
+        xs, bs = [x for x, _ in runs], [b for _, b in runs]
+        mx, mb = statistics.median(xs), statistics.median(bs)
+        bound, at_most = target_of(name, kind)
+        ratio = mx / mb
+        met = ratio <= bound if at_most else ratio >= bound
+        unit = {"lat": f"µs ({a.latency})", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
+        print(f"| {name} | {prov} | {mx:.3f} {unit} | {mb:.3f} {unit} | {ratio:.3f} | "
+              f"{min(xs):.3f}–{max(xs):.3f} | {min(bs):.3f}–{max(bs):.3f} | "
+              f"{'≤' if at_most else '≥'} {bound} | {'yes' if met else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,767 @@
+// fi-bare-loop: the bare libfabric loops that xport-bench's send, message-rate and bandwidth
+// figures are compared with (scripts/bench-bare.py, docs/benchmarks.md). Two processes (this one
+// forks the target) on one provider, FI_EP_RDM, busy polling, nothing allocated in the loops:
+//   pingpong   SIZE bytes there and back (fi_inject up to the provider's inject_size, else
+//              fi_send), receives pre-posted and reposted at each completion; one-way latency
+//              is half the round trip.
+//   send-rate  WINDOW fi_sends in flight, at most one per SIZE-byte slot of 64 MiB as in
+//   send-bw    xport-bench's stream (one at 64 MiB); fi_injects complete at once and are held
+//              back only by the provider. The target acks when it has them all, so the clock
+//              covers delivery: messages the target received per second.
+//   put-rate   fi_write of SIZE into the target's registered buffer (slots of 64 MiB, as
+//   put-bw     xport-bench's), WINDOW in flight, polled on the CQ; fi_inject_write up to
+//              inject_size, then one fi_read (read after write is ordered) ends the phase.
+//              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
+//              and acks when it has them all.
+// --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
+// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
+// A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
+// provider call that does not return for 10 s.
+//   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
+//                [--window 64] [--writedata] [--no-inject] [--json]
+#include <fcntl.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// xport-bench's slot space (tools/bench/ops.hpp kSlotBytes): SIZE-byte slots up to 64 MiB.
+constexpr size_t kSlotBytes = size_t{64} << 20;
+constexpr size_t kPingPongReceives = 4;  // kept posted on each side
+constexpr size_t kAckReceives = 2;
+constexpr size_t kAckBytes = 8;  // what an ack carries does not matter
+
+enum class Mode { pingpong, send, put };
+
+struct Args {
+  Mode mode = Mode::pingpong;
+  std::string mode_name = "pingpong";
+  std::string provider = "shm";
+  size_t size = 8;
+  long iterations = 10000;
+  long warmup = -1;  // -1: iterations / 10, at most 1000
+  size_t window = 64;
+  bool writedata = false;
+  bool inject = true;  // --no-inject: fi_send / fi_write at every size
+  bool json = false;
+};
+
+const char* g_role = "initiator";
+pid_t g_peer = 0;  // the target, in the initiator
+
+[[noreturn]] void fail() {
+  if (g_peer > 0) {
+    kill(g_peer, SIGKILL);
+    waitpid(g_peer, nullptr, 0);
+  }
+  std::exit(1);
+}
+
+[[noreturn]] void die(const char* what, int ret) {
+  std::fprintf(stderr, "fi-bare-loop: %s: %s: %s (%d)\n", g_role, what, fi_strerror(-ret), ret);
+  fail();
+}
+
+void check(const char* what, int ret) {
+  if (ret != 0) die(what, ret);
+}
+
+// A provider call that does not return for 10 s ends the run too (shm spins on a lock of the
+// other process's region, which a stopped or dying peer may hold): a 1 s timer checks that the
+// loops still beat. A beat is a relaxed store, no locked instruction.
+std::atomic<uint32_t> g_beat{0};
+
+void beat() { g_beat.store(g_beat.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+void on_alarm(int) {
+  static uint32_t seen = 0;
+  static int still = 0;
+  const uint32_t now = g_beat.load(std::memory_order_relaxed);
+  if (now != seen) {
+    seen = now;
+    still = 0;
+    return;
+  }
+  if (++still < 10) return;
+  static const char head[] = "fi-bare-loop: ";
+  static const char tail[] = ": stuck inside libfabric for 10 s\n";
+  (void)!write(STDERR_FILENO, head, sizeof(head) - 1);
+  (void)!write(STDERR_FILENO, g_role, std::strlen(g_role));
+  (void)!write(STDERR_FILENO, tail, sizeof(tail) - 1);
+  if (g_peer > 0) kill(g_peer, SIGKILL);
+  _exit(1);
+}
+
+void start_watchdog() {
+  struct sigaction sa {};
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, nullptr);
+  const itimerval every_second{{1, 0}, {1, 0}};
+  setitimer(ITIMER_REAL, &every_second, nullptr);
+}
+
+// Bounds a wait: the clock is read only after 1024 fruitless polls, so short waits cost none.
+struct Stall {
+  uint32_t spins = 0;
+  Clock::time_point deadline;
+  void reset() { spins = 0; }
+  void tick(const char* what) {
+    if (++spins % 1024 != 0) return;
+    const auto now = Clock::now();
+    if (spins == 1024) {
+      deadline = now + std::chrono::seconds(10);
+    } else if (now > deadline) {
+      std::fprintf(stderr, "fi-bare-loop: %s: no completion within 10 s while %s\n", g_role, what);
+      fail();
+    }
+  }
+};
+
+struct Fabric {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* txcq = nullptr;
+  fid_cq* rxcq = nullptr;
+  fid_ep* ep = nullptr;
+  fid_mr* mr = nullptr;
+  uint8_t* buf = nullptr;  // [tx | rx], one registration
+  size_t tx_bytes = 0;
+  void* desc = nullptr;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  size_t inject_size = 0;
+};
+
+Fabric open_fabric(const char* provider) {
+  fi_info* hints = fi_allocinfo();
+  hints->caps = FI_MSG | FI_RMA;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->mode = FI_CONTEXT;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->fabric_attr->prov_name = strdup(provider);
+  Fabric f;
+  check("fi_getinfo", fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &f.info));
+  fi_freeinfo(hints);
+  f.inject_size = f.info->tx_attr->inject_size;
+  check("fi_fabric", fi_fabric(f.info->fabric_attr, &f.fabric, nullptr));
+  check("fi_domain", fi_domain(f.fabric, f.info, &f.domain, nullptr));
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = 1024;
+  check("fi_cq_open tx", fi_cq_open(f.domain, &cq_attr, &f.txcq, nullptr));
+  check("fi_cq_open rx", fi_cq_open(f.domain, &cq_attr, &f.rxcq, nullptr));
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  check("fi_av_open", fi_av_open(f.domain, &av_attr, &f.av, nullptr));
+  check("fi_endpoint", fi_endpoint(f.domain, f.info, &f.ep, nullptr));
+  check("fi_ep_bind tx cq", fi_ep_bind(f.ep, &f.txcq->fid, FI_TRANSMIT));
+  check("fi_ep_bind rx cq", fi_ep_bind(f.ep, &f.rxcq->fid, FI_RECV));
+  check("fi_ep_bind av", fi_ep_bind(f.ep, &f.av->fid, 0));
+  check("fi_enable", fi_enable(f.ep));
+  return f;
+}
+
+// One registered buffer per side: `tx` bytes to send or write from, `rx` bytes to receive into
+// or be written to. Pages touched before the clock starts.
+void register_buffer(Fabric& f, size_t tx, size_t rx) {
+  const size_t page = 4096;
+  const size_t len = (tx + rx + page - 1) / page * page;
+  f.buf = static_cast<uint8_t*>(std::aligned_alloc(page, len));
+  if (f.buf == nullptr) die("aligned_alloc", -FI_ENOMEM);
+  std::memset(f.buf, 0x5a, len);
+  f.tx_bytes = tx;
+  const uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  check("fi_mr_reg", fi_mr_reg(f.domain, f.buf, len, access, 0, 0, 0, &f.mr, nullptr));
+  if (f.info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+    check("fi_mr_bind", fi_mr_bind(f.mr, &f.ep->fid, 0));
+    check("fi_mr_enable", fi_mr_enable(f.mr));
+  }
+  f.desc = fi_mr_desc(f.mr);
+}
+
+void close_fabric(Fabric& f) {
+  fi_close(&f.ep->fid);
+  fi_close(&f.mr->fid);
+  fi_close(&f.av->fid);
+  fi_close(&f.txcq->fid);
+  fi_close(&f.rxcq->fid);
+  fi_close(&f.domain->fid);
+  fi_close(&f.fabric->fid);
+  fi_freeinfo(f.info);
+  std::free(f.buf);
+}
+
+// What each side tells the other before the first message.
+struct Hello {
+  uint8_t addr[256];
+  size_t addr_len;
+  uint64_t rx;  // its receive/write region: address (FI_MR_VIRT_ADDR) or offset
+  uint64_t key;
+};
+
+void write_all(int fd, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w <= 0) die("pipe write", -FI_EIO);
+    b += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void read_all(int fd, void* p, size_t n) {
+  auto* b = static_cast<uint8_t*>(p);
+  while (n > 0) {
+    ssize_t r = read(fd, b, n);
+    if (r <= 0) die("pipe read (the other side exited)", -FI_EIO);
+    b += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+Hello exchange(Fabric& f, int out, int in) {
+  Hello mine{};
+  mine.addr_len = sizeof(mine.addr);
+  check("fi_getname", fi_getname(&f.ep->fid, mine.addr, &mine.addr_len));
+  const bool virt = f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+  mine.rx = virt ? reinterpret_cast<uint64_t>(f.buf + f.tx_bytes) : f.tx_bytes;
+  mine.key = fi_mr_key(f.mr);
+  write_all(out, &mine, sizeof(mine));
+  Hello theirs{};
+  read_all(in, &theirs, sizeof(theirs));
+  start_watchdog();
+  if (fi_av_insert(f.av, theirs.addr, 1, &f.peer, 0, nullptr) != 1) {
+    die("fi_av_insert", -FI_EINVAL);
+  }
+  return theirs;
+}
+
+// The two CQs of one side. Receive completions repost their receive at once; RMA-with-data
+// completions at the target are counted apart (they consume no posted receive here).
+struct Queues {
+  Fabric* f = nullptr;
+  size_t rx_size = 0;       // bytes per receive
+  size_t rx_slots = 1;      // receive k lands in slot k % rx_slots
+  size_t reposts = 0;       // receives posted so far (the next one's slot)
+  size_t repost_due = 0;    // completed receives not yet reposted (the provider said again)
+  uint64_t received = 0;    // receive completions
+  uint64_t rma_data = 0;    // FI_REMOTE_CQ_DATA completions of writes
+  uint64_t tx_pending = 0;  // sends, writes and reads posted and not completed
+  fi_context rx_ctx{};
+  fi_context tx_ctx{};
+  fi_cq_data_entry e[64];
+
+  uint8_t* rx_slot(size_t k) const { return f->buf + f->tx_bytes + (k % rx_slots) * rx_size; }
+
+  int post_recv() {
+    const int ret = static_cast<int>(
+        fi_recv(f->ep, rx_slot(reposts), rx_size, f->desc, FI_ADDR_UNSPEC, &rx_ctx));
+    if (ret == 0) ++reposts;
+    return ret;
+  }
+
+  void post_receives(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const int ret = post_recv();
+      if (ret == -FI_EAGAIN) {
+        repost_due += n - i;  // progress posts the rest
+        return;
+      }
+      check("fi_recv", ret);
+    }
+  }
+
+  [[noreturn]] void cq_error(fid_cq* cq, const char* which) {
+    fi_cq_err_entry err{};
+    fi_cq_readerr(cq, &err, 0);
+    std::fprintf(stderr, "fi-bare-loop: %s: %s completion error: %s (%s)\n", g_role, which,
+                 fi_strerror(err.err),
+                 fi_cq_strerror(cq, err.prov_errno, err.err_data, nullptr, 0));
+    fail();
+  }
+
+  // One pass over both queues; returns how many completions it saw.
+  size_t progress() {
+    beat();
+    size_t seen = 0;
+    for (; repost_due > 0; --repost_due) {
+      const int ret = post_recv();
+      if (ret == -FI_EAGAIN) break;
+      check("fi_recv", ret);
+    }
+    ssize_t n = fi_cq_read(f->rxcq, e, 64);
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (e[i].flags & FI_RECV) {
+          ++received;
+          const int ret = repost_due > 0 ? -FI_EAGAIN : post_recv();
+          if (ret == -FI_EAGAIN) {
+            ++repost_due;
+          } else {
+            check("fi_recv", ret);
+          }
+        } else if (e[i].flags & FI_REMOTE_CQ_DATA) {
+          ++rma_data;
+        }
+      }
+      seen += static_cast<size_t>(n);
+    } else if (n == -FI_EAVAIL) {
+      cq_error(f->rxcq, "receive");
+    } else if (n != -FI_EAGAIN) {
+      die("fi_cq_read rx", static_cast<int>(n));
+    }
+    if (tx_pending == 0) return seen;
+    n = fi_cq_read(f->txcq, e, 64);
+    if (n > 0) {
+      tx_pending -= static_cast<uint64_t>(n);
+      seen += static_cast<size_t>(n);
+    } else if (n == -FI_EAVAIL) {
+      cq_error(f->txcq, "transmit");
+    } else if (n != -FI_EAGAIN) {
+      die("fi_cq_read tx", static_cast<int>(n));
+    }
+    return seen;
+  }
+
+  // Posts with `post` until the provider takes it, driving progress while it says again.
+  template <typename F>
+  void post(const char* what, F&& op) {
+    Stall stall;
+    for (;;) {
+      const int ret = static_cast<int>(op());
+      beat();
+      if (ret == 0) return;
+      if (ret != -FI_EAGAIN) die(what, ret);
+      if (progress() > 0) stall.reset();
+      stall.tick(what);
+    }
+  }
+
+  // Polls until `*count` reaches `target`.
+  void wait(const uint64_t* count, uint64_t target, const char* what) {
+    Stall stall;
+    while (*count < target) {
+      if (progress() > 0) {
+        stall.reset();
+      } else {
+        stall.tick(what);
+      }
+    }
+  }
+
+  void wait_tx_below(uint64_t limit, const char* what) {
+    Stall stall;
+    while (tx_pending >= limit) {
+      if (progress() > 0) {
+        stall.reset();
+      } else {
+        stall.tick(what);
+      }
+    }
+  }
+
+  // One send of `len` bytes from `buf`: fi_inject where it fits (no completion), else fi_send.
+  void send(const void* buf, size_t len, bool inject) {
+    if (inject) {
+      post("fi_inject", [&] { return fi_inject(f->ep, buf, len, f->peer); });
+      return;
+    }
+    post("fi_send", [&] { return fi_send(f->ep, buf, len, f->desc, f->peer, &tx_ctx); });
+    ++tx_pending;
+  }
+};
+
+bool done_said(int fd) {
+  char c;
+  return read(fd, &c, 1) != -1 || errno != EAGAIN;  // a byte, or the initiator's end
+}
+
+// The target's last part: progress (a provider with manual progress may still owe the
+// initiator data) until the initiator says it is done.
+void serve_until_done(Queues& q, int from_initiator) {
+  fcntl(from_initiator, F_SETFL, O_NONBLOCK);
+  for (uint32_t spin = 0;; ++spin) {
+    q.progress();
+    if (spin % 256 == 0 && done_said(from_initiator)) return;
+  }
+}
+
+uint64_t warmup_of(const Args& a) {
+  return a.warmup >= 0 ? static_cast<uint64_t>(a.warmup)
+                       : static_cast<uint64_t>(std::min(1000L, a.iterations / 10));
+}
+
+size_t slots_of(const Args& a, size_t bound) {
+  return std::clamp<size_t>(kSlotBytes / a.size, 1, bound);
+}
+
+// Sends in flight in send-rate: WINDOW, at most one per slot as xport-bench's stream.
+size_t send_window(const Args& a) { return slots_of(a, a.window); }
+
+// Receives the send-rate target keeps posted.
+size_t send_receives(const Args& a, const Fabric& f) {
+  return std::clamp<size_t>(2 * a.window, 2, f.info->rx_attr->size);
+}
+
+// ---- target ----
+
+int target(const Args& a, int to_initiator, int from_initiator) {
+  g_role = "target";
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  Fabric f = open_fabric(a.provider.c_str());
+  Queues q;
+  q.f = &f;
+  const uint64_t warmup = warmup_of(a);
+  const uint64_t total = warmup + static_cast<uint64_t>(a.iterations);
+  const bool inject = a.inject && a.size <= f.inject_size;
+  if (a.mode == Mode::pingpong) {
+    register_buffer(f, a.size, a.size);
+    q.rx_size = a.size;
+    exchange(f, to_initiator, from_initiator);
+    q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
+    for (uint64_t i = 0; i < total; ++i) {
+      q.wait(&q.received, i + 1, "waiting for a ping");
+      q.wait_tx_below(64, "sending pongs");
+      q.send(f.buf, a.size, inject);
+    }
+  } else if (a.mode == Mode::send) {
+    const size_t receives = send_receives(a, f);
+    q.rx_size = a.size;
+    q.rx_slots = slots_of(a, receives);
+    register_buffer(f, kAckBytes, q.rx_slots * a.size);
+    exchange(f, to_initiator, from_initiator);
+    q.post_receives(receives);
+    if (warmup > 0) {
+      q.wait(&q.received, warmup, "receiving the warm-up sends");
+      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+    }
+    q.wait(&q.received, total, "receiving the sends");
+    q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+  } else {
+    register_buffer(f, kAckBytes, slots_of(a, a.window) * a.size);
+    exchange(f, to_initiator, from_initiator);
+    if (a.writedata) {  // the writes' CQ data is counted here, acked as sends are
+      if (warmup > 0) {
+        q.wait(&q.rma_data, warmup, "counting the warm-up writes' data");
+        q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+      }
+      q.wait(&q.rma_data, total, "counting the writes' data");
+      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+    }
+  }
+  serve_until_done(q, from_initiator);
+  close_fabric(f);
+  return 0;
+}
+
+// ---- initiator ----
+
+struct Result {
+  std::vector<double> lat_us;  // one-way, per round trip (pingpong)
+  double seconds = 0;
+  double messages = 0;
+  // The most operations in flight: the window (sends: at most one per slot); 0 for injects,
+  // which complete at once and are held back only by the provider.
+  size_t in_flight = 1;
+  bool inject = false;
+};
+
+Result pingpong(const Args& a, Fabric& f, Queues& q) {
+  Result r;
+  r.inject = a.inject && a.size <= f.inject_size;
+  const uint64_t warmup = warmup_of(a);
+  const uint64_t total = warmup + static_cast<uint64_t>(a.iterations);
+  r.lat_us.reserve(static_cast<size_t>(a.iterations));
+  q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
+  // One clock read per round trip: each one's end is the next one's start.
+  auto t0 = Clock::now();
+  auto start = t0;
+  for (uint64_t i = 0; i < total; ++i) {
+    q.wait_tx_below(64, "sending pings");
+    q.send(f.buf, a.size, r.inject);
+    q.wait(&q.received, i + 1, "waiting for a pong");
+    const auto t1 = Clock::now();
+    if (i == warmup) start = t0;
+    if (i >= warmup)
+      r.lat_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
+    t0 = t1;
+  }
+  r.seconds = std::chrono::duration<double>(t0 - start).count();
+  r.messages = 2.0 * static_cast<double>(a.iterations);  // both directions, as xport-bench
+  return r;
+}
+
+Result send_rate(const Args& a, Fabric& f, Queues& q) {
+  Result r;
+  r.inject = a.inject && a.size <= f.inject_size;
+  r.in_flight = r.inject ? 0 : send_window(a);
+  const uint64_t warmup = warmup_of(a);
+  const size_t slots = slots_of(a, a.window);
+  q.post_receives(kAckReceives);
+  uint64_t sent = 0;
+  auto phase = [&](uint64_t count, uint64_t acks, const char* what) {
+    for (const uint64_t end = sent + count; sent < end; ++sent) {
+      if (!r.inject) q.wait_tx_below(send_window(a), "keeping the window of sends");
+      q.send(f.buf + (sent % slots) * a.size, a.size, r.inject);
+    }
+    q.wait(&q.received, acks, what);
+  };
+  if (warmup > 0) phase(warmup, 1, "waiting for the warm-up ack");
+  const auto t0 = Clock::now();
+  phase(static_cast<uint64_t>(a.iterations), warmup > 0 ? 2 : 1, "waiting for the final ack");
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.messages = static_cast<double>(a.iterations);
+  q.wait_tx_below(1, "finishing the sends");
+  return r;
+}
+
+Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
+  Result r;
+  r.inject = a.inject && a.size <= f.inject_size;
+  r.in_flight = r.inject ? 0 : a.window;
+  const uint64_t warmup = warmup_of(a);
+  const size_t slots = slots_of(a, a.window);
+  if (a.writedata) q.post_receives(kAckReceives);
+  uint64_t issued = 0;
+  uint64_t acks = 0;
+  auto phase = [&](uint64_t count, const char* what) {
+    for (const uint64_t end = issued + count; issued < end; ++issued) {
+      const size_t off = (issued % slots) * a.size;
+      uint8_t* src = f.buf + off;
+      const uint64_t dst = target.rx + off;
+      if (r.inject) {
+        if (a.writedata) {
+          q.post("fi_inject_writedata", [&] {
+            return fi_inject_writedata(f.ep, src, a.size, issued, f.peer, dst, target.key);
+          });
+        } else {
+          q.post("fi_inject_write",
+                 [&] { return fi_inject_write(f.ep, src, a.size, f.peer, dst, target.key); });
+        }
+        continue;
+      }
+      q.wait_tx_below(a.window, "keeping the window of writes");
+      if (a.writedata) {
+        q.post("fi_writedata", [&] {
+          return fi_writedata(f.ep, src, a.size, f.desc, issued, f.peer, dst, target.key,
+                              &q.tx_ctx);
+        });
+      } else {
+        q.post("fi_write", [&] {
+          return fi_write(f.ep, src, a.size, f.desc, f.peer, dst, target.key, &q.tx_ctx);
+        });
+      }
+      ++q.tx_pending;
+    }
+    if (a.writedata) {  // the target saw every write's data
+      q.wait(&q.received, ++acks, what);
+    } else if (r.inject) {  // injected writes have no completion: a read ordered after them
+      q.post("fi_read", [&] {
+        return fi_read(f.ep, f.buf, sizeof(uint64_t), f.desc, f.peer, target.rx, target.key,
+                       &q.tx_ctx);
+      });
+      ++q.tx_pending;
+    }
+    q.wait_tx_below(1, what);
+  };
+  if (warmup > 0) phase(warmup, "finishing the warm-up writes");
+  const auto t0 = Clock::now();
+  phase(static_cast<uint64_t>(a.iterations), "finishing the writes");
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.messages = static_cast<double>(a.iterations);
+  return r;
+}
+
+double percentile(const std::vector<double>& sorted, double p) {  // as xport-bench's report
+  if (sorted.empty()) return 0;
+  const size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+void report(const Args& a, const Fabric& f, Result& r) {
+  const char* op = a.mode == Mode::pingpong || a.mode == Mode::send ? "send"
+                   : a.writedata                                    ? "writedata"
+                                                                    : "put";
+  const double bw = r.seconds > 0 ? r.messages * static_cast<double>(a.size) / r.seconds : 0;
+  const double rate = r.seconds > 0 ? r.messages / r.seconds : 0;
+  std::sort(r.lat_us.begin(), r.lat_us.end());
+  double sum = 0;
+  for (double v : r.lat_us) sum += v;
+  const double mean = r.lat_us.empty() ? 0 : sum / static_cast<double>(r.lat_us.size());
+  const double p50 = percentile(r.lat_us, 0.5), p99 = percentile(r.lat_us, 0.99);
+  const double max = r.lat_us.empty() ? 0 : r.lat_us.back();
+  const char* prov = f.info->fabric_attr->prov_name;
+  if (a.json) {
+    std::printf(
+        "{\"tool\":\"fi-bare-loop\",\"loop\":\"%s\",\"op\":\"%s\",\"size\":%zu,"
+        "\"provider\":\"%s\",\"inject\":%s,",
+        a.mode_name.c_str(), op, a.size, prov, r.inject ? "true" : "false");
+    if (a.mode == Mode::pingpong) {
+      std::printf(
+          "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,"
+          "\"lat_us_mean\":%.3f,",
+          p50, p99, max, mean);
+    }
+    std::printf(
+        "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
+        "\"depth\":%zu,\"in_flight\":%zu}\n",
+        bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
+        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight);
+  } else if (a.mode == Mode::pingpong) {
+    std::printf(
+        "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
+        "mean_us %.2f\n",
+        prov, a.mode_name.c_str(), r.inject ? "fi_inject" : "fi_send", a.size, a.iterations, p50,
+        p99, mean);
+  } else {
+    std::printf(
+        "provider %s  %s %s%s %zu B  in flight %zu  iterations %ld  msg_per_s %.0f  "
+        "GB/s %.3f\n",
+        prov, a.mode_name.c_str(), r.inject ? "inject " : "", op, a.size, r.in_flight, a.iterations,
+        rate, bw / 1e9);
+  }
+  std::fflush(stdout);
+}
+
+int initiator(const Args& a, int to_target, int from_target) {
+  Fabric f = open_fabric(a.provider.c_str());
+  Queues q;
+  q.f = &f;
+  Hello target{};
+  Result r;
+  if (a.mode == Mode::pingpong) {
+    register_buffer(f, a.size, a.size);
+    q.rx_size = a.size;
+    target = exchange(f, to_target, from_target);
+    r = pingpong(a, f, q);
+  } else {
+    const size_t slots = slots_of(a, a.window);
+    register_buffer(f, slots * a.size, kAckBytes * kAckReceives);
+    q.rx_size = kAckBytes;
+    q.rx_slots = kAckReceives;
+    target = exchange(f, to_target, from_target);
+    r = a.mode == Mode::send ? send_rate(a, f, q) : put_rate(a, f, q, target);
+  }
+  write_all(to_target, "x", 1);
+  int status = 0;
+  waitpid(g_peer, &status, 0);
+  g_peer = 0;
+  report(a, f, r);
+  close_fabric(f);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "fi-bare-loop: the target failed\n");
+    return 1;
+  }
+  return 0;
+}
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
+               "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
+               "[--warmup N] [--window 64] [--writedata] [--no-inject] [--json]\n",
+               why);
+  std::exit(2);
+}
+
+size_t parse_size(const char* s) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(*end)));
+  const int shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+  if (end == s || v == 0 || (shift == 0 && *end != '\0') || (shift > 0 && end[1] != '\0')) {
+    usage("--size wants a positive size (8, 4K, 1M)");
+  }
+  return static_cast<size_t>(v << shift);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage((k + " wants a value").c_str());
+      return argv[++i];
+    };
+    if (k == "--mode") {
+      a.mode_name = value();
+      if (a.mode_name == "pingpong") {
+        a.mode = Mode::pingpong;
+      } else if (a.mode_name == "send-rate" || a.mode_name == "send-bw") {
+        a.mode = Mode::send;
+      } else if (a.mode_name == "put-rate" || a.mode_name == "put-bw") {
+        a.mode = Mode::put;
+      } else {
+        usage("unknown --mode");
+      }
+    } else if (k == "--provider") {
+      a.provider = value();
+    } else if (k == "--size") {
+      a.size = parse_size(value());
+    } else if (k == "--iterations") {
+      a.iterations = std::atol(value());
+      if (a.iterations < 1) usage("--iterations wants at least 1");
+    } else if (k == "--warmup") {
+      a.warmup = std::atol(value());
+      if (a.warmup < 0) usage("--warmup wants 0 or more");
+    } else if (k == "--window") {
+      const long w = std::atol(value());
+      if (w < 1 || w > 4096) usage("--window wants 1..4096");
+      a.window = static_cast<size_t>(w);
+    } else if (k == "--writedata") {
+      a.writedata = true;
+    } else if (k == "--no-inject") {
+      a.inject = false;
+    } else if (k == "--json") {
+      a.json = true;
+    } else {
+      usage(("unknown option " + k).c_str());
+    }
+  }
+  if (a.writedata && a.mode != Mode::put) usage("--writedata goes with put-rate and put-bw");
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  int up[2], down[2];
+  if (pipe(up) != 0 || pipe(down) != 0) die("pipe", -FI_EIO);
+  const pid_t pid = fork();
+  if (pid < 0) die("fork", -FI_EIO);
+  if (pid == 0) {
+    close(up[0]);
+    close(down[1]);
+    return target(a, up[1], down[0]);
+  }
+  g_peer = pid;
+  close(up[1]);
+  close(down[0]);
+  return initiator(a, down[1], up[0]);
+}
