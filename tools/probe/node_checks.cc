@@ -274,6 +274,8 @@ Outcome check_progress(std::shared_ptr<xport::Context> ctx) {
       "data " + c.data_progress + ", control " + c.control_progress + ", " + c.threading;
   if (rep.progress_fallback) {
     text += " (auto not offered: libxport drives progress inside its calls)";
+  } else if (rep.progress_native_manual) {
+    text += " (the provider's own progress: libxport drives it inside its calls)";
   } else if (c.data_progress == "manual") {
     text += " (XPORT_PROGRESS=manual)";
   }
@@ -281,7 +283,8 @@ Outcome check_progress(std::shared_ptr<xport::Context> ctx) {
   o.check.details.str("data_progress", c.data_progress)
       .str("control_progress", c.control_progress)
       .str("threading", c.threading)
-      .boolean("fallback", rep.progress_fallback);
+      .boolean("fallback", rep.progress_fallback)
+      .boolean("native_manual", rep.progress_native_manual);
   return o;
 }
 

@@ -34,6 +34,9 @@ struct ProviderReport {
   std::string reason;                   // why this provider and domain were chosen
   std::vector<std::string> candidates;  // providers that would have worked, best first
   bool progress_fallback = false;       // asked for auto progress, got manual
+  // XPORT_PROGRESS=native chose manual progress: the provider's own (its auto progress would be
+  // a thread of its own, contending with libxport's).
+  bool progress_native_manual = false;
 };
 
 // A human-readable multi-line rendering (used by the tools).

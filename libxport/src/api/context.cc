@@ -109,11 +109,12 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
   req.domain = !options.domain.empty() ? options.domain : core::knob_string(core::KnobId::domain);
   req.peers_on_host = options.peers_on_host;
   const std::string& progress = core::knob_string(core::KnobId::progress);
-  if (progress != "auto" && progress != "manual") {
+  if (progress != "native" && progress != "auto" && progress != "manual") {
     return core::error(Code::invalid_argument, "XPORT_PROGRESS='", progress,
-                       "': expected auto or manual");
+                       "': expected native, auto or manual");
   }
-  req.want_auto_progress = progress == "auto";
+  req.want_auto_progress = progress != "manual";
+  req.progress_native = progress == "native";
   const std::string& atomics = core::knob_string(core::KnobId::atomics);
   if (atomics != "auto" && atomics != "native" && atomics != "emulated") {
     return core::error(Code::invalid_argument, "XPORT_ATOMICS='", atomics,

@@ -173,7 +173,59 @@ Capabilities describe(const fi_info* info) {
   return c;
 }
 
+namespace {
+
+// The data progress `prov` on `domain` (`type` endpoints) has when nothing is asked of it.
+fi_progress default_progress(const std::string& prov, const std::string& domain, fi_ep_type type) {
+  InfoPtr h(fi_allocinfo());
+  h->caps = kRequiredCaps;
+  h->ep_attr->type = type;
+  h->domain_attr->mr_mode = kMrModeSupported;
+  h->fabric_attr->prov_name = strdup(prov.c_str());
+  if (!domain.empty()) h->domain_attr->name = strdup(domain.c_str());
+  fi_info* list = nullptr;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, h.get(), &list) != 0) {
+    return FI_PROGRESS_UNSPEC;
+  }
+  fi_progress p = FI_PROGRESS_UNSPEC;
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    if (prov_of(i) == prov && (domain.empty() || domain_of(i) == domain)) {
+      p = i->domain_attr->data_progress;
+      break;
+    }
+  }
+  fi_freeinfo(list);
+  return p;
+}
+
+}  // namespace
+
 Result<SelectedProvider> select_provider(const ProviderRequest& req) {
+  if (req.want_auto_progress && req.progress_native) {
+    // The provider and domain as manual progress would pick them; auto only where that is the
+    // provider's own progress.
+    ProviderRequest manual = req;
+    manual.progress_native = false;
+    manual.want_auto_progress = false;
+    Result<SelectedProvider> m = select_provider(manual);
+    ProviderRequest automatic = req;
+    automatic.progress_native = false;
+    if (!m.ok()) return select_provider(automatic);  // a provider with auto progress only
+    const fi_info* i = m->info.get();
+    if (default_progress(prov_of(i), domain_of(i), i->ep_attr->type) == FI_PROGRESS_AUTO) {
+      return select_provider(automatic);
+    }
+    m->report.progress_native_manual = true;
+    const std::string at = "; progress manual";
+    const size_t pos = m->report.reason.find(at);
+    if (pos != std::string::npos) {
+      m->report.reason.insert(pos + at.size(),
+                              " (the provider's own: its auto progress would be a thread of "
+                              "its own, contending with libxport's; XPORT_PROGRESS=auto asks "
+                              "for it)");
+    }
+    return m;
+  }
   // Gather candidates for both endpoint types and both progress modes.
   std::vector<InfoPtr> lists;
   std::vector<Candidate> cands;

@@ -14,6 +14,10 @@ struct ProviderRequest {
   std::string domain;          // exact domain name; empty: choose
   bool peers_on_host = false;  // every peer is a process of this host
   bool want_auto_progress = true;
+  // With want_auto_progress: auto only where the chosen provider's own default data progress
+  // is auto (fi_getinfo without a progress hint); where it is manual, its auto progress is a
+  // thread of its own (rxm, tcp) that contends with libxport's progress: manual instead.
+  bool progress_native = false;
   // Ask for FI_ATOMIC too (one-sided windows' native atomics), where the provider offers it;
   // a provider without it is still chosen, and windows emulate their atomics.
   bool want_atomics = false;

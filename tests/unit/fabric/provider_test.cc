@@ -67,6 +67,34 @@ TEST(ProviderSelection, ManualProgressWhenAsked) {
   EXPECT_FALSE(s->report.progress_fallback) << "manual was asked for, not a fallback";
 }
 
+// XPORT_PROGRESS=native: tcp;ofi_rxm's own data progress is manual (its auto progress is a
+// thread that contends with libxport's progress for the endpoint's lock: an 8-byte ping-pong
+// took 3-5 times as long), sockets' own is auto.
+TEST(ProviderSelection, NativeProgressIsTheProvidersOwn) {
+  if (!has("tcp")) GTEST_SKIP() << "no tcp provider";
+  ProviderRequest r;
+  r.provider = "tcp;ofi_rxm";
+  r.peers_on_host = true;
+  r.want_auto_progress = true;
+  r.progress_native = true;
+  auto s = select_provider(r);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->report.caps.data_progress, "manual") << s->report.reason;
+  EXPECT_TRUE(s->report.progress_native_manual);
+  EXPECT_FALSE(s->report.progress_fallback) << "manual is the provider's own, not a fallback";
+  EXPECT_NE(s->report.reason.find("the provider's own"), std::string::npos) << s->report.reason;
+  for (const auto& d : s->domains) {
+    EXPECT_EQ(d->domain_attr->data_progress, FI_PROGRESS_MANUAL) << d->domain_attr->name;
+  }
+  if (has("sockets")) {
+    r.provider = "sockets";
+    s = select_provider(r);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->report.caps.data_progress, "auto") << s->report.reason;
+    EXPECT_FALSE(s->report.progress_native_manual);
+  }
+}
+
 TEST(ProviderSelection, UnknownNamesListWhatExists) {
   ProviderRequest r;
   r.provider = "no-such-provider";

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs the benchmark tools (xport-bench, fi-bare-loop, fi-atomic-loop, stripped) and the Debian
+# libraries they load (libfabric and what it links, found with ldd; glibc stays the other
+# machine's) into one folder to carry to a quiet host (the device tool's machines, GPU unused),
+# with the scripts that drive them. There:
+#   LD_LIBRARY_PATH=PACK/lib python3 PACK/scripts/bench-bare.py --build PACK --taskset 2-5
+#   scripts/bench-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/bench-pack)]
+set -euo pipefail
+
+build=${1:-build}
+pack=${2:-$build/bench-pack}
+die() { echo "bench-pack: $*" >&2; exit 1; }
+
+tools=(xport-bench fi-bare-loop fi-atomic-loop)
+for t in "${tools[@]}"; do
+  [ -x "$build/tools/$t" ] || die "$build/tools/$t is missing: ninja -C $build tools/$t"
+done
+rm -rf "$pack"
+mkdir -p "$pack/tools" "$pack/lib" "$pack/scripts"
+for t in "${tools[@]}"; do
+  strip --strip-debug -o "$pack/tools/$t" "$build/tools/$t"
+  ldd "$build/tools/$t" | while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    case "$name" in
+      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|linux-vdso*) continue ;;
+    esac
+    [ -f "$path" ] || die "ldd: $name is not found here ($path)"
+    cp -L "$path" "$pack/lib/$name"
+  done
+done
+cp scripts/bench-bare.py scripts/bench-latency.py "$pack/scripts/"
+missing=$(LD_LIBRARY_PATH="$pack/lib" ldd "$pack"/tools/* | grep "not found" || true)
+[ -z "$missing" ] || die "unresolved with the pack: $missing"
+{
+  echo "built: $(git describe --always --dirty 2>/dev/null || echo unknown) on $(date -u +%FT%TZ)"
+  (cd "$pack" && sha256sum tools/* lib/*)
+} > "$pack/MANIFEST"
+echo "bench-pack: $pack ($(du -sh "$pack" | cut -f1))"
