@@ -200,5 +200,23 @@ TEST(WaitKnob, AnUnknownWaitModeIsRefusedByName) {
       << c.status().to_string();
 }
 
+// The other knobs that take one of a few words: a value outside them is refused by name, with
+// what would be taken.
+TEST(ModeKnobs, UnknownValuesAreRefusedByName) {
+  for (auto [knob, expected] : {std::pair{"XPORT_CONTROL_ENDPOINT", "auto, shared or separate"},
+                                std::pair{"XPORT_PROGRESS", "native, auto or manual"}}) {
+    setenv(knob, "sideways", 1);
+    core::reload_knobs();
+    auto c = Context::open();
+    unsetenv(knob);
+    core::reload_knobs();
+    ASSERT_FALSE(c.ok()) << knob;
+    EXPECT_EQ(c.status().code(), Code::invalid_argument) << knob;
+    EXPECT_NE(c.status().message().find(std::string(knob) + "='sideways'"), std::string::npos)
+        << c.status().to_string();
+    EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace xport

@@ -33,7 +33,7 @@ Outcome check_capabilities(std::shared_ptr<xport::Context> ctx,
 Outcome check_progress(std::shared_ptr<xport::Context> ctx);
 Outcome check_link(const std::string& rail);
 // `devices` devices of `rails_per_device` rails each (one per GPU of the plan, at least one).
-Outcome check_memlock(size_t devices, size_t rails_per_device);
+Outcome check_memlock(size_t devices, size_t rails_per_device, const std::string& provider);
 Outcome check_host_registration(std::shared_ptr<xport::Context> ctx, std::vector<std::string> rails,
                                 xport::Deadline deadline);
 Outcome check_gpu_registration(std::shared_ptr<const xport::topology::Topology> topo,

@@ -200,8 +200,10 @@ int run(const Options& opt) {
     per_device = 1;
     for (const auto& g : plan->gpus) per_device = std::max(per_device, g.rails.size());
   }
-  runner.run("memlock", "", 500ms,
-             [=](xport::Deadline) { return check_memlock(devices, per_device); });
+  const std::string provider = ctx ? ctx->provider().caps.provider : "";
+  runner.run("memlock", "", 500ms, [=](xport::Deadline) {
+    return check_memlock(devices, per_device, provider);
+  });
 
   const bool rdm = ctx && ctx->provider().caps.endpoint_type == "rdm";
   std::vector<std::string> reg_rails =

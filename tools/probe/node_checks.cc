@@ -324,10 +324,10 @@ Outcome check_link(const std::string& rail) {
   return o;
 }
 
-Outcome check_memlock(size_t devices, size_t rails_per_device) {
+Outcome check_memlock(size_t devices, size_t rails_per_device, const std::string& provider) {
   rlimit lim{};
   getrlimit(RLIMIT_MEMLOCK, &lim);
-  const uint64_t per_rail = xport::device_registered_bytes(1);
+  const uint64_t per_rail = xport::device_registered_bytes(1, provider);
   const uint64_t need = devices * rails_per_device * per_rail;
   const bool unlimited = lim.rlim_cur == RLIM_INFINITY;
   const bool cap = has_ipc_lock();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "xport/comm.hpp"
 #include "xport/provider.hpp"
@@ -45,11 +46,12 @@ struct DeviceOptions {
 std::vector<topology::ProviderNic> provider_nics();
 
 // Bytes one Device with `rails` rails registers for itself under the knobs in effect (bounce
-// buffers of its data and control endpoints, flush buffers, native atomic slots), in whole
-// pages. Providers that pin memory (verbs, efa, cxi...) lock this much under RLIMIT_MEMLOCK; the
-// caller's Regions come on top. RDM providers; connected ones (tcp) register rx + tx buffers
-// per connection instead.
-size_t device_registered_bytes(size_t rails = 1);
+// buffers of its data and, where separate (XPORT_CONTROL_ENDPOINT), control endpoints, flush
+// buffers, native atomic slots), in whole pages, on `provider` (empty: as on one with a separate
+// control endpoint, the most). Providers that pin memory (verbs, efa, cxi...) lock this much
+// under RLIMIT_MEMLOCK; the caller's Regions come on top. RDM providers; connected ones (tcp)
+// register rx + tx buffers per connection instead.
+size_t device_registered_bytes(size_t rails = 1, std::string_view provider = {});
 
 class Context {
  public:

@@ -125,6 +125,11 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
   if (wait != "spin" && wait != "block") {
     return core::error(Code::invalid_argument, "XPORT_WAIT='", wait, "': expected spin or block");
   }
+  const std::string& control = core::knob_string(core::KnobId::control_endpoint);
+  if (control != "auto" && control != "shared" && control != "separate") {
+    return core::error(Code::invalid_argument, "XPORT_CONTROL_ENDPOINT='", control,
+                       "': expected auto, shared or separate");
+  }
   auto sel = fabric::select_provider(req);
   if (!sel) return sel.status().with_context("Context::open");
   auto ctx = std::unique_ptr<Context>(new Context());

@@ -6,8 +6,9 @@
 
 namespace xport {
 
-size_t device_registered_bytes(size_t rails) {
-  return rails * rail::Rail::registered_bytes(proto::EngineConfig::from_knobs().rail_config());
+size_t device_registered_bytes(size_t rails, std::string_view provider) {
+  return rails *
+         rail::Rail::registered_bytes(proto::EngineConfig::from_knobs().rail_config(provider));
 }
 
 }  // namespace xport

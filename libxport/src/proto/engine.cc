@@ -65,16 +65,33 @@ EngineConfig EngineConfig::from_knobs() {
                                                               0, 32));
   c.block_waits = core::knob_string(KnobId::wait) == "block";
   c.wait_spin = std::chrono::microseconds(std::max<int64_t>(knob_int(KnobId::wait_spin_us), 0));
+  const std::string& ce = core::knob_string(KnobId::control_endpoint);
+  c.control_endpoint = ce == "shared"     ? EngineConfig::ControlEndpoint::shared
+                       : ce == "separate" ? EngineConfig::ControlEndpoint::separate
+                                          : EngineConfig::ControlEndpoint::automatic;
   return c;
 }
 
-rail::RailConfig EngineConfig::rail_config() const {
+bool EngineConfig::separate_control(std::string_view provider) const {
+  switch (control_endpoint) {
+    case ControlEndpoint::shared: return false;
+    case ControlEndpoint::separate: return true;
+    case ControlEndpoint::automatic: break;
+  }
+  // Only a provider that honours FI_TC_LOW_LATENCY gains from a second endpoint; the others
+  // take the class and ignore it, and every endpoint is one more for their progress to poll
+  // (shm: its own region lock; tcp;ofi_rxm: its own sockets).
+  return provider.empty() || provider.starts_with("cxi");
+}
+
+rail::RailConfig EngineConfig::rail_config(std::string_view provider) const {
   rail::RailConfig rc;
+  rc.separate_control = separate_control(provider);
   rc.rx_buffers = rx_buffers;
   rc.tx_buffers = tx_buffers;
   // A buffer holds an eager message or the largest control message (a CONN_REQ or CONN_ACK);
-  // an RDM rail's control endpoint, which carries no eager messages, only the latter (with
-  // the default eager limit that halves its share of the footprint: Linux's default
+  // an RDM rail's separate control endpoint, which carries no eager messages, only the latter
+  // (with the default eager limit that halves its share of the footprint: Linux's default
   // RLIMIT_MEMLOCK is 8 MiB).
   const size_t control = sizeof(ConnBody) + kMaxConnAddressBytes;
   static_assert(sizeof(ConnBody) >= sizeof(AckBody) && kMaxNotifyBytes <= kMaxConnAddressBytes);
@@ -138,7 +155,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   if (c.config.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
     c.config.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
   }
-  const rail::RailConfig rc = c.config.rail_config();
+  const rail::RailConfig rc = c.config.rail_config(caps.provider);
   std::vector<memory::Registry::Rail> targets;
   for (const fi_info* r : rails) {
     if (r->domain_attr->cq_data_size != c.cq_data_bytes) {
@@ -157,7 +174,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   c.comms = std::make_unique<pool::CommTable<CommState>>(c.config.max_comms);
   c.pool = std::make_unique<pool::Pool>(c.config.pool_groups, c.config.pool_channels);
   for (auto& r : c.rails) {
-    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+    for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) XPORT_RETURN_IF_ERROR(inner->control_.post_receives(ep));
     }
     r->health().refresh_link();
@@ -243,7 +260,7 @@ void Engine::shutdown() {
   // open (a provider's fi_cq_strerror may look at the endpoint; the sockets provider leaks a
   // receive that is still posted when its endpoint closes).
   for (auto& r : core_.rails) {
-    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+    for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) ep->cancel_receives();
     }
   }
@@ -264,7 +281,7 @@ void Engine::shutdown() {
   for (auto& r : core_.rails) {
     const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
                        core_.registry->registrations() > 0;
-    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+    for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep == nullptr) continue;
       if (bound && ep == r->data()) {
         // Caller's Regions are bound to it (FI_MR_ENDPOINT) and outlive the device: it stays
@@ -760,7 +777,7 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
   }
   // Bounce buffers with the provider on its endpoints: receives never come back, sends never
   // complete (a headered eager send fails with its request).
-  for (rail::RailEndpoint* ep : {r.data(), r.control()}) {
+  for (rail::RailEndpoint* ep : r.endpoints()) {
     if (ep == nullptr) continue;
     ep->posted_rx = 0;
     std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
@@ -1061,12 +1078,12 @@ Stats Engine::stats() const {
     rs.stripes_out = r->stripes_out().get();
     rs.stripes_in = r->stripes_in().get();
     rs.write_bytes_in = r->bytes_in().get();
-    for (rail::RailEndpoint* ep : {r->data(), r->control()}) {
+    for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) rs.errors += ep->endpoint().counters().error_completions.get();
     }
     s.rails.push_back(rs);
     if (r->data()) add_ep(r->data()->endpoint(), r->name());
-    if (r->control()) add_ep(r->control()->endpoint(), r->name());
+    if (r->separate_control()) add_ep(r->control()->endpoint(), r->name());
     CqStats cs;
     cs.name = "cq " + r->name();
     const auto& cc = r->cq().counters();

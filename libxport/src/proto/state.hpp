@@ -65,11 +65,17 @@ struct EngineConfig {
   // or spin; rails' CQs get a wait object (FI_WAIT_FD) only where waits block by default.
   bool block_waits = false;
   std::chrono::microseconds wait_spin{50};
+  // XPORT_CONTROL_ENDPOINT: RDM rails' control messages on an endpoint of their own or on the
+  // data endpoint (separate_control() decides auto for a provider).
+  enum class ControlEndpoint : uint8_t { automatic, shared, separate };
+  ControlEndpoint control_endpoint = ControlEndpoint::automatic;
+  bool separate_control(std::string_view provider) const;
   static EngineConfig from_knobs();
   // The rail layout this config gives every rail (bounce buffers sized for an eager message or
   // the largest control message, behind a header; the CQ sized for the buffers and
   // cq_entries operations); device_registered_bytes() sizes from it too.
-  rail::RailConfig rail_config() const;
+  // `provider` decides an automatic control endpoint (empty: as one with traffic classes).
+  rail::RailConfig rail_config(std::string_view provider = {}) const;
 };
 
 enum class Phase : uint8_t { connecting, ready, failed };

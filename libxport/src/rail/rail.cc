@@ -23,6 +23,7 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   XPORT_ASSIGN_OR_RETURN(r->data_, RailEndpoint::open(*r->domain_, r->domain_->info(), *r->cq_,
                                                       r->av_.get(), sizes, index,
                                                       core::str("rail ", name, " data")));
+  if (!config.separate_control) return r;
   sizes.flush = false;
   if (config.control_buffer_bytes != 0) sizes.buffer_bytes = config.control_buffer_bytes;
   fabric::InfoPtr low = fabric::dup_info(r->domain_->info());
@@ -41,14 +42,14 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
 }
 
 size_t Rail::registered_bytes(const RailConfig& c) {
-  // Mirrors open(): two endpoints with rx + tx pools each, one 64-byte flush target and the
+  // Mirrors open(): one or two endpoints with rx + tx pools each, one 64-byte flush target and the
   // data endpoint's atomic slots.
   const auto endpoint = [&](size_t bytes) {
     return memory::BufferPool::footprint(c.rx_buffers, bytes) +
            memory::BufferPool::footprint(c.tx_buffers, bytes);
   };
   const size_t control = c.control_buffer_bytes != 0 ? c.control_buffer_bytes : c.buffer_bytes;
-  return endpoint(c.buffer_bytes) + endpoint(control) +
+  return endpoint(c.buffer_bytes) + (c.separate_control ? endpoint(control) : 0) +
          memory::BufferPool::footprint(1, kFlushBufferBytes) +
          memory::BufferPool::footprint(kAtomicSlots, kAtomicSlotBytes);
 }

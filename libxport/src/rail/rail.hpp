@@ -3,6 +3,7 @@
 // which connected endpoints are made. Also the rail's health and its CQ's room.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,6 +21,9 @@ struct RailConfig {
   // The control endpoint of an RDM rail carries no eager messages: its buffers need only hold
   // the largest control message (0: buffer_bytes).
   size_t control_buffer_bytes = 0;
+  // RDM: control messages on an endpoint of their own (low-latency traffic class), or on the
+  // data endpoint.
+  bool separate_control = true;
   // Entries the CQ holds. Every operation that will complete on it (posted receives, sends,
   // writes, reads, and the remote-CQ-data writes a peer was cleared to send) takes room before it
   // is posted and gives it back when its entry is read (see cq_take()).
@@ -53,11 +57,15 @@ class Rail {
 
   // RDM: the shared data endpoint (payload, eager messages, rendezvous writes) and the control
   // endpoint (connection set-up, clear-to-send, credits, aborts; low-latency traffic class where
-  // the provider takes it). Connected endpoints: nullptr.
+  // the provider takes it), which is the data endpoint unless RailConfig::separate_control.
+  // Connected endpoints: nullptr.
   RailEndpoint* data() { return data_.get(); }
-  RailEndpoint* control() { return control_.get(); }
+  RailEndpoint* control() { return control_ ? control_.get() : data_.get(); }
   const RailEndpoint* data() const { return data_.get(); }
-  const RailEndpoint* control() const { return control_.get(); }
+  const RailEndpoint* control() const { return control_ ? control_.get() : data_.get(); }
+  bool separate_control() const { return control_ != nullptr; }
+  // The distinct RDM endpoints (data, then control when separate; nullptr where none).
+  std::array<RailEndpoint*, 2> endpoints() { return {data_.get(), control_.get()}; }
   bool low_latency_control() const { return low_latency_; }
 
   // Connected endpoints: the passive endpoint, opened on first use.

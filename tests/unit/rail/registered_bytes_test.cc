@@ -13,11 +13,12 @@ size_t pool_bytes(const memory::BufferPool* p) {
   return p == nullptr ? 0 : memory::BufferPool::footprint(p->count(), p->size());
 }
 
-// What an open rail's two endpoints hold registered.
+// What an open rail's endpoints (one, or two with a separate control endpoint) hold registered.
 size_t opened_bytes(Rail& rail) {
   size_t opened = 0;
-  for (RailEndpoint* ep : {rail.data(), rail.control()}) {
-    EXPECT_NE(ep, nullptr);
+  EXPECT_NE(rail.data(), nullptr);
+  EXPECT_EQ(rail.control() != rail.data(), rail.separate_control());
+  for (RailEndpoint* ep : rail.endpoints()) {
     if (ep == nullptr) continue;
     opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
               pool_bytes(ep->atomic_slots());
@@ -49,6 +50,19 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   EXPECT_EQ((*rail)->control()->rx().size(), 1024u);
   EXPECT_EQ((*rail)->control()->tx().size(), 1024u);
   EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
+  // One endpoint for data and control (XPORT_CONTROL_ENDPOINT=shared): control() is the data
+  // endpoint, with the data endpoint's buffers, and nothing else is registered.
+  rc.separate_control = false;
+  rail = Rail::open(sel->info.get(), rc, 0);
+  ASSERT_TRUE(rail.ok()) << rail.status().to_string();
+  EXPECT_FALSE((*rail)->separate_control());
+  EXPECT_EQ((*rail)->control(), (*rail)->data());
+  EXPECT_EQ((*rail)->endpoints()[1], nullptr);
+  EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
+  EXPECT_EQ(Rail::registered_bytes(rc), memory::BufferPool::footprint(20, 5000) +
+                                            memory::BufferPool::footprint(17, 5000) + 4096 +
+                                            memory::BufferPool::footprint(kAtomicSlots,
+                                                                          kAtomicSlotBytes));
 }
 
 TEST(RailRegisteredBytes, PoolFootprintIsWholePages) {
