@@ -177,8 +177,16 @@ row = [k for k in doc["knobs"] if k["name"] == "XPORT_EAGER_MAX"]
 check(row and "12X" in row[0]["error"], f"knob row carries the rejected value: {row}")
 r, doc = json_run(env_extra={"XPORT_PROGRESS": "sometimes"})
 knobs = by_name(doc, "knobs")
-check(r.returncode == 1 and knobs and "XPORT_PROGRESS" in knobs[0]["reason"],
-      "XPORT_PROGRESS outside auto/manual FAILs")
+check(r.returncode == 1 and knobs and "XPORT_PROGRESS" in knobs[0]["reason"] and
+      "expected native, auto or manual" in knobs[0]["reason"],
+      f"XPORT_PROGRESS outside native/auto/manual FAILs: {knobs}")
+for name, expected in (("XPORT_WAIT", "spin or block"),
+                       ("XPORT_CONTROL_ENDPOINT", "auto, shared or separate"),
+                       ("XPORT_ATOMICS", "auto, native or emulated")):
+    r, doc = json_run(env_extra={name: "sideways"})
+    knobs = by_name(doc, "knobs")
+    check(r.returncode == 1 and knobs and f"{name}='sideways': expected {expected}" in
+          knobs[0]["reason"], f"{name} outside its words FAILs by name: {knobs}")
 r, doc = json_run(env_extra={"XPORT_EAGERMAX": "64K"})
 knobs = by_name(doc, "knobs")
 check(r.returncode == 0 and knobs and knobs[0]["status"] == "WARN" and

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "checks.hpp"
@@ -116,15 +117,21 @@ Outcome check_knobs(bool telemetry_set_by_probe) {
     if (row.source == "environment") from_env.push_back(k.name);
     rows.push_back(row);
   }
-  // Values that parse but that Context::open or the logger refuse.
-  const std::string progress = knob_value("XPORT_PROGRESS");
-  if (progress != "auto" && progress != "manual") {
-    rejected.push_back("XPORT_PROGRESS='" + progress + "': expected auto or manual");
-  }
-  const std::string level = knob_value("XPORT_LOG_LEVEL");
-  if (std::set<std::string>{"error", "warn", "info", "debug", "trace"}.count(level) == 0) {
-    rejected.push_back("XPORT_LOG_LEVEL='" + level +
-                       "': expected error, warn, info, debug or trace");
+  // Values that parse but that Context::open or the logger refuse (the words they take).
+  const std::pair<const char*, std::vector<std::string>> words[] = {
+      {"XPORT_PROGRESS", {"native", "auto", "manual"}},
+      {"XPORT_WAIT", {"spin", "block"}},
+      {"XPORT_ATOMICS", {"auto", "native", "emulated"}},
+      {"XPORT_CONTROL_ENDPOINT", {"auto", "shared", "separate"}},
+      {"XPORT_LOG_LEVEL", {"error", "warn", "info", "debug", "trace"}}};
+  for (const auto& [name, allowed] : words) {
+    const std::string v = knob_value(name);
+    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) continue;
+    std::string expected;
+    for (size_t i = 0; i < allowed.size(); ++i) {
+      expected += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+    }
+    rejected.push_back(std::string(name) + "='" + v + "': expected " + expected);
   }
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, "XPORT_", 6) != 0) continue;

@@ -35,9 +35,10 @@
 namespace xport::proto {
 
 // Waits spin on progress passes; only every kSpinsPerYield-th pass reads the clock for the
-// deadline and yields the CPU (a yield is a system call: on shm one per pass cost more than the
-// message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
+// deadline, and yields the CPU once the wait has lasted kYieldAfter (a yield is a system call:
+// on shm one per pass cost more than the message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
 inline constexpr uint32_t kSpinsPerYield = 64;
+inline constexpr std::chrono::microseconds kYieldAfter{20};
 inline constexpr uint32_t kPassesPerCheck = 16;
 
 // A caller's buffer as the public API names it: inside the range of a Region.
@@ -111,6 +112,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
     return irecv(comm, std::span(&one, 1));
   }
   Result<Completion> test(CommId comm, uint64_t seq);
+  // test() without its progress pass, under the lock.
+  Result<Completion> test_locked(CommId comm, uint64_t seq);
   Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
   Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
                Deadline deadline);
@@ -186,6 +189,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // thread sleeps on the CQs' wait objects (docs/semantics.md, "Waiting"). False once the
   // deadline has passed.
   struct WaitState {
+    Clock::time_point began{};  // first read of the clock (kSpinsPerYield passes in)
     Clock::time_point sleep_after{};
     bool sleeping = false;  // past the spin: sleeps between single passes
     uint64_t seen_gen = UINT64_MAX;
