@@ -64,11 +64,14 @@ case "$mode" in
     python3 scripts/run-tests.py "$build_dir" || status=1
     if [ "${XPORT_SKIP_SANITIZE:-0}" != 1 ]; then
       # Everything but the MPI bench (4 ranks of MPI under ASan: 4 minutes alone for the same
-      # library paths the two-host bench takes).
+      # library paths the two-host bench takes), the integration suite's knob variant (suite
+      # variant: the same code paths as the plain integration run) and the strict provider's
+      # configurations that another one covers (STRICT_SUITE_QUICK).
       configure_build "$build_dir-asan" -Dwerror=true -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debug -Dexporter=disabled
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-        python3 scripts/run-tests.py "$build_dir-asan" --no-suite mpi || status=1
+        STRICT_SUITE_QUICK=1 python3 scripts/run-tests.py "$build_dir-asan" --no-suite mpi \
+        --no-suite variant || status=1
     fi
     if [ "${XPORT_SKIP_TSAN:-0}" != 1 ]; then
       # The suites that run threads against one device (and the library under them; pool: two
