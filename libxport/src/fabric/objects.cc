@@ -2,11 +2,14 @@
 #include "fabric/objects.hpp"
 
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cstring>
+#include <string_view>
 
 #include "core/log.hpp"
 
@@ -112,10 +115,43 @@ Result<std::unique_ptr<AddressVector>> AddressVector::open(Domain& domain) {
   attr.count = 64;
   int ret = fi_av_open(domain.domain(), &attr, av->av_.out(), nullptr);
   if (ret != 0) return fi_status(ret, core::str("fi_av_open on ", domain.name()));
+  const char* prov = domain.info()->fabric_attr->prov_name;
+  av->shm_ = prov != nullptr && std::strcmp(prov, "shm") == 0;
   return av;
 }
 
+namespace {
+
+// shm addresses are a region name in /dev/shm, NUL-terminated or not, with or without the
+// "fi_shm://" prefix (libxport names its endpoints itself: xport_PID_TOKEN_N).
+Status check_shm_address(const std::vector<uint8_t>& address) {
+  static constexpr std::string_view kPrefix = "fi_shm://";
+  std::string_view name(reinterpret_cast<const char*>(address.data()), address.size());
+  name = name.substr(0, name.find('\0'));
+  if (name.starts_with(kPrefix)) name.remove_prefix(kPrefix.size());
+  if (name.empty() || name.size() > 255) {
+    return core::error(Code::invalid_argument, "not a shm address (a region name): ",
+                       address.size(), " bytes");
+  }
+  for (char ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != ':' && ch != '_' && ch != '-' &&
+        ch != '.') {
+      return core::error(Code::invalid_argument, "shm address with a character a region name "
+                         "does not have (", static_cast<int>(static_cast<unsigned char>(ch)), ")");
+    }
+  }
+  struct stat st {};
+  if (name == "." || name == ".." || ::stat(core::str("/dev/shm/", name).c_str(), &st) != 0) {
+    return core::error(Code::invalid_argument, "shm address 'fi_shm://", name,
+                       "' names no shared-memory region on this host");
+  }
+  return Status::success();
+}
+
+}  // namespace
+
 Result<fi_addr_t> AddressVector::insert(const std::vector<uint8_t>& address) {
+  if (shm_) XPORT_RETURN_IF_ERROR(check_shm_address(address));
   fi_addr_t out = FI_ADDR_NOTAVAIL;
   int ret = fi_av_insert(av_.get(), address.data(), 1, &out, 0, nullptr);
   if (ret != 1 || out == FI_ADDR_NOTAVAIL) {

@@ -82,11 +82,15 @@ class AddressVector {
  public:
   static Result<std::unique_ptr<AddressVector>> open(Domain& domain);
   fid_av* get() const { return av_.get(); }
+  // Refuses, naming why, an address the provider would take and then crash on: on shm, a name
+  // with no shared-memory region behind it (libfabric 1.17's shm maps the region at the first
+  // send and dereferences it unchecked; a forged connection request could name one).
   Result<fi_addr_t> insert(const std::vector<uint8_t>& address);
   Status remove(fi_addr_t addr);
 
  private:
   Owned<fid_av> av_;
+  bool shm_ = false;
 };
 
 // An active endpoint: RDM (with an address vector) or connected MSG. Posts never wait: a
