@@ -28,41 +28,8 @@ using namespace std::chrono_literals;
 
 Deadline soon() { return Deadline::after(20s); }
 
-struct Pair {
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-};
-
-// A connection from `from` to a listener on `to`; both devices are progressed by this thread's
-// calls (connect drives `from`, accept drives `to`), so the listener must answer before connect
-// can finish: connect runs on a helper thread.
-Pair connect_pair(Device& from, Device& to) {
-  Pair p;
-  auto l = to.listen();
-  EXPECT_TRUE(l.ok()) << l.status().to_string();
-  if (!l.ok()) return p;
-  p.listener = std::move(l).value();
-  if (&from == &to) {
-    auto s = from.connect(p.listener->handle(), soon());
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    if (s.ok()) p.send = std::move(s).value();
-  } else {
-    Result<std::unique_ptr<SendComm>> s = Status(Code::internal, "not run");
-    std::thread t([&] { s = from.connect(p.listener->handle(), soon()); });
-    auto r = p.listener->accept(soon());
-    t.join();
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    if (s.ok()) p.send = std::move(s).value();
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (r.ok()) p.recv = std::move(r).value();
-    return p;
-  }
-  auto r = p.listener->accept(soon());
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (r.ok()) p.recv = std::move(r).value();
-  return p;
-}
+using test::connect_pair;
+using test::Pair;
 
 class Correctness : public test::ProviderTest {};
 

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -103,5 +105,41 @@ class ProviderTest : public ::testing::TestWithParam<ProviderParam> {
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Device> dev_;
 };
+
+struct Pair {
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+};
+
+// A connection from `from` to a listener on `to`; both devices are progressed by this thread's
+// calls (connect drives `from`, accept drives `to`), so the listener must answer before connect
+// can finish: connect runs on a helper thread.
+inline Pair connect_pair(Device& from, Device& to) {
+  Pair p;
+  auto l = to.listen();
+  EXPECT_TRUE(l.ok()) << l.status().to_string();
+  if (!l.ok()) return p;
+  p.listener = std::move(l).value();
+  if (&from == &to) {
+    auto s = from.connect(p.listener->handle(), Deadline::after(std::chrono::seconds(20)));
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (s.ok()) p.send = std::move(s).value();
+  } else {
+    Result<std::unique_ptr<SendComm>> s = Status(Code::internal, "not run");
+    std::thread t([&] { s = from.connect(p.listener->handle(), Deadline::after(std::chrono::seconds(20))); });
+    auto r = p.listener->accept(Deadline::after(std::chrono::seconds(20)));
+    t.join();
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (s.ok()) p.send = std::move(s).value();
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (r.ok()) p.recv = std::move(r).value();
+    return p;
+  }
+  auto r = p.listener->accept(Deadline::after(std::chrono::seconds(20)));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (r.ok()) p.recv = std::move(r).value();
+  return p;
+}
 
 }  // namespace xport::test

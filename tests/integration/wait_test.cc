@@ -25,30 +25,8 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-struct Link {
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-};
-
-// `from` connects to a listener on `to` (connect on a helper thread: each call progresses only
-// its own device).
-Link link(Device& from, Device& to) {
-  Link l;
-  auto lis = to.listen();
-  EXPECT_TRUE(lis.ok()) << lis.status().to_string();
-  if (!lis.ok()) return l;
-  l.listener = std::move(lis).value();
-  Result<std::unique_ptr<SendComm>> s = Status(Code::internal, "not run");
-  std::thread t([&] { s = from.connect(l.listener->handle(), Deadline::after(20s)); });
-  auto r = l.listener->accept(Deadline::after(20s));
-  t.join();
-  EXPECT_TRUE(s.ok()) << s.status().to_string();
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (s.ok()) l.send = std::move(s).value();
-  if (r.ok()) l.recv = std::move(r).value();
-  return l;
-}
+using test::connect_pair;
+using test::Pair;
 
 struct Outcome {
   Result<size_t> got = Status(Code::internal, "not run");
@@ -108,7 +86,7 @@ class Waiting : public test::ProviderTest {
 TEST_P(Waiting, AnIdleReceiveSleepsAndWakesForItsMessage) {
   auto sender = ctx_->open_device();
   ASSERT_TRUE(sender.ok()) << sender.status().to_string();
-  Link l = link(**sender, *dev_);
+  Pair l = connect_pair(**sender, *dev_);
   ASSERT_TRUE(l.send && l.recv);
   std::vector<uint8_t> buf(4096);
   auto reg = dev_->register_memory(buf.data(), buf.size());
@@ -132,7 +110,7 @@ TEST_P(Waiting, ThreadsAsleepOnOneDeviceAllWake) {
   // completions rings for the other.
   auto sender = ctx_->open_device();
   ASSERT_TRUE(sender.ok()) << sender.status().to_string();
-  Link a = link(**sender, *dev_), b = link(**sender, *dev_);
+  Pair a = connect_pair(**sender, *dev_), b = connect_pair(**sender, *dev_);
   ASSERT_TRUE(a.send && a.recv && b.send && b.recv);
   std::vector<uint8_t> ba(64), bb(64);
   auto ra = dev_->register_memory(ba.data(), ba.size());
@@ -167,7 +145,7 @@ class WaitingPerCall : public Waiting {
 TEST_P(WaitingPerCall, ADeadlineThatBlocksSleepsWhateverTheKnob) {
   auto sender = ctx_->open_device();
   ASSERT_TRUE(sender.ok()) << sender.status().to_string();
-  Link l = link(**sender, *dev_);
+  Pair l = connect_pair(**sender, *dev_);
   ASSERT_TRUE(l.send && l.recv);
   std::vector<uint8_t> buf(64);
   auto reg = dev_->register_memory(buf.data(), buf.size());
