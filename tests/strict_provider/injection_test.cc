@@ -316,14 +316,17 @@ TEST(StrictWindow, PutsBeyondTheContextsInFlightAreRefusedAtOnce) {
     ASSERT_TRUE(remote.ok());
     auto win = Window::open(**comm);
     ASSERT_TRUE(win.ok());
-    std::vector<uint8_t> local(64);
+    // Puts larger than the inject size (smaller ones are locally complete when issued).
+    const size_t len = (*ctx)->provider().caps.inject_size + 64;
+    ASSERT_LE(len, kSize);
+    std::vector<uint8_t> local(len);
     auto reg = (*dev)->register_memory(local.data(), local.size());
     ASSERT_TRUE(reg.ok());
     int refused = 0;
     std::chrono::nanoseconds slowest{0};
     for (int i = 0; i < 300; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      Status s = (*win)->put(*reg, 0, *remote, 0, 64).status();
+      Status s = (*win)->put(*reg, 0, *remote, 0, len).status();
       slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
       if (s.code() == Code::again) {
         ++refused;

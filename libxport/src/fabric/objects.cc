@@ -266,6 +266,15 @@ Status Endpoint::writedata(const void* buf, size_t len, void* desc, uint64_t dat
   });
 }
 
+Status Endpoint::inject_writedata(const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                                  uint64_t raddr, uint64_t key) {
+  Status s = post(OpKind::write, len, "fi_inject_writedata", [&] {
+    return fi_inject_writedata(ep_.get(), buf, len, data, dest, raddr, key);
+  });
+  if (s.ok()) counters_.completed.add();  // an inject completes when it returns
+  return s;
+}
+
 Status Endpoint::read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr,
                       uint64_t key, void* ctx) {
   return post(OpKind::read, len, "fi_read",

@@ -121,6 +121,9 @@ class Endpoint {
                uint64_t key, void* ctx);
   Status writedata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                    uint64_t raddr, uint64_t key, void* ctx);
+  // fi_inject_writedata: the source is reusable when it returns; no local completion comes.
+  Status inject_writedata(const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                          uint64_t raddr, uint64_t key);
   Status read(void* buf, size_t len, void* desc, fi_addr_t src, uint64_t raddr, uint64_t key,
               void* ctx);
   // One 64-bit atomic on the peer's word at raddr, its old value fetched into `result`

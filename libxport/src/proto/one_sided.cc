@@ -84,11 +84,19 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
 // ---- posting ----
 
 Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len,
-                          uint64_t raddr, uint64_t key, uint64_t data) {
+                          uint64_t raddr, uint64_t key, uint64_t data, bool* injected) {
   WindowOp& o = w.ops[index];
   const uint8_t rail = o.ctx.rail;
   pool::Channel* ch = w.paths[rail].data;
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  if (o.ctx.type == fabric::OpType::put && len <= core_.inject_size) {
+    // A write that fits the provider's inject size: the source is reusable when the call
+    // returns (locally complete at once, no CQ entry to read); the target counts it by its
+    // CQ data as any other, so quiet and signals still wait for it to land.
+    Status st = ch->ep->endpoint().inject_writedata(local, len, data, ch->peer, raddr, key);
+    *injected = st.ok();
+    return st;
+  }
   rail::Rail& r = *core_.rails[ch->rail];
   if (!r.cq_take()) return Status(Code::again, "CQ full");
   void* desc = o.region->desc(rail);
@@ -191,9 +199,12 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
                 : 0;
         PendingRma retry{id, index, p.local + off, end - off, p.raddr + off,
                          p.keys[o.ctx.rail], data, false, Clock::now()};
-        Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data);
+        bool injected = false;
+        Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data,
+                             &injected);
         if (st.ok() && p.stripes > 1) core_.rails[o.ctx.rail]->stripes_out().add();
         posted(*w, index, std::move(st), retry);
+        if (injected) windows_.finish_op(*w, index, Status::success());
       }
       if (p.with_signal && (w = windows_.find(id)) != nullptr) {
         if (s.phase == StreamPhase::ready) {
@@ -228,8 +239,9 @@ void OneSided::retry() {
     core_.pending_rma.pop_front();
     WindowState* w = windows_.find(p.window);
     if (w == nullptr) continue;  // cannot happen: a busy op keeps its window
+    bool injected = false;
     Status st = p.atomic ? post_atomic(*w, p.op, p.raddr, p.key)
-                         : post_rma(*w, p.op, p.local, p.len, p.raddr, p.key, p.data);
+                         : post_rma(*w, p.op, p.local, p.len, p.raddr, p.key, p.data, &injected);
     if (st.code() == Code::again && core_.expired(p.since)) {
       st = core::error(Code::again, "the provider stayed busy (-FI_EAGAIN) or the CQ full for "
                        "XPORT_EAGAIN_TIMEOUT_MS");
@@ -239,6 +251,7 @@ void OneSided::retry() {
     }
     if (st.ok()) {
       w->issued += 1;
+      if (injected) windows_.finish_op(*w, p.op, Status::success());
       continue;
     }
     const bool counted = w->ops[p.op].ctx.type == fabric::OpType::put;

@@ -74,8 +74,10 @@ class OneSided {
   void shutdown();
 
  private:
+  // Posts one stripe of a put or a get. *injected: a put small enough to inject went, and
+  // is locally complete now (the caller finishes its operation).
   Status post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len, uint64_t raddr,
-                  uint64_t key, uint64_t data);
+                  uint64_t key, uint64_t data, bool* injected);
   void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
   Core& core_;
   Windows windows_;
