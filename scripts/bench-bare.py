@@ -13,8 +13,10 @@ order alternating round by round), so slow phases of the machine hit both:
   put-bw-64K, -1M, -64M     GB/s with --bw-window writes in flight
   send-bw-64K, -1M, -64M    GB/s with --bw-window sends in flight (both tools cap sends in
                             flight at the 64 MiB of slots / size: one at 64 MiB)
-xport-bench's puts go --depth per quiet; fi-bare-loop keeps a sliding window of that many
-writes (fi_inject_write, without a window, where it fits), so its bar is the stricter. The bare
+Both keep a sliding window of that many writes: xport-bench's puts with --sliding (each new put
+waits for the oldest to be locally complete; puts within the inject size are complete at once;
+one quiet, to delivery, ends the phase and is timed), fi-bare-loop's fi_write/fi_writedata
+(fi_inject_write, without a window, where it fits; one fi_read ends its phase). The bare
 figure of a put row is the better of its fi_write and fi_writedata loops in that round
 (--bare-put). Each tool's figure is the one its --json reports (lat_us_p50 or lat_us_mean,
 msg_per_s, bw_bytes_per_s); FI_TCP_IFACE defaults to lo for both.
@@ -42,11 +44,13 @@ def rows(rate_window, bw_window):
     out.append(("send-rate-8", "rate", 8, rate_window,
                 ["--op", "send", "--depth", str(rate_window)], "send-rate", "msg_per_s"))
     out.append(("put-rate-8", "rate", 8, rate_window,
-                ["--op", "put", "--depth", str(rate_window)], "put-rate", "msg_per_s"))
+                ["--op", "put", "--depth", str(rate_window), "--sliding"], "put-rate",
+                "msg_per_s"))
     for op in ("put", "send"):
         for s in (64 * K, M, 64 * M):
             out.append((f"{op}-bw-{size_name(s)}", "bw", s, bw_window,
-                        ["--op", op, "--depth", str(bw_window)], f"{op}-bw", "bw_bytes_per_s"))
+                        ["--op", op, "--depth", str(bw_window)] +
+                        (["--sliding"] if op == "put" else []), f"{op}-bw", "bw_bytes_per_s"))
     return out
 
 

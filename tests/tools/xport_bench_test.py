@@ -81,6 +81,14 @@ for prov, extra in providers:
     del os.environ["XPORT_WAIT"]
     check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
           f"{prov} send --gap-us 300: two points with latencies {pts}")
+    # Puts and gets with a sliding window (no --check: slots are reused in flight).
+    for op in ("put", "get"):
+        pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", "8,64K",
+                              "--depth", "8", "--iterations", "200", "--warmup", "2",
+                              "--sliding", "--json"), f"{prov} {op} --sliding")
+        check(len(pts) == 2 and all(p["sliding"] is True and p["msg_per_s"] > 0 and
+                                    p["depth"] == 8 for p in pts),
+              f"{prov} {op} --sliding: two points, sliding, with a rate {pts}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
@@ -193,6 +201,8 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--groups", "-1"], "--groups"),
                     (["--op", "put", "--gap-us", "100"], "--gap-us belongs to the send ping-pong"),
                     (["--depth", "4", "--gap-us", "100"], "--gap-us belongs to the send ping-pong"),
+                    (["--sliding"], "--sliding belongs to --op put and get"),
+                    (["--op", "put", "--sliding", "--check"], "--sliding belongs to --op put and get"),
                     (["--server", "--pattern", "alltoall"], "--pattern belongs to --connect"),
                     (["--connect", "127.0.0.1:18515", "--pattern", "fan-in"], "excludes --server")):
     r = run(*args)

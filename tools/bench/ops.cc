@@ -371,6 +371,26 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   const int batch_max = p.check ? std::min(p.depth, p.slots) : p.depth;
   double secs = 0;
   const auto phase = Clock::now();
+  if (p.sliding) {
+    // --sliding (never with --check): `depth` operations in flight; each new one waits for the
+    // oldest to be locally complete (fi-bare-loop's window); one quiet ends the phase.
+    std::vector<std::pair<Window*, Ticket>> ring(static_cast<size_t>(p.depth));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < p.iterations; ++i, ++it) {
+      auto& [ow, ot] = ring[static_cast<size_t>(i) % ring.size()];
+      if (ow != nullptr) XPORT_RETURN_IF_ERROR(ow->wait_local(ot, s.deadline()));
+      Window& w = window_of(s, it);
+      const size_t off = static_cast<size_t>(i % p.slots) * p.size;
+      Result<Ticket> t = kPut ? w.put(s.data, off, s.remote, off, p.size)
+                              : w.get(s.data, off, s.remote, off, p.size);
+      if (!t.ok()) return t.status();
+      ow = &w;
+      ot = *t;
+    }
+    XPORT_RETURN_IF_ERROR(quiet_all(s));
+    finish_rate(m, p, phase, secs_since(t0), static_cast<double>(p.size));
+    return m;
+  }
   for (int left = p.iterations; left > 0;) {
     const int batch = std::min(batch_max, left);
     XPORT_RETURN_IF_ERROR(prepare(it, batch));
@@ -515,6 +535,7 @@ Plan make_plan(const Options& opt, size_t size) {
   p.slots =
       static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, static_cast<size_t>(p.depth)));
   p.check = opt.check;
+  p.sliding = opt.sliding;
   p.corrupt = opt.corrupt;
   p.gap_us = opt.gap_us;
   return p;

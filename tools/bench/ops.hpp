@@ -23,6 +23,8 @@ struct Plan {
   int depth = 1;  // operations outstanding (send) or per quiet (put, get)
   int slots = 1;  // distinct buffer areas of `size` bytes, so checked transfers never overlap
   bool check = false;
+  bool sliding = false;  // put/get rate phase: `depth` in flight, each new op waits for the
+                        // oldest to be locally complete; one quiet ends the phase
   int64_t corrupt = -1;  // tests of --check: the data source flips a byte in this iteration
   int gap_us = 0;        // send ping-pong: the initiator idles this long before each ping
 };

@@ -169,6 +169,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "ping, so that a peer with XPORT_WAIT=block is asleep when it comes (what a "
                  "wake-up costs: compare with XPORT_WAIT=spin)")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("--sliding", opt->sliding,
+               "put and get: the rate phase keeps --depth operations in flight (each new one "
+               "waits for the oldest to be locally complete) and one quiet ends the phase, as "
+               "fi-bare-loop's window; default: --depth operations per quiet");
   app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
   app.add_flag("--json", json, "one JSON object per measured point");
   app.add_flag("--csv", csv, "CSV with a header line");
@@ -216,6 +220,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
     return usage("--server and --connect exclude each other");
   if (opt->gap_us > 0 && (opt->op != Op::send || opt->depth > 1 || !pattern.empty())) {
     return usage("--gap-us belongs to the send ping-pong (--op send, depth 1, no --pattern)");
+  }
+  if (opt->sliding && ((opt->op != Op::put && opt->op != Op::get) || opt->check)) {
+    return usage("--sliding belongs to --op put and get, without --check (a sliding window "
+                 "reuses slots while earlier operations on them are in flight)");
   }
   if (!pattern.empty() && pattern != "alltoall" && (opt->server || !opt->connect.empty())) {
     return usage("--pattern " + pattern + " (MPI mode) excludes --server and --connect");

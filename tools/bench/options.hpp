@@ -42,6 +42,7 @@ struct Options {
   int comms = 1;    // communicators per peer and direction; traffic goes round-robin over them
   int groups = -1;  // --groups: XPORT_POOL_GROUPS for this run; -1: as the environment says
   bool check = false;
+  bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
   int gap_us = 0;  // --gap-us
   Format format = Format::table;
   double expect_bw_gbs = 0;  // GB/s (1e9 bytes); 0: no expectation

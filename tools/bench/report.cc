@@ -132,6 +132,7 @@ RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::st
   r.mode = mode;
   r.pattern = opt.pattern;
   r.check = opt.check;
+  r.sliding = opt.sliding;
   bool known = true;
   for (const auto& rail : dev.rail_info()) {
     r.rails.push_back(rail.name);
@@ -156,10 +157,10 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
           "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"lat_us_mean\":%.3f,"
           "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"link_bits_per_s\":%s,"
           "\"link_fraction\":%s,\"iterations\":%d,\"warmup\":%d,\"depth\":%d,\"check\":%s,"
-          "\"rail_names\":[%s]",
+          "\"sliding\":%s,\"rail_names\":[%s]",
           op.c_str(), p.size, run.rails.size(), json_string(run.provider).c_str(), run.mode.c_str(),
           p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate, link.c_str(), frac, p.iterations,
-          p.warmup, p.depth, run.check ? "true" : "false",
+          p.warmup, p.depth, run.check ? "true" : "false", run.sliding ? "true" : "false",
           [&] {
             std::vector<std::string> q;
             for (const auto& r : run.rails) q.push_back(json_string(r));
@@ -231,8 +232,11 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
         "latency: one fetch_add round trip (old value in place); rate: depth atomics per "
         "quiet\n");
   } else {
-    std::printf("latency: one %s + quiet (delivered%s); bandwidth: depth %ss per quiet\n",
-                op.c_str(), run.op == Op::put_signal ? ", signal applied" : "", op.c_str());
+    std::printf("latency: one %s + quiet (delivered%s); bandwidth: %s\n", op.c_str(),
+                run.op == Op::put_signal ? ", signal applied" : "",
+                run.sliding ? "depth in flight (sliding window to local completion), one quiet "
+                              "at the end"
+                            : (std::string("depth ") + op + "s per quiet").c_str());
   }
   if (!run.pattern.empty()) {
     std::printf(

@@ -42,6 +42,7 @@ struct RunInfo {
   std::string pattern;             // MPI mode, and alltoall in local and two-host modes
   int ranks = 2;
   bool check = false;
+  bool sliding = false;
   int comms = 1;  // communicators per peer and direction
   // This process's device's channel pool, read after the last point with its comms still open
   // (Device::stats().pool).
