@@ -19,10 +19,10 @@ out=${OUT:-/tmp}/atomics.txt
       taskset -c 2-5 "$B/fi-atomic-loop" "$p" 10000 2>&1 | tail -1
       echo "== round $round provider $p native"
       taskset -c 2-5 "$B/xport-bench" --provider "$p" "${X[@]}" --op atomic --size 8 \
-        --iterations 10000 2>&1 | tail -1
+        --iterations 10000 --json 2>&1 | grep '^{' 
       echo "== round $round provider $p emulated"
       XPORT_ATOMICS=emulated taskset -c 2-5 "$B/xport-bench" --provider "$p" "${X[@]}" \
-        --op atomic --size 8 --iterations 10000 2>&1 | tail -1
+        --op atomic --size 8 --iterations 10000 --json 2>&1 | grep '^{' 
     done
   done
   for p in shm "tcp;ofi_rxm"; do
@@ -30,6 +30,6 @@ out=${OUT:-/tmp}/atomics.txt
     [ "$p" = "tcp;ofi_rxm" ] && X=(--nics lo)
     echo "== put-signal $p"
     taskset -c 2-5 "$B/xport-bench" --provider "$p" "${X[@]}" --op put-signal --size 8,4K,64K \
-      --iterations 5000 2>&1 | tail -4
+      --iterations 5000 --json 2>&1 | grep '^{' 
   done
 } 2>&1 | tee "$out"
