@@ -18,8 +18,13 @@
 // A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
-//                [--window 64] [--writedata] [--no-inject] [--json]
+//                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
+// --gap-us US (pingpong): the initiator idles US µs (busy, unmeasured) before each ping;
+// --block (pingpong): CQs get a wait object (FI_WAIT_FD) and the target waits for each ping
+// asleep in poll(2) on its file descriptor. With --gap-us: what a wake-up costs the bare
+// fabric (xport-bench --gap-us with XPORT_WAIT=block gives libxport's figure).
 #include <fcntl.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -66,6 +71,8 @@ struct Args {
   bool writedata = false;
   bool inject = true;  // --no-inject: fi_send / fi_write at every size
   bool json = false;
+  long gap_us = 0;     // pingpong: the initiator idles (busy) this long before each ping
+  bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
 };
 
 const char* g_role = "initiator";
@@ -157,7 +164,7 @@ struct Fabric {
   size_t inject_size = 0;
 };
 
-Fabric open_fabric(const char* provider) {
+Fabric open_fabric(const char* provider, bool wait_object) {
   fi_info* hints = fi_allocinfo();
   hints->caps = FI_MSG | FI_RMA;
   hints->ep_attr->type = FI_EP_RDM;
@@ -173,6 +180,8 @@ Fabric open_fabric(const char* provider) {
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.size = 1024;
+  // --block: CQs with a file descriptor to sleep on, as libxport's XPORT_WAIT=block asks for.
+  cq_attr.wait_obj = wait_object ? FI_WAIT_FD : FI_WAIT_NONE;
   check("fi_cq_open tx", fi_cq_open(f.domain, &cq_attr, &f.txcq, nullptr));
   check("fi_cq_open rx", fi_cq_open(f.domain, &cq_attr, &f.rxcq, nullptr));
   fi_av_attr av_attr{};
@@ -315,6 +324,23 @@ struct Queues {
       check("fi_recv", ret);
     }
     ssize_t n = fi_cq_read(f->rxcq, e, 64);
+    seen += handle_rx(n);
+    if (tx_pending == 0) return seen;
+    n = fi_cq_read(f->txcq, e, 64);
+    if (n > 0) {
+      tx_pending -= static_cast<uint64_t>(n);
+      seen += static_cast<size_t>(n);
+    } else if (n == -FI_EAVAIL) {
+      cq_error(f->txcq, "transmit");
+    } else if (n != -FI_EAGAIN) {
+      die("fi_cq_read tx", static_cast<int>(n));
+    }
+    return seen;
+  }
+
+  // What fi_cq_read or fi_cq_sread of the receive CQ returned (n entries in e, or an error).
+  size_t handle_rx(ssize_t n) {
+    size_t seen = 0;
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         if (e[i].flags & FI_RECV) {
@@ -332,20 +358,30 @@ struct Queues {
       seen += static_cast<size_t>(n);
     } else if (n == -FI_EAVAIL) {
       cq_error(f->rxcq, "receive");
-    } else if (n != -FI_EAGAIN) {
+    } else if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT) {
       die("fi_cq_read rx", static_cast<int>(n));
     }
-    if (tx_pending == 0) return seen;
-    n = fi_cq_read(f->txcq, e, 64);
-    if (n > 0) {
-      tx_pending -= static_cast<uint64_t>(n);
-      seen += static_cast<size_t>(n);
-    } else if (n == -FI_EAVAIL) {
-      cq_error(f->txcq, "transmit");
-    } else if (n != -FI_EAGAIN) {
-      die("fi_cq_read tx", static_cast<int>(n));
-    }
     return seen;
+  }
+
+  // --block: as wait(), but asleep on the receive CQ's file descriptor (fi_trywait, then
+  // poll(2), 100 ms at a time) whenever a pass found nothing: what libxport's blocking wait
+  // does (fi_cq_sread, tried first, cost ~50 µs more per wake-up on tcp;ofi_rxm).
+  void wait_blocking(const uint64_t* count, uint64_t target, const char* what) {
+    int fd = -1;
+    check("fi_control FI_GETWAIT", fi_control(&f->rxcq->fid, FI_GETWAIT, &fd));
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (*count < target) {
+      if (progress() > 0) continue;  // reposts, transmit completions, what came meanwhile
+      fid_t cq = &f->rxcq->fid;
+      if (fi_trywait(f->fabric, &cq, 1) != 0) continue;  // entries to read first
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) == 0 && Clock::now() > deadline) {
+        std::fprintf(stderr, "fi-bare-loop: %s: no completion within 10 s while %s\n", g_role,
+                     what);
+        fail();
+      }
+    }
   }
 
   // Posts with `post` until the provider takes it, driving progress while it says again.
@@ -433,7 +469,7 @@ size_t send_receives(const Args& a, const Fabric& f) {
 int target(const Args& a, int to_initiator, int from_initiator) {
   g_role = "target";
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  Fabric f = open_fabric(a.provider.c_str());
+  Fabric f = open_fabric(a.provider.c_str(), a.block);
   Queues q;
   q.f = &f;
   const uint64_t warmup = warmup_of(a);
@@ -445,7 +481,11 @@ int target(const Args& a, int to_initiator, int from_initiator) {
     exchange(f, to_initiator, from_initiator);
     q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
     for (uint64_t i = 0; i < total; ++i) {
-      q.wait(&q.received, i + 1, "waiting for a ping");
+      if (a.block) {
+        q.wait_blocking(&q.received, i + 1, "waiting for a ping (fi_cq_sread)");
+      } else {
+        q.wait(&q.received, i + 1, "waiting for a ping");
+      }
       q.wait_tx_below(64, "sending pongs");
       q.send(f.buf, a.size, inject);
     }
@@ -503,10 +543,18 @@ Result pingpong(const Args& a, Fabric& f, Queues& q) {
   auto start = t0;
   for (uint64_t i = 0; i < total; ++i) {
     q.wait_tx_below(64, "sending pings");
+    if (a.gap_us > 0) {
+      // --gap-us: idle (busy, driving progress, unmeasured) so a blocking target is asleep
+      // when the ping comes; the round trip is timed from the end of the gap.
+      const auto until = Clock::now() + std::chrono::microseconds(a.gap_us);
+      while (Clock::now() < until) q.progress();
+      t0 = Clock::now();
+      if (i == warmup) start = t0;
+    }
     q.send(f.buf, a.size, r.inject);
     q.wait(&q.received, i + 1, "waiting for a pong");
     const auto t1 = Clock::now();
-    if (i == warmup) start = t0;
+    if (i == warmup && a.gap_us == 0) start = t0;
     if (i >= warmup)
       r.lat_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
     t0 = t1;
@@ -649,7 +697,7 @@ void report(const Args& a, const Fabric& f, Result& r) {
 }
 
 int initiator(const Args& a, int to_target, int from_target) {
-  Fabric f = open_fabric(a.provider.c_str());
+  Fabric f = open_fabric(a.provider.c_str(), a.block);
   Queues q;
   q.f = &f;
   Hello target{};
@@ -684,7 +732,8 @@ int initiator(const Args& a, int to_target, int from_target) {
   std::fprintf(stderr,
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
-               "[--warmup N] [--window 64] [--writedata] [--no-inject] [--json]\n",
+               "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
+               "[--json]\n",
                why);
   std::exit(2);
 }
@@ -737,6 +786,11 @@ Args parse(int argc, char** argv) {
       a.writedata = true;
     } else if (k == "--no-inject") {
       a.inject = false;
+    } else if (k == "--gap-us") {
+      a.gap_us = std::atol(value());
+      if (a.gap_us < 0 || a.gap_us > 1000000) usage("--gap-us wants 0..1000000");
+    } else if (k == "--block") {
+      a.block = true;
     } else if (k == "--json") {
       a.json = true;
     } else {
@@ -744,6 +798,9 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.writedata && a.mode != Mode::put) usage("--writedata goes with put-rate and put-bw");
+  if ((a.gap_us > 0 || a.block) && a.mode != Mode::pingpong) {
+    usage("--gap-us and --block go with --mode pingpong");
+  }
   return a;
 }
 
