@@ -23,6 +23,7 @@ class Engine;
 }
 namespace api {
 struct Access;
+class StagedArrivals;
 }
 
 using ConnectionHandle = std::vector<uint8_t>;
@@ -141,6 +142,7 @@ class RecvComm {
   std::shared_ptr<proto::Engine> engine_;
   uint16_t id_ = 0;
   uint8_t gen_ = 0;
+  std::shared_ptr<api::StagedArrivals> staged_;  // receives into staged GPU memory
 };
 
 }  // namespace xport

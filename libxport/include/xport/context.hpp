@@ -78,7 +78,8 @@ struct DeviceProperties {
   uint32_t rails = 0;
   std::string provider;         // "tcp;ofi_rxm", "shm", ...
   bool host_memory = true;      // Regions of host memory
-  bool device_memory = false;   // Regions of GPU memory (not yet: host memory only)
+  bool device_memory = false;   // Regions of GPU memory (CUDA driver and a GPU present; staged
+                                // through host shadows: Region::staged())
   bool registration_is_global = true;  // a Region serves every communicator of the device
   bool needs_flush = false;     // receives need flush() before a device reads them (host: no)
   uint32_t max_comms = 0;       // communicators the device holds at once (XPORT_MAX_COMMS)
@@ -102,7 +103,9 @@ class Device {
   // a fraction of their sum).
   const std::vector<RailInfo>& rail_info() const { return rail_info_; }
 
-  // Registers [buf, buf+len) on every rail (host memory).
+  // Registers [buf, buf+len) on every rail: host memory as it is; GPU memory (CUDA, found by
+  // its pointer) through a registered host shadow (Region::staged(), docs/semantics.md "GPU
+  // memory"); managed memory and ranges past their GPU allocation are refused.
   Result<Region> register_memory(void* buf, size_t len);
   // Validates a peer's exported key (version, checksum, range) and makes it usable here.
   Result<RemoteRegion> import_key(std::span<const uint8_t> bytes);

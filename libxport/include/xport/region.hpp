@@ -21,6 +21,15 @@ struct RemoteKey;
 namespace api {
 struct Access;
 }  // namespace api
+namespace gpu {
+class StagedMemory;
+}  // namespace gpu
+
+// Where a Region's memory lives.
+enum class MemoryType : uint8_t {
+  host,  // host memory (pageable or pinned)
+  cuda,  // a GPU's memory (cudaMalloc, cuMemAlloc, cuMemCreate); managed memory is refused
+};
 
 class Region {
  public:
@@ -33,10 +42,16 @@ class Region {
   std::vector<uint8_t> export_key() const;
   // true when [p, p+len) lies inside this region
   bool contains(const void* p, size_t len) const;
+  MemoryType memory_type() const { return staged_ ? MemoryType::cuda : MemoryType::host; }
+  // GPU memory the provider cannot register, reached through a registered host shadow: data is
+  // copied between the GPU and the shadow around each operation (docs/semantics.md, "GPU
+  // memory").
+  bool staged() const { return staged_ != nullptr; }
 
  private:
   friend struct api::Access;
   std::shared_ptr<memory::RegionState> state_;
+  std::shared_ptr<gpu::StagedMemory> staged_;  // GPU memory through a host shadow, or null
   uint8_t* view_base_ = nullptr;
   size_t view_length_ = 0;
 };

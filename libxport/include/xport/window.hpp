@@ -130,6 +130,7 @@ class Window {
   friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint32_t id_ = 0;
+  std::shared_ptr<api::StagedArrivals> staged_;  // gets into staged GPU memory, by ticket
 };
 
 }  // namespace xport

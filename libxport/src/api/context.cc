@@ -2,6 +2,7 @@
 // of these classes; this layer builds them from the ids, tokens and registrations it returns.
 #include "xport/context.hpp"
 
+#include "api/staging.hpp"
 #include "api/telemetry_hook.hpp"
 #include "core/knob.hpp"
 #include "core/log.hpp"
@@ -14,18 +15,39 @@ namespace xport {
 namespace api {
 // The one place that reads the public handles' insides.
 struct Access {
+  // What the engine registers and posts: the Region's own memory, or its host shadow.
   static proto::LocalBuffer local(const Region& r) {
+    if (r.staged_) return {&r.state_, r.staged_->shadow_of(r.view_base_), r.view_length_};
     return {&r.state_, r.view_base_, r.view_length_};
   }
+  static const std::shared_ptr<gpu::StagedMemory>& staged(const Region& r) { return r.staged_; }
+  // The address the engine posts for the caller's p inside r (its shadow's, when staged); p
+  // itself when outside r, which the engine then refuses by name.
+  static const void* on_wire(const Region& r, const void* p, size_t len) {
+    if (!r.staged_ || !r.contains(p, len)) return p;
+    return r.staged_->shadow_of(p);
+  }
+  // A staged source: its GPU bytes copied into the shadow before the engine posts them.
+  static Status copy_in(const Region& r, const void* p, size_t len) {
+    if (!r.staged_ || !r.contains(p, len)) return Status::success();
+    return r.staged_->copy_in(p, len);
+  }
+  static Status copy_in(const Region& r, size_t offset, size_t len) {
+    if (!r.staged_ || offset > r.view_length_) return Status::success();
+    return copy_in(r, r.view_base_ + offset, len);
+  }
+  static const std::shared_ptr<api::StagedArrivals>& arrivals(const Window& w) { return w.staged_; }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
   static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
   static pool::CommId id(const RecvComm& c) { return {c.id_, c.gen_}; }
   static const std::shared_ptr<proto::Engine>& engine(const SendComm& c) { return c.engine_; }
   static const std::shared_ptr<proto::Engine>& engine(const RecvComm& c) { return c.engine_; }
 
-  static Region region(memory::RegionRef state, void* buf, size_t len) {
+  static Region region(memory::RegionRef state, void* buf, size_t len,
+                       std::shared_ptr<gpu::StagedMemory> staged) {
     Region out;
     out.state_ = std::move(state);
+    out.staged_ = std::move(staged);
     out.view_base_ = static_cast<uint8_t*>(buf);
     out.view_length_ = len;
     return out;
@@ -41,6 +63,7 @@ struct Access {
     out->engine_ = e;
     out->id_ = id.index;
     out->gen_ = id.gen;
+    if constexpr (std::is_same_v<Comm, RecvComm>) out->staged_ = std::make_shared<StagedArrivals>();
     return out;
   }
   static std::unique_ptr<PendingConnect> pending(const std::shared_ptr<proto::Engine>& e,
@@ -65,12 +88,14 @@ struct Access {
     auto w = std::unique_ptr<Window>(new Window());
     w->engine_ = e;
     w->id_ = id;
+    w->staged_ = std::make_shared<StagedArrivals>();
     return w;
   }
 };
 }  // namespace api
 
 using api::Access;
+using api::StagedArrivals;
 
 std::vector<topology::ProviderNic> provider_nics() {
   std::vector<topology::ProviderNic> out;
@@ -215,8 +240,17 @@ std::vector<std::string> Device::rails() const {
 }
 
 Result<Region> Device::register_memory(void* buf, size_t len) {
-  XPORT_ASSIGN_OR_RETURN(auto state, engine_->register_memory(buf, len));
-  return Access::region(std::move(state), buf, len);
+  if (buf == nullptr || len == 0) {
+    return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
+                       " bytes)");
+  }
+  // GPU memory: the provider cannot register it here (libxport asks for no FI_HMEM yet), so a
+  // host shadow is registered in its place.
+  XPORT_ASSIGN_OR_RETURN(auto staged, api::stage_for(buf, len));
+  void* registered = staged ? staged->shadow() : buf;
+  XPORT_ASSIGN_OR_RETURN(auto state, engine_->register_memory(registered, len));
+  if (staged && !state->keepalive) state->keepalive = staged;  // the shadow outlives its MRs
+  return Access::region(std::move(state), buf, len, std::move(staged));
 }
 
 Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
@@ -249,6 +283,13 @@ Stats Device::stats() const { return engine_->stats(); }
 
 std::vector<uint8_t> Region::export_key() const {
   if (!state_) return {};
+  if (staged_) {
+    // A peer's puts would land in the host shadow, and nothing copies them to the GPU yet.
+    XPORT_LOG(warn, "export_key: Region [", static_cast<const void*>(view_base_), ", +",
+              view_length_, ") is GPU memory staged through a host shadow; remote access to it "
+              "is not supported yet (docs/semantics.md, GPU memory): no key exported");
+    return {};
+  }
   return static_cast<proto::Engine*>(state_->owner.get())->export_key(Access::local(*this));
 }
 
@@ -302,8 +343,9 @@ SendComm::~SendComm() {
 }
 
 Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag) {
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
-                         engine_->isend({id_, gen_}, buf, len, Access::local(region), tag));
+  XPORT_RETURN_IF_ERROR(Access::copy_in(region, buf, len));
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, Access::on_wire(region, buf, len),
+                                                      len, Access::local(region), tag));
   return Request{seq};
 }
 
@@ -345,6 +387,7 @@ Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uin
 
 Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
   std::array<proto::RecvBufferRef, kMaxGroupedRecvs> refs;
+  std::vector<StagedArrivals::Target> staged;
   if (buffers.size() > refs.size()) {
     return core::error(Code::invalid_argument, "irecv: ", buffers.size(), " buffers (a grouped "
                        "receive takes 1..", kMaxGroupedRecvs, ")");
@@ -353,10 +396,17 @@ Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
     if (buffers[i].region == nullptr) {
       return core::error(Code::invalid_argument, "irecv: buffer ", i, " names no Region");
     }
-    refs[i] = {buffers[i].buf, buffers[i].len, Access::local(*buffers[i].region), buffers[i].tag};
+    const Region& r = *buffers[i].region;
+    refs[i] = {const_cast<void*>(Access::on_wire(r, buffers[i].buf, buffers[i].len)),
+               buffers[i].len, Access::local(r), buffers[i].tag};
+    if (Access::staged(r) && r.contains(buffers[i].buf, buffers[i].len)) {
+      staged.resize(buffers.size());
+      staged[i] = {Access::staged(r), buffers[i].buf, buffers[i].len};
+    }
   }
   XPORT_ASSIGN_OR_RETURN(uint64_t seq,
                          engine_->irecv({id_, gen_}, std::span(refs.data(), buffers.size())));
+  if (!staged.empty()) staged_->expect(seq, std::move(staged));
   return Request{seq};
 }
 
@@ -367,29 +417,53 @@ Result<Completion> RecvComm::test(Request r) {
     out.done = done;
     return out;
   }
-  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
-  return to_public(c);
+  if (!staged_->expects(r.seq)) {
+    XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+    return to_public(c);
+  }
+  // Into staged GPU memory: done once the data is copied from the shadow to the GPU.
+  Completion c;
+  if (auto seen = staged_->recorded(r.seq)) {
+    c = *seen;
+  } else {
+    auto e = engine_->test({id_, gen_}, r.seq);
+    if (!e.ok()) {
+      staged_->forget(r.seq);
+      return e.status();
+    }
+    c = to_public(*e);
+    if (!c.done) return c;
+    if (c.count <= 1) c.sizes[0] = c.bytes;
+    staged_->record(r.seq, c);
+  }
+  XPORT_ASSIGN_OR_RETURN(bool copied, staged_->arrived(r.seq, std::span(c.sizes.data(), c.count ? c.count : 1)));
+  if (!copied) return Completion{};
+  return c;
 }
 
 Result<size_t> RecvComm::wait(Request r, Deadline d) {
-  if (r.kind == Request::Kind::message) return engine_->wait({id_, gen_}, r.seq, d);
+  if (r.kind == Request::Kind::message && !staged_->expects(r.seq)) {
+    return engine_->wait({id_, gen_}, r.seq, d);
+  }
   proto::Engine::WaitState w;
   for (uint32_t spin = 0;; ++spin) {
     XPORT_ASSIGN_OR_RETURN(Completion c, test(r));
-    if (c.done) return size_t{0};
+    if (c.done) return c.bytes;
     if (!engine_->between_passes(spin, d, w)) {
-      return core::error(Code::timeout, "wait: flush ", r.seq, " on communicator ", id_,
-                         " did not complete before the deadline");
+      return core::error(Code::timeout, "wait: ",
+                         r.kind == Request::Kind::flush ? "flush " : "receive ", r.seq,
+                         " on communicator ", id_, " did not complete before the deadline");
     }
   }
 }
 
 Status RecvComm::flush(const void* buf, size_t len, const Region& region, Deadline d) {
-  return engine_->flush({id_, gen_}, buf, len, Access::local(region), d);
+  return engine_->flush({id_, gen_}, Access::on_wire(region, buf, len), len, Access::local(region), d);
 }
 
 Result<Request> RecvComm::iflush(const void* buf, size_t len, const Region& region) {
-  XPORT_ASSIGN_OR_RETURN(uint64_t id, engine_->iflush({id_, gen_}, buf, len, Access::local(region)));
+  XPORT_ASSIGN_OR_RETURN(uint64_t id, engine_->iflush({id_, gen_}, Access::on_wire(region, buf, len),
+                                                      len, Access::local(region)));
   return Request{id, Request::Kind::flush};
 }
 
@@ -450,6 +524,7 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
+  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   return engine_->put(id_, Access::local(local), loff, *k, roff, len);
 }
 
@@ -457,7 +532,11 @@ Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion&
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("get");
-  return engine_->get(id_, Access::local(local), loff, *k, roff, len);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->get(id_, Access::local(local), loff, *k, roff, len));
+  if (Access::staged(local)) {
+    staged_->expect(t, {{Access::staged(local), static_cast<uint8_t*>(local.base()) + loff, len}});
+  }
+  return t;
 }
 
 Result<Ticket> Window::put_signal(const Region& local, size_t loff, const RemoteRegion& remote,
@@ -467,6 +546,7 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   const proto::RemoteKey* sk = Access::key(signal);
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
   auto r = signal_request(sk, soff, value, op, order);
+  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
@@ -482,6 +562,7 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;
   r.counter_offset = coff;
+  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
@@ -536,6 +617,7 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
                             const std::vector<uint8_t>& notification) {
   std::vector<proto::LocalBuffer> locals(items.size());
   std::vector<proto::Engine::TransferItem> out(items.size());
+  std::vector<StagedArrivals::Target> gets;
   for (size_t i = 0; i < items.size(); ++i) {
     const TransferItem& it = items[i];
     if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
@@ -543,6 +625,12 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
                          ": no local Region or an empty RemoteRegion");
     }
     locals[i] = Access::local(*it.local);
+    if (it.kind == TransferItem::Kind::put) {
+      XPORT_RETURN_IF_ERROR(Access::copy_in(*it.local, it.local_offset, it.length));
+    } else if (Access::staged(*it.local) && it.local->contains(static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length)) {
+      gets.push_back({Access::staged(*it.local),
+                      static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length});
+    }
     out[i].put = it.kind == TransferItem::Kind::put;
     out[i].local = &locals[i];
     out[i].local_offset = it.local_offset;
@@ -550,11 +638,17 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
     out[i].remote_offset = it.remote_offset;
     out[i].length = it.length;
   }
-  return engine_->transfer(id_, out, notification);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification));
+  if (!gets.empty()) staged_->expect(t, std::move(gets));
+  return t;
 }
 
 Result<TransferState> Window::check(Ticket ticket) {
   XPORT_ASSIGN_OR_RETURN(int done, engine_->check(id_, ticket));
+  if (done == 1 && staged_->expects(ticket)) {
+    XPORT_ASSIGN_OR_RETURN(bool copied, staged_->arrived(ticket, {}));
+    if (!copied) return TransferState::pending;
+  }
   return done == 1 ? TransferState::done : TransferState::pending;
 }
 
@@ -564,10 +658,18 @@ std::vector<std::vector<uint8_t>> Window::take_notifications() {
 
 Status Window::fence() { return engine_->fence(id_); }
 
-Status Window::quiet(Deadline deadline) { return engine_->quiet(id_, deadline); }
+Status Window::quiet(Deadline deadline) {
+  // Staged gets issued before this call are copied out; later ones (other threads) are not
+  // covered by this quiet.
+  const uint64_t through = staged_->last_key();
+  XPORT_RETURN_IF_ERROR(engine_->quiet(id_, deadline));
+  return staged_->settle_through(through);
+}
 
 Status Window::wait_local(Ticket ticket, Deadline deadline) {
-  return engine_->wait_local(id_, ticket, deadline);
+  XPORT_RETURN_IF_ERROR(engine_->wait_local(id_, ticket, deadline));
+  if (!staged_->expects(ticket)) return Status::success();
+  return staged_->arrived_wait(ticket, {});
 }
 
 uint64_t Window::issued() const { return engine_->window_issued(id_); }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "fabric/provider.hpp"
+#include "gpu/driver.hpp"
 #include "proto/engine.hpp"
 #include "xport/context.hpp"
 
@@ -58,6 +59,7 @@ DeviceProperties Device::properties() const {
   p.max_message_bytes = proto::kLengthUnknown - 1ull;
   p.max_tag = UINT32_MAX;
   p.eager_max = c.eager_max;
+  p.device_memory = gpu::driver().available();  // staged through host shadows (api/staging.hpp)
   return p;
 }
 

@@ -33,6 +33,9 @@ struct RegionState {
   size_t length = 0;
   bool virt_addr = false;       // remote addresses are virtual (FI_MR_VIRT_ADDR) or offsets
   uint64_t device_token = 0;    // the device that registered it (exported keys carry it)
+  // What the registered memory belongs to, when it must outlive the registrations (a GPU
+  // region's host shadow): declared before mrs, so it is dropped after them.
+  std::shared_ptr<void> keepalive;
   std::vector<std::unique_ptr<fabric::MemoryRegistration>> mrs;  // one per rail
   RegionState() = default;
   RegionState(const RegionState&) = delete;

@@ -1,0 +1,166 @@
+// GPU memory in the public API (api/staging.hpp).
+#include "api/staging.hpp"
+
+#include <map>
+#include <utility>
+
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "gpu/driver.hpp"
+
+namespace xport::api {
+
+namespace {
+std::mutex g_shadows_mu;
+std::map<std::pair<uintptr_t, size_t>, std::weak_ptr<gpu::StagedMemory>> g_shadows;
+}  // namespace
+
+Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len) {
+  gpu::Driver& d = gpu::driver();
+  XPORT_ASSIGN_OR_RETURN(gpu::PointerInfo info, d.classify(buf));
+  if (info.kind == gpu::MemoryKind::host) return std::shared_ptr<gpu::StagedMemory>();
+  if (info.kind == gpu::MemoryKind::managed) {
+    return core::error(Code::invalid_argument, "register_memory: ", buf, " is CUDA managed memory "
+                       "(cudaMallocManaged), which migrates between host and GPU under the NIC: "
+                       "register cudaMalloc'd or host memory instead");
+  }
+  const auto p = reinterpret_cast<uintptr_t>(buf);
+  if (info.alloc_size != 0 &&
+      (p < info.alloc_base || len > info.alloc_size || p - info.alloc_base > info.alloc_size - len)) {
+    return core::error(Code::invalid_argument, "register_memory: [", buf, ", +", len,
+                       ") runs past its GPU allocation [", reinterpret_cast<void*>(info.alloc_base),
+                       ", +", info.alloc_size, ")");
+  }
+  const auto key = std::make_pair(p, len);
+  std::lock_guard<std::mutex> g(g_shadows_mu);  // registration is a cold path
+  if (auto it = g_shadows.find(key); it != g_shadows.end()) {
+    if (auto live = it->second.lock()) return live;
+  }
+  auto made = gpu::StagedMemory::create(d, buf, len, info);
+  if (!made.ok()) return made.status().with_context("register_memory (GPU memory, host staging)");
+  for (auto it = g_shadows.begin(); it != g_shadows.end();) {
+    it = it->second.expired() ? g_shadows.erase(it) : std::next(it);
+  }
+  g_shadows[key] = *made;
+  XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
+            ") staged through a host shadow at ", static_cast<void*>((*made)->shadow()));
+  return made;
+}
+
+void StagedArrivals::expect(uint64_t key, std::vector<Target> targets) {
+  auto e = std::make_shared<Entry>();
+  e->targets = std::move(targets);
+  std::lock_guard<std::mutex> g(mu_);
+  entries_[key] = std::move(e);
+}
+
+bool StagedArrivals::expects(uint64_t key) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return entries_.count(key) != 0;
+}
+
+uint64_t StagedArrivals::last_key() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return entries_.empty() ? 0 : entries_.rbegin()->first;
+}
+
+void StagedArrivals::record(uint64_t key, const Completion& c) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) it->second->completion = c;
+}
+
+std::optional<Completion> StagedArrivals::recorded(uint64_t key) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = entries_.find(key);
+  return it == entries_.end() ? std::nullopt : it->second->completion;
+}
+
+void StagedArrivals::forget(uint64_t key) {
+  std::shared_ptr<Entry> e;  // its copies (if any) wait in their destructors, outside the lock
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    e = std::move(it->second);
+    entries_.erase(it);
+  }
+}
+
+Status StagedArrivals::start(Entry& e, std::span<const size_t> sizes) {
+  e.started = true;
+  // One copy per shadow, of every range of it that arrived.
+  std::map<gpu::StagedMemory*, std::vector<std::pair<void*, size_t>>> by_memory;
+  std::map<gpu::StagedMemory*, std::shared_ptr<gpu::StagedMemory>> owners;
+  for (size_t i = 0; i < e.targets.size(); ++i) {
+    size_t n = sizes.empty() ? e.targets[i].capacity
+                             : i < sizes.size() ? std::min(sizes[i], e.targets[i].capacity) : 0;
+    if (n == 0) continue;
+    by_memory[e.targets[i].memory.get()].emplace_back(e.targets[i].dst, n);
+    owners[e.targets[i].memory.get()] = e.targets[i].memory;
+  }
+  for (auto& [m, ranges] : by_memory) {
+    XPORT_ASSIGN_OR_RETURN(auto c, m->start_copy_out(ranges));
+    e.copies.push_back(std::move(c));
+  }
+  return Status::success();
+}
+
+Result<bool> StagedArrivals::arrived(uint64_t key, std::span<const size_t> sizes) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return true;
+    e = it->second;
+  }
+  // One caller per request at a time is the API's rule; the entry is not shared further.
+  if (!e->started) {
+    if (Status s = start(*e, sizes); !s.ok()) {
+      forget(key);
+      return s.with_context("copying staged GPU memory out");
+    }
+  }
+  for (auto& c : e->copies) {
+    auto d = c->done();
+    if (!d.ok()) {
+      forget(key);
+      return d.status();
+    }
+    if (!*d) return false;
+  }
+  forget(key);
+  return true;
+}
+
+Status StagedArrivals::arrived_wait(uint64_t key, std::span<const size_t> sizes) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return Status::success();
+    e = it->second;
+  }
+  Status st;
+  if (!e->started) st = start(*e, sizes);
+  for (auto& c : e->copies) {
+    if (st.ok()) st = c->wait();
+  }
+  forget(key);
+  return st;
+}
+
+Status StagedArrivals::settle_through(uint64_t key) {
+  std::vector<std::pair<uint64_t, std::shared_ptr<Entry>>> due;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto it = entries_.begin(); it != entries_.end() && it->first <= key; ++it) {
+      due.emplace_back(it->first, it->second);
+    }
+  }
+  Status first;
+  for (auto& [k, e] : due) {
+    Status s = arrived_wait(k, {});  // gets fill their whole range
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace xport::api

@@ -1,0 +1,64 @@
+// GPU memory in the public API: registration decides between the provider registering GPU
+// memory itself and a host shadow (gpu::StagedMemory); operations copy staged sources in before
+// they are posted, and copy staged destinations out once the engine reports them filled,
+// before the request or ticket is reported done (docs/semantics.md, "GPU memory").
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include <optional>
+
+#include "gpu/staged_memory.hpp"
+#include "xport/comm.hpp"
+#include "xport/status.hpp"
+
+namespace xport::api {
+
+// The memory behind [buf, buf+len): nullptr for host memory, a shadow for GPU memory the
+// provider cannot register; an error for managed memory or a range past its GPU allocation.
+// Shadows are shared by every registration of the same GPU range while one lives.
+Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len);
+
+// Destinations of staged receives and gets waiting for the engine, then for their copies out,
+// keyed by request sequence or window ticket. Thread-safe; no copy waits under its lock.
+class StagedArrivals {
+ public:
+  struct Target {
+    std::shared_ptr<gpu::StagedMemory> memory;
+    void* dst = nullptr;  // GPU address
+    size_t capacity = 0;  // the buffer's length (the copy is of what arrived, at most this)
+  };
+  void expect(uint64_t key, std::vector<Target> targets);
+  bool expects(uint64_t key) const;
+  uint64_t last_key() const;  // the largest key expected now (0: none)
+  // The engine's completion of a receive, kept while its copies run (the engine reports a
+  // request done once).
+  void record(uint64_t key, const Completion& c);
+  std::optional<Completion> recorded(uint64_t key) const;
+  // The engine reports `key` done with sizes[i] bytes in target i (empty: every target whole):
+  // copies start (once), and the answer says whether they are finished. Never blocks.
+  Result<bool> arrived(uint64_t key, std::span<const size_t> sizes);
+  // The same, blocking until the copies are finished.
+  Status arrived_wait(uint64_t key, std::span<const size_t> sizes);
+  // Every key at or below `key` that arrived: copied out, blocking (a window's quiet).
+  Status settle_through(uint64_t key);
+  void forget(uint64_t key);
+
+ private:
+  struct Entry {
+    std::vector<Target> targets;
+    std::vector<std::unique_ptr<gpu::StagedCopy>> copies;
+    bool started = false;
+    std::optional<Completion> completion;
+  };
+  Status start(Entry& e, std::span<const size_t> sizes);
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+};
+
+}  // namespace xport::api

@@ -1,0 +1,310 @@
+// The CUDA driver API, loaded at run time from libcuda.so.1 (the driver every GPU node has;
+// libxport.a links no CUDA library). Prototypes come from CUDA's cuda.h; the symbols are looked
+// up by their versioned names, as cuda.h maps them.
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+
+#include "core/format.hpp"
+#include "gpu/driver.hpp"
+
+namespace xport::gpu {
+
+namespace {
+
+struct Api {
+#define XPORT_CU(fn) decltype(&::fn) fn = nullptr;
+  XPORT_CU(cuInit)
+  XPORT_CU(cuDriverGetVersion)
+  XPORT_CU(cuGetErrorString)
+  XPORT_CU(cuDeviceGet)
+  XPORT_CU(cuDeviceGetCount)
+  XPORT_CU(cuDevicePrimaryCtxRetain)
+  XPORT_CU(cuCtxPushCurrent)
+  XPORT_CU(cuCtxPopCurrent)
+  XPORT_CU(cuPointerGetAttributes)
+  XPORT_CU(cuMemAlloc)
+  XPORT_CU(cuMemFree)
+  XPORT_CU(cuMemHostAlloc)
+  XPORT_CU(cuMemFreeHost)
+  XPORT_CU(cuStreamCreate)
+  XPORT_CU(cuStreamDestroy)
+  XPORT_CU(cuStreamSynchronize)
+  XPORT_CU(cuMemcpyDtoHAsync)
+  XPORT_CU(cuMemcpyHtoDAsync)
+  XPORT_CU(cuEventCreate)
+  XPORT_CU(cuEventRecord)
+  XPORT_CU(cuEventQuery)
+  XPORT_CU(cuEventDestroy)
+#undef XPORT_CU
+};
+
+// The exported names behind cuda.h's macros (cuMemAlloc is cuMemAlloc_v2, ...).
+template <typename F>
+bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (fn == nullptr) missing = name;
+  return fn != nullptr;
+}
+
+bool resolve_all(void* lib, Api& a, std::string& missing) {
+  return resolve(lib, a.cuInit, "cuInit", missing) &&
+         resolve(lib, a.cuDriverGetVersion, "cuDriverGetVersion", missing) &&
+         resolve(lib, a.cuGetErrorString, "cuGetErrorString", missing) &&
+         resolve(lib, a.cuDeviceGet, "cuDeviceGet", missing) &&
+         resolve(lib, a.cuDeviceGetCount, "cuDeviceGetCount", missing) &&
+         resolve(lib, a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing) &&
+         resolve(lib, a.cuCtxPushCurrent, "cuCtxPushCurrent_v2", missing) &&
+         resolve(lib, a.cuCtxPopCurrent, "cuCtxPopCurrent_v2", missing) &&
+         resolve(lib, a.cuPointerGetAttributes, "cuPointerGetAttributes", missing) &&
+         resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing) &&
+         resolve(lib, a.cuMemFree, "cuMemFree_v2", missing) &&
+         resolve(lib, a.cuMemHostAlloc, "cuMemHostAlloc", missing) &&
+         resolve(lib, a.cuMemFreeHost, "cuMemFreeHost", missing) &&
+         resolve(lib, a.cuStreamCreate, "cuStreamCreate", missing) &&
+         resolve(lib, a.cuStreamDestroy, "cuStreamDestroy_v2", missing) &&
+         resolve(lib, a.cuStreamSynchronize, "cuStreamSynchronize", missing) &&
+         resolve(lib, a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing) &&
+         resolve(lib, a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing) &&
+         resolve(lib, a.cuEventCreate, "cuEventCreate", missing) &&
+         resolve(lib, a.cuEventRecord, "cuEventRecord", missing) &&
+         resolve(lib, a.cuEventQuery, "cuEventQuery", missing) &&
+         resolve(lib, a.cuEventDestroy, "cuEventDestroy_v2", missing);
+}
+
+class CudaDriver;
+
+// Makes a context current for the calls of one scope, and restores the caller's.
+class ContextScope {
+ public:
+  ContextScope(const Api& a, CUcontext c) : a_(a), pushed_(c != nullptr && a.cuCtxPushCurrent(c) == CUDA_SUCCESS) {}
+  ~ContextScope() {
+    CUcontext popped;
+    if (pushed_) a_.cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Api& a_;
+  bool pushed_;
+};
+
+class CudaStream final : public Stream {
+ public:
+  CudaStream(const Api& a, CUcontext ctx, CUstream s) : a_(a), ctx_(ctx), stream_(s) {}
+  ~CudaStream() override {
+    ContextScope scope(a_, ctx_);
+    a_.cuStreamSynchronize(stream_);
+    for (auto& [m, e] : events_) a_.cuEventDestroy(e);
+    a_.cuStreamDestroy(stream_);
+  }
+  Status copy_to_host(void* dst, const void* src, size_t n) override {
+    ContextScope scope(a_, ctx_);
+    return check(a_.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), n, stream_),
+                 "cuMemcpyDtoHAsync", n);
+  }
+  Status copy_to_device(void* dst, const void* src, size_t n) override {
+    ContextScope scope(a_, ctx_);
+    return check(a_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, n, stream_),
+                 "cuMemcpyHtoDAsync", n);
+  }
+  Result<uint64_t> mark() override {
+    ContextScope scope(a_, ctx_);
+    CUevent e;
+    XPORT_RETURN_IF_ERROR(check(a_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", 0));
+    if (Status s = check(a_.cuEventRecord(e, stream_), "cuEventRecord", 0); !s.ok()) {
+      a_.cuEventDestroy(e);
+      return s;
+    }
+    events_.emplace(++marks_, e);
+    return marks_;
+  }
+  Result<bool> reached(uint64_t m) override {
+    auto it = events_.find(m);
+    if (it == events_.end()) return m <= marks_;  // reached and forgotten already
+    ContextScope scope(a_, ctx_);
+    CUresult r = a_.cuEventQuery(it->second);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    XPORT_RETURN_IF_ERROR(check(r, "cuEventQuery", 0));
+    // Events of one stream complete in order: every earlier mark is reached too.
+    for (auto e = events_.begin(); e != events_.end() && e->first <= m;) {
+      a_.cuEventDestroy(e->second);
+      e = events_.erase(e);
+    }
+    return true;
+  }
+  Status synchronize() override {
+    ContextScope scope(a_, ctx_);
+    XPORT_RETURN_IF_ERROR(check(a_.cuStreamSynchronize(stream_), "cuStreamSynchronize", 0));
+    for (auto& [m, e] : events_) a_.cuEventDestroy(e);
+    events_.clear();
+    return Status::success();
+  }
+
+ private:
+  Status check(CUresult r, const char* call, size_t n) const {
+    if (r == CUDA_SUCCESS) return Status::success();
+    const char* text = nullptr;
+    a_.cuGetErrorString(r, &text);
+    return core::error(Code::fabric, call, "(", n, " bytes) failed: ", text ? text : "?", " (",
+                       static_cast<int>(r), ")");
+  }
+  const Api& a_;
+  CUcontext ctx_;
+  CUstream stream_;
+  uint64_t marks_ = 0;
+  std::map<uint64_t, CUevent> events_;
+};
+
+class CudaDriver final : public Driver {
+ public:
+  CudaDriver(void* lib, Api a, int version, int devices)
+      : lib_(lib), a_(a), version_(version), devices_(devices) {}
+
+  std::string describe() const override {
+    return core::str("cuda driver ", version_ / 1000, ".", (version_ % 1000) / 10, ", ", devices_,
+                     " GPU(s)");
+  }
+  bool available() const override { return devices_ > 0; }
+
+  Result<PointerInfo> classify(const void* p) override {
+    unsigned int type = 0;
+    int ordinal = -1;
+    unsigned int managed = 0;  // the attribute is a bool; the driver writes 4 bytes on some versions
+    CUcontext ctx = nullptr;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void* data[] = {&type, &ordinal, &managed, &ctx, &start, &size};
+    // Host pointers CUDA never saw come back with every attribute zero, not an error.
+    CUresult r = a_.cuPointerGetAttributes(6, attrs, data, reinterpret_cast<CUdeviceptr>(p));
+    PointerInfo info;
+    if (r != CUDA_SUCCESS) return info;
+    if (managed) {
+      info.kind = MemoryKind::managed;
+    } else if (type == CU_MEMORYTYPE_DEVICE) {
+      info.kind = MemoryKind::device;
+    } else {
+      return info;
+    }
+    info.device = ordinal;
+    info.alloc_base = static_cast<uintptr_t>(start);
+    info.alloc_size = size;
+    info.context = ctx;
+    return info;
+  }
+
+  Result<void*> alloc_pinned(size_t n) override {
+    CUcontext ctx;
+    XPORT_RETURN_IF_ERROR(primary(0, ctx));
+    ContextScope scope(a_, ctx);
+    void* p = nullptr;
+    CUresult r = a_.cuMemHostAlloc(&p, n, CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS) return fail(r, "cuMemHostAlloc", n, Code::resource);
+    return p;
+  }
+  void free_pinned(void* p) override {
+    if (p != nullptr) a_.cuMemFreeHost(p);
+  }
+
+  Result<std::unique_ptr<Stream>> open_stream(const PointerInfo& info) override {
+    CUcontext ctx = static_cast<CUcontext>(info.context);
+    if (ctx == nullptr) XPORT_RETURN_IF_ERROR(primary(info.device, ctx));
+    ContextScope scope(a_, ctx);
+    CUstream s;
+    CUresult r = a_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) return fail(r, "cuStreamCreate", 0, Code::resource);
+    return std::unique_ptr<Stream>(new CudaStream(a_, ctx, s));
+  }
+
+  Result<void*> alloc_device(size_t n, int device) override {
+    CUcontext ctx;
+    XPORT_RETURN_IF_ERROR(primary(device, ctx));
+    ContextScope scope(a_, ctx);
+    CUdeviceptr p = 0;
+    CUresult r = a_.cuMemAlloc(&p, n);
+    if (r != CUDA_SUCCESS) return fail(r, "cuMemAlloc", n, Code::resource);
+    return reinterpret_cast<void*>(p);
+  }
+  void free_device(void* p) override {
+    if (p != nullptr) a_.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  }
+
+ private:
+  // The device's primary context (the one the CUDA runtime uses), retained once per device for
+  // the process's life.
+  Status primary(int device, CUcontext& out) {
+    if (device < 0 || device >= devices_) {
+      return core::error(Code::invalid_argument, "GPU ", device, " does not exist (", devices_,
+                         " GPU(s))");
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = primaries_.find(device);
+    if (it != primaries_.end()) {
+      out = it->second;
+      return Status::success();
+    }
+    CUdevice dev;
+    CUresult r = a_.cuDeviceGet(&dev, device);
+    if (r == CUDA_SUCCESS) r = a_.cuDevicePrimaryCtxRetain(&out, dev);
+    if (r != CUDA_SUCCESS) return fail(r, "cuDevicePrimaryCtxRetain", 0, Code::fabric);
+    primaries_.emplace(device, out);
+    return Status::success();
+  }
+  Status fail(CUresult r, const char* call, size_t n, Code code) const {
+    const char* text = nullptr;
+    a_.cuGetErrorString(r, &text);
+    return core::error(code, call, "(", n, " bytes) failed: ", text ? text : "?", " (",
+                       static_cast<int>(r), ")");
+  }
+
+  void* lib_;
+  Api a_;
+  int version_;
+  int devices_;
+  std::mutex mu_;
+  std::map<int, CUcontext> primaries_;
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> load_cuda_driver(std::string& why_not) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* e = dlerror();
+    why_not = core::str("libcuda.so.1: ", e ? e : "not found");
+    return nullptr;
+  }
+  Api a;
+  std::string missing;
+  if (!resolve_all(lib, a, missing)) {
+    why_not = core::str("libcuda.so.1 has no ", missing);
+    dlclose(lib);
+    return nullptr;
+  }
+  if (CUresult r = a.cuInit(0); r != CUDA_SUCCESS) {
+    const char* text = nullptr;
+    a.cuGetErrorString(r, &text);
+    why_not = core::str("cuInit failed: ", text ? text : "?", " (", static_cast<int>(r), ")");
+    dlclose(lib);
+    return nullptr;
+  }
+  int version = 0, devices = 0;
+  a.cuDriverGetVersion(&version);
+  a.cuDeviceGetCount(&devices);
+  if (devices <= 0) {
+    why_not = "the CUDA driver sees no GPU";
+    dlclose(lib);
+    return nullptr;
+  }
+  return std::unique_ptr<Driver>(new CudaDriver(lib, a, version, devices));
+}
+
+}  // namespace xport::gpu

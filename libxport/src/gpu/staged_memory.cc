@@ -1,0 +1,147 @@
+// Host shadows of GPU memory and the copies between them (gpu/staged_memory.hpp).
+#include "gpu/staged_memory.hpp"
+
+#include <algorithm>
+
+#include "core/format.hpp"
+
+namespace xport::gpu {
+
+StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stream> stream,
+                       uint64_t mark)
+    : owner_(std::move(owner)), stream_(std::move(stream)), mark_(mark) {}
+
+StagedCopy::~StagedCopy() {
+  // Nobody waited: the stream may still be copying into memory its user is about to drop.
+  if (stream_ && !done_) (void)stream_->synchronize();
+  give_back();
+}
+
+void StagedCopy::give_back() {
+  if (stream_) owner_->give_stream(std::move(stream_));
+}
+
+Result<bool> StagedCopy::done() {
+  if (done_) return true;
+  XPORT_ASSIGN_OR_RETURN(bool d, stream_->reached(mark_));
+  if (d) {
+    done_ = true;
+    give_back();
+  }
+  return d;
+}
+
+Status StagedCopy::wait() {
+  if (done_) return Status::success();
+  XPORT_RETURN_IF_ERROR(stream_->synchronize());
+  done_ = true;
+  give_back();
+  return Status::success();
+}
+
+StagedMemory::StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
+                           uint8_t* shadow)
+    : driver_(driver), base_(base), length_(length), info_(info), shadow_(shadow) {}
+
+Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void* base,
+                                                           size_t length,
+                                                           const PointerInfo& info) {
+  XPORT_ASSIGN_OR_RETURN(void* shadow, driver.alloc_pinned(length));
+  auto out = std::shared_ptr<StagedMemory>(new StagedMemory(
+      driver, static_cast<uint8_t*>(base), length, info, static_cast<uint8_t*>(shadow)));
+  // One stream up front, so that a GPU that cannot give one fails the registration, not the
+  // first transfer.
+  XPORT_ASSIGN_OR_RETURN(auto s, out->take_stream());
+  out->give_stream(std::move(s));
+  return out;
+}
+
+StagedMemory::~StagedMemory() {
+  streams_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
+  driver_.free_pinned(shadow_);
+}
+
+uint8_t* StagedMemory::shadow_of(const void* p) const {
+  const auto* q = static_cast<const uint8_t*>(p);
+  if (q < base_ || q > base_ + length_) return nullptr;
+  return shadow_ + (q - base_);
+}
+
+bool StagedMemory::contains(const void* p, size_t n) const {
+  const auto* q = static_cast<const uint8_t*>(p);
+  return q >= base_ && n <= length_ && static_cast<size_t>(q - base_) <= length_ - n;
+}
+
+Result<std::unique_ptr<Stream>> StagedMemory::take_stream() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!streams_.empty()) {
+      auto s = std::move(streams_.back());
+      streams_.pop_back();
+      return s;
+    }
+  }
+  return driver_.open_stream(info_);
+}
+
+void StagedMemory::give_stream(std::unique_ptr<Stream> s) {
+  std::lock_guard<std::mutex> g(mu_);
+  streams_.push_back(std::move(s));
+}
+
+namespace {
+Status out_of_range(const char* what, const void* p, size_t n, const StagedMemory& m) {
+  return core::error(Code::invalid_argument, what, ": [", p, ", +", n,
+                     ") is not inside the GPU region [", static_cast<const void*>(m.device_base()),
+                     ", +", m.length(), ")");
+}
+}  // namespace
+
+Status StagedMemory::copy_in(const void* p, size_t n) {
+  if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
+  if (n == 0) return Status::success();
+  XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
+  Status st;
+  for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
+    size_t len = std::min(kStagingChunk, n - off);
+    st = s->copy_to_host(shadow_of(p) + off, static_cast<const uint8_t*>(p) + off, len);
+  }
+  Status sync = s->synchronize();
+  give_stream(std::move(s));
+  XPORT_RETURN_IF_ERROR(st);
+  XPORT_RETURN_IF_ERROR(sync);
+  bytes_in_.fetch_add(n, std::memory_order_relaxed);
+  return Status::success();
+}
+
+Status StagedMemory::copy_out(void* p, size_t n) {
+  XPORT_ASSIGN_OR_RETURN(auto c, start_copy_out({{p, n}}));
+  return c->wait();
+}
+
+Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
+    const std::vector<std::pair<void*, size_t>>& ranges) {
+  for (const auto& [p, n] : ranges) {
+    if (!contains(p, n)) return out_of_range("staging copy out", p, n, *this);
+  }
+  XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
+  Status st;
+  uint64_t total = 0;
+  for (const auto& [p, n] : ranges) {
+    for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
+      size_t len = std::min(kStagingChunk, n - off);
+      st = s->copy_to_device(static_cast<uint8_t*>(p) + off, shadow_of(p) + off, len);
+    }
+    total += n;
+  }
+  Result<uint64_t> mark = st.ok() ? s->mark() : Result<uint64_t>(st);
+  if (!mark.ok()) {
+    (void)s->synchronize();
+    give_stream(std::move(s));
+    return mark.status();
+  }
+  bytes_out_.fetch_add(total, std::memory_order_relaxed);
+  return std::make_unique<StagedCopy>(shared_from_this(), std::move(s), *mark);
+}
+
+}  // namespace xport::gpu

@@ -1,0 +1,90 @@
+// GPU memory the provider cannot register (no FI_HMEM, no DMA-BUF): a page-locked host shadow
+// of the same size is registered in its place, and data moves between the GPU range and its
+// shadow by copies on non-blocking streams, chunked so that large copies of several threads
+// interleave. Sources are copied in before an operation is posted; destinations are copied out
+// once the provider has filled the shadow (docs/semantics.md, "GPU memory").
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu/driver.hpp"
+
+namespace xport::gpu {
+
+class StagedMemory;
+
+// Copies out in flight, on a stream lent by their StagedMemory until they are done.
+class StagedCopy {
+ public:
+  StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stream> stream, uint64_t mark);
+  ~StagedCopy();
+  StagedCopy(const StagedCopy&) = delete;
+  StagedCopy& operator=(const StagedCopy&) = delete;
+  // Never blocks.
+  Result<bool> done();
+  // Blocks until done.
+  Status wait();
+
+ private:
+  void give_back();
+  std::shared_ptr<StagedMemory> owner_;
+  std::unique_ptr<Stream> stream_;
+  uint64_t mark_;
+  bool done_ = false;
+};
+
+class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
+ public:
+  // A shadow for the GPU range [base, base+length) that `info` describes.
+  static Result<std::shared_ptr<StagedMemory>> create(Driver& driver, void* base, size_t length,
+                                                      const PointerInfo& info);
+  ~StagedMemory();
+  StagedMemory(const StagedMemory&) = delete;
+  StagedMemory& operator=(const StagedMemory&) = delete;
+
+  uint8_t* device_base() const { return base_; }
+  size_t length() const { return length_; }
+  uint8_t* shadow() const { return shadow_; }
+  int device() const { return info_.device; }
+  // The shadow's address for the GPU address p, or nullptr when p is outside the range.
+  uint8_t* shadow_of(const void* p) const;
+  bool contains(const void* p, size_t n) const;
+
+  // GPU -> shadow for [p, p+n); done when it returns.
+  Status copy_in(const void* p, size_t n);
+  // shadow -> GPU for [p, p+n); done when it returns.
+  Status copy_out(void* p, size_t n);
+  // shadow -> GPU for each range, started; the StagedCopy says when they are done.
+  Result<std::unique_ptr<StagedCopy>> start_copy_out(const std::vector<std::pair<void*, size_t>>& ranges);
+
+  uint64_t bytes_in() const { return bytes_in_; }
+  uint64_t bytes_out() const { return bytes_out_; }
+
+ private:
+  friend class StagedCopy;
+  StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
+               uint8_t* shadow);
+  Result<std::unique_ptr<Stream>> take_stream();
+  void give_stream(std::unique_ptr<Stream> s);
+
+  Driver& driver_;
+  uint8_t* base_;
+  size_t length_;
+  PointerInfo info_;
+  uint8_t* shadow_;
+  std::mutex mu_;  // guards streams_ only: no copy runs or waits under it
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::atomic<uint64_t> bytes_in_{0};
+  std::atomic<uint64_t> bytes_out_{0};
+};
+
+// Copies are enqueued in chunks of this size (so one large copy does not hold a copy engine
+// away from the others for its whole length).
+inline constexpr size_t kStagingChunk = size_t{4} << 20;
+
+}  // namespace xport::gpu

@@ -1,0 +1,226 @@
+// GPU memory through host staging, on every provider, with the fake CUDA driver standing in for
+// a GPU (tests/unit/gpu/fake_driver.hpp: its copies run only once asked about, so a request
+// reported done before its copy out finished shows stale bytes). The same paths run on real
+// GPUs in tests/gpu/ (device machine).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "../unit/gpu/fake_driver.hpp"
+#include "harness.hpp"
+#include "provider_fixture.hpp"
+
+namespace xport {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Pair;
+
+Deadline soon() { return Deadline::after(20s); }
+
+class GpuStaging : public test::ProviderTest {
+ protected:
+  // "GPU memory" of the fake driver, freed at the end of the test.
+  uint8_t* gpu_alloc(size_t n) {
+    auto p = gpu_->alloc_device(n, 0);
+    EXPECT_TRUE(p.ok());
+    allocs_.push_back(static_cast<uint8_t*>(*p));
+    return allocs_.back();
+  }
+  void TearDown() override {
+    test::ProviderTest::TearDown();
+    for (uint8_t* p : allocs_) gpu_->free_device(p);
+  }
+  test::FakeGpuScope gpu_;
+  std::vector<uint8_t*> allocs_;
+};
+
+TEST_P(GpuStaging, SendAndReceiveBetweenGpuBuffers) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  const size_t max = 1 << 20;
+  uint8_t* src = gpu_alloc(max);
+  uint8_t* dst = gpu_alloc(max);
+  auto sreg = dev_->register_memory(src, max);
+  auto dreg = dev_->register_memory(dst, max);
+  ASSERT_TRUE(sreg.ok()) << sreg.status().to_string();
+  ASSERT_TRUE(dreg.ok()) << dreg.status().to_string();
+  EXPECT_EQ(sreg->memory_type(), MemoryType::cuda);
+  EXPECT_TRUE(sreg->staged());
+  EXPECT_EQ(sreg->base(), src) << "a staged Region still names the caller's GPU memory";
+  uint64_t msg = 0;
+  for (size_t n : {size_t{1}, size_t{4096}, size_t{100000}, max}) {
+    ++msg;
+    test::fill(src, n, msg);
+    std::memset(dst, 0, max);
+    auto r = p.recv->irecv(dst, max, *dreg);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto s = p.send->isend(src, n, *sreg);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    // The sender's GPU buffer may be reused once isend returned the request done... only then:
+    auto sent = p.send->wait(*s, soon());
+    ASSERT_TRUE(sent.ok()) << sent.status().to_string();
+    Completion c;
+    auto until = std::chrono::steady_clock::now() + 20s;
+    while (!c.done && std::chrono::steady_clock::now() < until) {
+      auto t = p.recv->test(*r);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      c = *t;
+    }
+    ASSERT_TRUE(c.done) << n << " bytes: the receive did not complete";
+    EXPECT_EQ(c.bytes, n);
+    EXPECT_EQ(test::first_mismatch(dst, n, msg), -1)
+        << n << " bytes: the GPU buffer does not hold the message when test() says done";
+    EXPECT_EQ(dst[n], 0) << "copied past the message";
+  }
+  // wait() takes the same path.
+  test::fill(src, 5000, 99);
+  auto r = p.recv->irecv(dst, max, *dreg);
+  auto s = p.send->isend(src, 5000, *sreg);
+  ASSERT_TRUE(r.ok() && s.ok());
+  auto got = p.recv->wait(*r, soon());
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, 5000u);
+  EXPECT_EQ(test::first_mismatch(dst, 5000, 99), -1);
+  ASSERT_TRUE(p.send->wait(*s, soon()).ok());
+  EXPECT_GT(gpu_->bytes_to_host(), 0u);
+  EXPECT_GT(gpu_->bytes_to_device(), 0u);
+}
+
+TEST_P(GpuStaging, HostToGpuAndGpuToHostAndGroupedReceives) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  const size_t n = 64 * 1024;
+  uint8_t* gpu = gpu_alloc(4 * n);
+  std::vector<uint8_t> host(4 * n);
+  auto greg = dev_->register_memory(gpu, 4 * n);
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  ASSERT_TRUE(greg.ok() && hreg.ok());
+  EXPECT_EQ(hreg->memory_type(), MemoryType::host);
+  // Grouped receive: two buffers in GPU memory, one in host memory, tags 1..3.
+  RecvBuffer bufs[3] = {{gpu, n, &*greg, 1}, {host.data(), n, &*hreg, 2}, {gpu + n, n, &*greg, 3}};
+  auto r = p.recv->irecv(std::span<const RecvBuffer>(bufs, 3));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  test::fill(host.data() + n, 300, 1);         // host -> GPU buffer 0 (tag 1)
+  test::fill(gpu + 2 * n, 9000, 2);            // GPU -> host buffer (tag 2)
+  test::fill(gpu + 3 * n, n, 3);               // GPU -> GPU buffer 2 (tag 3)
+  auto s1 = p.send->isend(host.data() + n, 300, *hreg, 1);
+  auto s2 = p.send->isend(gpu + 2 * n, 9000, *greg, 2);
+  auto s3 = p.send->isend(gpu + 3 * n, n, *greg, 3);
+  ASSERT_TRUE(s1.ok() && s2.ok() && s3.ok());
+  Completion c;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (!c.done && std::chrono::steady_clock::now() < until) c = *p.recv->test(*r);
+  ASSERT_TRUE(c.done);
+  EXPECT_EQ(c.count, 3u);
+  EXPECT_EQ(c.sizes[0], 300u);
+  EXPECT_EQ(c.sizes[1], 9000u);
+  EXPECT_EQ(c.sizes[2], n);
+  EXPECT_EQ(test::first_mismatch(gpu, 300, 1), -1);
+  EXPECT_EQ(test::first_mismatch(host.data(), 9000, 2), -1);
+  EXPECT_EQ(test::first_mismatch(gpu + n, n, 3), -1);
+  for (auto& s : {s1, s2, s3}) ASSERT_TRUE(p.send->wait(*s, soon()).ok());
+}
+
+TEST_P(GpuStaging, PutsFromGpuAndGetsIntoGpu) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 256 * 1024;
+  uint8_t* gpu = gpu_alloc(n);
+  std::vector<uint8_t> target(n);
+  auto greg = dev_->register_memory(gpu, n);
+  auto treg = dev_->register_memory(target.data(), n);
+  ASSERT_TRUE(greg.ok() && treg.ok());
+  auto remote = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+  // put from GPU memory: delivered by quiet.
+  test::fill(gpu, n, 5);
+  auto t = (*w)->put(*greg, 0, *remote, 0, n);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 5), -1) << "the put sent stale shadow bytes";
+  // get into GPU memory: in place once wait_local returns.
+  test::fill(target.data(), n, 6);
+  std::memset(gpu, 0, n);
+  t = (*w)->get(*greg, 0, *remote, 0, n);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE((*w)->wait_local(*t, soon()).ok());
+  EXPECT_EQ(test::first_mismatch(gpu, n, 6), -1) << "wait_local returned before the copy out";
+  // ... once quiet returns.
+  test::fill(target.data(), n, 7);
+  t = (*w)->get(*greg, 0, *remote, 0, n);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(gpu, n, 7), -1) << "quiet returned before the copy out";
+  // ... once check() says done (a transfer with a put from and a get into GPU memory).
+  test::fill(target.data(), n / 2, 8);
+  test::fill(gpu + n / 2, n / 2, 9);
+  std::vector<TransferItem> items = {
+      {TransferItem::Kind::get, &*greg, 0, &*remote, 0, n / 2},
+      {TransferItem::Kind::put, &*greg, n / 2, &*remote, n / 2, n / 2}};
+  t = (*w)->post(items);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  TransferState st = TransferState::pending;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
+    auto c = (*w)->check(*t);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    st = *c;
+    (void)dev_->progress();
+  }
+  ASSERT_EQ(st, TransferState::done);
+  EXPECT_EQ(test::first_mismatch(gpu, n / 2, 8), -1) << "check() said done before the copy out";
+  EXPECT_EQ(test::first_mismatch(target.data() + n / 2, n / 2, 9), -1);
+}
+
+TEST_P(GpuStaging, BadGpuMemoryIsRefusedByName) {
+  void* managed = gpu_->alloc_managed(4096);
+  auto m = dev_->register_memory(managed, 4096);
+  EXPECT_EQ(m.status().code(), Code::invalid_argument);
+  EXPECT_NE(m.status().message().find("managed"), std::string::npos) << m.status().to_string();
+  gpu_->free_device(managed);
+  uint8_t* g = gpu_alloc(4096);
+  auto past = dev_->register_memory(g + 1024, 4096);
+  EXPECT_EQ(past.status().code(), Code::invalid_argument);
+  EXPECT_NE(past.status().message().find("runs past its GPU allocation"), std::string::npos)
+      << past.status().to_string();
+  // A staged region's key is not exported: a peer's puts would land in the host shadow, which
+  // nothing copies to the GPU yet (docs/semantics.md, "GPU memory").
+  auto reg = dev_->register_memory(g, 4096);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_TRUE(reg->export_key().empty());
+  // A send from outside the region is refused as for host memory.
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send);
+  EXPECT_EQ(p.send->isend(g + 4000, 200, *reg).status().code(), Code::invalid_argument);
+}
+
+TEST_P(GpuStaging, ShadowsGoWithTheirLastRegionAndAreShared) {
+  uint8_t* g = gpu_alloc(1 << 16);
+  {
+    auto a = dev_->register_memory(g, 1 << 16);
+    auto b = dev_->register_memory(g, 1 << 16);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(gpu_->pinned_live(), 1) << "two registrations of one GPU range share a shadow";
+    Region copy = *a;
+    a = Status(Code::closed, "dropped");
+    b = Status(Code::closed, "dropped");
+    EXPECT_EQ(gpu_->pinned_live(), 1) << "a copy of the Region keeps its shadow";
+  }
+  dev_.reset();  // the registrations' owner: nothing holds the shadow any more
+  EXPECT_EQ(gpu_->pinned_live(), 0) << "a shadow outlived every Region and registration";
+}
+
+TEST_P(GpuStaging, DevicePropertiesSayGpuMemoryIsTaken) {
+  EXPECT_TRUE(dev_->properties().device_memory);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GpuStaging, test::all_providers(), test::provider_param_name);
+
+}  // namespace
+}  // namespace xport

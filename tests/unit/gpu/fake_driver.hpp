@@ -1,0 +1,166 @@
+// A stand-in for the CUDA driver (gpu::Driver) so that CI, which has no GPU, runs every staging
+// path: "GPU memory" is host memory it hands out and recognises; its streams hold copies back
+// until the caller asks whether they are done (a few times) or synchronises, so code that
+// reads a destination before its copy finished sees stale bytes and fails its test.
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "gpu/driver.hpp"
+
+namespace xport::test {
+
+class FakeGpuDriver final : public gpu::Driver {
+ public:
+  // `lag`: how many reached() queries a mark needs before its copies run.
+  explicit FakeGpuDriver(int lag = 2) : lag_(lag) {}
+  ~FakeGpuDriver() override {
+    for (auto& [p, a] : allocs_) std::free(reinterpret_cast<void*>(p));
+  }
+
+  std::string describe() const override { return "fake"; }
+  bool available() const override { return true; }
+  Result<gpu::PointerInfo> classify(const void* p) override {
+    std::lock_guard<std::mutex> g(mu_);
+    gpu::PointerInfo info;
+    auto q = reinterpret_cast<uintptr_t>(p);
+    auto it = allocs_.upper_bound(q);
+    if (it == allocs_.begin()) return info;
+    --it;
+    if (q >= it->first + it->second.size) return info;
+    info.kind = it->second.managed ? gpu::MemoryKind::managed : gpu::MemoryKind::device;
+    info.device = 0;
+    info.alloc_base = it->first;
+    info.alloc_size = it->second.size;
+    return info;
+  }
+  Result<void*> alloc_pinned(size_t n) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++pinned_live_;
+    return std::calloc(1, n);
+  }
+  void free_pinned(void* p) override {
+    std::lock_guard<std::mutex> g(mu_);
+    --pinned_live_;
+    std::free(p);
+  }
+  Result<std::unique_ptr<gpu::Stream>> open_stream(const gpu::PointerInfo&) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++streams_opened_;
+    return std::unique_ptr<gpu::Stream>(new FakeStream(*this));
+  }
+  Result<void*> alloc_device(size_t n, int) override { return alloc(n, false); }
+  void free_device(void* p) override {
+    std::lock_guard<std::mutex> g(mu_);
+    allocs_.erase(reinterpret_cast<uintptr_t>(p));
+    std::free(p);
+  }
+  void* alloc_managed(size_t n) { return alloc(n, true); }
+
+  int pinned_live() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return pinned_live_;
+  }
+  int streams_opened() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return streams_opened_;
+  }
+  uint64_t bytes_to_host() const { return to_host_; }
+  uint64_t bytes_to_device() const { return to_device_; }
+
+ private:
+  struct Alloc {
+    size_t size;
+    bool managed;
+  };
+  void* alloc(size_t n, bool managed) {
+    void* p = std::malloc(n);
+    std::memset(p, 0xEE, n);  // never the bytes a test expects
+    std::lock_guard<std::mutex> g(mu_);
+    allocs_[reinterpret_cast<uintptr_t>(p)] = {n, managed};
+    return p;
+  }
+
+  class FakeStream final : public gpu::Stream {
+   public:
+    explicit FakeStream(FakeGpuDriver& d) : d_(d) {}
+    Status copy_to_host(void* dst, const void* src, size_t n) override {
+      ops_.push_back({dst, src, n, true});
+      return Status::success();
+    }
+    Status copy_to_device(void* dst, const void* src, size_t n) override {
+      ops_.push_back({dst, src, n, false});
+      return Status::success();
+    }
+    Result<uint64_t> mark() override {
+      ops_.push_back({nullptr, nullptr, 0, false, ++marks_});
+      return marks_;
+    }
+    Result<bool> reached(uint64_t m) override {
+      if (m <= done_) return true;
+      if (++queries_ < d_.lag_) return false;
+      queries_ = 0;
+      run_through(m);
+      return true;
+    }
+    Status synchronize() override {
+      run_through(UINT64_MAX);
+      return Status::success();
+    }
+
+   private:
+    struct Op {
+      void* dst;
+      const void* src;
+      size_t n;
+      bool to_host;
+      uint64_t mark = 0;
+    };
+    void run_through(uint64_t m) {
+      while (!ops_.empty()) {
+        Op op = ops_.front();
+        if (op.mark != 0 && op.mark > m) break;
+        ops_.pop_front();
+        if (op.mark != 0) {
+          done_ = op.mark;
+          continue;
+        }
+        std::memcpy(op.dst, op.src, op.n);
+        (op.to_host ? d_.to_host_ : d_.to_device_) += op.n;
+      }
+      if (m == UINT64_MAX) done_ = marks_;
+    }
+    FakeGpuDriver& d_;
+    std::deque<Op> ops_;
+    uint64_t marks_ = 0;
+    uint64_t done_ = 0;
+    int queries_ = 0;
+  };
+
+  const int lag_;
+  mutable std::mutex mu_;
+  std::map<uintptr_t, Alloc> allocs_;
+  int pinned_live_ = 0;
+  int streams_opened_ = 0;
+  std::atomic<uint64_t> to_host_{0};
+  std::atomic<uint64_t> to_device_{0};
+};
+
+// Installs a FakeGpuDriver for the life of a test.
+class FakeGpuScope {
+ public:
+  explicit FakeGpuScope(int lag = 2) : driver_(lag) { gpu::set_driver_for_tests(&driver_); }
+  ~FakeGpuScope() { gpu::set_driver_for_tests(nullptr); }
+  FakeGpuDriver& operator*() { return driver_; }
+  FakeGpuDriver* operator->() { return &driver_; }
+
+ private:
+  FakeGpuDriver driver_;
+};
+
+}  // namespace xport::test
