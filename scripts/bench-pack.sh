@@ -5,21 +5,23 @@
 # with the scripts that drive them. There:
 #   LD_LIBRARY_PATH=PACK/lib python3 PACK/scripts/bench-bare.py --build PACK --taskset 2-5
 #   scripts/bench-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/bench-pack)]
+# PACK_BINS: other programs of the build to pack instead (paths under BUILD_DIR), e.g. the GPU
+# tests for the device machine: PACK_BINS="tests/gpu/xport-gpu-tests tools/xport-bench".
 set -euo pipefail
 
 build=${1:-build}
 pack=${2:-$build/bench-pack}
 die() { echo "bench-pack: $*" >&2; exit 1; }
 
-tools=(xport-bench fi-bare-loop fi-atomic-loop)
+read -r -a tools <<<"${PACK_BINS:-tools/xport-bench tools/fi-bare-loop tools/fi-atomic-loop}"
 for t in "${tools[@]}"; do
-  [ -x "$build/tools/$t" ] || die "$build/tools/$t is missing: ninja -C $build tools/$t"
+  [ -x "$build/$t" ] || die "$build/$t is missing: ninja -C $build $t"
 done
 rm -rf "$pack"
 mkdir -p "$pack/tools" "$pack/lib" "$pack/scripts"
 for t in "${tools[@]}"; do
-  strip --strip-debug -o "$pack/tools/$t" "$build/tools/$t"
-  ldd "$build/tools/$t" | while read -r name arrow path _; do
+  strip --strip-debug -o "$pack/tools/$(basename "$t")" "$build/$t"
+  ldd "$build/$t" | while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     case "$name" in
       libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|linux-vdso*) continue ;;

@@ -1,0 +1,190 @@
+// GPU memory through host staging on a real GPU (device machine; skips without one): bytes
+// verified in GPU memory for send/recv, grouped receives, puts from and gets into GPU memory,
+// on shm and tcp;ofi_rxm; and what staging costs: 64 MiB puts and messages from GPU memory
+// against the same from host memory (printed as "staging:" lines, docs/benchmarks.md).
+// XPORT_TEST_GPU_SRC / XPORT_TEST_GPU_DST: the GPUs of source and destination (default 0, 0).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../integration/harness.hpp"
+#include "../integration/provider_fixture.hpp"
+#include "gpu/driver.hpp"
+
+namespace xport {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Pair;
+
+Deadline soon() { return Deadline::after(60s); }
+
+int env_gpu(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
+
+class GpuMemory : public test::ProviderTest {
+ protected:
+  void SetUp() override {
+    if (!gpu::driver().available()) GTEST_SKIP() << "no GPU: " << gpu::driver().describe();
+    test::ProviderTest::SetUp();
+  }
+  void TearDown() override {
+    test::ProviderTest::TearDown();
+    for (void* p : allocs_) gpu::driver().free_device(p);
+  }
+  uint8_t* gpu_alloc(size_t n, int device) {
+    auto p = gpu::driver().alloc_device(n, device);
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    if (!p.ok()) return nullptr;
+    allocs_.push_back(*p);
+    return static_cast<uint8_t*>(*p);
+  }
+  // Host <-> GPU through a stream of the driver (the test's own view of GPU memory).
+  void to_gpu(uint8_t* dst, const uint8_t* src, size_t n) {
+    auto s = gpu::driver().open_stream(*gpu::driver().classify(dst));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->copy_to_device(dst, src, n).ok());
+    ASSERT_TRUE((*s)->synchronize().ok());
+  }
+  std::vector<uint8_t> from_gpu(const uint8_t* src, size_t n) {
+    std::vector<uint8_t> out(n);
+    auto s = gpu::driver().open_stream(*gpu::driver().classify(src));
+    EXPECT_TRUE(s.ok());
+    EXPECT_TRUE((*s)->copy_to_host(out.data(), src, n).ok());
+    EXPECT_TRUE((*s)->synchronize().ok());
+    return out;
+  }
+  void fill_gpu(uint8_t* dst, size_t n, uint64_t msg) {
+    std::vector<uint8_t> h(n);
+    test::fill(h.data(), n, msg);
+    to_gpu(dst, h.data(), n);
+  }
+  std::vector<void*> allocs_;
+};
+
+TEST_P(GpuMemory, SendAndReceiveVerifiedInGpuMemory) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  const size_t max = 64 << 20;
+  uint8_t* src = gpu_alloc(max, env_gpu("XPORT_TEST_GPU_SRC"));
+  uint8_t* dst = gpu_alloc(max, env_gpu("XPORT_TEST_GPU_DST"));
+  ASSERT_TRUE(src && dst);
+  auto sreg = dev_->register_memory(src, max);
+  auto dreg = dev_->register_memory(dst, max);
+  ASSERT_TRUE(sreg.ok()) << sreg.status().to_string();
+  ASSERT_TRUE(dreg.ok()) << dreg.status().to_string();
+  ASSERT_TRUE(sreg->staged());
+  uint64_t msg = 0;
+  for (size_t n : {size_t{1}, size_t{4096}, size_t{1} << 20, max}) {
+    fill_gpu(src, n, ++msg);
+    auto r = p.recv->irecv(dst, max, *dreg);
+    auto s = p.send->isend(src, n, *sreg);
+    ASSERT_TRUE(r.ok() && s.ok()) << r.status().to_string() << s.status().to_string();
+    auto got = p.recv->wait(*r, soon());
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, n);
+    ASSERT_TRUE(p.send->wait(*s, soon()).ok());
+    auto back = from_gpu(dst, n);
+    EXPECT_EQ(test::first_mismatch(back.data(), n, msg), -1) << n << " bytes";
+  }
+  // A grouped receive: GPU and host buffers by tag.
+  std::vector<uint8_t> host(8192);
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  ASSERT_TRUE(hreg.ok());
+  RecvBuffer bufs[2] = {{dst, 100000, &*dreg, 7}, {host.data(), host.size(), &*hreg, 8}};
+  fill_gpu(src, 100000, 70);
+  fill_gpu(src + (1 << 20), 8192, 80);
+  auto r = p.recv->irecv(std::span<const RecvBuffer>(bufs, 2));
+  auto s1 = p.send->isend(src, 100000, *sreg, 7);
+  auto s2 = p.send->isend(src + (1 << 20), 8192, *sreg, 8);
+  ASSERT_TRUE(r.ok() && s1.ok() && s2.ok());
+  ASSERT_TRUE(p.recv->wait(*r, soon()).ok());
+  auto back = from_gpu(dst, 100000);
+  EXPECT_EQ(test::first_mismatch(back.data(), 100000, 70), -1);
+  EXPECT_EQ(test::first_mismatch(host.data(), 8192, 80), -1);
+  ASSERT_TRUE(p.send->wait(*s1, soon()).ok() && p.send->wait(*s2, soon()).ok());
+}
+
+TEST_P(GpuMemory, PutsFromAndGetsIntoGpuMemory) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 8 << 20;
+  uint8_t* g = gpu_alloc(n, env_gpu("XPORT_TEST_GPU_SRC"));
+  std::vector<uint8_t> target(n);
+  auto greg = dev_->register_memory(g, n);
+  auto treg = dev_->register_memory(target.data(), n);
+  ASSERT_TRUE(greg.ok() && treg.ok());
+  auto remote = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(remote.ok());
+  fill_gpu(g, n, 11);
+  ASSERT_TRUE((*w)->put(*greg, 0, *remote, 0, n).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 11), -1);
+  test::fill(target.data(), n, 12);
+  auto t = (*w)->get(*greg, 0, *remote, 0, n);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*w)->wait_local(*t, soon()).ok());
+  auto back = from_gpu(g, n);
+  EXPECT_EQ(test::first_mismatch(back.data(), n, 12), -1);
+}
+
+// Staging's cost: the same 64 MiB operations from host and from GPU memory, interleaved.
+TEST_P(GpuMemory, StagingBandwidthAgainstHostMemory) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok());
+  const size_t n = 64 << 20;
+  const int iters = 8, rounds = 3;
+  uint8_t* g = gpu_alloc(n, env_gpu("XPORT_TEST_GPU_SRC"));
+  uint8_t* gd = gpu_alloc(n, env_gpu("XPORT_TEST_GPU_DST"));
+  std::vector<uint8_t> host(n, 1), target(n), hostdst(n);
+  auto greg = dev_->register_memory(g, n);
+  auto gdreg = dev_->register_memory(gd, n);
+  auto hreg = dev_->register_memory(host.data(), n);
+  auto treg = dev_->register_memory(target.data(), n);
+  auto hdreg = dev_->register_memory(hostdst.data(), n);
+  ASSERT_TRUE(greg.ok() && gdreg.ok() && hreg.ok() && treg.ok() && hdreg.ok());
+  auto remote = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(remote.ok());
+  auto put_rate = [&](const Region& src) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) EXPECT_TRUE((*w)->put(src, 0, *remote, 0, n).ok());
+    EXPECT_TRUE((*w)->quiet(soon()).ok());
+    return double(n) * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+  };
+  auto send_rate = [&](const Region& src, const Region& dst) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      auto r = p.recv->irecv(dst.base(), n, dst);
+      auto s = p.send->isend(src.base(), n, src);
+      EXPECT_TRUE(r.ok() && s.ok());
+      EXPECT_TRUE(p.recv->wait(*r, soon()).ok());
+      EXPECT_TRUE(p.send->wait(*s, soon()).ok());
+    }
+    return double(n) * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+  };
+  for (int round = 0; round < rounds; ++round) {
+    double ph = put_rate(*hreg), pg = put_rate(*greg);
+    double sh = send_rate(*hreg, *hdreg), sg = send_rate(*greg, *gdreg);
+    std::printf("staging: %s round %d: put 64 MiB host %.2f GB/s, GPU %.2f GB/s (%.2fx); "
+                "send/recv 64 MiB host->host %.2f GB/s, GPU->GPU %.2f GB/s (%.2fx)\n",
+                GetParam().provider, round, ph, pg, pg / ph, sh, sg, sg / sh);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GpuMemory,
+                         ::testing::Values(test::ProviderParam{"shm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "manual"}),
+                         test::provider_param_name);
+
+}  // namespace
+}  // namespace xport
