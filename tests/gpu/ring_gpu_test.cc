@@ -1,0 +1,130 @@
+// The proxy ring with producers on a real GPU (kernels in ring_kernels.cu, xport/device.cuh)
+// and the host's RingConsumer: descriptors of many threads each taken once and in each thread's
+// order through wrap-around and full-ring waits, warp and block scope, a wait on a signal
+// nobody sends ending with a timeout the host reads, an abort ending a kernel's wait. Skips
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "gpu/proxy_ring.hpp"
+
+extern "C" {
+int xtest_ring_alloc(uint32_t bytes, void** host, void** device, void** head);
+void xtest_ring_free(void* host, void* head);
+int xtest_launch_producers(void* device, void* head, uint32_t capacity, int blocks, int threads,
+                           int per_thread, uint64_t deadline_cycles);
+int xtest_launch_waiter(void* device, void* head, uint32_t capacity, void* word_host,
+                        uint64_t value, uint64_t deadline_cycles);
+int xtest_launch_scopes(void* device, void* head, uint32_t capacity, int blocks,
+                        uint64_t deadline_cycles);
+int xtest_finish(int* statuses, int n);
+int xtest_running();
+int xtest_gpus();
+}
+
+namespace xport::gpu {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t kSecondOfCycles = 2'000'000'000ull;  // about a second at 2 GHz
+
+class GpuRing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (xtest_gpus() == 0) GTEST_SKIP() << "no GPU";
+    ASSERT_EQ(xtest_ring_alloc(gpu_ring::ring_bytes(capacity_) + 64, &host_, &device_, &head_), 0);
+    ASSERT_TRUE(init_ring(host_, capacity_).ok());
+  }
+  void TearDown() override {
+    if (host_) xtest_ring_free(host_, head_);
+  }
+  uint32_t capacity_ = 256;
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  void* head_ = nullptr;
+};
+
+TEST_F(GpuRing, EveryDescriptorOfEveryGpuThreadOnceAndInOrder) {
+  const int blocks = 8, threads = 64, per_thread = 50;
+  auto c = RingConsumer::attach(host_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(xtest_launch_producers(device_, head_, capacity_, blocks, threads, per_thread,
+                                   30 * kSecondOfCycles), 0);
+  std::map<uint16_t, uint64_t> next;
+  uint64_t seen = 0, total = uint64_t{blocks} * threads * per_thread;
+  gpu_ring::Descriptor out[64];
+  auto until = std::chrono::steady_clock::now() + 60s;
+  while (seen < total && std::chrono::steady_clock::now() < until) {
+    size_t n = c->poll(out, 64);
+    for (size_t k = 0; k < n; ++k) {
+      const auto& d = out[k];
+      ASSERT_EQ(d.op, static_cast<uint8_t>(gpu_ring::Op::put));
+      EXPECT_EQ(d.local_offset, next[d.window]) << "thread " << d.window << " out of order";
+      EXPECT_EQ(d.remote_offset, uint64_t{d.window} * per_thread + d.local_offset)
+          << "a descriptor read before its body was written";
+      EXPECT_EQ(d.length, 8u);
+      next[d.window] = d.local_offset + 1;
+    }
+    seen += n;
+    c->complete(n);
+  }
+  ASSERT_EQ(seen, total) << "descriptors missing after 60 s";
+  std::vector<int> status(blocks * threads, 99);
+  ASSERT_EQ(xtest_finish(status.data(), blocks * threads), 0);
+  for (int s : status) EXPECT_EQ(s, 0);
+  EXPECT_EQ(c->aborted(), gpu_ring::Abort::none);
+}
+
+TEST_F(GpuRing, WarpAndBlockScopeIssueOncePerWarpOrBlock) {
+  const int blocks = 4;  // 64 threads: 2 warps
+  auto c = RingConsumer::attach(host_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(xtest_launch_scopes(device_, head_, capacity_, blocks, 30 * kSecondOfCycles), 0);
+  std::map<uint16_t, int> per_window;
+  gpu_ring::Descriptor out[64];
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (xtest_running() == 1 && std::chrono::steady_clock::now() < until) {
+    size_t n = c->poll(out, 64);
+    for (size_t k = 0; k < n; ++k) ++per_window[out[k].window];
+    c->complete(n);  // quiet completes here as a put does (no window behind this ring)
+  }
+  std::vector<int> status(blocks, 99);
+  ASSERT_EQ(xtest_finish(status.data(), blocks), 0);
+  for (int s : status) EXPECT_EQ(s, 0);
+  EXPECT_EQ(per_window[7], blocks * 2) << "put_warp: one per warp";
+  EXPECT_EQ(per_window[8], blocks) << "put_block: one per block";
+  EXPECT_EQ(per_window[9], blocks) << "quiet_block: one per block";
+}
+
+TEST_F(GpuRing, AWaitOnASignalNobodySendsEndsWithATimeoutTheHostReads) {
+  auto c = RingConsumer::attach(host_);
+  ASSERT_TRUE(c.ok());
+  auto* word = static_cast<uint64_t*>(host_) + gpu_ring::ring_bytes(capacity_) / 8;  // spare line
+  *word = 5;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(xtest_launch_waiter(device_, head_, capacity_, word, 6, kSecondOfCycles / 10), 0);
+  int status = 99;
+  ASSERT_EQ(xtest_finish(&status, 1), 0);
+  EXPECT_EQ(status, -2) << "kTimedOut";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(c->aborted(), gpu_ring::Abort::timeout);
+}
+
+TEST_F(GpuRing, AnAbortEndsAKernelsWait) {
+  auto c = RingConsumer::attach(host_);
+  ASSERT_TRUE(c.ok());
+  auto* word = static_cast<uint64_t*>(host_) + gpu_ring::ring_bytes(capacity_) / 8;
+  *word = 0;
+  ASSERT_EQ(xtest_launch_waiter(device_, head_, capacity_, word, 1, 600 * kSecondOfCycles), 0);
+  EXPECT_EQ(xtest_running(), 1);
+  c->abort(gpu_ring::Abort::stopped);
+  int status = 99;
+  ASSERT_EQ(xtest_finish(&status, 1), 0);
+  EXPECT_EQ(status, -1) << "kAborted";
+}
+
+}  // namespace
+}  // namespace xport::gpu

@@ -1,0 +1,103 @@
+// Kernels of the proxy ring test (ring_gpu_test.cc): producers on a real GPU following
+// xport/device.cuh, against the host's RingConsumer. Built by nvcc (CUDA runtime, static).
+#include <cuda_runtime.h>
+
+#include "xport/device.cuh"
+
+namespace {
+
+__global__ void producers(xport::device::Ring r, int per_thread, uint64_t deadline_cycles,
+                          int* status) {
+  const int me = blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t last = 0;
+  for (int i = 0; i < per_thread && last >= 0; ++i) {
+    last = xport::device::put(r, static_cast<uint16_t>(me), 1, static_cast<uint64_t>(i), 2,
+                              static_cast<uint64_t>(me) * per_thread + i, 8, deadline_cycles);
+  }
+  status[me] = last < 0 ? static_cast<int>(last) : xport::device::wait_local(r, last, deadline_cycles);
+}
+
+__global__ void waiter(xport::device::Ring r, const uint64_t* word, uint64_t value,
+                       uint64_t deadline_cycles, int* status) {
+  *status = xport::device::wait_signal(r, word, value, deadline_cycles);
+}
+
+__global__ void warp_and_block(xport::device::Ring r, uint64_t deadline_cycles, int* status) {
+  int64_t a = xport::device::put_warp(r, 7, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
+  int64_t b = xport::device::put_block(r, 8, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
+  int q = xport::device::quiet_block(r, 9, deadline_cycles);
+  if (threadIdx.x == 0) status[blockIdx.x] = (a < 0 || b < 0) ? -3 : q;
+}
+
+cudaStream_t g_stream;
+int* g_status;
+
+}  // namespace
+
+extern "C" {
+
+int xtest_ring_alloc(uint32_t bytes, void** host, void** device, void** head) {
+  if (cudaHostAlloc(host, bytes, cudaHostAllocMapped) != cudaSuccess) return 1;
+  if (cudaHostGetDevicePointer(device, *host, 0) != cudaSuccess) return 2;
+  if (cudaMalloc(head, sizeof(unsigned long long)) != cudaSuccess) return 3;
+  if (cudaMemset(*head, 0, sizeof(unsigned long long)) != cudaSuccess) return 4;
+  if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess) return 5;
+  if (cudaMalloc(&g_status, sizeof(int) * 4096) != cudaSuccess) return 6;
+  return 0;
+}
+
+void xtest_ring_free(void* host, void* head) {
+  cudaStreamSynchronize(g_stream);
+  cudaFreeHost(host);
+  cudaFree(head);
+  cudaFree(g_status);
+  cudaStreamDestroy(g_stream);
+}
+
+static xport::device::Ring ring_of(void* device, void* head, uint32_t capacity) {
+  auto* h = static_cast<xport::gpu_ring::Header*>(device);
+  return {h, reinterpret_cast<xport::gpu_ring::Descriptor*>(h + 1),
+          static_cast<unsigned long long*>(head), capacity};
+}
+
+int xtest_launch_producers(void* device, void* head, uint32_t capacity, int blocks, int threads,
+                           int per_thread, uint64_t deadline_cycles) {
+  producers<<<blocks, threads, 0, g_stream>>>(ring_of(device, head, capacity), per_thread,
+                                              deadline_cycles, g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+int xtest_launch_waiter(void* device, void* head, uint32_t capacity, void* word_host,
+                        uint64_t value, uint64_t deadline_cycles) {
+  void* word = nullptr;
+  if (cudaHostGetDevicePointer(&word, word_host, 0) != cudaSuccess) return 2;
+  waiter<<<1, 1, 0, g_stream>>>(ring_of(device, head, capacity), static_cast<uint64_t*>(word),
+                                value, deadline_cycles, g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+int xtest_launch_scopes(void* device, void* head, uint32_t capacity, int blocks,
+                        uint64_t deadline_cycles) {
+  warp_and_block<<<blocks, 64, 0, g_stream>>>(ring_of(device, head, capacity), deadline_cycles,
+                                              g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+// Waits for the kernel and copies the first n statuses out; 0 or the CUDA error.
+int xtest_finish(int* statuses, int n) {
+  if (cudaStreamSynchronize(g_stream) != cudaSuccess) return 1;
+  return cudaMemcpy(statuses, g_status, sizeof(int) * n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : 2;
+}
+
+// Whether a kernel launched earlier is still running (1), done (0), or failed (-1).
+int xtest_running() {
+  cudaError_t e = cudaStreamQuery(g_stream);
+  return e == cudaErrorNotReady ? 1 : e == cudaSuccess ? 0 : -1;
+}
+
+int xtest_gpus() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+}  // extern "C"
