@@ -29,6 +29,31 @@ __global__ void warp_and_block(xport::device::Ring r, uint64_t deadline_cycles, 
   if (threadIdx.x == 0) status[blockIdx.x] = (a < 0 || b < 0) ? -3 : q;
 }
 
+// Each thread: a put_signal of its slice (region 0 -> remote 0, signal word 1 of remote 1),
+// waits for it, then the block quiets.
+__global__ void proxy_put_signals(xport::device::Ring r, uint64_t slice, uint64_t deadline_cycles,
+                                  int* status) {
+  const uint64_t me = blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t t = xport::device::put_signal(r, 0, 0, me * slice, 0, me * slice, slice, 1, 8, 1,
+                                        xport::gpu_ring::SignalOp::add, deadline_cycles);
+  int e = xport::device::wait_local(r, t, deadline_cycles);
+  int q = xport::device::quiet_block(r, 0, deadline_cycles);
+  if (e != 0) atomicMin(&status[blockIdx.x], e);
+  if (threadIdx.x == 0 && q != 0) atomicMin(&status[blockIdx.x], q);
+}
+
+// One thread: `count` puts of `size` bytes, then quiet (device-initiated put bandwidth).
+__global__ void proxy_put_stream(xport::device::Ring r, uint64_t size, int count,
+                                 uint64_t deadline_cycles, int* status) {
+  int e = 0;
+  for (int i = 0; i < count && e == 0; ++i) {
+    int64_t t = xport::device::put(r, 0, 0, 0, 0, 0, size, deadline_cycles);
+    if (t < 0) e = static_cast<int>(t);
+  }
+  if (e == 0) e = xport::device::quiet(r, 0, deadline_cycles);
+  *status = e;
+}
+
 cudaStream_t g_stream;
 int* g_status;
 
@@ -56,8 +81,8 @@ void xtest_ring_free(void* host, void* head) {
 
 static xport::device::Ring ring_of(void* device, void* head, uint32_t capacity) {
   auto* h = static_cast<xport::gpu_ring::Header*>(device);
-  return {h, reinterpret_cast<xport::gpu_ring::Descriptor*>(h + 1),
-          static_cast<unsigned long long*>(head), capacity};
+  return xport::device::Ring{h, reinterpret_cast<xport::gpu_ring::Descriptor*>(h + 1),
+                             static_cast<unsigned long long*>(head), capacity};
 }
 
 int xtest_launch_producers(void* device, void* head, uint32_t capacity, int blocks, int threads,
@@ -80,6 +105,19 @@ int xtest_launch_scopes(void* device, void* head, uint32_t capacity, int blocks,
                         uint64_t deadline_cycles) {
   warp_and_block<<<blocks, 64, 0, g_stream>>>(ring_of(device, head, capacity), deadline_cycles,
                                               g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+int xtest_launch_proxy_put_signals(xport::gpu_ring::DeviceRing r, int blocks, int threads,
+                                   uint64_t slice, uint64_t deadline_cycles) {
+  cudaMemset(g_status, 0, sizeof(int) * blocks);
+  proxy_put_signals<<<blocks, threads, 0, g_stream>>>(r, slice, deadline_cycles, g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+int xtest_launch_proxy_put_stream(xport::gpu_ring::DeviceRing r, uint64_t size, int count,
+                                  uint64_t deadline_cycles) {
+  proxy_put_stream<<<1, 1, 0, g_stream>>>(r, size, count, deadline_cycles, g_status);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 

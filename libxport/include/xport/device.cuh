@@ -15,14 +15,8 @@
 
 namespace xport::device {
 
-// The ring as kernels see it: the header and slots through their device-mapped addresses, and
-// the producers' counter in GPU memory (device-scope atomics, no PCIe atomics needed).
-struct Ring {
-  gpu_ring::Header* header;
-  gpu_ring::Descriptor* slots;
-  unsigned long long* head;
-  uint32_t capacity;
-};
+// The ring as kernels see it (GpuProxy::ring()).
+using Ring = gpu_ring::DeviceRing;
 
 // Negative results: a ring error. -1: aborted (read the host's error), -2: this wait timed out.
 enum : int64_t { kAborted = -1, kTimedOut = -2 };

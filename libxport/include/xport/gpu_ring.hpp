@@ -80,6 +80,16 @@ static_assert(offsetof(Header, completed) == 192);
 inline constexpr uint32_t kMagic = 0x78707267;  // "xprg"
 inline constexpr uint32_t kVersion = 1;
 
+// The ring as kernels reach it (GpuProxy::ring() gives it): the header and slots at their
+// device-mapped addresses, and the producers' counter in GPU memory (device-scope atomics: no
+// PCIe atomics needed).
+struct DeviceRing {
+  Header* header;
+  Descriptor* slots;
+  unsigned long long* head;
+  uint32_t capacity;
+};
+
 // Bytes of a ring of `capacity` slots: the header, then the slots.
 XPORT_RING_FN inline constexpr size_t ring_bytes(uint32_t capacity) {
   return sizeof(Header) + static_cast<size_t>(capacity) * sizeof(Descriptor);

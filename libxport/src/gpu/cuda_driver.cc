@@ -29,6 +29,7 @@ struct Api {
   XPORT_CU(cuMemFree)
   XPORT_CU(cuMemHostAlloc)
   XPORT_CU(cuMemFreeHost)
+  XPORT_CU(cuMemHostGetDevicePointer)
   XPORT_CU(cuStreamCreate)
   XPORT_CU(cuStreamDestroy)
   XPORT_CU(cuStreamSynchronize)
@@ -63,6 +64,7 @@ bool resolve_all(void* lib, Api& a, std::string& missing) {
          resolve(lib, a.cuMemFree, "cuMemFree_v2", missing) &&
          resolve(lib, a.cuMemHostAlloc, "cuMemHostAlloc", missing) &&
          resolve(lib, a.cuMemFreeHost, "cuMemFreeHost", missing) &&
+         resolve(lib, a.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", missing) &&
          resolve(lib, a.cuStreamCreate, "cuStreamCreate", missing) &&
          resolve(lib, a.cuStreamDestroy, "cuStreamDestroy_v2", missing) &&
          resolve(lib, a.cuStreamSynchronize, "cuStreamSynchronize", missing) &&
@@ -212,6 +214,22 @@ class CudaDriver final : public Driver {
   }
   void free_pinned(void* p) override {
     if (p != nullptr) a_.cuMemFreeHost(p);
+  }
+  Result<void*> alloc_mapped(size_t n, void** device) override {
+    CUcontext ctx;
+    XPORT_RETURN_IF_ERROR(primary(0, ctx));
+    ContextScope scope(a_, ctx);
+    void* p = nullptr;
+    CUresult r = a_.cuMemHostAlloc(&p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r != CUDA_SUCCESS) return fail(r, "cuMemHostAlloc(DEVICEMAP)", n, Code::resource);
+    CUdeviceptr d = 0;
+    r = a_.cuMemHostGetDevicePointer(&d, p, 0);
+    if (r != CUDA_SUCCESS) {
+      a_.cuMemFreeHost(p);
+      return fail(r, "cuMemHostGetDevicePointer", n, Code::resource);
+    }
+    *device = reinterpret_cast<void*>(d);
+    return p;
   }
 
   Result<std::unique_ptr<Stream>> open_stream(const PointerInfo& info) override {

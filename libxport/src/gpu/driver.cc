@@ -23,6 +23,7 @@ class NoGpu final : public Driver {
   Result<PointerInfo> classify(const void*) override { return PointerInfo{}; }
   Result<void*> alloc_pinned(size_t) override { return unsupported("pinned host memory"); }
   void free_pinned(void*) override {}
+  Result<void*> alloc_mapped(size_t, void**) override { return unsupported("mapped memory"); }
   Result<std::unique_ptr<Stream>> open_stream(const PointerInfo&) override {
     return unsupported("a copy stream");
   }

@@ -54,6 +54,9 @@ class Driver {
   // Page-locked host memory the GPU copies to and from at full speed (staging shadows).
   virtual Result<void*> alloc_pinned(size_t n) = 0;
   virtual void free_pinned(void* p) = 0;
+  // Page-locked host memory mapped into every GPU's address space: the host address, and the
+  // address kernels use in *device (the proxy ring).
+  virtual Result<void*> alloc_mapped(size_t n, void** device) = 0;
   // A stream on the GPU that holds `info`'s memory (in its context).
   virtual Result<std::unique_ptr<Stream>> open_stream(const PointerInfo& info) = 0;
   // GPU memory for tools and tests (xport-bench --memory cuda, the GPU tests).

@@ -49,6 +49,14 @@ class FakeGpuDriver final : public gpu::Driver {
     --pinned_live_;
     std::free(p);
   }
+  Result<void*> alloc_mapped(size_t n, void** device) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++pinned_live_;
+    void* p = std::aligned_alloc(64, (n + 63) / 64 * 64);
+    std::memset(p, 0, n);
+    *device = p;  // one address space: "kernels" are CPU threads
+    return p;
+  }
   Result<std::unique_ptr<gpu::Stream>> open_stream(const gpu::PointerInfo&) override {
     std::lock_guard<std::mutex> g(mu_);
     ++streams_opened_;

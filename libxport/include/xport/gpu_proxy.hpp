@@ -1,0 +1,60 @@
+// The host proxy for GPU-initiated operations (docs/semantics.md, "GPU-initiated operations"):
+// a thread that takes the descriptors kernels put on the proxy ring (xport/device.cuh) off in
+// bounded batches and executes them through Windows, then tells the kernels which are complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "xport/gpu_ring.hpp"
+#include "xport/region.hpp"
+#include "xport/status.hpp"
+#include "xport/window.hpp"
+
+namespace xport {
+
+class Device;
+
+struct GpuProxyOptions {
+  uint32_t capacity = 1024;  // ring slots (a power of two)
+  uint32_t batch = 64;       // descriptors taken per pass
+  int gpu = 0;               // the GPU whose memory holds the producers' counter
+};
+
+struct GpuProxyStats {
+  uint64_t batches = 0;          // passes that took at least one descriptor
+  uint64_t descriptors = 0;      // descriptors executed
+  uint64_t completed = 0;        // ... and reported complete to the kernels
+  uint64_t max_occupancy = 0;    // most descriptors taken in one pass
+};
+
+class GpuProxy {
+ public:
+  // A ring in page-locked host memory mapped into the GPUs, on `device`'s windows. Needs a GPU
+  // (Code::unsupported without one).
+  static Result<std::unique_ptr<GpuProxy>> open(Device& device, const GpuProxyOptions& options = {});
+  ~GpuProxy();  // aborts the ring (Abort::stopped), stops the thread
+  GpuProxy(const GpuProxy&) = delete;
+  GpuProxy& operator=(const GpuProxy&) = delete;
+
+  // The tables descriptors index (window, local_region/counter_region, remote_region/
+  // signal_region): filled before start(); the objects must outlive the proxy.
+  Result<uint16_t> add_window(Window& window);
+  Result<uint16_t> add_region(const Region& region);
+  Result<uint16_t> add_remote(const RemoteRegion& region);
+  Status start();
+
+  // What kernels are given (xport::device::Ring).
+  gpu_ring::DeviceRing ring() const;
+  // The error that aborted the ring (Abort::failed or bad_descriptor), ok while it runs.
+  Status last_error() const;
+  gpu_ring::Abort aborted() const;
+  GpuProxyStats stats() const;
+
+ private:
+  GpuProxy() = default;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace xport
