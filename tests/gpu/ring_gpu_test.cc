@@ -33,6 +33,8 @@ int xtest_launch_proxy_put_signals(xport::gpu_ring::DeviceRing r, int blocks, in
                                    uint64_t slice, uint64_t deadline_cycles);
 int xtest_launch_proxy_put_stream(xport::gpu_ring::DeviceRing r, uint64_t size, int count,
                                   uint64_t deadline_cycles);
+int xtest_launch_waiter_device_word(xport::gpu_ring::DeviceRing r, const uint64_t* word,
+                                    uint64_t value, uint64_t deadline_cycles);
 }
 
 namespace xport::gpu {
@@ -223,6 +225,63 @@ TEST_P(GpuProxyKernels, KernelsPutWithSignalsThroughTheProxy) {
   proxy->reset();
   sreg = Status(Code::closed, "dropped");
   driver().free_device(*src);
+}
+
+// Kernels put_signal into GPU memory (the target's, staged), the signal word in GPU memory too;
+// then a kernel waits on that GPU word for the count and the data is all there.
+TEST_P(GpuProxyKernels, KernelsPutIntoGpuMemoryAndAKernelWaitsOnTheSignal) {
+  test::Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, Deadline::after(20s));
+  ASSERT_TRUE(w.ok());
+  const int blocks = 2, threads = 32;
+  const size_t slice = 8192, n = slice * blocks * threads;
+  auto src = driver().alloc_device(n, 0);
+  auto dst = driver().alloc_device(n, 0);
+  auto sig = driver().alloc_device(64, 0);
+  ASSERT_TRUE(src.ok() && dst.ok() && sig.ok());
+  std::vector<uint8_t> pattern(n), zero(n, 0);
+  test::fill(pattern.data(), n, 77);
+  auto s = driver().open_stream(*driver().classify(*src));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->copy_to_device(*src, pattern.data(), n).ok());
+  ASSERT_TRUE((*s)->copy_to_device(*dst, zero.data(), n).ok());
+  ASSERT_TRUE((*s)->copy_to_device(*sig, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->synchronize().ok());
+  {
+    auto sreg = dev_->register_memory(*src, n);
+    auto dreg = dev_->register_memory(*dst, n);
+    auto greg = dev_->register_memory(*sig, 64);
+    ASSERT_TRUE(sreg.ok() && dreg.ok() && greg.ok());
+    auto dkey = dev_->import_key(dreg->export_key());
+    auto gkey = dev_->import_key(greg->export_key());
+    ASSERT_TRUE(dkey.ok() && gkey.ok());
+    auto proxy = GpuProxy::open(*dev_);
+    ASSERT_TRUE(proxy.ok());
+    // The kernel names remote 0 (data) and remote 1, word at offset 8 (the signal).
+    ASSERT_TRUE((*proxy)->add_window(**w).ok() && (*proxy)->add_region(*sreg).ok() &&
+                (*proxy)->add_remote(*dkey).ok() && (*proxy)->add_remote(*gkey).ok());
+    ASSERT_TRUE((*proxy)->start().ok());
+    ASSERT_EQ(xtest_launch_proxy_put_signals((*proxy)->ring(), blocks, threads, slice,
+                                             30 * kSecondOfCycles), 0);
+    std::vector<int> status(blocks, 99);
+    ASSERT_EQ(xtest_finish(status.data(), blocks), 0);
+    for (int st : status) EXPECT_EQ(st, 0) << (*proxy)->last_error().to_string();
+    // A kernel waits on the GPU word for every signal.
+    const auto* word = reinterpret_cast<const uint64_t*>(static_cast<uint8_t*>(*sig) + 8);
+    ASSERT_EQ(xtest_launch_waiter_device_word((*proxy)->ring(), word,
+                                              uint64_t{blocks} * threads, 10 * kSecondOfCycles), 0);
+    int wst = 99;
+    ASSERT_EQ(xtest_finish(&wst, 1), 0);
+    EXPECT_EQ(wst, 0) << "the kernel did not see every signal in GPU memory";
+    std::vector<uint8_t> back(n);
+    ASSERT_TRUE((*s)->copy_to_host(back.data(), *dst, n).ok());
+    ASSERT_TRUE((*s)->synchronize().ok());
+    EXPECT_EQ(test::first_mismatch(back.data(), n, 77), -1) << "the target's GPU memory";
+  }
+  driver().free_device(*src);
+  driver().free_device(*dst);
+  driver().free_device(*sig);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuProxyKernels,

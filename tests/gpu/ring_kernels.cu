@@ -121,6 +121,12 @@ int xtest_launch_proxy_put_stream(xport::gpu_ring::DeviceRing r, uint64_t size, 
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 
+int xtest_launch_waiter_device_word(xport::gpu_ring::DeviceRing r, const uint64_t* word,
+                                    uint64_t value, uint64_t deadline_cycles) {
+  waiter<<<1, 1, 0, g_stream>>>(r, word, value, deadline_cycles, g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
 // Waits for the kernel and copies the first n statuses out; 0 or the CUDA error.
 int xtest_finish(int* statuses, int n) {
   if (cudaStreamSynchronize(g_stream) != cudaSuccess) return 1;

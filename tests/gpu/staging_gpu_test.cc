@@ -136,6 +136,44 @@ TEST_P(GpuMemory, PutsFromAndGetsIntoGpuMemory) {
   EXPECT_EQ(test::first_mismatch(back.data(), n, 12), -1);
 }
 
+// A peer's puts and signals into GPU memory: the target copies them on to its GPU before they
+// count as delivered (docs/semantics.md, "GPU memory").
+TEST_P(GpuMemory, PutsAndSignalsIntoGpuMemory) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 8 << 20;
+  uint8_t* g = gpu_alloc(n, env_gpu("XPORT_TEST_GPU_DST"));
+  std::vector<uint8_t> src(n), flags(64, 0);
+  auto greg = dev_->register_memory(g, n);
+  auto sreg = dev_->register_memory(src.data(), n);
+  auto freg = dev_->register_memory(flags.data(), flags.size());
+  ASSERT_TRUE(greg.ok() && sreg.ok() && freg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  auto fkey = dev_->import_key(freg->export_key());
+  ASSERT_TRUE(gkey.ok() && fkey.ok());
+  test::fill(src.data(), n, 51);
+  ASSERT_TRUE((*w)->put(*sreg, 0, *gkey, 0, n).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  auto back = from_gpu(g, n);
+  EXPECT_EQ(test::first_mismatch(back.data(), n, 51), -1);
+  for (uint64_t round = 1; round <= 10; ++round) {
+    const size_t len = (n / 10) * round;
+    test::fill(src.data(), len, 60 + round);
+    ASSERT_TRUE((*w)->put_signal(*sreg, 0, *gkey, 0, len, *fkey, 0, 1).ok());
+    ASSERT_TRUE((*w)->wait_signal(*freg, 0, round, soon()).ok());
+    back = from_gpu(g, len);
+    EXPECT_EQ(test::first_mismatch(back.data(), len, 60 + round), -1) << "round " << round;
+  }
+  ASSERT_TRUE((*w)->signal(*gkey, 64, 9, SignalOp::set).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  back = from_gpu(g + 64, 8);
+  uint64_t word;
+  std::memcpy(&word, back.data(), 8);
+  EXPECT_EQ(word, 9u) << "a signal into GPU memory";
+}
+
 // Staging's cost: the same 64 MiB operations from host and from GPU memory, interleaved.
 TEST_P(GpuMemory, StagingBandwidthAgainstHostMemory) {
   Pair p = test::connect_pair(*dev_, *dev_);

@@ -249,7 +249,10 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   XPORT_ASSIGN_OR_RETURN(auto staged, api::stage_for(buf, len));
   void* registered = staged ? staged->shadow() : buf;
   XPORT_ASSIGN_OR_RETURN(auto state, engine_->register_memory(registered, len));
-  if (staged && !state->keepalive) state->keepalive = staged;  // the shadow outlives its MRs
+  if (staged && !state->keepalive) {
+    state->keepalive = staged;  // the shadow outlives its MRs
+    state->staged = staged.get();
+  }
   return Access::region(std::move(state), buf, len, std::move(staged));
 }
 
@@ -283,13 +286,6 @@ Stats Device::stats() const { return engine_->stats(); }
 
 std::vector<uint8_t> Region::export_key() const {
   if (!state_) return {};
-  if (staged_) {
-    // A peer's puts would land in the host shadow, and nothing copies them to the GPU yet.
-    XPORT_LOG(warn, "export_key: Region [", static_cast<const void*>(view_base_), ", +",
-              view_length_, ") is GPU memory staged through a host shadow; remote access to it "
-              "is not supported yet (docs/semantics.md, GPU memory): no key exported");
-    return {};
-  }
   return static_cast<proto::Engine*>(state_->owner.get())->export_key(Access::local(*this));
 }
 
@@ -508,6 +504,42 @@ Status no_key(const char* what) {
   return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
 }
 
+// A put into a peer's staged GPU memory is followed by a publish: a strong signal-like message
+// the target applies by copying the range from its shadow on to its GPU (proto/signal.cc), so
+// that quiet, strong signals and check() cover the copy.
+Result<Ticket> publish(proto::Engine& e, uint32_t window, const proto::RemoteKey* k, size_t roff,
+                       size_t len) {
+  proto::Engine::SignalRequest r;
+  r.key = k;
+  r.offset = roff;
+  r.value = len;
+  r.op = proto::WindowSignalOp::publish;
+  r.strong = true;
+  return e.signal(window, r);
+}
+
+// put_signal into a peer's staged GPU memory: the data, then its publish, then the signal made
+// strong (it must come after the copy on to the target's GPU, which only a strong signal waits
+// for). The put's ticket is the caller's; check() also waits for the other two.
+Result<Ticket> put_publish_signal(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                                  const proto::LocalBuffer& local, size_t loff,
+                                  const proto::RemoteKey& k, size_t roff, size_t len,
+                                  proto::Engine::SignalRequest& r) {
+  XPORT_ASSIGN_OR_RETURN(Ticket t, e.put(window, local, loff, k, roff, len));
+  XPORT_ASSIGN_OR_RETURN(Ticket p, publish(e, window, &k, roff, len));
+  r.strong = true;
+  XPORT_ASSIGN_OR_RETURN(Ticket s, e.signal(window, r));
+  staged.follow(t, p);
+  staged.follow(t, s);
+  return t;
+}
+
+Status staged_remote(const char* what) {
+  return core::error(Code::unsupported, what, ": the remote region is GPU memory its owner "
+                     "stages through a host shadow; ", what, " from or on it is not supported "
+                     "yet (puts and signals are: docs/semantics.md, GPU memory)");
+}
+
 proto::Engine::SignalRequest signal_request(const proto::RemoteKey* key, size_t offset,
                                             uint64_t value, SignalOp op, SignalOrder order) {
   proto::Engine::SignalRequest r;
@@ -525,13 +557,19 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
-  return engine_->put(id_, Access::local(local), loff, *k, roff, len);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->put(id_, Access::local(local), loff, *k, roff, len));
+  if (k->staged && len > 0) {
+    XPORT_ASSIGN_OR_RETURN(Ticket p, publish(*engine_, id_, k, roff, len));
+    staged_->follow(t, p);
+  }
+  return t;
 }
 
 Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("get");
+  if (k->staged) return staged_remote("get");
   XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->get(id_, Access::local(local), loff, *k, roff, len));
   if (Access::staged(local)) {
     staged_->expect(t, {{Access::staged(local), static_cast<uint8_t*>(local.base()) + loff, len}});
@@ -547,6 +585,9 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
   auto r = signal_request(sk, soff, value, op, order);
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
+  if (k->staged && len > 0) {
+    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+  }
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
@@ -563,6 +604,9 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   r.counter = &c;
   r.counter_offset = coff;
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
+  if (k->staged && len > 0) {
+    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+  }
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
@@ -607,6 +651,7 @@ Result<Ticket> Window::atomic(AtomicOp op, const RemoteRegion& remote, size_t ro
                               uint64_t operand, uint64_t compare, uint64_t* result) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("atomic");
+  if (k->staged) return staged_remote("atomic");
   return engine_->atomic(id_, static_cast<proto::WindowAtomicOp>(op), *k, roff, operand, compare,
                          result);
 }
@@ -618,6 +663,7 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
   std::vector<proto::LocalBuffer> locals(items.size());
   std::vector<proto::Engine::TransferItem> out(items.size());
   std::vector<StagedArrivals::Target> gets;
+  std::vector<size_t> published;  // items putting into a peer's staged GPU memory
   for (size_t i = 0; i < items.size(); ++i) {
     const TransferItem& it = items[i];
     if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
@@ -625,6 +671,14 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
                          ": no local Region or an empty RemoteRegion");
     }
     locals[i] = Access::local(*it.local);
+    if (Access::key(*it.remote)->staged) {
+      if (it.kind == TransferItem::Kind::get) return staged_remote("transfer item get");
+      if (!notification.empty()) {
+        return core::error(Code::unsupported, "transfer item ", i, ": a notification after puts "
+                           "into a peer's staged GPU memory is not supported yet");
+      }
+      if (it.length > 0) published.push_back(i);
+    }
     if (it.kind == TransferItem::Kind::put) {
       XPORT_RETURN_IF_ERROR(Access::copy_in(*it.local, it.local_offset, it.length));
     } else if (Access::staged(*it.local) && it.local->contains(static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length)) {
@@ -640,11 +694,22 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
   }
   XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification));
   if (!gets.empty()) staged_->expect(t, std::move(gets));
+  for (size_t i : published) {
+    XPORT_ASSIGN_OR_RETURN(Ticket p, publish(*engine_, id_, out[i].remote, out[i].remote_offset,
+                                             out[i].length));
+    staged_->follow(t, p);
+  }
   return t;
 }
 
 Result<TransferState> Window::check(Ticket ticket) {
   XPORT_ASSIGN_OR_RETURN(int done, engine_->check(id_, ticket));
+  // Puts into a peer's staged GPU memory: delivered once their publishes are applied.
+  for (Ticket f : staged_->followers(ticket)) {
+    if (done != 1) break;
+    XPORT_ASSIGN_OR_RETURN(done, engine_->check(id_, f));
+  }
+  if (done == 1) staged_->forget_followers(ticket);
   if (done == 1 && staged_->expects(ticket)) {
     XPORT_ASSIGN_OR_RETURN(bool copied, staged_->arrived(ticket, {}));
     if (!copied) return TransferState::pending;
@@ -662,7 +727,9 @@ Status Window::quiet(Deadline deadline) {
   // Staged gets issued before this call are copied out; later ones (other threads) are not
   // covered by this quiet.
   const uint64_t through = staged_->last_key();
+  const uint64_t followed = staged_->last_followed();
   XPORT_RETURN_IF_ERROR(engine_->quiet(id_, deadline));
+  staged_->forget_followers_through(followed);
   return staged_->settle_through(through);
 }
 

@@ -42,6 +42,9 @@ struct GpuProxy::State {
     Ticket ticket;
   };
   std::deque<Pending> pending;
+  // Taken off the ring but refused with Code::again (the window's operations or credits are
+  // all in use): retried first on the next pass, in order.
+  std::deque<Descriptor> backlog;
   uint64_t done_in_order = 0;  // descriptors complete but not yet published
 
   void fail(gpu_ring::Abort why, Status s) {
@@ -138,22 +141,30 @@ struct GpuProxy::State {
         std::this_thread::sleep_for(std::chrono::microseconds(200));  // no lock held
         continue;
       }
-      const size_t n = consumer->poll(batch.data(), batch.size());
-      for (size_t i = 0; i < n; ++i) {
-        auto t = execute(batch[i]);
+      size_t n = 0;
+      if (backlog.empty()) {
+        n = consumer->poll(batch.data(), batch.size());
+        backlog.insert(backlog.end(), batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+      }
+      while (!backlog.empty()) {
+        const Descriptor& d = backlog.front();
+        auto t = execute(d);
+        if (!t.ok() && t.status().code() == Code::again) break;  // after progress, again
         if (!t.ok()) {
           fail(t.status().code() == Code::invalid_argument ? gpu_ring::Abort::bad_descriptor
                                                           : gpu_ring::Abort::failed,
                t.status());
           pending.clear();
+          backlog.clear();
           break;
         }
-        Window* w = batch[i].window < windows.size() ? windows[batch[i].window] : nullptr;
+        Window* w = d.window < windows.size() ? windows[d.window] : nullptr;
         if (*t == 0) {
           // A quiet: everything before it is delivered too.
           for (Pending& p : pending) p.ticket = 0;
         }
         pending.push_back({w, *t});
+        backlog.pop_front();
       }
       if (n != 0) {
         batches.fetch_add(1, std::memory_order_relaxed);
@@ -165,7 +176,7 @@ struct GpuProxy::State {
         fail(gpu_ring::Abort::failed, s);
         pending.clear();
       }
-      idle = (n == 0 && pending.empty()) ? idle + 1 : 0;
+      idle = (n == 0 && pending.empty() && backlog.empty()) ? idle + 1 : 0;
       if (idle > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
       else if (idle > 64) std::this_thread::yield();
     }

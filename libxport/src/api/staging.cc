@@ -59,6 +59,32 @@ bool StagedArrivals::expects(uint64_t key) const {
   return entries_.count(key) != 0;
 }
 
+void StagedArrivals::follow(uint64_t key, uint64_t follower) {
+  std::lock_guard<std::mutex> g(mu_);
+  followers_[key].push_back(follower);
+}
+
+std::vector<uint64_t> StagedArrivals::followers(uint64_t key) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = followers_.find(key);
+  return it == followers_.end() ? std::vector<uint64_t>{} : it->second;
+}
+
+void StagedArrivals::forget_followers(uint64_t key) {
+  std::lock_guard<std::mutex> g(mu_);
+  followers_.erase(key);
+}
+
+uint64_t StagedArrivals::last_followed() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return followers_.empty() ? 0 : followers_.rbegin()->first;
+}
+
+void StagedArrivals::forget_followers_through(uint64_t key) {
+  std::lock_guard<std::mutex> g(mu_);
+  followers_.erase(followers_.begin(), followers_.upper_bound(key));
+}
+
 uint64_t StagedArrivals::last_key() const {
   std::lock_guard<std::mutex> g(mu_);
   return entries_.empty() ? 0 : entries_.rbegin()->first;

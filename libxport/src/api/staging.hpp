@@ -49,6 +49,14 @@ class StagedArrivals {
   Status settle_through(uint64_t key);
   void forget(uint64_t key);
 
+  // Window tickets that must complete with `key` (publishes of puts into a peer's staged GPU
+  // memory, and signals behind them).
+  void follow(uint64_t key, uint64_t follower);
+  std::vector<uint64_t> followers(uint64_t key) const;
+  void forget_followers(uint64_t key);
+  uint64_t last_followed() const;  // the largest key with followers (0: none)
+  void forget_followers_through(uint64_t key);  // a quiet covered them
+
  private:
   struct Entry {
     std::vector<Target> targets;
@@ -59,6 +67,7 @@ class StagedArrivals {
   Status start(Entry& e, std::span<const size_t> sizes);
   mutable std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+  std::map<uint64_t, std::vector<uint64_t>> followers_;
 };
 
 }  // namespace xport::api

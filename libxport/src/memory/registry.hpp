@@ -12,6 +12,10 @@
 #include "memory/mr_cache.hpp"
 #include "xport/status.hpp"
 
+namespace xport::gpu {
+class StagedMemory;
+}  // namespace xport::gpu
+
 namespace xport::memory {
 
 struct RegionState;
@@ -36,6 +40,9 @@ struct RegionState {
   // What the registered memory belongs to, when it must outlive the registrations (a GPU
   // region's host shadow): declared before mrs, so it is dropped after them.
   std::shared_ptr<void> keepalive;
+  // GPU memory staged through this registration (its shadow), kept alive by `keepalive`: a
+  // peer's writes and signals into it are copied on to the GPU (proto/signal.cc).
+  gpu::StagedMemory* staged = nullptr;
   std::vector<std::unique_ptr<fabric::MemoryRegistration>> mrs;  // one per rail
   RegionState() = default;
   RegionState(const RegionState&) = delete;

@@ -366,6 +366,7 @@ std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
   k.length = region.view_length;
   k.mr_offset = static_cast<uint64_t>(region.view_base - r.base);
   k.device_token = r.device_token;
+  k.staged = r.staged != nullptr;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   // How to reach this device, so that a window can be opened from the key alone (RDM).
   if (!core_.connected_endpoints()) {
@@ -580,6 +581,7 @@ void Engine::progress_locked() {
   // (one-sided: queued posts, and stream pieces held behind a fence, an uncounted get or credits,
   // which nothing else releases once the target's answers have come)
   if (one_sided_.queued()) one_sided_.retry();
+  if (one_sided_.copying()) one_sided_.poll_copies();
   if (flusher_.queued()) flusher_.retry();
   if (++passes_ >= kPassesPerCheck || due_check_.load(std::memory_order_relaxed)) {
     passes_ = 0;

@@ -58,6 +58,9 @@ class OneSided {
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
   bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
+  // Target: staged GPU copies of operations (proto/signal.cc, Signals::stage).
+  bool copying() const { return streams_.copying(); }
+  void poll_copies() { streams_.poll_copies(); }
   // The rail's CQ failed: its operations (posted or queued) will never be reported.
   void fail_rail(uint32_t rail, const Status& why);
   // A peer was lost: its streams and their windows fail, its streams here are dropped.

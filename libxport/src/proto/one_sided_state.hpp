@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fabric/op_context.hpp"
+#include "gpu/staged_memory.hpp"
 #include "memory/buffer_pool.hpp"
 #include "memory/registry.hpp"
 #include "pool/channel.hpp"
@@ -185,6 +186,8 @@ struct InStream {
   uint64_t sync_wanted = 0;    // acknowledge once the done mark reaches it (win_sync, counters)
   uint32_t cq_reserved = 0;    // CQ room held on every rail for its writes
   std::deque<std::vector<uint8_t>> notes;  // notifications not yet taken
+  // Operations done once their copy on to GPU memory has finished (staged regions), by seq.
+  std::vector<std::pair<uint64_t, std::unique_ptr<gpu::StagedCopy>>> copies;
 };
 
 // A window provider operation that met -FI_EAGAIN or found no CQ room: posted by progress.

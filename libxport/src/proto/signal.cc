@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "core/log.hpp"
+#include "gpu/staged_memory.hpp"
 #include "proto/one_sided.hpp"
 
 namespace xport::proto {
@@ -12,13 +13,18 @@ Status Signals::check(const WindowState& w, const Spec& spec, const char* what) 
   if (spec.key == nullptr) {
     return core::error(Code::invalid_argument, what, ": empty RemoteRegion for the signal");
   }
+  if (spec.op == WindowSignalOp::publish) {
+    return os_.windows().check_remote(w, *spec.key, spec.offset, spec.value, what);
+  }
   return os_.windows().check_remote_word(w, *spec.key, spec.offset, what);
 }
 
 void Signals::fill(Piece& p, TicketState& t, const Spec& spec) const {
   p.op = static_cast<uint8_t>(spec.op);
-  p.flags = static_cast<uint8_t>((spec.strong ? kWinStrong : 0) |
-                                 (spec.counter != nullptr ? kWinAckNow : 0));
+  // Counters, and publishes (check() of a put into staged GPU memory waits for them), want the
+  // target's acknowledgement as soon as they are done.
+  const bool ack_now = spec.counter != nullptr || spec.op == WindowSignalOp::publish;
+  p.flags = static_cast<uint8_t>((spec.strong ? kWinStrong : 0) | (ack_now ? kWinAckNow : 0));
   p.word = Windows::remote_address(*spec.key, spec.offset);
   p.word_key = spec.key->keys[0];
   p.operand = spec.value;
@@ -91,7 +97,43 @@ uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status)
   return reinterpret_cast<uint64_t*>(p);
 }
 
+bool Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand) {
+  const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
+  memory::RegionState* r = core_.registry->find_by_key(h.aux2);
+  if (r == nullptr || r->staged == nullptr) return false;  // host memory: applied as it is
+  const auto base = reinterpret_cast<uint64_t>(r->base);
+  const uint64_t offset = r->virt_addr ? h.aux - base : h.aux;
+  const uint64_t len = op == WindowSignalOp::publish ? operand : sizeof(uint64_t);
+  if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
+    return false;  // apply() answers the initiator with why
+  }
+  if (op != WindowSignalOp::publish) {
+    WindowStatus st = WindowStatus::ok;
+    if (resolve(h.aux, h.aux2, &st) == nullptr) return false;
+    apply(in, h, operand);  // into the shadow, then on to the GPU below
+  }
+  if (len == 0) return false;
+  uint8_t* gpu = r->staged->device_base() + offset;
+  auto copy = r->staged->start_copy_out({{gpu, len}});
+  if (!copy.ok()) {
+    // The data is in the shadow but not on the GPU: fail the window rather than lie.
+    XPORT_LOG(error, "window operation ", h.seq, ": copying ", len, " bytes on to GPU memory "
+              "failed: ", copy.status().to_string());
+    MsgHeader e{};
+    e.type = static_cast<uint8_t>(MsgType::win_result);
+    e.version = kWireVersion;
+    e.seq = h.seq;
+    e.length = in.done;
+    e.slot = static_cast<uint16_t>(WindowStatus::no_region);
+    os_.streams().reply(in, e);
+    return false;
+  }
+  in.copies.emplace_back(h.seq, std::move(copy).value());
+  return true;
+}
+
 void Signals::apply(InStream& in, const MsgHeader& h, uint64_t operand) {
+  if (static_cast<WindowSignalOp>(h.slot & 0xff) == WindowSignalOp::publish) return;
   WindowStatus st = WindowStatus::ok;
   uint64_t* word = resolve(h.aux, h.aux2, &st);
   if (word == nullptr) {

@@ -37,6 +37,10 @@ class Signals {
   uint64_t* resolve(uint64_t address, uint64_t key, WindowStatus* status) const;
   // Target: applies a signal whose turn came.
   void apply(InStream& in, const MsgHeader& h, uint64_t operand);
+  // Target, before apply: a publish, or a signal into a staged GPU region, whose turn came:
+  // applied to the shadow and its copy on to the GPU started; true when it is then done only
+  // once that copy has finished (Streams::poll_copies marks it).
+  bool stage(InStream& in, const MsgHeader& h, uint64_t operand);
 
  private:
   Core& core_;

@@ -47,6 +47,10 @@ class Streams {
   void on_write(uint64_t data, size_t len, uint32_t rail);
   void on_operation(const MsgHeader& h, const uint8_t* body, size_t len);
   void on_sync(const MsgHeader& h);
+  // Target: operations into staged GPU memory whose copy has finished are done (then what
+  // waited behind them runs, and acknowledgements go).
+  void poll_copies();
+  bool copying() const { return copies_inflight_ != 0; }
   void on_close(const MsgHeader& h);
   // Initiator: the target's device closed (win_gone): the stream fails, nothing more is sent.
   void on_gone(const MsgHeader& h);
@@ -90,7 +94,8 @@ class Streams {
   std::vector<RailAddresses> local_addresses() const;
   Core& core_;
   OneSided& os_;
-  size_t in_live_ = 0;  // streams in core_.in_streams (queued() stops after the last)
+  size_t in_live_ = 0;
+  size_t copies_inflight_ = 0;  // operations waiting for their copy on to GPU memory  // streams in core_.in_streams (queued() stops after the last)
 };
 
 }  // namespace xport::proto

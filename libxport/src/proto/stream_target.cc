@@ -61,6 +61,7 @@ Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* 
 
 void Streams::erase_in(InStream& s) {
   for (auto& r : core_.rails) r->cq_give(s.cq_reserved);
+  copies_inflight_ -= std::min(copies_inflight_, s.copies.size());
   pool::Peer* peer = s.peer;
   const CommId via = s.via;
   const uint16_t index = s.index;
@@ -254,8 +255,14 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
 }
 
 void Streams::execute(InStream& s, WaitingOp& op) {
-  mark(s, op.h.seq);
   if ((op.h.slot >> 8) & kWinAckNow) s.sync_wanted = std::max(s.sync_wanted, op.h.seq + 1);
+  // Into staged GPU memory: done once the copy on to the GPU has finished (poll_copies).
+  if (op.h.type == static_cast<uint8_t>(MsgType::win_signal) &&
+      os_.signals().stage(s, op.h, op.operand.operand)) {
+    ++copies_inflight_;
+    return;
+  }
+  mark(s, op.h.seq);
   switch (static_cast<MsgType>(op.h.type)) {
     case MsgType::win_signal: os_.signals().apply(s, op.h, op.operand.operand); break;
     case MsgType::win_atomic: os_.atomics().apply(s, op.h, op.operand); break;
@@ -277,6 +284,34 @@ void Streams::drain(InStream& s, size_t& budget) {
       execute(s, op);
       --budget;
       moved = true;
+    }
+  }
+}
+
+void Streams::poll_copies() {
+  for (auto& slot : core_.in_streams) {
+    InStream* s = slot.get();
+    if (s == nullptr || s->copies.empty()) continue;
+    bool moved = false;
+    for (size_t i = 0; i < s->copies.size();) {
+      auto done = s->copies[i].second->done();
+      if (done.ok() && !*done) {
+        ++i;
+        continue;
+      }
+      if (!done.ok()) {
+        XPORT_LOG(error, "window operation ", s->copies[i].first, ": the copy on to GPU memory "
+                  "failed: ", done.status().to_string());
+      }
+      mark(*s, s->copies[i].first);
+      s->copies.erase(s->copies.begin() + static_cast<std::ptrdiff_t>(i));
+      if (copies_inflight_ > 0) --copies_inflight_;
+      moved = true;
+    }
+    if (moved) {
+      size_t budget = core_.config.progress_batch;
+      drain(*s, budget);
+      maybe_ack(*s);
     }
   }
 }

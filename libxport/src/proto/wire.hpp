@@ -274,6 +274,9 @@ struct RemoteKey {
   // The owner's rail-0 control address and provider (empty: the key carries no reach).
   std::vector<uint8_t> reach;
   uint32_t provider_hash = 0;
+  // GPU memory behind a host shadow: puts into it are followed by a publish (the target copies
+  // the range on to the GPU before they count as delivered); gets and atomics are refused.
+  bool staged = false;
 };
 
 std::vector<uint8_t> encode_key(const RemoteKey& k);

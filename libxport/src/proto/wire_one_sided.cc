@@ -49,7 +49,7 @@ Status check_window_message(const MsgHeader& h, size_t body) {
       return Status::success();
     case MsgType::win_signal:
       if (body != sizeof(uint64_t)) return bad("body of ", body, " bytes, expected 8");
-      if (op > static_cast<uint8_t>(WindowSignalOp::set)) return bad("signal op ", int(op));
+      if (op > static_cast<uint8_t>(WindowSignalOp::publish)) return bad("signal op ", int(op));
       break;
     case MsgType::win_atomic:
       if (body != sizeof(WindowOperand)) {

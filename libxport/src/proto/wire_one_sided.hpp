@@ -98,7 +98,9 @@ enum WindowFlags : uint8_t {
   kWinAckNow = 2,  // the initiator waits on it (a counter): win_done as soon as it is applied
 };
 
-enum class WindowSignalOp : uint8_t { add = 0, set = 1 };
+// publish: not a signal but the same message: the target copies [word, +operand) of a staged
+// region from its host shadow on to the GPU, and counts it done once the copy has finished.
+enum class WindowSignalOp : uint8_t { add = 0, set = 1, publish = 2 };
 enum class WindowAtomicOp : uint8_t { add = 0, fetch_add = 1, swap = 2, compare_swap = 3, fetch = 4 };
 inline constexpr uint8_t kWindowAtomicOps = 5;
 
