@@ -163,8 +163,8 @@ class CudaStream final : public Stream {
 
 class CudaDriver final : public Driver {
  public:
-  CudaDriver(void* lib, Api a, int version, int devices)
-      : lib_(lib), a_(a), version_(version), devices_(devices) {}
+  // libcuda.so.1 stays loaded for the process's life (the driver is never unloaded).
+  CudaDriver(Api a, int version, int devices) : a_(a), version_(version), devices_(devices) {}
 
   std::string describe() const override {
     return core::str("cuda driver ", version_ / 1000, ".", (version_ % 1000) / 10, ", ", devices_,
@@ -283,7 +283,6 @@ class CudaDriver final : public Driver {
                        static_cast<int>(r), ")");
   }
 
-  void* lib_;
   Api a_;
   int version_;
   int devices_;
@@ -322,7 +321,7 @@ std::unique_ptr<Driver> load_cuda_driver(std::string& why_not) {
     dlclose(lib);
     return nullptr;
   }
-  return std::unique_ptr<Driver>(new CudaDriver(lib, a, version, devices));
+  return std::unique_ptr<Driver>(new CudaDriver(a, version, devices));
 }
 
 }  // namespace xport::gpu
