@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,10 @@ int xtest_launch_proxy_put_stream(xport::gpu_ring::DeviceRing r, uint64_t size, 
                                   uint64_t deadline_cycles);
 int xtest_launch_waiter_device_word(xport::gpu_ring::DeviceRing r, const uint64_t* word,
                                     uint64_t value, uint64_t deadline_cycles);
+int xtest_launch_ping_pong(xport::gpu_ring::DeviceRing a, const uint64_t* a_word,
+                           xport::gpu_ring::DeviceRing b, const uint64_t* b_word, int rounds,
+                           uint64_t deadline_cycles);
+int xtest_finish_ping_pong(int* statuses, unsigned long long* cycles);
 }
 
 namespace xport::gpu {
@@ -282,6 +288,115 @@ TEST_P(GpuProxyKernels, KernelsPutIntoGpuMemoryAndAKernelWaitsOnTheSignal) {
   driver().free_device(*src);
   driver().free_device(*dst);
   driver().free_device(*sig);
+}
+
+// put_signal round trips: two kernels (one per device, each with its proxy) ping-pong 8 bytes
+// with the signal words in GPU memory, against two host threads doing the same through the
+// same windows ("proxy: ... round trip" lines, docs/benchmarks.md).
+TEST_P(GpuProxyKernels, PutSignalRoundTripDeviceAgainstHost) {
+  auto other = ctx_->open_device();
+  ASSERT_TRUE(other.ok());
+  std::unique_ptr<Device> b = std::move(other).value();
+  std::atomic<bool> stop{false};
+  test::Pair ab, ba;
+  {
+    std::thread pump([&] { while (!stop) (void)b->progress(); });
+    ab = test::connect_pair(*dev_, *b);
+    stop = true;
+    pump.join();
+  }
+  ba = test::connect_pair(*b, *dev_);
+  ASSERT_TRUE(ab.send && ba.send);
+  Result<std::unique_ptr<Window>> wa = Status(Code::internal, "");
+  Result<std::unique_ptr<Window>> wb = Status(Code::internal, "");
+  {
+    stop = false;
+    std::thread pump([&] { while (!stop) (void)b->progress(); });
+    wa = Window::open(*ab.send, Deadline::after(20s));
+    stop = true;
+    pump.join();
+  }
+  {
+    stop = false;
+    std::thread pump([&] { while (!stop) (void)dev_->progress(); });
+    wb = Window::open(*ba.send, Deadline::after(20s));
+    stop = true;
+    pump.join();
+  }
+  ASSERT_TRUE(wa.ok() && wb.ok()) << wa.status().to_string() << wb.status().to_string();
+  // Each side: 64 bytes of GPU memory: 8 bytes of data at 0, its signal word at 8.
+  auto ga = driver().alloc_device(64, 0);
+  auto gb = driver().alloc_device(64, 0);
+  ASSERT_TRUE(ga.ok() && gb.ok());
+  std::vector<uint8_t> zero(64, 0);
+  auto s = driver().open_stream(*driver().classify(*ga));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->copy_to_device(*ga, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->copy_to_device(*gb, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->synchronize().ok());
+  const int rounds = 1000;
+  double device_us = 0, host_us = 0;
+  {
+    auto ra = dev_->register_memory(*ga, 64);
+    auto rb = b->register_memory(*gb, 64);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    auto ka = b->import_key(ra->export_key());    // a's memory, as b names it
+    auto kb = dev_->import_key(rb->export_key());  // b's memory, as a names it
+    ASSERT_TRUE(ka.ok() && kb.ok());
+    auto pa = GpuProxy::open(*dev_);
+    auto pb = GpuProxy::open(*b);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    ASSERT_TRUE((*pa)->add_window(**wa).ok() && (*pa)->add_region(*ra).ok() &&
+                (*pa)->add_remote(*kb).ok() && (*pa)->add_remote(*kb).ok());
+    ASSERT_TRUE((*pb)->add_window(**wb).ok() && (*pb)->add_region(*rb).ok() &&
+                (*pb)->add_remote(*ka).ok() && (*pb)->add_remote(*ka).ok());
+    ASSERT_TRUE((*pa)->start().ok() && (*pb)->start().ok());
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(xtest_launch_ping_pong((*pa)->ring(), reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(*ga) + 8),
+                                     (*pb)->ring(), reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(*gb) + 8),
+                                     rounds, 30 * kSecondOfCycles), 0);
+    int st[2] = {99, 99};
+    unsigned long long cycles = 0;
+    ASSERT_EQ(xtest_finish_ping_pong(st, &cycles), 0);
+    device_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / rounds;
+    EXPECT_EQ(st[0], 0) << (*pa)->last_error().to_string();
+    EXPECT_EQ(st[1], 0) << (*pb)->last_error().to_string();
+    // The host's turn: the same put_signals (host memory words this time, read by the host).
+    std::vector<uint64_t> ha(8, 0), hb(8, 0);
+    auto rha = dev_->register_memory(ha.data(), 64);
+    auto rhb = b->register_memory(hb.data(), 64);
+    ASSERT_TRUE(rha.ok() && rhb.ok());
+    auto kha = b->import_key(rha->export_key());
+    auto khb = dev_->import_key(rhb->export_key());
+    ASSERT_TRUE(kha.ok() && khb.ok());
+    std::atomic<int> failures{0};
+    t0 = std::chrono::steady_clock::now();
+    std::thread pong([&] {
+      for (uint64_t i = 1; i <= rounds; ++i) {
+        if (!(*wb)->wait_signal(*rhb, 8, i, Deadline::after(20s)).ok() ||
+            !(*wb)->put_signal(*rhb, 0, *kha, 0, 8, *kha, 8, 1).ok()) {
+          ++failures;
+          return;
+        }
+      }
+    });
+    for (uint64_t i = 1; i <= rounds && failures == 0; ++i) {
+      if (!(*wa)->put_signal(*rha, 0, *khb, 0, 8, *khb, 8, 1).ok() ||
+          !(*wa)->wait_signal(*rha, 8, i, Deadline::after(20s)).ok()) {
+        ++failures;
+      }
+    }
+    pong.join();
+    host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / rounds;
+    EXPECT_EQ(failures.load(), 0);
+    (void)(*wa)->quiet(Deadline::after(20s));
+    (void)(*wb)->quiet(Deadline::after(20s));
+  }
+  std::printf("proxy: %s put_signal round trip, 8 B, %d rounds: device-initiated (GPU words) "
+              "%.1f us, host-initiated (host words) %.1f us (%.2fx)\n", GetParam().provider,
+              rounds, device_us, host_us, device_us / host_us);
+  driver().free_device(*ga);
+  driver().free_device(*gb);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuProxyKernels,

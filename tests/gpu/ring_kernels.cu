@@ -54,7 +54,27 @@ __global__ void proxy_put_stream(xport::device::Ring r, uint64_t size, int count
   *status = e;
 }
 
+// Ping-pong between two rings: each round, put_signal 8 bytes to the other side (signal +1 at
+// offset 8 of its remote 1), then wait for the other side's signal on `mine` (GPU memory).
+__global__ void ping_pong(xport::device::Ring r, const uint64_t* mine, int rounds, bool first,
+                          uint64_t deadline_cycles, int* status, unsigned long long* cycles) {
+  int e = 0;
+  const uint64_t start = clock64();
+  for (int i = 1; i <= rounds && e == 0; ++i) {
+    if (!first) e = xport::device::wait_signal(r, mine, static_cast<uint64_t>(i), deadline_cycles);
+    if (e != 0) break;
+    int64_t t = xport::device::put_signal(r, 0, 0, 0, 0, 0, 8, 1, 8, 1,
+                                          xport::gpu_ring::SignalOp::add, deadline_cycles);
+    if (t < 0) e = static_cast<int>(t);
+    if (first && e == 0) e = xport::device::wait_signal(r, mine, static_cast<uint64_t>(i), deadline_cycles);
+  }
+  *status = e;
+  *cycles = clock64() - start;
+}
+
 cudaStream_t g_stream;
+cudaStream_t g_stream2;
+unsigned long long* g_cycles;
 int* g_status;
 
 }  // namespace
@@ -68,6 +88,8 @@ int xtest_ring_alloc(uint32_t bytes, void** host, void** device, void** head) {
   if (cudaMemset(*head, 0, sizeof(unsigned long long)) != cudaSuccess) return 4;
   if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess) return 5;
   if (cudaMalloc(&g_status, sizeof(int) * 4096) != cudaSuccess) return 6;
+  if (cudaStreamCreateWithFlags(&g_stream2, cudaStreamNonBlocking) != cudaSuccess) return 7;
+  if (cudaMalloc(&g_cycles, sizeof(unsigned long long) * 2) != cudaSuccess) return 8;
   return 0;
 }
 
@@ -75,8 +97,11 @@ void xtest_ring_free(void* host, void* head) {
   cudaStreamSynchronize(g_stream);
   cudaFreeHost(host);
   cudaFree(head);
+  cudaStreamSynchronize(g_stream2);
   cudaFree(g_status);
+  cudaFree(g_cycles);
   cudaStreamDestroy(g_stream);
+  cudaStreamDestroy(g_stream2);
 }
 
 static xport::device::Ring ring_of(void* device, void* head, uint32_t capacity) {
@@ -125,6 +150,24 @@ int xtest_launch_waiter_device_word(xport::gpu_ring::DeviceRing r, const uint64_
                                     uint64_t value, uint64_t deadline_cycles) {
   waiter<<<1, 1, 0, g_stream>>>(r, word, value, deadline_cycles, g_status);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+// Two kernels at once (two streams): the pinger on ring a, the ponger on ring b.
+int xtest_launch_ping_pong(xport::gpu_ring::DeviceRing a, const uint64_t* a_word,
+                           xport::gpu_ring::DeviceRing b, const uint64_t* b_word, int rounds,
+                           uint64_t deadline_cycles) {
+  ping_pong<<<1, 1, 0, g_stream2>>>(b, b_word, rounds, false, deadline_cycles, g_status + 1,
+                                    g_cycles + 1);
+  ping_pong<<<1, 1, 0, g_stream>>>(a, a_word, rounds, true, deadline_cycles, g_status, g_cycles);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+// After the ping-pong: both statuses, and the pinger's clock64 cycles.
+int xtest_finish_ping_pong(int* statuses, unsigned long long* cycles) {
+  if (cudaStreamSynchronize(g_stream) != cudaSuccess) return 1;
+  if (cudaStreamSynchronize(g_stream2) != cudaSuccess) return 1;
+  if (cudaMemcpy(statuses, g_status, sizeof(int) * 2, cudaMemcpyDeviceToHost) != cudaSuccess) return 2;
+  return cudaMemcpy(cycles, g_cycles, sizeof(unsigned long long), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : 2;
 }
 
 // Waits for the kernel and copies the first n statuses out; 0 or the CUDA error.
