@@ -147,7 +147,7 @@ TEST(ProxyRing, ManyProducersOneConsumerEveryDescriptorOnceInEachProducersOrder)
   auto c = RingConsumer::attach(m.mem);
   ASSERT_TRUE(c.ok());
   const int producers = 4;
-  const uint64_t each = 20000;
+  const uint64_t each = 5000;
   std::vector<std::thread> threads;
   for (int t = 0; t < producers; ++t) {
     threads.emplace_back([&, t] {
