@@ -20,6 +20,19 @@ using test::Pair;
 
 Deadline soon() { return Deadline::after(20s); }
 
+// check() until the ticket is done or 20 s have passed (check drives progress itself).
+TransferState check_until_done(Window& w, Ticket t) {
+  TransferState st = TransferState::pending;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
+    auto c = w.check(t);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    if (!c.ok()) break;
+    st = *c;
+  }
+  return st;
+}
+
 class GpuStaging : public test::ProviderTest {
  protected:
   // "GPU memory" of the fake driver, freed at the end of the test.
@@ -167,15 +180,7 @@ TEST_P(GpuStaging, PutsFromGpuAndGetsIntoGpu) {
       {TransferItem::Kind::put, &*greg, n / 2, &*remote, n / 2, n / 2}};
   t = (*w)->post(items);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
-  TransferState st = TransferState::pending;
-  auto until = std::chrono::steady_clock::now() + 20s;
-  while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
-    auto c = (*w)->check(*t);
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    st = *c;
-    (void)dev_->progress();
-  }
-  ASSERT_EQ(st, TransferState::done);
+  ASSERT_EQ(check_until_done(**w, *t), TransferState::done);
   EXPECT_EQ(test::first_mismatch(gpu, n / 2, 8), -1) << "check() said done before the copy out";
   EXPECT_EQ(test::first_mismatch(target.data() + n / 2, n / 2, 9), -1);
 }
@@ -263,14 +268,7 @@ TEST_P(GpuStaging, PutsAndSignalsIntoAPeersGpuMemory) {
                                      {TransferItem::Kind::put, &*sreg, n / 2, &*gkey, n / 2, n / 2}};
   auto t = (*w)->post(items);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
-  TransferState st = TransferState::pending;
-  auto until = std::chrono::steady_clock::now() + 20s;
-  while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
-    auto c = (*w)->check(*t);
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    st = *c;
-  }
-  ASSERT_EQ(st, TransferState::done);
+  ASSERT_EQ(check_until_done(**w, *t), TransferState::done);
   EXPECT_EQ(test::first_mismatch(gpu, n, 41), -1) << "check() said done before the GPU had it";
   EXPECT_EQ((*w)->post(items, {1, 2, 3}).status().code(), Code::unsupported)
       << "a notification after puts into staged memory";

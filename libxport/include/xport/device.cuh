@@ -87,6 +87,23 @@ __device__ inline gpu_ring::Descriptor describe(gpu_ring::Op op, uint16_t window
   return d;
 }
 
+__device__ inline gpu_ring::Descriptor with_signal(gpu_ring::Descriptor d, uint16_t signal_region,
+                                                   uint64_t signal_offset, uint64_t value,
+                                                   gpu_ring::SignalOp op) {
+  d.signal_region = signal_region;
+  d.signal_offset = signal_offset;
+  d.value = value;
+  d.signal_op = static_cast<uint8_t>(op);
+  return d;
+}
+
+__device__ inline gpu_ring::Descriptor with_counter(gpu_ring::Descriptor d, uint16_t counter_region,
+                                                    uint32_t counter_word) {
+  d.counter_region = counter_region;
+  d.counter_word = counter_word;
+  return d;
+}
+
 __device__ inline int64_t put(const Ring& r, uint16_t window, uint16_t local_region,
                               uint64_t local_offset, uint16_t remote_region,
                               uint64_t remote_offset, uint64_t length, uint64_t deadline_cycles) {
@@ -101,24 +118,20 @@ __device__ inline int64_t put_signal(const Ring& r, uint16_t window, uint16_t lo
                                      uint16_t signal_region, uint64_t signal_offset,
                                      uint64_t value, gpu_ring::SignalOp op,
                                      uint64_t deadline_cycles) {
-  gpu_ring::Descriptor d = describe(gpu_ring::Op::put_signal, window, local_region, local_offset,
-                                    remote_region, remote_offset, length);
-  d.signal_region = signal_region;
-  d.signal_offset = signal_offset;
-  d.value = value;
-  d.signal_op = static_cast<uint8_t>(op);
-  return push(r, d, deadline_cycles);
+  return push(r,
+              with_signal(describe(gpu_ring::Op::put_signal, window, local_region, local_offset,
+                                   remote_region, remote_offset, length),
+                          signal_region, signal_offset, value, op),
+              deadline_cycles);
 }
 
 __device__ inline int64_t signal(const Ring& r, uint16_t window, uint16_t signal_region,
                                  uint64_t signal_offset, uint64_t value, gpu_ring::SignalOp op,
                                  uint64_t deadline_cycles) {
-  gpu_ring::Descriptor d = describe(gpu_ring::Op::signal, window, 0, 0, 0, 0, 0);
-  d.signal_region = signal_region;
-  d.signal_offset = signal_offset;
-  d.value = value;
-  d.signal_op = static_cast<uint8_t>(op);
-  return push(r, d, deadline_cycles);
+  return push(r,
+              with_signal(describe(gpu_ring::Op::signal, window, 0, 0, 0, 0, 0), signal_region,
+                          signal_offset, value, op),
+              deadline_cycles);
 }
 
 __device__ inline int64_t put_signal_counter(const Ring& r, uint16_t window,
@@ -128,29 +141,24 @@ __device__ inline int64_t put_signal_counter(const Ring& r, uint16_t window,
                                              uint64_t signal_offset, uint64_t value,
                                              gpu_ring::SignalOp op, uint16_t counter_region,
                                              uint32_t counter_word, uint64_t deadline_cycles) {
-  gpu_ring::Descriptor d = describe(gpu_ring::Op::put_signal_counter, window, local_region,
-                                    local_offset, remote_region, remote_offset, length);
-  d.signal_region = signal_region;
-  d.signal_offset = signal_offset;
-  d.value = value;
-  d.signal_op = static_cast<uint8_t>(op);
-  d.counter_region = counter_region;
-  d.counter_word = counter_word;
-  return push(r, d, deadline_cycles);
+  return push(r,
+              with_counter(with_signal(describe(gpu_ring::Op::put_signal_counter, window,
+                                                local_region, local_offset, remote_region,
+                                                remote_offset, length),
+                                       signal_region, signal_offset, value, op),
+                           counter_region, counter_word),
+              deadline_cycles);
 }
 
 __device__ inline int64_t signal_counter(const Ring& r, uint16_t window, uint16_t signal_region,
                                          uint64_t signal_offset, uint64_t value,
                                          gpu_ring::SignalOp op, uint16_t counter_region,
                                          uint32_t counter_word, uint64_t deadline_cycles) {
-  gpu_ring::Descriptor d = describe(gpu_ring::Op::signal_counter, window, 0, 0, 0, 0, 0);
-  d.signal_region = signal_region;
-  d.signal_offset = signal_offset;
-  d.value = value;
-  d.signal_op = static_cast<uint8_t>(op);
-  d.counter_region = counter_region;
-  d.counter_word = counter_word;
-  return push(r, d, deadline_cycles);
+  return push(r,
+              with_counter(with_signal(describe(gpu_ring::Op::signal_counter, window, 0, 0, 0, 0, 0),
+                                       signal_region, signal_offset, value, op),
+                           counter_region, counter_word),
+              deadline_cycles);
 }
 
 // Every operation this ring carried before it is delivered (or applied): 0, or an error.
