@@ -274,6 +274,30 @@ TEST_P(GpuStaging, PutsAndSignalsIntoAPeersGpuMemory) {
       << "a notification after puts into staged memory";
 }
 
+// A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,
+// and the signal is applied once. (Seen: the target applied it to the shadow, answered the
+// error, then applied it again as if it were host memory: the word held twice the value.)
+TEST_P(GpuStaging, ASignalWhoseCopyCannotStartFailsAndIsAppliedOnce) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  uint8_t* gpu = gpu_alloc(4096);
+  auto greg = dev_->register_memory(gpu, 4096);
+  ASSERT_TRUE(greg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  ASSERT_TRUE(gkey.ok());
+  gpu_->fail_copies_to_device(true);
+  ASSERT_TRUE((*w)->signal(*gkey, 64, 5, SignalOp::add).ok());
+  Status q = (*w)->quiet(soon());
+  gpu_->fail_copies_to_device(false);
+  EXPECT_FALSE(q.ok()) << "a signal that never reached GPU memory was reported applied";
+  auto word = (*w)->read_signal(*greg, 64);  // the target's shadow word
+  ASSERT_TRUE(word.ok());
+  EXPECT_EQ(*word, 5u) << "the signal was applied more than once";
+}
+
 TEST_P(GpuStaging, ShadowsGoWithTheirLastRegionAndAreShared) {
   uint8_t* g = gpu_alloc(1 << 16);
   {

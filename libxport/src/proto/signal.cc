@@ -97,39 +97,43 @@ uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status)
   return reinterpret_cast<uint64_t*>(p);
 }
 
-bool Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand) {
+void Signals::answer(InStream& in, const MsgHeader& h, WindowStatus status) {
+  MsgHeader r{};
+  r.type = static_cast<uint8_t>(MsgType::win_result);
+  r.version = kWireVersion;
+  r.seq = h.seq;
+  r.length = in.done;
+  r.slot = static_cast<uint16_t>(status);
+  os_.streams().reply(in, r);
+}
+
+Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand) {
   const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
   memory::RegionState* r = core_.registry->find_by_key(h.aux2);
-  if (r == nullptr || r->staged == nullptr) return false;  // host memory: applied as it is
+  if (r == nullptr || r->staged == nullptr) return Staging::none;  // applied as host memory
   const auto base = reinterpret_cast<uint64_t>(r->base);
   const uint64_t offset = r->virt_addr ? h.aux - base : h.aux;
   const uint64_t len = op == WindowSignalOp::publish ? operand : sizeof(uint64_t);
   if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
-    return false;  // apply() answers the initiator with why
+    return Staging::none;  // apply() answers the initiator with why
   }
   if (op != WindowSignalOp::publish) {
     WindowStatus st = WindowStatus::ok;
-    if (resolve(h.aux, h.aux2, &st) == nullptr) return false;
+    if (resolve(h.aux, h.aux2, &st) == nullptr) return Staging::none;  // (as above)
     apply(in, h, operand);  // into the shadow, then on to the GPU below
   }
-  if (len == 0) return false;
+  if (len == 0) return Staging::done;
   uint8_t* gpu = r->staged->device_base() + offset;
   auto copy = r->staged->start_copy_out({{gpu, len}});
   if (!copy.ok()) {
     // The data is in the shadow but not on the GPU: fail the window rather than lie.
     XPORT_LOG(error, "window operation ", h.seq, ": copying ", len, " bytes on to GPU memory "
               "failed: ", copy.status().to_string());
-    MsgHeader e{};
-    e.type = static_cast<uint8_t>(MsgType::win_result);
-    e.version = kWireVersion;
-    e.seq = h.seq;
-    e.length = in.done;
-    e.slot = static_cast<uint16_t>(WindowStatus::no_region);
-    os_.streams().reply(in, e);
-    return false;
+    answer(in, h, WindowStatus::no_region);
+    return Staging::done;
   }
   in.copies.emplace_back(h.seq, std::move(copy).value());
-  return true;
+  return Staging::copying;
 }
 
 void Signals::apply(InStream& in, const MsgHeader& h, uint64_t operand) {
@@ -140,13 +144,7 @@ void Signals::apply(InStream& in, const MsgHeader& h, uint64_t operand) {
     // The initiator checked the word against the key it had: the region went since.
     XPORT_LOG(info, "window signal ", h.seq, " not applied: ",
               window_status_text(static_cast<uint8_t>(st)));
-    MsgHeader r{};
-    r.type = static_cast<uint8_t>(MsgType::win_result);
-    r.version = kWireVersion;
-    r.seq = h.seq;
-    r.length = in.done;
-    r.slot = static_cast<uint16_t>(st);
-    os_.streams().reply(in, r);
+    answer(in, h, st);
     return;
   }
   // The waiter reads with acquire: the data this signal covers is visible before it.

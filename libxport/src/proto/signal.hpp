@@ -37,12 +37,19 @@ class Signals {
   uint64_t* resolve(uint64_t address, uint64_t key, WindowStatus* status) const;
   // Target: applies a signal whose turn came.
   void apply(InStream& in, const MsgHeader& h, uint64_t operand);
-  // Target, before apply: a publish, or a signal into a staged GPU region, whose turn came:
-  // applied to the shadow and its copy on to the GPU started; true when it is then done only
-  // once that copy has finished (Streams::poll_copies marks it).
-  bool stage(InStream& in, const MsgHeader& h, uint64_t operand);
+  // Target, before apply: a publish, or a signal into a staged GPU region, whose turn came.
+  enum class Staging : uint8_t {
+    none,     // not into staged memory: apply() it as host memory
+    copying,  // applied to the shadow, its copy on to the GPU started: done once that copy has
+              // finished (Streams::poll_copies marks it)
+    done,     // handled here (nothing to copy, or the copy could not start and the initiator
+              // was told): done now, not to be applied again
+  };
+  Staging stage(InStream& in, const MsgHeader& h, uint64_t operand);
 
  private:
+  // Target: a win_result telling the initiator why operation h was not applied.
+  void answer(InStream& in, const MsgHeader& h, WindowStatus status);
   Core& core_;
   OneSided& os_;
 };

@@ -257,10 +257,16 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
 void Streams::execute(InStream& s, WaitingOp& op) {
   if ((op.h.slot >> 8) & kWinAckNow) s.sync_wanted = std::max(s.sync_wanted, op.h.seq + 1);
   // Into staged GPU memory: done once the copy on to the GPU has finished (poll_copies).
-  if (op.h.type == static_cast<uint8_t>(MsgType::win_signal) &&
-      os_.signals().stage(s, op.h, op.operand.operand)) {
-    ++copies_inflight_;
-    return;
+  if (op.h.type == static_cast<uint8_t>(MsgType::win_signal)) {
+    const Signals::Staging st = os_.signals().stage(s, op.h, op.operand.operand);
+    if (st == Signals::Staging::copying) {
+      ++copies_inflight_;
+      return;
+    }
+    if (st == Signals::Staging::done) {
+      mark(s, op.h.seq);
+      return;
+    }
   }
   mark(s, op.h.seq);
   switch (static_cast<MsgType>(op.h.type)) {

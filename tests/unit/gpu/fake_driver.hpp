@@ -78,6 +78,8 @@ class FakeGpuDriver final : public gpu::Driver {
     std::lock_guard<std::mutex> g(mu_);
     return streams_opened_;
   }
+  // Copies to "GPU memory" fail from now on (a GPU that has gone bad).
+  void fail_copies_to_device(bool fail) { fail_to_device_ = fail; }
   uint64_t bytes_to_host() const { return to_host_; }
   uint64_t bytes_to_device() const { return to_device_; }
 
@@ -102,6 +104,7 @@ class FakeGpuDriver final : public gpu::Driver {
       return Status::success();
     }
     Status copy_to_device(void* dst, const void* src, size_t n) override {
+      if (d_.fail_to_device_) return Status(Code::fabric, "fake GPU: copy to device failed");
       ops_.push_back({dst, src, n, false});
       return Status::success();
     }
@@ -157,6 +160,7 @@ class FakeGpuDriver final : public gpu::Driver {
   int streams_opened_ = 0;
   std::atomic<uint64_t> to_host_{0};
   std::atomic<uint64_t> to_device_{0};
+  std::atomic<bool> fail_to_device_{false};
 };
 
 // Installs a FakeGpuDriver for the life of a test.
