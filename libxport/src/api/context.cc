@@ -36,7 +36,6 @@ struct Access {
     if (!r.staged_ || offset > r.view_length_) return Status::success();
     return copy_in(r, r.view_base_ + offset, len);
   }
-  static const std::shared_ptr<api::StagedArrivals>& arrivals(const Window& w) { return w.staged_; }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
   static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
   static pool::CommId id(const RecvComm& c) { return {c.id_, c.gen_}; }
@@ -518,18 +517,27 @@ Result<Ticket> publish(proto::Engine& e, uint32_t window, const proto::RemoteKey
   return e.signal(window, r);
 }
 
-// put_signal into a peer's staged GPU memory: the data, then its publish, then the signal made
+// A put into a peer's staged GPU memory and its publish; the put's ticket is the caller's, and
+// check() also waits for the publish.
+Result<Ticket> put_publish(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                           const proto::LocalBuffer& local, size_t loff, const proto::RemoteKey& k,
+                           size_t roff, size_t len) {
+  XPORT_ASSIGN_OR_RETURN(Ticket t, e.put(window, local, loff, k, roff, len));
+  XPORT_ASSIGN_OR_RETURN(Ticket p, publish(e, window, &k, roff, len));
+  staged.follow(t, p);
+  return t;
+}
+
+// put_signal into a peer's staged GPU memory: the put and its publish, then the signal made
 // strong (it must come after the copy on to the target's GPU, which only a strong signal waits
-// for). The put's ticket is the caller's; check() also waits for the other two.
+// for); check() of the put's ticket waits for it too.
 Result<Ticket> put_publish_signal(proto::Engine& e, uint32_t window, StagedArrivals& staged,
                                   const proto::LocalBuffer& local, size_t loff,
                                   const proto::RemoteKey& k, size_t roff, size_t len,
                                   proto::Engine::SignalRequest& r) {
-  XPORT_ASSIGN_OR_RETURN(Ticket t, e.put(window, local, loff, k, roff, len));
-  XPORT_ASSIGN_OR_RETURN(Ticket p, publish(e, window, &k, roff, len));
+  XPORT_ASSIGN_OR_RETURN(Ticket t, put_publish(e, window, staged, local, loff, k, roff, len));
   r.strong = true;
   XPORT_ASSIGN_OR_RETURN(Ticket s, e.signal(window, r));
-  staged.follow(t, p);
   staged.follow(t, s);
   return t;
 }
@@ -557,12 +565,10 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
-  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->put(id_, Access::local(local), loff, *k, roff, len));
   if (k->staged && len > 0) {
-    XPORT_ASSIGN_OR_RETURN(Ticket p, publish(*engine_, id_, k, roff, len));
-    staged_->follow(t, p);
+    return put_publish(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len);
   }
-  return t;
+  return engine_->put(id_, Access::local(local), loff, *k, roff, len);
 }
 
 Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
