@@ -16,6 +16,17 @@ def documented():
     return out
 
 
+def gpu_only():
+    """Names whose rows are marked (GPU): served only by processes that stage GPU memory or run
+    a GpuProxy, so a host-only process need not serve them."""
+    out = set()
+    for line in (ROOT / "docs" / "metrics.md").read_text().splitlines():
+        m = re.match(r"^\|\s*`(xport_[a-z0-9_]+)`\s*\|", line)
+        if m and "*(GPU)*" in line:
+            out.add(m.group(1))
+    return out
+
+
 def names_in_expr(expr):
     """Metric names a PromQL expression uses."""
     return set(re.findall(r"\bxport_[a-z0-9_]+\b", expr))

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "../unit/gpu/fake_driver.hpp"
+#include "api/gpu_telemetry.hpp"
+#include "telemetry/names.hpp"
 #include "gpu/proxy_ring.hpp"
 #include "harness.hpp"
 #include "provider_fixture.hpp"
@@ -22,6 +24,25 @@ using gpu_ring::Descriptor;
 using gpu_ring::Op;
 
 Deadline soon() { return Deadline::after(20s); }
+
+uint64_t counter(const telemetry::BlockRecord& b, telemetry::CounterId id) {
+  for (int i = 0; i < b.counter_count; ++i) {
+    if (b.counters[i].id == static_cast<uint16_t>(id)) return b.counters[i].value;
+  }
+  return UINT64_MAX;
+}
+
+// What the staging block of CUDA device 0 says now (UINT64_MAX: no block).
+uint64_t staged_to_host() {
+  std::vector<telemetry::BlockRecord> out;
+  api::append_staging_blocks(out);
+  for (const auto& b : out) {
+    if (b.kind == static_cast<uint16_t>(telemetry::BlockKind::gpu_staging)) {
+      return counter(b, telemetry::CounterId::gpu_staging_to_host_bytes);
+    }
+  }
+  return UINT64_MAX;
+}
 
 class GpuProxyTest : public test::ProviderTest {
  protected:
@@ -59,6 +80,8 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   auto creg = dev_->register_memory(counters.data(), 32);
   ASSERT_TRUE(sreg.ok() && treg.ok() && sigreg.ok() && creg.ok());
   ASSERT_TRUE(sreg->staged());
+  const uint64_t staged_before = staged_to_host();
+  ASSERT_NE(staged_before, UINT64_MAX) << "a shadow exists, so the staging block must";
   auto tkey = dev_->import_key(treg->export_key());
   auto skey = dev_->import_key(sigreg->export_key());
   ASSERT_TRUE(tkey.ok() && skey.ok());
@@ -105,7 +128,18 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   EXPECT_EQ(st.descriptors, count + 1);
   EXPECT_EQ(st.completed, count + 1);
   EXPECT_LE(st.max_occupancy, 16u) << "a pass took more than its batch";
+  EXPECT_EQ(st.capacity, 64u);
+  EXPECT_EQ(st.queued, 0u) << "every descriptor was taken";
+  EXPECT_EQ(st.failures, 0u);
   EXPECT_TRUE((*proxy)->last_error().ok());
+  EXPECT_GE(staged_to_host() - staged_before, slice * count)
+      << "the puts' sources were copied in from GPU memory: telemetry must count them";
+  // The proxy's block, as the publisher builds it.
+  std::vector<telemetry::BlockRecord> blocks;
+  api::append_proxy_block(st, 3, 0, blocks);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_descriptors), count + 1);
+  EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_capacity), 64u);
   // A descriptor naming a window the proxy does not have: the ring aborts, the error names it.
   Descriptor bad = put_signal(0, slice);
   bad.window = 9;
@@ -113,6 +147,8 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   ASSERT_TRUE(bpos.ok());
   EXPECT_EQ(producer->wait_completed(*bpos, soon()).code(), Code::closed);
   EXPECT_EQ((*proxy)->aborted(), gpu_ring::Abort::bad_descriptor);
+  EXPECT_EQ((*proxy)->stats().failures, 1u);
+  EXPECT_EQ((*proxy)->stats().aborted, gpu_ring::Abort::bad_descriptor);
   EXPECT_NE((*proxy)->last_error().message().find("window 9"), std::string::npos)
       << (*proxy)->last_error().to_string();
   proxy->reset();

@@ -19,6 +19,12 @@ struct GpuProxyOptions {
   uint32_t capacity = 1024;  // ring slots (a power of two)
   uint32_t batch = 64;       // descriptors taken per pass
   int gpu = 0;               // the GPU whose memory holds the producers' counter
+  // After the last descriptor, completion or arrival, the thread keeps polling (yielding the
+  // core between passes) this long before it sleeps between passes; while it sleeps, a
+  // descriptor waits up to a scheduler tick. A kernel waiting on a peer's reply needs the
+  // proxy awake: its progress is what applies the peer's puts and signals.
+  uint32_t spin_us = 10000;
+  uint32_t sleep_us = 50;    // the nap between idle passes after spin_us
 };
 
 struct GpuProxyStats {
@@ -26,6 +32,13 @@ struct GpuProxyStats {
   uint64_t descriptors = 0;      // descriptors executed
   uint64_t completed = 0;        // ... and reported complete to the kernels
   uint64_t max_occupancy = 0;    // most descriptors taken in one pass
+  uint64_t in_flight = 0;        // taken off the ring, not yet complete (gauge)
+  uint64_t queued = 0;           // filled on the ring, not yet taken (gauge; a snapshot)
+  uint64_t again = 0;            // executions the window refused for now (credits), retried
+  uint64_t timeouts = 0;         // 1 once a kernel's wait passed its deadline (Abort::timeout)
+  uint64_t failures = 0;         // 1 once an operation or descriptor aborted the ring
+  uint32_t capacity = 0;         // ring slots
+  gpu_ring::Abort aborted = gpu_ring::Abort::none;
 };
 
 class GpuProxy {

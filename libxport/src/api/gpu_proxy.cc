@@ -4,11 +4,13 @@
 #include "xport/gpu_proxy.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "api/gpu_telemetry.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
@@ -31,11 +33,13 @@ struct GpuProxy::State {
   std::vector<const Region*> regions;
   std::vector<const RemoteRegion*> remotes;
   std::thread thread;
+  std::shared_ptr<void> telemetry;  // the proxy's block while it runs
   std::atomic<bool> stop{false};
   bool started = false;
   mutable std::mutex error_mu;
   Status error;
   std::atomic<uint64_t> batches{0}, descriptors{0}, completed{0}, max_occupancy{0};
+  std::atomic<uint64_t> in_flight{0}, again{0}, failures{0};
 
   struct Pending {
     Window* window;
@@ -53,6 +57,7 @@ struct GpuProxy::State {
       if (error.ok()) error = s;
     }
     XPORT_LOG(error, "GPU proxy: ", s.to_string(), "; ring aborted");
+    failures.store(1, std::memory_order_relaxed);
     consumer->abort(why);
   }
 
@@ -134,7 +139,11 @@ struct GpuProxy::State {
   }
 
   void run() {
+    using Clock = std::chrono::steady_clock;
     std::vector<Descriptor> batch(options.batch);
+    const auto spin = std::chrono::microseconds(options.spin_us);
+    const auto nap = std::chrono::microseconds(options.sleep_us);
+    Clock::time_point last_busy;
     uint32_t idle = 0;
     while (!stop.load(std::memory_order_acquire)) {
       if (consumer->aborted() != gpu_ring::Abort::none) {
@@ -149,7 +158,10 @@ struct GpuProxy::State {
       while (!backlog.empty()) {
         const Descriptor& d = backlog.front();
         auto t = execute(d);
-        if (!t.ok() && t.status().code() == Code::again) break;  // after progress, again
+        if (!t.ok() && t.status().code() == Code::again) {  // after progress, again
+          again.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
         if (!t.ok()) {
           fail(t.status().code() == Code::invalid_argument ? gpu_ring::Abort::bad_descriptor
                                                           : gpu_ring::Abort::failed,
@@ -176,9 +188,22 @@ struct GpuProxy::State {
         fail(gpu_ring::Abort::failed, s);
         pending.clear();
       }
-      idle = (n == 0 && pending.empty() && backlog.empty()) ? idle + 1 : 0;
-      if (idle > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
-      else if (idle > 64) std::this_thread::yield();
+      in_flight.store(pending.size() + backlog.size(), std::memory_order_relaxed);
+      // Idle: nothing taken and nothing outstanding. A peer's puts and signals for a waiting
+      // kernel arrive while the proxy is idle and are applied by its progress, so it keeps
+      // polling for spin_us before it naps between passes.
+      if (n != 0 || !pending.empty() || !backlog.empty()) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 64) continue;
+      const auto now = Clock::now();
+      if (idle == 64) last_busy = now;
+      if (now - last_busy >= spin) {
+        std::this_thread::sleep_for(nap);  // no lock held
+      } else {
+        std::this_thread::yield();
+      }
     }
   }
 };
@@ -211,6 +236,7 @@ Result<std::unique_ptr<GpuProxy>> GpuProxy::open(Device& device, const GpuProxyO
 
 GpuProxy::~GpuProxy() {
   if (!s_) return;
+  s_->telemetry.reset();  // no snapshot reads the proxy from here on
   if (s_->consumer) s_->consumer->abort(gpu_ring::Abort::stopped);
   s_->stop.store(true, std::memory_order_release);
   if (s_->thread.joinable()) s_->thread.join();
@@ -243,6 +269,7 @@ Status GpuProxy::start() {
   if (s_->started) return core::error(Code::invalid_argument, "GpuProxy::start: started already");
   s_->started = true;
   s_->thread = std::thread([st = s_.get()] { st->run(); });
+  s_->telemetry = api::attach_proxy_telemetry([this] { return stats(); }, s_->options.gpu);
   return Status::success();
 }
 
@@ -265,6 +292,13 @@ GpuProxyStats GpuProxy::stats() const {
   out.descriptors = s_->descriptors.load(std::memory_order_relaxed);
   out.completed = s_->completed.load(std::memory_order_relaxed);
   out.max_occupancy = s_->max_occupancy.load(std::memory_order_relaxed);
+  out.in_flight = s_->in_flight.load(std::memory_order_relaxed);
+  out.queued = s_->consumer->queued();
+  out.again = s_->again.load(std::memory_order_relaxed);
+  out.aborted = s_->consumer->aborted();
+  out.timeouts = out.aborted == gpu_ring::Abort::timeout ? 1 : 0;
+  out.failures = s_->failures.load(std::memory_order_relaxed);
+  out.capacity = s_->consumer->capacity();
   return out;
 }
 

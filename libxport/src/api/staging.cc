@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/format.hpp"
+#include "api/gpu_telemetry.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
 
@@ -42,6 +43,7 @@ Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len) {
     it = it->second.expired() ? g_shadows.erase(it) : std::next(it);
   }
   g_shadows[key] = *made;
+  publish_staging();
   XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
             ") staged through a host shadow at ", static_cast<void*>((*made)->shadow()));
   return made;

@@ -87,6 +87,17 @@ size_t RingConsumer::poll(Descriptor* out, size_t max) {
   return n;
 }
 
+uint64_t RingConsumer::queued() const {
+  const uint32_t cap = header_->capacity;
+  const uint64_t tail = at(header_->tail).load(std::memory_order_acquire);
+  uint64_t n = 0;
+  while (n < cap && at(slots_[(tail + n) & (cap - 1)].lap).load(std::memory_order_acquire) ==
+                        gpu_ring::lap_of(tail + n, cap)) {
+    ++n;
+  }
+  return n;
+}
+
 void RingConsumer::complete(uint64_t n) {
   at(header_->completed).fetch_add(n, std::memory_order_release);
 }

@@ -31,7 +31,9 @@ class RingConsumer {
   void abort(gpu_ring::Abort why);
   gpu_ring::Abort aborted() const;
 
-  uint64_t taken() const { return next_; }  // descriptors taken off the ring
+  uint64_t taken() const { return next_; }  // descriptors taken off the ring (the thread's)
+  // Slots filled but not yet taken: a snapshot any thread may take (telemetry).
+  uint64_t queued() const;
   uint64_t completed() const;
   uint32_t capacity() const { return header_->capacity; }
 

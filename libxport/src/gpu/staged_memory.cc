@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/format.hpp"
+#include "gpu/staging_counters.hpp"
 
 namespace xport::gpu {
 
@@ -23,7 +24,12 @@ void StagedCopy::give_back() {
 
 Result<bool> StagedCopy::done() {
   if (done_) return true;
-  XPORT_ASSIGN_OR_RETURN(bool d, stream_->reached(mark_));
+  auto reached = stream_->reached(mark_);
+  if (!reached.ok()) {
+    staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    return reached.status();
+  }
+  const bool d = *reached;
   if (d) {
     done_ = true;
     give_back();
@@ -33,7 +39,10 @@ Result<bool> StagedCopy::done() {
 
 Status StagedCopy::wait() {
   if (done_) return Status::success();
-  XPORT_RETURN_IF_ERROR(stream_->synchronize());
+  if (Status s = stream_->synchronize(); !s.ok()) {
+    staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
   done_ = true;
   give_back();
   return Status::success();
@@ -41,7 +50,12 @@ Status StagedCopy::wait() {
 
 StagedMemory::StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                            uint8_t* shadow)
-    : driver_(driver), base_(base), length_(length), info_(info), shadow_(shadow) {}
+    : driver_(driver), base_(base), length_(length), info_(info), shadow_(shadow) {
+  StagingCounters& c = staging_counters(info_.device);
+  c.used.store(true, std::memory_order_relaxed);
+  c.shadows.fetch_add(1, std::memory_order_relaxed);
+  c.shadow_bytes.fetch_add(length_, std::memory_order_relaxed);
+}
 
 Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void* base,
                                                            size_t length,
@@ -59,6 +73,9 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 StagedMemory::~StagedMemory() {
   streams_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
   driver_.free_pinned(shadow_);
+  StagingCounters& c = staging_counters(info_.device);
+  c.shadows.fetch_sub(1, std::memory_order_relaxed);
+  c.shadow_bytes.fetch_sub(length_, std::memory_order_relaxed);
 }
 
 uint8_t* StagedMemory::shadow_of(const void* p) const {
@@ -108,9 +125,13 @@ Status StagedMemory::copy_in(const void* p, size_t n) {
   }
   Status sync = s->synchronize();
   give_stream(std::move(s));
+  StagingCounters& c = staging_counters(info_.device);
+  if (!st.ok() || !sync.ok()) c.copy_errors.fetch_add(1, std::memory_order_relaxed);
   XPORT_RETURN_IF_ERROR(st);
   XPORT_RETURN_IF_ERROR(sync);
   bytes_in_.fetch_add(n, std::memory_order_relaxed);
+  c.to_host_bytes.fetch_add(n, std::memory_order_relaxed);
+  c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
   return Status::success();
 }
 
@@ -135,12 +156,16 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
     total += n;
   }
   Result<uint64_t> mark = st.ok() ? s->mark() : Result<uint64_t>(st);
+  StagingCounters& c = staging_counters(info_.device);
   if (!mark.ok()) {
     (void)s->synchronize();
     give_stream(std::move(s));
+    c.copy_errors.fetch_add(1, std::memory_order_relaxed);
     return mark.status();
   }
   bytes_out_.fetch_add(total, std::memory_order_relaxed);
+  c.to_gpu_bytes.fetch_add(total, std::memory_order_relaxed);
+  c.copies_to_gpu.fetch_add(1, std::memory_order_relaxed);
   return std::make_unique<StagedCopy>(shared_from_this(), std::move(s), *mark);
 }
 

@@ -138,11 +138,48 @@ constexpr CounterName kNames[] = {
      "emulated window atomics applied here"},
     {CounterId::device_notifications, "xport_device_window_notifications_total", counter, kNone, "",
      "transfer notifications delivered here"},
+
+    {CounterId::gpu_staging_to_host_bytes, "xport_gpu_staging_to_host_bytes_total", counter, kNone,
+     "", "bytes copied from GPU memory into host shadows (sources of sends and puts)"},
+    {CounterId::gpu_staging_to_gpu_bytes, "xport_gpu_staging_to_gpu_bytes_total", counter, kNone,
+     "", "bytes copied from host shadows on to GPU memory (arrivals)"},
+    {CounterId::gpu_staging_copies_to_host, "xport_gpu_staging_copies_to_host_total", counter,
+     kNone, "", "copies from GPU memory into host shadows"},
+    {CounterId::gpu_staging_copies_to_gpu, "xport_gpu_staging_copies_to_gpu_total", counter, kNone,
+     "", "copies from host shadows on to GPU memory"},
+    {CounterId::gpu_staging_copy_errors, "xport_gpu_staging_copy_errors_total", counter, kNone, "",
+     "staging copies the CUDA driver failed"},
+    {CounterId::gpu_staging_shadows, "xport_gpu_staging_shadows", gauge, kNone, "",
+     "host shadows of GPU memory alive"},
+    {CounterId::gpu_staging_shadow_bytes, "xport_gpu_staging_shadow_bytes", gauge, kNone, "",
+     "page-locked bytes of the live host shadows"},
+
+    {CounterId::gpu_proxy_descriptors, "xport_gpu_proxy_descriptors_total", counter, kNone, "",
+     "descriptors the proxy took off its ring"},
+    {CounterId::gpu_proxy_batches, "xport_gpu_proxy_batches_total", counter, kNone, "",
+     "proxy passes that took at least one descriptor"},
+    {CounterId::gpu_proxy_completed, "xport_gpu_proxy_completed_total", counter, kNone, "",
+     "descriptors reported complete to kernels"},
+    {CounterId::gpu_proxy_in_flight, "xport_gpu_proxy_in_flight", gauge, kNone, "",
+     "descriptors taken off the ring and not yet complete"},
+    {CounterId::gpu_proxy_queued, "xport_gpu_proxy_ring_queued", gauge, kNone, "",
+     "descriptors filled on the ring and not yet taken"},
+    {CounterId::gpu_proxy_batch_max, "xport_gpu_proxy_batch_max", gauge, kNone, "",
+     "most descriptors taken in one pass"},
+    {CounterId::gpu_proxy_capacity, "xport_gpu_proxy_ring_capacity", gauge, kNone, "",
+     "slots of the proxy's ring"},
+    {CounterId::gpu_proxy_again, "xport_gpu_proxy_again_total", counter, kNone, "",
+     "descriptor executions refused for now (window credits) and retried"},
+    {CounterId::gpu_proxy_timeouts, "xport_gpu_proxy_timeouts_total", counter, kNone, "",
+     "kernel waits that passed their deadline and aborted the ring"},
+    {CounterId::gpu_proxy_failures, "xport_gpu_proxy_failures_total", counter, kNone, "",
+     "operations or descriptors that failed and aborted the ring"},
 };
 
 constexpr const char* kLabelNames[] = {
     nullptr, "job",      "rank",     "program", "device", "rail",      "nic",        "gpu", "pool",
     "cq",    "endpoint", "provider", "fabric",  "pci",    "numa_node", "link_speed", "op",  "role",
+    "cuda_device", "proxy",
 };
 static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(LabelKey::count));
 
@@ -164,6 +201,10 @@ const char* block_kind_name(uint16_t kind) {
       return "rail";
     case BlockKind::pool:
       return "pool";
+    case BlockKind::gpu_staging:
+      return "gpu_staging";
+    case BlockKind::gpu_proxy:
+      return "gpu_proxy";
   }
   return "unknown";
 }

@@ -19,6 +19,8 @@ enum class BlockKind : uint16_t {
   info = 5,      // labels only: a NIC, a GPU, the rail plan (value 1)
   rail = 6,      // one rail of a device: state, stripes
   pool = 7,      // the channel pool of one device: channels, CQs, comms sharing them
+  gpu_staging = 8,  // the process's host staging of one GPU's memory
+  gpu_proxy = 9,    // one GpuProxy: its ring and thread
 };
 const char* block_kind_name(uint16_t kind);  // "endpoint"; "unknown" for other values
 
@@ -41,6 +43,8 @@ enum class LabelKey : uint8_t {
   link_speed,
   op,
   role,
+  cuda_device,  // a CUDA device ordinal
+  proxy,        // a GpuProxy's ordinal in the process
   count  // not a key
 };
 const char* label_key_name(LabelKey key);  // nullptr for values outside the enum
@@ -121,6 +125,25 @@ enum class CounterId : uint16_t {
   device_atomics_emulated = 125,
   device_atomics_applied = 126,
   device_notifications = 127,
+  // GPU staging, per CUDA device of the process (issue 15: 160-169)
+  gpu_staging_to_host_bytes = 160,
+  gpu_staging_to_gpu_bytes = 161,
+  gpu_staging_copies_to_host = 162,
+  gpu_staging_copies_to_gpu = 163,
+  gpu_staging_copy_errors = 164,
+  gpu_staging_shadows = 165,
+  gpu_staging_shadow_bytes = 166,
+  // GPU proxy (170-189)
+  gpu_proxy_descriptors = 170,
+  gpu_proxy_batches = 171,
+  gpu_proxy_completed = 172,
+  gpu_proxy_in_flight = 173,
+  gpu_proxy_queued = 174,
+  gpu_proxy_batch_max = 175,
+  gpu_proxy_capacity = 176,
+  gpu_proxy_again = 177,
+  gpu_proxy_timeouts = 178,
+  gpu_proxy_failures = 179,
 };
 
 struct CounterName {

@@ -1,0 +1,107 @@
+// GPU staging and proxy counters as stats-segment blocks (api/gpu_telemetry.hpp).
+#include "api/gpu_telemetry.hpp"
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "gpu/staging_counters.hpp"
+#include "telemetry/block.hpp"
+#include "telemetry/names.hpp"
+#include "telemetry/publisher.hpp"
+
+namespace xport::api {
+namespace {
+
+using telemetry::BlockBuilder;
+using telemetry::BlockKind;
+using telemetry::CounterId;
+using telemetry::LabelKey;
+
+// Proxies are numbered by the lowest free ordinal, like devices: the label stays bounded in a
+// process that opens and closes proxies for ever.
+std::mutex g_proxy_mu;
+std::set<int> g_proxy_ordinals;
+
+int take_proxy_ordinal() {
+  std::lock_guard<std::mutex> l(g_proxy_mu);
+  int n = 0;
+  while (g_proxy_ordinals.count(n)) ++n;
+  g_proxy_ordinals.insert(n);
+  return n;
+}
+
+struct ProxyTelemetry {
+  int ordinal = 0;
+  std::unique_ptr<telemetry::Registration> registration;
+  ~ProxyTelemetry() {
+    registration.reset();  // first: no snapshot runs with the ordinal given back
+    std::lock_guard<std::mutex> l(g_proxy_mu);
+    g_proxy_ordinals.erase(ordinal);
+  }
+};
+
+}  // namespace
+
+void append_staging_blocks(std::vector<telemetry::BlockRecord>& out) {
+  for (int d = 0; d < gpu::kCountedGpus; ++d) {
+    const gpu::StagingCounters& c = gpu::staging_counters(d);
+    if (!c.used.load(std::memory_order_relaxed)) continue;
+    BlockBuilder b(BlockKind::gpu_staging);
+    b.label(LabelKey::cuda_device, std::to_string(d));
+    auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    b.counter(CounterId::gpu_staging_to_host_bytes, r(c.to_host_bytes));
+    b.counter(CounterId::gpu_staging_to_gpu_bytes, r(c.to_gpu_bytes));
+    b.counter(CounterId::gpu_staging_copies_to_host, r(c.copies_to_host));
+    b.counter(CounterId::gpu_staging_copies_to_gpu, r(c.copies_to_gpu));
+    b.counter(CounterId::gpu_staging_copy_errors, r(c.copy_errors));
+    b.counter(CounterId::gpu_staging_shadows, r(c.shadows));
+    b.counter(CounterId::gpu_staging_shadow_bytes, r(c.shadow_bytes));
+    out.push_back(b.record());
+  }
+}
+
+void append_proxy_block(const GpuProxyStats& s, int proxy, int gpu,
+                        std::vector<telemetry::BlockRecord>& out) {
+  BlockBuilder b(BlockKind::gpu_proxy);
+  b.label(LabelKey::proxy, std::to_string(proxy));
+  b.label(LabelKey::cuda_device, std::to_string(gpu));
+  b.counter(CounterId::gpu_proxy_descriptors, s.descriptors);
+  b.counter(CounterId::gpu_proxy_batches, s.batches);
+  b.counter(CounterId::gpu_proxy_completed, s.completed);
+  b.counter(CounterId::gpu_proxy_in_flight, s.in_flight);
+  b.counter(CounterId::gpu_proxy_queued, s.queued);
+  b.counter(CounterId::gpu_proxy_batch_max, s.max_occupancy);
+  b.counter(CounterId::gpu_proxy_capacity, s.capacity);
+  b.counter(CounterId::gpu_proxy_again, s.again);
+  b.counter(CounterId::gpu_proxy_timeouts, s.timeouts);
+  b.counter(CounterId::gpu_proxy_failures, s.failures);
+  out.push_back(b.record());
+}
+
+void publish_staging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    telemetry::Publisher* p = telemetry::process_publisher();
+    // The counters are static storage: the source stays registered for the process.
+    if (p != nullptr) (void)p->add([](std::vector<telemetry::BlockRecord>& out) {
+      append_staging_blocks(out);
+    });
+  });
+}
+
+std::shared_ptr<void> attach_proxy_telemetry(std::function<GpuProxyStats()> read, int gpu) {
+  telemetry::Publisher* p = telemetry::process_publisher();
+  if (p == nullptr) return nullptr;
+  auto t = std::make_shared<ProxyTelemetry>();
+  t->ordinal = take_proxy_ordinal();
+  const int ordinal = t->ordinal;
+  uint64_t id = p->add([read = std::move(read), ordinal, gpu](std::vector<telemetry::BlockRecord>& out) {
+    append_proxy_block(read(), ordinal, gpu, out);
+  });
+  if (id == 0) return nullptr;
+  t->registration = std::make_unique<telemetry::Registration>(p, id);
+  return t;
+}
+
+}  // namespace xport::api

@@ -1,0 +1,27 @@
+// What host staging moved, per CUDA device of the process: relaxed atomics bumped where the
+// copies are enqueued (gpu/staged_memory.cc), read by telemetry (api/staging.cc publishes them).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace xport::gpu {
+
+struct StagingCounters {
+  std::atomic<uint64_t> to_host_bytes{0};
+  std::atomic<uint64_t> to_gpu_bytes{0};
+  std::atomic<uint64_t> copies_to_host{0};
+  std::atomic<uint64_t> copies_to_gpu{0};
+  std::atomic<uint64_t> copy_errors{0};
+  std::atomic<uint64_t> shadows{0};       // gauge
+  std::atomic<uint64_t> shadow_bytes{0};  // gauge
+  std::atomic<bool> used{false};          // a shadow was ever made for this device
+};
+
+// Devices counted one by one; a larger ordinal shares the last slot.
+inline constexpr int kCountedGpus = 32;
+
+// The counters of CUDA device `device` (clamped into [0, kCountedGpus)).
+StagingCounters& staging_counters(int device);
+
+}  // namespace xport::gpu
