@@ -14,6 +14,7 @@
 #include "../integration/harness.hpp"
 #include "../integration/provider_fixture.hpp"
 #include "gpu/driver.hpp"
+#include "gpu/staged_memory.hpp"
 
 namespace xport {
 namespace {
@@ -223,6 +224,66 @@ INSTANTIATE_TEST_SUITE_P(Providers, GpuMemory,
                          ::testing::Values(test::ProviderParam{"shm", "auto"},
                                            test::ProviderParam{"tcp;ofi_rxm", "manual"}),
                          test::provider_param_name);
+
+}  // namespace
+}  // namespace xport
+
+namespace xport {
+namespace {
+
+// What one small staging copy costs on this GPU (printed as "copy latency:" lines): the floor
+// under every put_signal round trip through staged GPU memory (docs/benchmarks.md).
+TEST(GpuCopyLatency, SmallCopiesOfTheStagingPath) {
+  gpu::Driver& d = gpu::driver();
+  if (!d.available()) GTEST_SKIP() << "no GPU: " << d.describe();
+  auto mem = d.alloc_device(4096, 0);
+  ASSERT_TRUE(mem.ok());
+  auto info = d.classify(*mem);
+  ASSERT_TRUE(info.ok());
+  auto staged = gpu::StagedMemory::create(d, *mem, 4096, *info);
+  ASSERT_TRUE(staged.ok()) << staged.status().to_string();
+  auto* g = static_cast<uint8_t*>(*mem);
+  const int n = 2000;
+  auto time_us = [&](auto&& body) {
+    for (int i = 0; i < 100; ++i) body();  // warm: streams, events
+    auto t = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) body();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count() / n;
+  };
+  const double in = time_us([&] { ASSERT_TRUE((*staged)->copy_in(g, 8).ok()); });
+  const double out = time_us([&] {
+    auto c = (*staged)->start_copy_out({{g + 8, 8}});
+    ASSERT_TRUE(c.ok());
+    for (;;) {
+      auto done = (*c)->done();
+      ASSERT_TRUE(done.ok());
+      if (*done) break;
+    }
+  });
+  auto s = d.open_stream(*info);
+  ASSERT_TRUE(s.ok());
+  uint64_t word = 0;
+  const double raw_sync = time_us([&] {
+    ASSERT_TRUE((*s)->copy_to_device(g + 16, &word, 8).ok());
+    ASSERT_TRUE((*s)->synchronize().ok());
+  });
+  const double raw_mark = time_us([&] {
+    ASSERT_TRUE((*s)->copy_to_device(g + 16, (*staged)->shadow(), 8).ok());
+    auto m = (*s)->mark();
+    ASSERT_TRUE(m.ok());
+    for (;;) {
+      auto r = (*s)->reached(*m);
+      ASSERT_TRUE(r.ok());
+      if (*r) break;
+    }
+  });
+  std::printf("copy latency: 8 B, %d each: copy_in (GPU->shadow, stream synchronised) %.2f us; "
+              "start_copy_out + done() polled %.2f us; pinned HtoD + cuStreamSynchronize %.2f us; "
+              "pinned HtoD + event polled %.2f us\n", n, in, out, raw_sync, raw_mark);
+  s->reset();
+  staged->reset();
+  d.free_device(*mem);
+}
 
 }  // namespace
 }  // namespace xport
