@@ -5,10 +5,12 @@
 // XPORT_TEST_GPU_SRC / XPORT_TEST_GPU_DST: the GPUs of source and destination (default 0, 0).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "../integration/harness.hpp"
@@ -218,6 +220,86 @@ TEST_P(GpuMemory, StagingBandwidthAgainstHostMemory) {
                 "send/recv 64 MiB host->host %.2f GB/s, GPU->GPU %.2f GB/s (%.2fx)\n",
                 GetParam().provider, round, ph, pg, pg / ph, sh, sg, sg / sh);
   }
+}
+
+// Where a put_signal round trip through staged GPU memory spends its time: two host threads
+// ping-pong 8 bytes through two windows of one device, with each of the three places that can
+// be GPU memory (the put's source, its destination, the signal word) in GPU memory alone, then
+// all of them ("round trip:" lines, docs/benchmarks.md).
+TEST_P(GpuMemory, RoundTripCostOfEachStagedPlace) {
+  Pair p1 = test::connect_pair(*dev_, *dev_);
+  Pair p2 = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p1.send && p2.send);
+  auto wa = Window::open(*p1.send, soon());
+  auto wb = Window::open(*p2.send, soon());
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  const int rounds = 1000;
+  // Each side: [0, 8) the source, [64, 72) the destination, [128, 136) the signal word; a side's
+  // three places are in three regions, each host or GPU memory.
+  struct Side {
+    std::vector<Region> regs;
+    std::vector<RemoteRegion> keys;
+  };
+  auto side = [&](bool src_gpu, bool dst_gpu, bool sig_gpu, std::vector<std::vector<uint8_t>>& host) {
+    Side s;
+    for (bool g : {src_gpu, dst_gpu, sig_gpu}) {
+      uint8_t* p = nullptr;
+      if (g) {
+        p = gpu_alloc(4096, 0);
+        std::vector<uint8_t> zero(4096, 0);
+        to_gpu(p, zero.data(), 4096);
+      } else {
+        host.emplace_back(4096, 0);
+        p = host.back().data();
+      }
+      auto r = dev_->register_memory(p, 4096);
+      EXPECT_TRUE(r.ok());
+      s.keys.push_back(*dev_->import_key(r->export_key()));
+      s.regs.push_back(*r);
+    }
+    return s;
+  };
+  auto run = [&](bool src_gpu, bool dst_gpu, bool sig_gpu) {
+    std::vector<std::vector<uint8_t>> host;
+    host.reserve(8);
+    Side a = side(src_gpu, dst_gpu, sig_gpu, host), b = side(src_gpu, dst_gpu, sig_gpu, host);
+    std::atomic<int> failures{0};
+    const Stats before = dev_->stats();
+    double issue_us = 0;  // the initiator's time inside put_signal (its copy in, the posts)
+    auto t = std::chrono::steady_clock::now();
+    std::thread pong([&] {
+      for (uint64_t i = 1; i <= rounds; ++i) {
+        if (!(*wb)->wait_signal(b.regs[2], 0, i, soon()).ok() ||
+            !(*wb)->put_signal(b.regs[0], 0, a.keys[1], 0, 8, a.keys[2], 0, 1).ok()) {
+          ++failures;
+          return;
+        }
+      }
+    });
+    for (uint64_t i = 1; i <= rounds && failures == 0; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (!(*wa)->put_signal(a.regs[0], 0, b.keys[1], 0, 8, b.keys[2], 0, 1).ok()) ++failures;
+      issue_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (!(*wa)->wait_signal(a.regs[2], 0, i, soon()).ok()) ++failures;
+    }
+    pong.join();
+    EXPECT_EQ(failures.load(), 0);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count() / rounds;
+    const Stats after = dev_->stats();
+    std::printf("round trip: %s src %d dst %d sig %d: %.1f us, put_signal call %.1f us, per round "
+                "trip: ops held %.2f, acks %.2f\n", GetParam().provider, src_gpu, dst_gpu, sig_gpu,
+                us, issue_us / rounds, double(after.window_ops_held - before.window_ops_held) / rounds,
+                double(after.window_acks_sent - before.window_acks_sent) / rounds);
+    EXPECT_TRUE((*wa)->quiet(soon()).ok());
+    EXPECT_TRUE((*wb)->quiet(soon()).ok());
+    return us;
+  };
+  const double none = run(false, false, false), src = run(true, false, false),
+               dst = run(false, true, false), sig = run(false, false, true),
+               all = run(true, true, true);
+  std::printf("round trip: %s put_signal 8 B, %d rounds, host threads, GPU memory at: nowhere "
+              "%.1f us, source %.1f us, destination %.1f us, signal word %.1f us, all three "
+              "%.1f us\n", GetParam().provider, rounds, none, src, dst, sig, all);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuMemory,
