@@ -297,6 +297,32 @@ TEST_P(OneSided, SmallPutsAreCompleteWhenIssuedAndStillDelivered) {
   bye(t);
 }
 
+// check() alone (no quiet, no later traffic) must see a lone put delivered: polling it asks the
+// target for its acknowledgement (a GPU proxy retires its descriptors this way).
+TEST_P(OneSided, ALonePutPolledWithCheckIsDeliveredWithoutQuiet) {
+  Target t = target(8192);
+  ASSERT_TRUE(t.win);
+  Window& w = *t.win;
+  std::vector<uint8_t> local(8192);
+  auto reg = dev_->register_memory(local.data(), local.size());
+  ASSERT_TRUE(reg.ok());
+  test::fill(local.data(), local.size(), 23);
+  for (size_t len : {size_t{8}, size_t{8192}}) {
+    auto tk = w.put(*reg, 0, t.data, 0, len);
+    ASSERT_TRUE(tk.ok()) << tk.status().to_string();
+    const auto until = Clock::now() + 20s;
+    TransferState st = TransferState::pending;
+    while (Clock::now() < until) {
+      auto s = w.check(*tk);
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      if ((st = *s) == TransferState::done) break;
+    }
+    ASSERT_EQ(st, TransferState::done) << "a put of " << len << " bytes polled with check() for 20 s";
+  }
+  EXPECT_EQ(ask(t.proc, "CHECK 23 0 8192", "OK"), "");
+  bye(t);
+}
+
 TEST_P(OneSided, SignalAlwaysFindsItsData) {
   Target t = target(8 * 65536);
   ASSERT_TRUE(t.win);

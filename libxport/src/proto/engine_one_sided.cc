@@ -276,7 +276,16 @@ Result<int> Engine::check(uint32_t window, uint64_t ticket) {
   if (w == nullptr || w->closed) {
     return core::error(Code::invalid_argument, "check: window ", window, " is not open");
   }
-  return one_sided_.windows().local_state(*w, ticket, true);
+  Result<int> st = one_sided_.windows().local_state(*w, ticket, true);
+  // Delivery is known from the target's acknowledgement, which it sends by itself only every
+  // credits/2 operations: a caller polling check() on a lone put asks for it (once per range of
+  // sequence numbers, as quiet does).
+  if (st.ok() && *st == 0) {
+    if (OutStream* s = one_sided_.streams().find(w->stream); s != nullptr && s->held.empty()) {
+      one_sided_.streams().request_ack(*s, s->next_seq);
+    }
+  }
+  return st;
 }
 
 Status Engine::wait_word(uint32_t window, const LocalBuffer& region, size_t offset,
