@@ -4,6 +4,7 @@
 #include "xport/comm.hpp"
 #include "xport/context.hpp"
 #include "xport/deadline.hpp"
+#include "xport/gpu_host.hpp"
 #include "xport/gpu_proxy.hpp"
 #include "xport/knobs.hpp"
 #include "xport/log.hpp"

@@ -1,0 +1,115 @@
+// The host API every GPU-initiated backend shares (docs/semantics.md, "GPU backends"): a team of
+// ranks connected all-to-all, symmetric regions whose keys every rank holds, progress. What
+// differs per backend (the host proxy today, a direct GPU-to-NIC backend later) is only its
+// contexts, its properties and its last error: GpuBackend. NCCL's GIN plugin is built on the
+// same two (its init/devices/listen/connect/regMrSym/deregMrSym/closeColl/progress/finalize map
+// onto GpuHost, its createContext/getProperties onto GpuBackend).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "xport/comm.hpp"
+#include "xport/context.hpp"
+#include "xport/gpu_proxy.hpp"
+#include "xport/gpu_ring.hpp"
+#include "xport/region.hpp"
+#include "xport/status.hpp"
+#include "xport/window.hpp"
+
+namespace xport {
+
+// Ranks 0..size-1 connected all-to-all on one Device: a window to every other rank.
+class GpuTeam {
+ public:
+  ~GpuTeam();
+  GpuTeam(const GpuTeam&) = delete;
+  GpuTeam& operator=(const GpuTeam&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(windows_.size()); }
+  Device& device() const { return *device_; }
+  // The window to `peer` (nullptr for this rank itself).
+  Window* window(int peer) const;
+
+ private:
+  friend class GpuHost;
+  GpuTeam() = default;
+  Device* device_ = nullptr;
+  int rank_ = 0;
+  std::vector<std::unique_ptr<SendComm>> send_;  // [peer]
+  std::vector<std::unique_ptr<RecvComm>> recv_;  // [peer]
+  std::vector<std::unique_ptr<Window>> windows_;  // [peer]
+  Region scratch_;                                // for the team's own exchanges
+  std::vector<uint8_t> scratch_bytes_;
+};
+
+// One registration per rank of the same buffer role, every rank holding every other's key.
+struct SymmetricRegion {
+  Region local;
+  std::vector<RemoteRegion> remote;  // [peer]; this rank's own entry is its key too
+};
+
+class GpuHost {
+ public:
+  // initialise: a Context; its devices are the provider's domains, opened on first use.
+  static Result<std::unique_ptr<GpuHost>> init(const ContextOptions& options = {});
+  ~GpuHost();  // finalise (teams and regions first: they hold the devices)
+  int devices() const;
+  Result<Device*> device(int index);
+  // This rank's connection handle on device `index`; the caller gathers every rank's.
+  Result<ConnectionHandle> listen(int index);
+  // Collective: with every rank's handle in rank order, connects to and accepts from every other
+  // rank and opens the windows. All ranks must call it; none returns before every peer it needs
+  // has answered, or the deadline (Code::timeout, naming the ranks missing).
+  Result<std::unique_ptr<GpuTeam>> connect(int index, std::span<const ConnectionHandle> handles,
+                                           int rank, Deadline deadline);
+  // Collective: registers [buf, +len) (host or GPU memory) and exchanges keys with every rank.
+  Result<SymmetricRegion> register_symmetric(GpuTeam& team, void* buf, size_t len,
+                                             Deadline deadline);
+  // Local: the region's registration goes when the last copy of it does.
+  static void deregister(SymmetricRegion& region);
+  // One progress pass on every open device.
+  Status progress();
+
+ private:
+  GpuHost() = default;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+enum class GpuBackendKind : uint8_t { proxy, direct };
+
+struct GpuBackendProperties {
+  GpuBackendKind kind = GpuBackendKind::proxy;
+  std::string name;                  // "proxy"
+  bool host_thread = true;           // a host thread executes the kernels' operations
+  bool gpu_memory_staged = true;     // GPU memory reaches the NIC through host shadows
+  uint32_t ring_capacity = 0;        // descriptors a context's ring holds (proxy)
+  uint32_t max_signal_bytes = 8;     // signal words are 64 bits
+};
+
+// One backend context: what kernels are given (the proxy's ring) and the error that stopped it.
+class GpuBackendContext {
+ public:
+  virtual ~GpuBackendContext() = default;  // destroy
+  virtual gpu_ring::DeviceRing ring() const = 0;
+  virtual Status last_error() const = 0;
+};
+
+class GpuBackend {
+ public:
+  // proxy: GpuProxy; direct: Code::unsupported (no direct backend is built yet).
+  static Result<std::unique_ptr<GpuBackend>> open(GpuBackendKind kind);
+  virtual ~GpuBackend() = default;
+  virtual GpuBackendProperties properties(const GpuTeam& team) const = 0;
+  // A context over the team's windows (descriptor window index = peer rank) and the given
+  // symmetric regions (descriptor region indexes = their order here, local and remote alike).
+  virtual Result<std::unique_ptr<GpuBackendContext>> create_context(
+      GpuTeam& team, std::span<const SymmetricRegion* const> regions,
+      const GpuProxyOptions& options = {}) = 0;
+};
+
+}  // namespace xport
