@@ -19,7 +19,7 @@ namespace {
 using namespace xport;
 
 // The line protocol's version: a peer of another version says so instead of misreading.
-constexpr const char* kHello = "XPORT-BENCH 2 ";
+constexpr const char* kHello = "XPORT-BENCH 3 ";
 // Who speaks in error messages: in local mode both processes write to the same terminal.
 std::string g_who = "xport-bench";
 
@@ -212,7 +212,8 @@ int run_target(const Options& opt, Device& dev, LineChannel& ch) {
   if (!pattern.empty()) {
     return fail("bootstrap", Status(Code::protocol, "pattern '" + pattern + "' needs MPI mode"));
   }
-  auto s = Session::open(dev, bytes, std::chrono::seconds(opt.timeout_s), comms);
+  auto s = Session::open(dev, bytes, std::chrono::seconds(opt.timeout_s), comms,
+                         Memory{opt.cuda, opt.gpu});
   if (!s.ok()) return fail("session", s.status());
   if (auto st = ch.send(peer_hello(dev, {s->get()})); !st.ok()) return fail("bootstrap", st);
   auto client = expect_line(ch, "CLIENT ", opt);
@@ -262,7 +263,8 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
                      ph.groups, mine);
       }
       const auto timeout = std::chrono::seconds(opt.timeout_s);
-      XPORT_ASSIGN_OR_RETURN(s, Session::open(*o.dev, bytes, timeout, opt.comms));
+      XPORT_ASSIGN_OR_RETURN(s, Session::open(*o.dev, bytes, timeout, opt.comms,
+                                              Memory{opt.cuda, opt.gpu}));
       if (alltoall) {
         XPORT_ASSIGN_OR_RETURN(in, Session::open(*o.dev, bytes, timeout, opt.comms));
       }
@@ -327,8 +329,20 @@ int run(const Options& opt, int argc, char** argv) {
   // inherits the environment, and gets --groups too).
   if (opt.groups >= 0) ::setenv("XPORT_POOL_GROUPS", std::to_string(opt.groups).c_str(), 1);
   if (mpi_mode(opt)) return run_mpi(opt, argc, argv);
-  if (opt.server) g_who = "xport-bench (server)";
   const bool local = opt.connect.empty() && !opt.server;
+  const int peer_gpu = opt.peer_gpu >= 0 ? opt.peer_gpu : opt.gpu;
+  if (opt.cuda && opt.role != "peer") {
+    // Before anything starts: no CUDA in this build, no GPU, or no such GPU ends the run here.
+    for (int g : local && peer_gpu != opt.gpu ? std::vector<int>{peer_gpu, opt.gpu}
+                                              : std::vector<int>{opt.gpu}) {
+      if (const std::string why = gpu_unavailable(g); !why.empty()) {
+        std::fprintf(stderr, "xport-bench: --memory cuda%s: %s\n",
+                     opt.device_initiator ? " --initiator device" : "", why.c_str());
+        return kExitUnavailable;
+      }
+    }
+  }
+  if (opt.server) g_who = "xport-bench (server)";
   auto o = open_device(opt, local);
   if (!o.ok()) return fail("device", o.status());
   if (opt.role == "peer") {
@@ -350,6 +364,11 @@ int run(const Options& opt, int argc, char** argv) {
                                 std::to_string(opt.timeout_s)};
   if (!opt.provider.empty()) args.insert(args.end(), {"--provider", opt.provider});
   if (opt.groups >= 0) args.insert(args.end(), {"--groups", std::to_string(opt.groups)});
+  // libxport refuses gets and atomics on a peer's GPU memory (docs/semantics.md, "GPU memory"):
+  // for those the peer's buffers stay host memory.
+  if (opt.cuda && opt.op != Op::get && opt.op != Op::atomic) {
+    args.insert(args.end(), {"--memory", "cuda", "--gpu", std::to_string(peer_gpu)});
+  }
   if (!opt.nics.empty()) {
     std::string n;
     for (const auto& x : opt.nics) n += (n.empty() ? "" : ",") + x;

@@ -1,6 +1,8 @@
 // The operations xport-bench measures (ops.hpp): send ping-pong and streaming, put, get; the
-// control messages that frame a point; the data pattern behind --check.
+// control messages that frame a point.
 #include "ops.hpp"
+
+#include "pattern.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,67 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// ---- data pattern: 64-bit words of a mixed counter, different per size, iteration, stream ----
-
-enum Stream : uint64_t { kPing = 0, kPong = 1, kStream = 2, kGet = 3 };
-
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every input bit moves every output bit
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-uint64_t seed_of(size_t size, uint64_t iteration, Stream stream) {
-  return mix(size * 0x100000001b3ull ^ (iteration << 2) ^ stream);
-}
-void fill(uint8_t* p, size_t n, uint64_t seed) {
-  size_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const uint64_t w = mix(seed + k);
-    std::memcpy(p + k, &w, 8);
-  }
-  if (k < n) {
-    const uint64_t w = mix(seed + k);
-    std::memcpy(p + k, &w, n - k);
-  }
-}
-// The offset of the first byte that differs from the pattern; n when all match.
-size_t verify(const uint8_t* p, size_t n, uint64_t seed) {
-  size_t k = 0;
-  for (; k < n; k += 8) {
-    const uint64_t w = mix(seed + k);
-    const size_t m = std::min<size_t>(8, n - k);
-    if (std::memcmp(p + k, &w, m) != 0) {
-      for (size_t b = 0; b < m; ++b) {
-        if (p[k + b] != reinterpret_cast<const uint8_t*>(&w)[b]) return k + b;
-      }
-    }
-  }
-  return n;
-}
-
-// Tests of --check: the source of iteration `it` gets one byte wrong, as a faulty path would.
-void maybe_corrupt(const Plan& p, uint64_t it, uint8_t* b) {
-  if (p.corrupt >= 0 && it == static_cast<uint64_t>(p.corrupt)) b[p.size / 2] ^= 0x5a;
-}
-
-struct Mismatch {
-  bool bad = false;
-  uint64_t iteration = 0;
-  uint64_t offset = 0;
-  void note(uint64_t it, uint64_t off) {
-    if (!bad) *this = {true, it, off};
-  }
-};
-
-Status check_failed(const Plan& p, uint64_t it, uint64_t off, const char* who) {
-  return Status(Code::protocol, "check failed: size " + std::to_string(p.size) + ", iteration " +
-                                    std::to_string(it) +
-                                    (it < static_cast<uint64_t>(p.warmup) ? " (warm-up)" : "") +
-                                    ": first bad byte at offset " + std::to_string(off) +
-                                    " (seen by the " + who + ")");
-}
-
 // ---- control messages: fixed size, both sides of one build ----
 
 enum class CtlType : uint32_t { point = 1, sync, verify, fill, end, bye, reply };
@@ -83,12 +24,15 @@ struct Ctl {
   uint32_t magic = kMagic;
   CtlType type = CtlType::reply;
   uint32_t op = 0, check = 0;
+  uint32_t shape = 0;  // point: kRoundTrip | kDevice | scope << 8
+  uint32_t reserved = 0;
   uint64_t size = 0, warmup = 0, iterations = 0, depth = 0, slots = 0;
   uint64_t first = 0, count = 0;  // verify / fill: iterations [first, first+count) in slots 0..
   uint64_t bad = 0, bad_iteration = 0, bad_offset = 0;  // reply
   int64_t corrupt = -1;                                 // point: Plan::corrupt
 };
 static_assert(sizeof(Ctl) <= 128);
+constexpr uint32_t kRoundTrip = 1, kDevice = 2;
 
 Status send_ctl(Session& s, const Ctl& c) {
   std::memcpy(s.ctl + 128, &c, sizeof(c));
@@ -114,11 +58,14 @@ Result<Ctl> ask(Session& s, const Ctl& c) {
   return r;
 }
 
-// The ping-pong's receive buffer follows the slots (page-aligned, after every slot a stream uses).
+}  // namespace
+
 size_t pong_offset(const Plan& p) {
   const size_t slots = p.size * static_cast<size_t>(p.slots);
   return (slots + 4095) / 4096 * 4096;
 }
+
+namespace {
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -152,8 +99,7 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
       }
       t0 = Clock::now();
     }
-    if (p.check) fill(ping, p.size, seed_of(p.size, i, kPing));
-    maybe_corrupt(p, i, ping);
+    if (p.check) XPORT_RETURN_IF_ERROR(fill_at(s, p, 0, seed_of(p.size, i, kPing), i));
     SendComm& tx_comm = *s.tx[s.comm_of(i)];  // round trip i: comm i % comms, both ways
     RecvComm& rx_comm = *s.rx[s.comm_of(i)];
     XPORT_ASSIGN_OR_RETURN(Request rx, rx_comm.irecv(pong, p.size, s.data));  // before the ping:
@@ -168,7 +114,8 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     t0 = t1;
     if (got != p.size) return Status(Code::protocol, "pong of " + std::to_string(got) + " bytes");
     if (p.check) {
-      const size_t off = verify(pong, p.size, seed_of(p.size, i, kPong));
+      XPORT_ASSIGN_OR_RETURN(size_t off,
+                             verify_at(s, pong_offset(p), p.size, seed_of(p.size, i, kPong)));
       if (off < p.size) return check_failed(p, i, off, "initiator");
     }
   }
@@ -191,7 +138,10 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     if (i == p.warmup) start = Clock::now();
     while (inflight.size() >= window) XPORT_RETURN_IF_ERROR(finish_oldest());
     uint8_t* b = s.buf + static_cast<size_t>(i % p.slots) * p.size;
-    if (p.check) fill(b, p.size, seed_of(p.size, i, kStream));
+    if (p.check) {
+      XPORT_RETURN_IF_ERROR(fill_at(s, p, static_cast<size_t>(b - s.buf),
+                                    seed_of(p.size, i, kStream), UINT64_MAX));
+    }
     const size_t c = s.comm_of(i);
     for (;;) {
       auto r = s.tx[c]->isend(b, p.size, s.data);
@@ -230,9 +180,10 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
     const size_t c = s.comm_of(i);
     XPORT_ASSIGN_OR_RETURN(size_t got, s.rx[c]->wait(rx, dl));
     if (p.check) {
-      const size_t off = verify(ping, p.size, seed_of(p.size, i, kPing));
+      XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, 0, p.size, seed_of(p.size, i, kPing)));
       if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
-      fill(pong, p.size, seed_of(p.size, i, kPong));
+      XPORT_RETURN_IF_ERROR(
+          fill_at(s, p, pong_offset(p), seed_of(p.size, i, kPong), UINT64_MAX));
     }
     if (i + 1 < n) {
       XPORT_ASSIGN_OR_RETURN(rx, s.rx[s.comm_of(i + 1)]->irecv(ping, p.size, s.data));
@@ -256,8 +207,8 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
     posted.pop_front();
     XPORT_ASSIGN_OR_RETURN(size_t got, s.rx[s.comm_of(i)]->wait(req, s.deadline()));
     if (p.check) {
-      const size_t off = verify(s.buf + static_cast<size_t>(i % p.slots) * p.size, p.size,
-                                seed_of(p.size, i, kStream));
+      XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, static_cast<size_t>(i % p.slots) * p.size,
+                                                   p.size, seed_of(p.size, i, kStream)));
       if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
     }
   }
@@ -266,20 +217,17 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
 
 // ---- put and get: latency = one op + quiet; bandwidth = `depth` ops per quiet ----
 
-// Latency iterations of one-sided ops: enough for p99, bounded so message-rate runs stay short.
-constexpr int kOneSidedLatencyIterations = 1000;
+}  // namespace
 
-// --check: slots [0, count) get the ping pattern of iterations first.. (corrupted where asked).
-void stage_pings(Session& s, const Plan& p, uint64_t first, int count) {
-  if (!p.check) return;
+Status stage_pings(Session& s, const Plan& p, uint64_t first, int count) {
+  if (!p.check) return Status();
   for (int k = 0; k < count; ++k) {
-    uint8_t* b = s.buf + static_cast<size_t>(k) * p.size;
-    fill(b, p.size, seed_of(p.size, first + k, kPing));
-    maybe_corrupt(p, first + k, b);
+    XPORT_RETURN_IF_ERROR(fill_at(s, p, static_cast<size_t>(k) * p.size,
+                                  seed_of(p.size, first + k, kPing), first + k));
   }
+  return Status();
 }
 
-// --check: the target verifies its slots [0, count) against the pings of iterations first..
 Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count) {
   if (!p.check) return Status();
   Ctl c;
@@ -290,6 +238,8 @@ Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count) {
   if (r.bad) return check_failed(p, r.bad_iteration, r.bad_offset, "target");
   return Status();
 }
+
+namespace {
 
 // Issues one operation on window `w`; with every context of the window in flight (Code::again)
 // it finishes them with a quiet and issues once more.
@@ -330,8 +280,7 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   auto prepare = [&](uint64_t first, int count) -> Status {
     if (!p.check) return Status();
     if (kPut) {
-      stage_pings(s, p, first, count);
-      return Status();
+      return stage_pings(s, p, first, count);
     }
     Ctl c;  // get: the target writes a fresh pattern into the slots we will read
     c.type = CtlType::fill;
@@ -343,8 +292,8 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     if (!p.check) return Status();
     if (!kPut) {
       for (int k = 0; k < count; ++k) {
-        const size_t off = verify(s.buf + static_cast<size_t>(k) * p.size, p.size,
-                                  seed_of(p.size, first + k, kGet));
+        XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, static_cast<size_t>(k) * p.size, p.size,
+                                                     seed_of(p.size, first + k, kGet)));
         if (off < p.size) return check_failed(p, first + k, off, "initiator");
       }
       return Status();
@@ -423,7 +372,7 @@ Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
     return w.put_signal(s.data, off, s.remote, off, p.size, s.remote, sig, 1).status();
   };
   for (int i = 0; i < p.warmup + lat_n; ++i, ++it) {
-    stage_pings(s, p, it, 1);
+    XPORT_RETURN_IF_ERROR(stage_pings(s, p, it, 1));
     Window& w = window_of(s, it);
     const auto t0 = Clock::now();
     XPORT_RETURN_IF_ERROR(issue(w, 0));
@@ -436,7 +385,7 @@ Result<Measured> put_signal_initiate(Session& s, const Plan& p) {
   const auto phase = Clock::now();
   for (int left = p.iterations; left > 0;) {
     const int batch = std::min(batch_max, left);
-    stage_pings(s, p, it, batch);
+    XPORT_RETURN_IF_ERROR(stage_pings(s, p, it, batch));
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
       const auto slot = static_cast<size_t>(k % p.slots);
@@ -522,6 +471,15 @@ const OpImpl& impl(Op op) {
   }
   return kOps[0];
 }
+// Round trips and --initiator device (put, put-signal) replace the op's functions.
+auto initiator_of(const Plan& p) {
+  if (p.device) return p.op == Op::put ? device_put_initiate : device_round_trip_initiate;
+  return p.round_trip ? round_trip_initiate : impl(p.op).initiate;
+}
+auto server_of(const Plan& p) {
+  if (p.round_trip) return p.device ? device_round_trip_serve : round_trip_serve;
+  return impl(p.op).serve;
+}
 
 }  // namespace
 
@@ -538,12 +496,16 @@ Plan make_plan(const Options& opt, size_t size) {
   p.sliding = opt.sliding;
   p.corrupt = opt.corrupt;
   p.gap_us = opt.gap_us;
+  p.device = opt.device_initiator;
+  p.round_trip = opt.op == Op::put_signal && (opt.round_trip || opt.device_initiator);
+  p.scope = opt.device_scope;
   return p;
 }
 
 size_t buffer_bytes(const std::vector<Plan>& plans) {
   size_t b = 8;
-  // (put-signal and atomic use the word at pong_offset: at least 8 bytes there)
+  // (put-signal and atomic use the word at pong_offset: at least 8 bytes there; round trips
+  // the `size` bytes there)
   for (const auto& p : plans) b = std::max(b, pong_offset(p) + std::max<size_t>(p.size, 8));
   return b;
 }
@@ -558,9 +520,11 @@ bool op_available(Op op, std::string* why) {
 Result<Measured> run_point(Session& s, const Plan& p) {
   const OpImpl& o = impl(p.op);
   if (o.initiate == nullptr) return Status(Code::unsupported, o.missing);
+  const auto initiate = initiator_of(p);
   const bool word = p.op == Op::put_signal || p.op == Op::atomic;
   if (p.size * static_cast<size_t>(p.slots) > s.len || p.size > s.remote.length() ||
-      (word && pong_offset(p) + 8 > s.remote.length())) {
+      (word && pong_offset(p) + std::max<size_t>(p.round_trip ? p.size : 0, 8) >
+                   std::min<size_t>(s.len, s.remote.length()))) {
     return Status(Code::internal, "size " + std::to_string(p.size) + " does not fit the buffers");
   }
   Ctl c;
@@ -573,8 +537,10 @@ Result<Measured> run_point(Session& s, const Plan& p) {
   c.depth = static_cast<uint64_t>(p.depth);
   c.slots = static_cast<uint64_t>(p.slots);
   c.corrupt = p.corrupt;
+  c.shape = (p.round_trip ? kRoundTrip : 0) | (p.device ? kDevice : 0) |
+            (static_cast<uint32_t>(p.scope) << 8);
   XPORT_RETURN_IF_ERROR(send_ctl(s, c));
-  auto m = o.initiate(s, p);
+  auto m = initiate(s, p);
   if (!m.ok()) return m.status();
   Ctl end;
   end.type = CtlType::end;
@@ -603,32 +569,36 @@ Status serve_point(Session& s, bool* bye) {
   p.slots = static_cast<int>(c.slots);
   p.check = c.check != 0;
   p.corrupt = c.corrupt;
-  if (p.size == 0 || p.slots < 1 || p.size * static_cast<size_t>(p.slots) > s.len) {
+  p.round_trip = (c.shape & kRoundTrip) != 0;
+  p.device = (c.shape & kDevice) != 0;
+  p.scope = static_cast<int>(c.shape >> 8);
+  if (p.size == 0 || p.slots < 1 || p.size * static_cast<size_t>(p.slots) > s.len ||
+      (p.round_trip && pong_offset(p) + p.size > s.len)) {
     return Status(Code::protocol, "point of size " + std::to_string(p.size) + " x " +
                                       std::to_string(p.slots) + " does not fit the buffer");
   }
   Mismatch bad;
-  const OpImpl& o = impl(p.op);
-  if (o.serve != nullptr) XPORT_RETURN_IF_ERROR(o.serve(s, p, &bad));
+  const auto serve = server_of(p);
+  if (serve != nullptr) XPORT_RETURN_IF_ERROR(serve(s, p, &bad));
   for (;;) {
     XPORT_ASSIGN_OR_RETURN(Ctl r, recv_ctl(s));
     Ctl reply;
     if (r.type == CtlType::verify || r.type == CtlType::fill) {
       if (r.count > static_cast<uint64_t>(p.slots)) return Status(Code::protocol, "too many slots");
       for (uint64_t k = 0; k < r.count; ++k) {
-        uint8_t* b = s.buf + k * p.size;
+        const size_t at = k * p.size;
         if (r.type == CtlType::fill) {
-          fill(b, p.size, seed_of(p.size, r.first + k, kGet));
-          maybe_corrupt(p, r.first + k, b);
+          XPORT_RETURN_IF_ERROR(fill_at(s, p, at, seed_of(p.size, r.first + k, kGet), r.first + k));
           continue;
         }
         // quiet() promises delivery; the bounded wait for late data stays as a safety margin
         // (driving progress) before calling it a mismatch.
         const Deadline late = Deadline::after(std::chrono::seconds(2));
-        size_t off;
-        while ((off = verify(b, p.size, seed_of(p.size, r.first + k, kPing))) < p.size &&
-               !late.expired()) {
+        const uint64_t seed = seed_of(p.size, r.first + k, kPing);
+        XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, at, p.size, seed));
+        while (off < p.size && !late.expired()) {
           XPORT_RETURN_IF_ERROR(s.dev.progress());
+          XPORT_ASSIGN_OR_RETURN(off, verify_at(s, at, p.size, seed));
         }
         if (off < p.size) bad.note(r.first + k, off);
       }

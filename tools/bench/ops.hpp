@@ -27,6 +27,12 @@ struct Plan {
                         // oldest to be locally complete; one quiet ends the phase
   int64_t corrupt = -1;  // tests of --check: the data source flips a byte in this iteration
   int gap_us = 0;        // send ping-pong: the initiator idles this long before each ping
+  // put-signal: round trips (put_signal, the peer's wait_signal and reply put_signal, a
+  // wait_signal here) instead of put_signal + quiet. --initiator device: kernels issue the
+  // operations through a GpuProxy (put; put-signal round trips on both sides).
+  bool round_trip = false;
+  bool device = false;
+  int scope = 0;  // gpu::Scope of a device put: thread, warp, block
 };
 
 // Operations in flight never span more than this many bytes of buffer: depth is lowered for
@@ -44,11 +50,19 @@ struct Measured {
   double messages = 0;
 };
 
+// Where a Session's data buffer lives (--memory, --gpu).
+struct Memory {
+  bool cuda = false;  // cudaMalloc'd on `gpu`, registered (staged) as such
+  int gpu = 0;
+};
+
 class Session {
  public:
-  // Registers a buffer of `bytes` and listens; join() connects `comms` communicators each way.
+  // Registers a buffer of `bytes` (and a page of signal words after it: word_offset()) and
+  // listens; join() connects `comms` communicators each way.
   static xport::Result<std::unique_ptr<Session>> open(xport::Device& dev, size_t bytes,
-                                                      std::chrono::seconds timeout, int comms = 1);
+                                                      std::chrono::seconds timeout, int comms = 1,
+                                                      Memory memory = {});
   ~Session();
   // What the peer needs to join: "<connection handle hex> <region key hex>".
   std::string hello() const;
@@ -61,10 +75,26 @@ class Session {
   xport::Deadline deadline() const { return xport::Deadline::after(timeout); }
   // Message or operation `i` of a point goes over comm i % comms (control: comm 0).
   size_t comm_of(uint64_t i) const { return static_cast<size_t>(i % tx.size()); }
+  // The round trips' signal word: the page after the buffer's `len` bytes, on both sides.
+  size_t word_offset() const { return (len + 4095) / 4096 * 4096; }
+
+  // Host access to the data buffer for --check: buf itself in host memory; for GPU memory a
+  // host copy (writable: to fill, then written() copies it to the GPU; readable: copied from
+  // the GPU first).
+  xport::Result<uint8_t*> writable(size_t off, size_t n);
+  xport::Status written(size_t off, size_t n);
+  xport::Result<const uint8_t*> readable(size_t off, size_t n);
 
   xport::Device& dev;
-  uint8_t* buf = nullptr;
+  uint8_t* buf = nullptr;  // host or GPU memory (memory.cuda)
   size_t len = 0;
+  Memory memory;
+  std::vector<uint8_t> mirror;  // GPU memory: the host copy behind writable/readable
+  // --initiator device: the proxy over win[0] (region 0: data, remote 0: the peer's data),
+  // opened by the first device point; and the round trips' signals this side has had so far
+  // (counted from the word's value when the session joined).
+  std::unique_ptr<xport::GpuProxy> proxy;
+  uint64_t signals_seen = 0;
   xport::Region data;
   uint8_t* ctl = nullptr;  // [0, 128): receive, [128, 256): send
   xport::Region ctl_region;
@@ -82,6 +112,25 @@ class Session {
 
 // Whether this libxport can run `op`; `why` says what is missing when it cannot.
 bool op_available(Op op, std::string* why);
+
+// Shared by the operations of ops.cc, round_trip.cc and device_ops.cc.
+struct Mismatch;
+// The ping-pong's receive area (and put-signal's word) follows the slots, page-aligned.
+size_t pong_offset(const Plan& p);
+// Latency iterations of one-sided ops: enough for p99, bounded so message-rate runs stay short.
+inline constexpr int kOneSidedLatencyIterations = 1000;
+// --check: slots [0, count) get the ping pattern of iterations first.. (corrupted where asked).
+xport::Status stage_pings(Session& s, const Plan& p, uint64_t first, int count);
+// --check: the target verifies its slots [0, count) against the pings of iterations first..
+xport::Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count);
+// round_trip.cc: host-initiated put_signal round trips; device_ops.cc: --initiator device.
+xport::Result<Measured> round_trip_initiate(Session& s, const Plan& p);
+xport::Status round_trip_serve(Session& s, const Plan& p, Mismatch* bad);
+xport::Result<Measured> device_put_initiate(Session& s, const Plan& p);
+xport::Result<Measured> device_round_trip_initiate(Session& s, const Plan& p);
+xport::Status device_round_trip_serve(Session& s, const Plan& p, Mismatch* bad);
+// --memory cuda and --initiator device on this host: "" or why not (no CUDA build, no GPU).
+std::string gpu_unavailable(int gpu);
 
 // Initiator: runs one point with the target; a failed --check names size, iteration, offset.
 xport::Result<Measured> run_point(Session& s, const Plan& plan);

@@ -173,6 +173,32 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
                "fi-bare-loop's window; default: --depth operations per quiet");
+  std::string memory = "host", initiator = "host", scope = "thread";
+  app.add_option("--memory", memory,
+                 "host, or cuda: every buffer in GPU memory (cudaMalloc on --gpu, registered: "
+                 "staged through host shadows); --check copies back from the GPU to verify")
+      ->check(CLI::IsMember({"host", "cuda"}));
+  app.add_option("--gpu", opt->gpu,
+                 "--memory cuda, --initiator device: this process's GPU (default 0; a two-host "
+                 "server takes its own)")
+      ->check(CLI::Range(0, 1023));
+  app.add_option("--peer-gpu", opt->peer_gpu,
+                 "local mode: the peer process's GPU (default: --gpu; 1 with --gpu 0 runs "
+                 "between two GPUs)")
+      ->check(CLI::Range(0, 1023));
+  app.add_option("--initiator", initiator,
+                 "host, or device: a kernel issues the operations through a GpuProxy (--op put: "
+                 "puts then quiet; --op put-signal: round trips, the peer's kernel replying); "
+                 "needs --memory cuda")
+      ->check(CLI::IsMember({"host", "device"}));
+  app.add_option("--device-scope", scope,
+                 "--initiator device --op put: the kernel's put and quiet calls per thread (one "
+                 "thread), warp (32 lanes, one issues) or block (128 threads, one issues)")
+      ->check(CLI::IsMember({"thread", "warp", "block"}));
+  app.add_flag("--round-trip", opt->round_trip,
+               "--op put-signal: latency of round trips (put_signal, the peer's wait_signal "
+               "and reply put_signal, wait_signal here) instead of put_signal + quiet; always "
+               "so with --initiator device");
   app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
   app.add_flag("--json", json, "one JSON object per measured point");
   app.add_flag("--csv", csv, "CSV with a header line");
@@ -220,6 +246,34 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
     return usage("--server and --connect exclude each other");
   if (opt->gap_us > 0 && (opt->op != Op::send || opt->depth > 1 || !pattern.empty())) {
     return usage("--gap-us belongs to the send ping-pong (--op send, depth 1, no --pattern)");
+  }
+  opt->cuda = memory == "cuda";
+  opt->device_initiator = initiator == "device";
+  opt->device_scope = scope == "warp" ? 1 : scope == "block" ? 2 : 0;
+  if (opt->device_initiator && opt->op != Op::put && opt->op != Op::put_signal) {
+    return usage("--initiator device belongs to --op put and --op put-signal, not --op " +
+                 std::string(to_string(opt->op)));
+  }
+  if (opt->device_initiator && !opt->cuda) {
+    return usage("--initiator device needs --memory cuda (kernels put from and wait on GPU "
+                 "memory)");
+  }
+  if (opt->device_initiator && (opt->comms != 1 || opt->sliding)) {
+    return usage("--initiator device issues on one window: no --comms above 1, no --sliding");
+  }
+  if (opt->device_scope != 0 && !(opt->device_initiator && opt->op == Op::put)) {
+    return usage("--device-scope belongs to --initiator device --op put");
+  }
+  if (opt->round_trip && opt->op != Op::put_signal) {
+    return usage("--round-trip belongs to --op put-signal");
+  }
+  if ((opt->cuda || opt->round_trip || opt->device_initiator) && !pattern.empty()) {
+    return usage("--memory cuda, --round-trip and --initiator device run between two processes "
+                 "(local or two-host mode): not with --pattern");
+  }
+  if (opt->peer_gpu >= 0 && (!opt->cuda || opt->server || !opt->connect.empty())) {
+    return usage("--peer-gpu belongs to local mode with --memory cuda (a two-host server takes "
+                 "--gpu)");
   }
   if (opt->sliding && ((opt->op != Op::put && opt->op != Op::get) || opt->check)) {
     return usage("--sliding belongs to --op put and get, without --check (a sliding window "

@@ -44,6 +44,12 @@ struct Options {
   bool check = false;
   bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
   int gap_us = 0;  // --gap-us
+  bool cuda = false;            // --memory cuda: data buffers in GPU memory
+  int gpu = 0;                  // --gpu: this process's GPU
+  int peer_gpu = -1;            // --peer-gpu: local mode's peer's GPU; -1: --gpu
+  bool round_trip = false;      // --round-trip (put-signal)
+  bool device_initiator = false;  // --initiator device (put, put-signal)
+  int device_scope = 0;         // --device-scope: gpu::Scope (thread, warp, block)
   Format format = Format::table;
   double expect_bw_gbs = 0;  // GB/s (1e9 bytes); 0: no expectation
   double expect_lat_us = 0;  // p50 one-way latency in µs; 0: no expectation

@@ -133,6 +133,9 @@ RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::st
   r.pattern = opt.pattern;
   r.check = opt.check;
   r.sliding = opt.sliding;
+  r.cuda = opt.cuda;
+  r.device = opt.device_initiator;
+  r.round_trip = opt.op == Op::put_signal && (opt.round_trip || opt.device_initiator);
   bool known = true;
   for (const auto& rail : dev.rail_info()) {
     r.rails.push_back(rail.name);
@@ -171,6 +174,9 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
         std::printf(",\"pattern\":\"%s\",\"ranks\":%d,\"streams\":%d", run.pattern.c_str(),
                     run.ranks, p.streams);
       }
+      std::printf(",\"memory\":\"%s\",\"initiator\":\"%s\",\"round_trip\":%s",
+                  run.cuda ? "cuda" : "host", run.device ? "device" : "host",
+                  run.round_trip ? "true" : "false");
       const xport::PoolStats& q = run.pool;
       std::printf(
           ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
@@ -189,7 +195,7 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
         "bw_bytes_per_s,msg_per_s,link_bits_per_s,link_fraction,iterations,warmup,depth,"
         "check,pattern,ranks,streams,comms,pool_groups,pool_channels_per_group,pool_channels,"
         "pool_cqs,pool_comms_attached,pool_primaries,pool_secondaries,pool_routing_misses,"
-        "pool_channel_ops,pool_busiest_channel_ops\n");
+        "pool_channel_ops,pool_busiest_channel_ops,memory,initiator,round_trip\n");
     for (const auto& p : points) {
       const double f = link_fraction(run, p);
       char frac[32] = "";
@@ -201,10 +207,12 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
                   p.iterations, p.warmup, p.depth, run.check ? 1 : 0, run.pattern.c_str(),
                   run.ranks, p.streams);
       const xport::PoolStats& q = run.pool;
-      std::printf(",%d,%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", run.comms, q.groups,
+      std::printf(",%d,%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu", run.comms, q.groups,
                   q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
                   ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
                   ull(q.busiest_channel_ops));
+      std::printf(",%s,%s,%d\n", run.cuda ? "cuda" : "host", run.device ? "device" : "host",
+                  run.round_trip ? 1 : 0);
     }
     std::fflush(stdout);
     return;
@@ -222,8 +230,14 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
   if (!run.pattern.empty()) {
     std::printf(", pattern %s, %d ranks", run.pattern.c_str(), run.ranks);
   }
-  std::printf(", %d comm%s per peer and direction\n", run.comms, run.comms == 1 ? "" : "s");
-  if (run.op == Op::send) {
+  std::printf(", %d comm%s per peer and direction", run.comms, run.comms == 1 ? "" : "s");
+  std::printf(", %s memory, %s-initiated\n", run.cuda ? "GPU" : "host",
+              run.device ? "kernel (GpuProxy)" : "host");
+  if (run.round_trip) {
+    std::printf(
+        "latency: one whole round trip (put_signal, the peer's wait_signal and reply "
+        "put_signal, wait_signal here); bandwidth: both directions over the round trips\n");
+  } else if (run.op == Op::send) {
     std::printf("latency: half the ping-pong round trip; bandwidth: %s\n",
                 points.empty() || points[0].depth == 1 ? "ping-pong, both directions"
                                                        : "one way, depth sends in flight");

@@ -43,6 +43,9 @@ struct RunInfo {
   int ranks = 2;
   bool check = false;
   bool sliding = false;
+  bool cuda = false;          // --memory cuda
+  bool device = false;        // --initiator device
+  bool round_trip = false;    // put-signal round trips
   int comms = 1;  // communicators per peer and direction
   // This process's device's channel pool, read after the last point with its comms still open
   // (Device::stats().pool).
