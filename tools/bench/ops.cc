@@ -540,6 +540,14 @@ Result<Measured> run_point(Session& s, const Plan& p) {
   c.shape = (p.round_trip ? kRoundTrip : 0) | (p.device ? kDevice : 0) |
             (static_cast<uint32_t>(p.scope) << 8);
   XPORT_RETURN_IF_ERROR(send_ctl(s, c));
+  if (p.round_trip) {
+    // Round trips count signals from each side's word as the point starts: the target reads
+    // its baseline, then says so; only then may the first signal go (it read 1 and waited for
+    // 2 when the first ping came while it was still joining).
+    XPORT_ASSIGN_OR_RETURN(Ctl ready, recv_ctl(s));
+    if (ready.type != CtlType::reply) return Status(Code::protocol, "expected the target's ready");
+    XPORT_ASSIGN_OR_RETURN(s.signals_seen, s.win[0]->read_signal(s.data, s.word_offset()));
+  }
   auto m = initiate(s, p);
   if (!m.ok()) return m.status();
   Ctl end;
@@ -576,6 +584,10 @@ Status serve_point(Session& s, bool* bye) {
       (p.round_trip && pong_offset(p) + p.size > s.len)) {
     return Status(Code::protocol, "point of size " + std::to_string(p.size) + " x " +
                                       std::to_string(p.slots) + " does not fit the buffer");
+  }
+  if (p.round_trip) {
+    XPORT_ASSIGN_OR_RETURN(s.signals_seen, s.win[0]->read_signal(s.data, s.word_offset()));
+    XPORT_RETURN_IF_ERROR(send_ctl(s, Ctl{}));  // ready (a reply)
   }
   Mismatch bad;
   const auto serve = server_of(p);
