@@ -67,6 +67,10 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
   // first transfer.
   XPORT_ASSIGN_OR_RETURN(auto s, out->take_stream());
   out->give_stream(std::move(s));
+  // The shadow starts as the GPU bytes: signals are applied to shadow words and copied on, so a
+  // word the caller set on the GPU before registering (cudaMemset to 0) must read the same
+  // here, not whatever the page-locked pages held.
+  XPORT_RETURN_IF_ERROR(out->copy_in(base, length));
   return out;
 }
 

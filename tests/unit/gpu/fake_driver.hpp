@@ -42,8 +42,12 @@ class FakeGpuDriver final : public gpu::Driver {
   Result<void*> alloc_pinned(size_t n) override {
     std::lock_guard<std::mutex> g(mu_);
     ++pinned_live_;
-    return std::calloc(1, n);
+    void* p = std::malloc(n);
+    if (p != nullptr) std::memset(p, scribble_, n);  // the real driver's pages are not zeroed
+    return p;
   }
+  // What alloc_pinned fills new page-locked memory with (0 by default).
+  void scribble_pinned(uint8_t byte) { scribble_ = byte; }
   void free_pinned(void* p) override {
     std::lock_guard<std::mutex> g(mu_);
     --pinned_live_;
@@ -84,6 +88,7 @@ class FakeGpuDriver final : public gpu::Driver {
   uint64_t bytes_to_device() const { return to_device_; }
 
  private:
+  uint8_t scribble_ = 0;
   struct Alloc {
     size_t size;
     bool managed;

@@ -12,6 +12,22 @@
 namespace xport::gpu {
 namespace {
 
+TEST(StagedMemory, TheShadowStartsAsTheGpuBytes) {
+  test::FakeGpuDriver d;
+  const size_t n = 3 * 4096;
+  auto* dev = static_cast<uint8_t*>(*d.alloc_device(n, 0));
+  for (size_t i = 0; i < n; ++i) dev[i] = static_cast<uint8_t>(i * 13 + 1);
+  auto info = d.classify(dev);
+  ASSERT_TRUE(info.ok());
+  d.scribble_pinned(0xEE);  // page-locked memory is not zeroed for us
+  auto m = StagedMemory::create(d, dev, n, *info);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(std::memcmp((*m)->shadow(), dev, n), 0)
+      << "a signal word set on the GPU before registering must read the same in the shadow";
+  m->reset();
+  d.free_device(dev);
+}
+
 TEST(StagedMemory, CopiesInAndOutThroughTheShadow) {
   test::FakeGpuDriver d;
   const size_t n = kStagingChunk * 2 + 123;  // more than one chunk
