@@ -18,6 +18,7 @@ struct Out {
 };
 
 cudaStream_t g_stream = nullptr;
+int g_stream_gpu = -1;  // the GPU g_stream belongs to
 Out* g_out = nullptr;
 uint64_t* g_samples = nullptr;
 size_t g_samples_cap = 0;
@@ -133,11 +134,18 @@ std::string select(int gpu) {
            ": 0.." + std::to_string(n - 1) + ")";
   }
   if (cudaError_t e = cudaSetDevice(gpu); e != cudaSuccess) return failed("cudaSetDevice", e);
+  // The stream follows the GPU selected last (local mode checks the peer's GPU here first: a
+  // stream of that GPU made every launch on this one fail with cudaErrorInvalidValue).
+  if (g_stream != nullptr && g_stream_gpu != gpu) {
+    cudaStreamDestroy(g_stream);
+    g_stream = nullptr;
+  }
   if (g_stream == nullptr) {
     if (cudaError_t e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
         e != cudaSuccess) {
       return failed("cudaStreamCreateWithFlags", e);
     }
+    g_stream_gpu = gpu;
   }
   return "";
 }
