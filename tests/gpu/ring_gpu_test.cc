@@ -115,6 +115,10 @@ TEST_F(GpuRing, WarpAndBlockScopeIssueOncePerWarpOrBlock) {
   EXPECT_EQ(per_window[7], blocks * 2) << "put_warp: one per warp";
   EXPECT_EQ(per_window[8], blocks) << "put_block: one per block";
   EXPECT_EQ(per_window[9], blocks) << "quiet_block: one per block";
+  for (uint16_t w = 10; w <= 17; ++w) {
+    EXPECT_EQ(per_window[w], w % 2 == 0 ? blocks * 2 : blocks)
+        << "window " << w << ": even windows are warp-scope calls, odd ones block-scope";
+  }
 }
 
 TEST_F(GpuRing, AWaitOnASignalNobodySendsEndsWithATimeoutTheHostReads) {

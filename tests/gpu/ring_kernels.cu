@@ -23,10 +23,28 @@ __global__ void waiter(xport::device::Ring r, const uint64_t* word, uint64_t val
 }
 
 __global__ void warp_and_block(xport::device::Ring r, uint64_t deadline_cycles, int* status) {
-  int64_t a = xport::device::put_warp(r, 7, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
-  int64_t b = xport::device::put_block(r, 8, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
-  int q = xport::device::quiet_block(r, 9, deadline_cycles);
-  if (threadIdx.x == 0) status[blockIdx.x] = (a < 0 || b < 0) ? -3 : q;
+  namespace d = xport::device;
+  using d::Scope;
+  using xport::gpu_ring::SignalOp;
+  int64_t a = d::put_warp(r, 7, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
+  int64_t b = d::put_block(r, 8, 1, 0, 2, blockIdx.x, 8, deadline_cycles);
+  // Every other call at both scopes: windows 10-17 count them.
+  int64_t c[8] = {
+      d::put_signal<Scope::warp>(r, 10, 1, 0, 2, 0, 8, 3, 0, 1, SignalOp::add, deadline_cycles),
+      d::put_signal<Scope::block>(r, 11, 1, 0, 2, 0, 8, 3, 0, 1, SignalOp::add, deadline_cycles),
+      d::signal<Scope::warp>(r, 12, 3, 0, 1, SignalOp::set, deadline_cycles),
+      d::signal<Scope::block>(r, 13, 3, 0, 1, SignalOp::set, deadline_cycles),
+      d::put_signal_counter<Scope::warp>(r, 14, 1, 0, 2, 0, 8, 3, 0, 1, SignalOp::add, 4, 0,
+                                         deadline_cycles),
+      d::put_signal_counter<Scope::block>(r, 15, 1, 0, 2, 0, 8, 3, 0, 1, SignalOp::add, 4, 0,
+                                          deadline_cycles),
+      d::signal_counter<Scope::warp>(r, 16, 3, 0, 1, SignalOp::add, 4, 0, deadline_cycles),
+      d::signal_counter<Scope::block>(r, 17, 3, 0, 1, SignalOp::add, 4, 0, deadline_cycles)};
+  int w = d::wait_local<Scope::warp>(r, c[0], deadline_cycles);
+  int q = d::quiet_block(r, 9, deadline_cycles);
+  bool bad = a < 0 || b < 0 || w != 0;
+  for (int64_t t : c) bad = bad || t < 0;
+  if (threadIdx.x == 0) status[blockIdx.x] = bad ? -3 : q;
 }
 
 // Each thread: a put_signal of its slice (region 0 -> remote 0, signal word 1 of remote 1),

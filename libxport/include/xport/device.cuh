@@ -5,8 +5,10 @@
 // a kernel never spins for ever: a wait that passes its deadline sets Abort::timeout, which the
 // host reads.
 //
-// Scopes: the plain calls are per thread; *_warp calls are made by every lane of a warp (lane 0
-// issues, the others wait for it), *_block calls by every thread of a block.
+// Scopes: the plain calls are per thread. Every call also comes at warp and block scope,
+// `call<Scope::warp>(...)` / `call<Scope::block>(...)` with the same arguments: made by every lane
+// of a warp (or thread of a block), issued once (lane 0, thread 0), its result given to all.
+// put_warp/put_block/quiet_warp/quiet_block are the same as put<Scope::warp> ... .
 #pragma once
 
 #include <stdint.h>
@@ -187,43 +189,121 @@ __device__ inline int wait_counter(const Ring& r, const uint64_t* word, uint64_t
 }
 
 // Warp and block scope: every lane (thread) calls; one issues; all get its result.
+enum class Scope : uint8_t { thread, warp, block };
+
+// `f` is called by one thread of the scope, and every thread of it returns f's result. Block
+// scope: every thread of the block must call (it synchronises the block, twice).
+template <Scope S, typename F>
+__device__ inline auto once(F f) -> decltype(f()) {
+  using T = decltype(f());
+  if constexpr (S == Scope::thread) {
+    return f();
+  } else if constexpr (S == Scope::warp) {
+    T v{};
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) v = f();
+    return __shfl_sync(0xffffffffu, v, 0);
+  } else {
+    __shared__ T v;
+    __syncthreads();  // every thread has read the previous call's result
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) v = f();
+    __syncthreads();
+    return v;
+  }
+}
+
+template <Scope S>
+__device__ inline int64_t put(const Ring& r, uint16_t window, uint16_t local_region,
+                              uint64_t local_offset, uint16_t remote_region,
+                              uint64_t remote_offset, uint64_t length, uint64_t deadline_cycles) {
+  return once<S>([&] {
+    return put(r, window, local_region, local_offset, remote_region, remote_offset, length,
+               deadline_cycles);
+  });
+}
+template <Scope S>
+__device__ inline int64_t put_signal(const Ring& r, uint16_t window, uint16_t local_region,
+                                     uint64_t local_offset, uint16_t remote_region,
+                                     uint64_t remote_offset, uint64_t length,
+                                     uint16_t signal_region, uint64_t signal_offset,
+                                     uint64_t value, gpu_ring::SignalOp op,
+                                     uint64_t deadline_cycles) {
+  return once<S>([&] {
+    return put_signal(r, window, local_region, local_offset, remote_region, remote_offset,
+                      length, signal_region, signal_offset, value, op, deadline_cycles);
+  });
+}
+template <Scope S>
+__device__ inline int64_t signal(const Ring& r, uint16_t window, uint16_t signal_region,
+                                 uint64_t signal_offset, uint64_t value, gpu_ring::SignalOp op,
+                                 uint64_t deadline_cycles) {
+  return once<S>([&] {
+    return signal(r, window, signal_region, signal_offset, value, op, deadline_cycles);
+  });
+}
+template <Scope S>
+__device__ inline int64_t put_signal_counter(const Ring& r, uint16_t window,
+                                             uint16_t local_region, uint64_t local_offset,
+                                             uint16_t remote_region, uint64_t remote_offset,
+                                             uint64_t length, uint16_t signal_region,
+                                             uint64_t signal_offset, uint64_t value,
+                                             gpu_ring::SignalOp op, uint16_t counter_region,
+                                             uint32_t counter_word, uint64_t deadline_cycles) {
+  return once<S>([&] {
+    return put_signal_counter(r, window, local_region, local_offset, remote_region,
+                              remote_offset, length, signal_region, signal_offset, value, op,
+                              counter_region, counter_word, deadline_cycles);
+  });
+}
+template <Scope S>
+__device__ inline int64_t signal_counter(const Ring& r, uint16_t window, uint16_t signal_region,
+                                         uint64_t signal_offset, uint64_t value,
+                                         gpu_ring::SignalOp op, uint16_t counter_region,
+                                         uint32_t counter_word, uint64_t deadline_cycles) {
+  return once<S>([&] {
+    return signal_counter(r, window, signal_region, signal_offset, value, op, counter_region,
+                          counter_word, deadline_cycles);
+  });
+}
+template <Scope S>
+__device__ inline int quiet(const Ring& r, uint16_t window, uint64_t deadline_cycles) {
+  return once<S>([&] { return quiet(r, window, deadline_cycles); });
+}
+template <Scope S>
+__device__ inline int wait_local(const Ring& r, int64_t ticket, uint64_t deadline_cycles) {
+  return once<S>([&] { return wait_local(r, ticket, deadline_cycles); });
+}
+template <Scope S>
+__device__ inline int wait_signal(const Ring& r, const uint64_t* word, uint64_t value,
+                                  uint64_t deadline_cycles) {
+  return once<S>([&] { return wait_signal(r, word, value, deadline_cycles); });
+}
+template <Scope S>
+__device__ inline int wait_counter(const Ring& r, const uint64_t* word, uint64_t value,
+                                   uint64_t deadline_cycles) {
+  return once<S>([&] { return wait_counter(r, word, value, deadline_cycles); });
+}
+
+// The names of the first warp and block calls.
 __device__ inline int64_t put_warp(const Ring& r, uint16_t window, uint16_t local_region,
                                    uint64_t local_offset, uint16_t remote_region,
                                    uint64_t remote_offset, uint64_t length,
                                    uint64_t deadline_cycles) {
-  int64_t t = 0;
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) {
-    t = put(r, window, local_region, local_offset, remote_region, remote_offset, length,
-            deadline_cycles);
-  }
-  return __shfl_sync(0xffffffffu, t, 0);
+  return put<Scope::warp>(r, window, local_region, local_offset, remote_region, remote_offset,
+                          length, deadline_cycles);
 }
 __device__ inline int64_t put_block(const Ring& r, uint16_t window, uint16_t local_region,
                                     uint64_t local_offset, uint16_t remote_region,
                                     uint64_t remote_offset, uint64_t length,
                                     uint64_t deadline_cycles) {
-  __shared__ int64_t t;
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    t = put(r, window, local_region, local_offset, remote_region, remote_offset, length,
-            deadline_cycles);
-  }
-  __syncthreads();
-  return t;
+  return put<Scope::block>(r, window, local_region, local_offset, remote_region, remote_offset,
+                           length, deadline_cycles);
 }
 __device__ inline int quiet_warp(const Ring& r, uint16_t window, uint64_t deadline_cycles) {
-  int e = 0;
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) e = quiet(r, window, deadline_cycles);
-  return __shfl_sync(0xffffffffu, e, 0);
+  return quiet<Scope::warp>(r, window, deadline_cycles);
 }
 __device__ inline int quiet_block(const Ring& r, uint16_t window, uint64_t deadline_cycles) {
-  __shared__ int e;
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) e = quiet(r, window, deadline_cycles);
-  __syncthreads();
-  return e;
+  return quiet<Scope::block>(r, window, deadline_cycles);
 }
 
 }  // namespace xport::device
