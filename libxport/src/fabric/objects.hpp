@@ -174,9 +174,12 @@ class PassiveEndpoint {
 // provider's key size, so a peer cannot guess the keys of other registrations from its own.
 class MemoryRegistration {
  public:
+  // cuda_device >= 0: [buf, +len) is memory of that CUDA device, registered with the provider
+  // as such (fi_mr_regattr, FI_HMEM_CUDA; the domain was opened with FI_HMEM).
   static Result<std::unique_ptr<MemoryRegistration>> create(Domain& domain, const void* buf,
                                                             size_t len, uint64_t access,
-                                                            Endpoint* bind_to);
+                                                            Endpoint* bind_to,
+                                                            int cuda_device = -1);
   void* desc() const { return desc_; }
   uint64_t key() const { return key_; }
   fid_mr* get() const { return mr_.get(); }

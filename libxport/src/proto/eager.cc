@@ -51,7 +51,8 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
     const uint64_t data = encode_cq_data(
         {c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
-    if (s.len <= core_.inject_size) {
+    // Never an inject from GPU memory the provider registered (FI_HMEM): the CPU reads it.
+    if (s.len <= core_.inject_size && !(s.region && s.region->cuda_device >= 0)) {
       st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
       if (st.ok()) {
         ++ch->ops;

@@ -338,14 +338,14 @@ void Engine::shutdown() {
 
 // ---- memory ----
 
-Result<RegionRef> Engine::register_memory(void* buf, size_t len) {
+Result<RegionRef> Engine::register_memory(void* buf, size_t len, int cuda_device) {
   if (buf == nullptr || len == 0) {
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
   Lock l(core_);
   std::vector<RegionRef> dropped;  // released under the lock, after the cache walk
-  return core_.registry->acquire(buf, len, shared_from_this(), dropped);
+  return core_.registry->acquire(buf, len, shared_from_this(), dropped, cuda_device);
 }
 
 void Engine::release_region(memory::RegionState& r) {
