@@ -146,6 +146,10 @@ TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
     EXPECT_EQ(*got, n);
     ASSERT_TRUE(p.send->wait(*s, soon()).ok());
     EXPECT_EQ(test::first_mismatch(dst, n, msg), -1) << n << " bytes";
+    // What makes the NIC's writes visible to kernels on this path: a flush read of the GPU
+    // buffer through its own registration.
+    Status f = p.recv->flush(dst, n, *dreg, soon());
+    EXPECT_TRUE(f.ok()) << n << " bytes: " << f.to_string();
   }
   // One-sided: puts from GPU memory into GPU memory (inject-sized and striped-sized), gets into
   // GPU memory, put_signal into GPU memory with the signal in host memory.
