@@ -86,14 +86,14 @@ class GpuHmem : public ::testing::TestWithParam<const char*> {
       unsetenv(v);
     core::reload_knobs();
   }
-  test::FakeGpuScope gpu_;  // installed before any Context opens (auto asks FI_HMEM with a GPU)
+  test::FakeGpuScope gpu_;  // installed before any Context opens (GPU memory to classify)
   std::vector<uint8_t*> allocs_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Device> dev_;
 };
 
-TEST_P(GpuHmem, GpuMemoryIsRegisteredByTheProviderWhereItOffersFiHmem) {
-  ASSERT_TRUE(open(true, "auto").ok());
+TEST_P(GpuHmem, GpuMemoryIsRegisteredByTheProviderUnderHmem) {
+  ASSERT_TRUE(open(true, "hmem").ok());
   EXPECT_TRUE(dev_->capabilities().hmem);
   EXPECT_TRUE(dev_->capabilities().hmem_enabled);
   const HmemTotals before = strict_totals();
@@ -120,7 +120,7 @@ TEST_P(GpuHmem, GpuMemoryIsRegisteredByTheProviderWhereItOffersFiHmem) {
 }
 
 TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
-  ASSERT_TRUE(open(true, "auto").ok());
+  ASSERT_TRUE(open(true, "hmem").ok());
   const HmemTotals before = strict_totals();
   Pair p = test::connect_pair(*dev_, *dev_);
   ASSERT_TRUE(p.send && p.recv);
@@ -189,6 +189,21 @@ TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
   EXPECT_EQ(strict_totals().op_rejects, before.op_rejects)
       << "an operation on GPU memory without its MR's descriptor, or an inject from it";
   EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_device(), 0u) << "nothing was staged";
+}
+
+// auto is the safe path until HMEM covers every operation without the CPU touching GPU memory:
+// it stages even where the provider offers FI_HMEM, and does not ask for it.
+TEST_P(GpuHmem, AutoStagesEvenWhereFiHmemIsOffered) {
+  ASSERT_TRUE(open(true, "auto").ok());
+  EXPECT_TRUE(dev_->capabilities().hmem) << "offered";
+  EXPECT_FALSE(dev_->capabilities().hmem_enabled) << "auto does not ask for FI_HMEM";
+  const HmemTotals before = strict_totals();
+  uint8_t* g = gpu_alloc(4096);
+  auto reg = dev_->register_memory(g, 4096);
+  ASSERT_TRUE(reg.ok()) << reg.status().to_string();
+  EXPECT_EQ(reg->memory_type(), MemoryType::cuda);
+  EXPECT_TRUE(reg->staged()) << "auto registers GPU memory through a host shadow";
+  EXPECT_EQ(strict_totals().registrations, before.registrations) << "no FI_HMEM_CUDA registration";
 }
 
 TEST_P(GpuHmem, WithoutFiHmemGpuMemoryIsStaged) {

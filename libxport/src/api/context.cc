@@ -8,7 +8,6 @@
 #include "core/log.hpp"
 #include "fabric/link.hpp"
 #include "fabric/provider.hpp"
-#include "gpu/driver.hpp"
 #include "proto/engine.hpp"
 
 namespace xport {
@@ -152,8 +151,9 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
     return core::error(Code::invalid_argument, "XPORT_GPU_MEMORY='", gpu_memory,
                        "': expected auto, hmem or staged");
   }
-  // FI_HMEM only where there can be GPU memory to register (auto), or when required.
-  req.want_hmem = gpu_memory == "auto" && gpu::driver().available();
+  // FI_HMEM only when asked for by name: auto stages GPU memory, the path whose every CPU access
+  // goes through the CUDA driver (docs/semantics.md, "GPU memory": what HMEM does not cover yet).
+  req.want_hmem = false;
   req.require_hmem = gpu_memory == "hmem";
   const std::string& wait = core::knob_string(core::KnobId::wait);
   if (wait != "spin" && wait != "block") {
