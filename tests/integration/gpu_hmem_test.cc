@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,20 @@ HmemTotals strict_totals() {
   return t;
 }
 
+// Sends the strict provider admitted with a payload in GPU memory under its FI_HMEM_CUDA
+// descriptor (read by the provider, not copied by libxport's CPU into a bounce buffer).
+uint64_t strict_hmem_sends() {
+  const char* dir = std::getenv("FI_PROVIDER_PATH");
+  if (dir == nullptr) return 0;
+  void* h = dlopen((std::string(dir) + "/libstrict-fi.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return 0;
+  using Fn = uint64_t (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "strict_fi_hmem_sends"));
+  const uint64_t n = fn != nullptr ? fn() : 0;
+  dlclose(h);
+  return n;
+}
+
 // Parameter: the strict provider's base.
 class GpuHmem : public ::testing::TestWithParam<const char*> {
  protected:
@@ -82,7 +97,8 @@ class GpuHmem : public ::testing::TestWithParam<const char*> {
     dev_.reset();
     ctx_.reset();
     for (uint8_t* p : allocs_) gpu_->free_device(p);
-    for (const char* v : {"XPORT_PROVIDER", "XPORT_GPU_MEMORY", "STRICT_FI_BASE", "STRICT_FI_HMEM"})
+    for (const char* v : {"XPORT_PROVIDER", "XPORT_GPU_MEMORY", "STRICT_FI_BASE", "STRICT_FI_HMEM",
+                          "STRICT_FI_CQ_DATA_SIZE", "XPORT_EAGER_IN_CQ_DATA"})
       unsetenv(v);
     core::reload_knobs();
   }
@@ -189,6 +205,60 @@ TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
   EXPECT_EQ(strict_totals().op_rejects, before.op_rejects)
       << "an operation on GPU memory without its MR's descriptor, or an inject from it";
   EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_device(), 0u) << "nothing was staged";
+}
+
+// An eager message that carries a header (4-byte CQ data as on efa and verbs, headers asked for,
+// or a tag too wide for the CQ data) from GPU memory: the provider reads the payload from the
+// Region with its FI_HMEM_CUDA descriptor, the header from a bounce buffer; the CPU never copies
+// GPU bytes into the bounce buffer.
+TEST_P(GpuHmem, HeaderedEagerSendsFromGpuMemoryAreReadByTheProvider) {
+  struct Case {
+    const char* what;
+    const char* env;
+    const char* value;
+    uint32_t tag;
+  };
+  for (const Case& k : {Case{"4-byte CQ data", "STRICT_FI_CQ_DATA_SIZE", "4", 0},
+                        Case{"XPORT_EAGER_IN_CQ_DATA=0", "XPORT_EAGER_IN_CQ_DATA", "0", 0},
+                        Case{"a tag above 0xffff", "XPORT_EAGER_IN_CQ_DATA", "1", 0x12345}}) {
+    SCOPED_TRACE(k.what);
+    dev_.reset();
+    ctx_.reset();
+    setenv(k.env, k.value, 1);
+    ASSERT_TRUE(open(true, "hmem").ok());
+    Pair p = test::connect_pair(*dev_, *dev_);
+    ASSERT_TRUE(p.send && p.recv);
+    uint8_t* src = gpu_alloc(8192);
+    auto sreg = dev_->register_memory(src, 8192);
+    ASSERT_TRUE(sreg.ok()) << sreg.status().to_string();
+    ASSERT_FALSE(sreg->staged());
+    std::vector<uint8_t> dst(8192);
+    auto dreg = dev_->register_memory(dst.data(), dst.size());
+    ASSERT_TRUE(dreg.ok());
+    const HmemTotals before = strict_totals();
+    const uint64_t sends_before = strict_hmem_sends();
+    uint64_t msg = 0;
+    for (size_t n : {size_t{1}, size_t{64}, size_t{4096}}) {
+      ++msg;
+      test::fill(src, n, msg);
+      std::fill(dst.begin(), dst.end(), 0);
+      auto r = p.recv->irecv(dst.data(), dst.size(), *dreg, k.tag);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      auto s = p.send->isend(src, n, *sreg, k.tag);
+      ASSERT_TRUE(s.ok()) << n << " bytes: " << s.status().to_string();
+      auto got = p.recv->wait(*r, soon());
+      ASSERT_TRUE(got.ok()) << n << " bytes: " << got.status().to_string();
+      EXPECT_EQ(*got, n);
+      ASSERT_TRUE(p.send->wait(*s, soon()).ok());
+      EXPECT_EQ(test::first_mismatch(dst.data(), n, msg), -1) << n << " bytes";
+    }
+    EXPECT_GE(strict_hmem_sends(), sends_before + 3)
+        << "each message posted with its GPU Region's descriptor, not from a bounce buffer";
+    EXPECT_EQ(strict_totals().op_rejects, before.op_rejects);
+    EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_device(), 0u) << "nothing was staged";
+    p = Pair{};
+    unsetenv(k.env);
+  }
 }
 
 // auto is the safe path until HMEM covers every operation without the CPU touching GPU memory:

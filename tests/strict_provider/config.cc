@@ -145,9 +145,10 @@ void print_totals(const Config& cfg) {
     std::fprintf(stderr,
                  "strict provider: FI_HMEM: %llu FI_HMEM_CUDA registrations; %llu registrations "
                  "of device memory refused (FI_HMEM not granted); %llu operations on GPU memory "
-                 "refused (no descriptor of its MR, or an inject)\n",
+                 "refused (no descriptor of its MR, or an inject); %llu sends from GPU memory "
+                 "with its descriptor\n",
                  get(totals.hmem_registrations), get(totals.hmem_refused),
-                 get(totals.hmem_op_rejects));
+                 get(totals.hmem_op_rejects), get(totals.hmem_sends));
   }
 }
 
@@ -156,6 +157,9 @@ extern "C" __attribute__((visibility("default"))) void strict_fi_hmem_totals(uin
   out[0] = totals.hmem_registrations.load();
   out[1] = totals.hmem_refused.load();
   out[2] = totals.hmem_op_rejects.load();
+}
+extern "C" __attribute__((visibility("default"))) uint64_t strict_fi_hmem_sends() {
+  return totals.hmem_sends.load();
 }
 
 }  // namespace strict

@@ -126,8 +126,10 @@ ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
   }
 
   if (d->hmem && req.iov != nullptr && !d->hmem_ranges.empty()) {
+    bool gpu_send = false;  // a send whose payload the provider reads from GPU memory
     for (size_t i = 0; i < req.count; ++i) {
       std::string text;
+      gpu_send = gpu_send || (req.op == Op::send && hmem_overlap(d, req.iov[i]) != nullptr);
       if (req.inject && hmem_overlap(d, req.iov[i]) != nullptr) {
         totals.hmem_op_rejects.fetch_add(1, std::memory_order_relaxed);
         refused(*adm, req.ctx);
@@ -144,6 +146,7 @@ ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
                      kErrMrHmem, std::move(text));
       return kConsumed;
     }
+    if (gpu_send) totals.hmem_sends.fetch_add(1, std::memory_order_relaxed);
   }
 
   adm->domain = d;

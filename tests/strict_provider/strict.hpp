@@ -104,8 +104,10 @@ struct Totals {
   std::atomic<uint64_t> overruns{0}, overrun_eio{0}, cq_peak{0};
   // STRICT_FI_HMEM: FI_HMEM_CUDA registrations made, registrations refused (an iface other than
   // FI_HMEM_SYSTEM without FI_HMEM granted), operations on GPU memory refused (no descriptor of
-  // its MR, or an inject).
-  std::atomic<uint64_t> hmem_registrations{0}, hmem_refused{0}, hmem_op_rejects{0};
+  // its MR, or an inject); sends admitted with a payload in GPU memory under its FI_HMEM_CUDA
+  // descriptor (the provider, not the application's CPU, reads it).
+  std::atomic<uint64_t> hmem_registrations{0}, hmem_refused{0}, hmem_op_rejects{0},
+      hmem_sends{0};
 };
 extern Totals totals;
 void print_totals(const Config& cfg);

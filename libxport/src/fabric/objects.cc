@@ -229,6 +229,14 @@ Status Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, v
               [&] { return fi_send(ep_.get(), buf, len, desc, dest, ctx); });
 }
 
+Status Endpoint::send2(const void* head, size_t head_len, void* head_desc, const void* body,
+                       size_t body_len, void* body_desc, fi_addr_t dest, void* ctx) {
+  iovec iov[2] = {{const_cast<void*>(head), head_len}, {const_cast<void*>(body), body_len}};
+  void* desc[2] = {head_desc, body_desc};
+  return post(OpKind::send, head_len + body_len, "fi_sendv",
+              [&] { return fi_sendv(ep_.get(), iov, desc, 2, dest, ctx); });
+}
+
 Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest) {
   Status s = post(OpKind::send, len, "fi_inject", [&] { return fi_inject(ep_.get(), buf, len, dest); });
   if (s.ok()) counters_.completed.add();  // an inject completes when it returns

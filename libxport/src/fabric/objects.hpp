@@ -112,6 +112,10 @@ class Endpoint {
 
   Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx);
   Status inject(const void* buf, size_t len, fi_addr_t dest);
+  // One message gathered from two buffers, each with its own descriptor (fi_sendv): a header
+  // in a bounce buffer and a payload the provider reads itself (GPU memory, FI_HMEM).
+  Status send2(const void* head, size_t head_len, void* head_desc, const void* body,
+               size_t body_len, void* body_desc, fi_addr_t dest, void* ctx);
   // Messages that carry remote CQ data (the receiver's completion reports it).
   Status senddata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                   void* ctx);

@@ -79,7 +79,11 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       if (!st.ok()) rail.cq_give();
     }
   } else {
-    // A header in a bounce buffer of the data endpoint, the payload behind it.
+    // A header in a bounce buffer of the data endpoint, the payload behind it: copied there by
+    // the CPU, or, from GPU memory the provider registered (FI_HMEM), gathered by the provider
+    // from the Region with its descriptor (the CPU cannot read it; isend sends such a message
+    // by rendezvous where the provider gathers no two buffers).
+    const bool gather = s.len > 0 && s.region && s.region->cuda_device >= 0;
     const size_t len = sizeof(MsgHeader) + s.len;
     memory::Buffer* b = buffer != nullptr ? buffer : ep.tx().take();
     if (b == nullptr) {
@@ -98,10 +102,10 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         h.length = s.len;
         h.aux2 = s.tag;
         std::memcpy(b->data, &h, sizeof(h));
-        if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
+        if (s.len > 0 && !gather) std::memcpy(b->data + sizeof(h), s.buf, s.len);
       }
       buffer = b;
-      if (len <= core_.inject_size) {
+      if (len <= core_.inject_size && !gather) {
         st = ep.endpoint().inject(b->data, len, ch->peer);
         if (st.ok()) {
           ++ch->ops;
@@ -117,7 +121,9 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         b->ctx.comm_gen = c.id.gen;
         b->ctx.slot = slot;
         b->ctx.seq = s.seq;
-        st = ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
+        st = gather ? ep.endpoint().send2(b->data, sizeof(MsgHeader), ep.tx().desc(), s.buf,
+                                          s.len, s.region->desc(ch->rail), ch->peer, &b->ctx)
+                    : ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
         if (!st.ok()) rail.cq_give();
       }
     }

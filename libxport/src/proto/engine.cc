@@ -142,6 +142,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   c.caps = caps;
   c.cq_data_bytes = info->domain_attr->cq_data_size;
   c.inject_size = info->tx_attr->inject_size;
+  c.iov_limit = info->tx_attr->iov_limit;
   c.rx_cq_data_mode = (info->mode & FI_RX_CQ_DATA) != 0;
   // libfabric 1.17's sockets provider drops FI_REMOTE_CQ_DATA from a message it had to buffer
   // as unexpected (no receive posted when it arrived), leaving stale data: such a message could
