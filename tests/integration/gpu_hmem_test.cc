@@ -261,6 +261,58 @@ TEST_P(GpuHmem, HeaderedEagerSendsFromGpuMemoryAreReadByTheProvider) {
   }
 }
 
+// Signal words and atomic targets in GPU memory the provider registered: the CPU that would
+// apply or read them cannot touch GPU memory, so they are refused by name before anything is
+// sent (the initiator reads the key's flag), and so are local reads and waits on such words.
+// Puts into the same Region still work.
+TEST_P(GpuHmem, SignalsAndAtomicsOnHmemGpuWordsAreRefused) {
+  ASSERT_TRUE(open(true, "hmem").ok());
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  uint8_t* g = gpu_alloc(4096);
+  auto greg = dev_->register_memory(g, 4096);
+  ASSERT_TRUE(greg.ok()) << greg.status().to_string();
+  ASSERT_FALSE(greg->staged());
+  std::vector<uint64_t> host(512, 0);
+  auto hreg = dev_->register_memory(host.data(), host.size() * 8);
+  ASSERT_TRUE(hreg.ok());
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  auto gkey = dev_->import_key(greg->export_key());
+  auto hkey = dev_->import_key(hreg->export_key());
+  ASSERT_TRUE(gkey.ok() && hkey.ok());
+  const uint64_t issued = (*w)->issued();
+  auto refused = [](const Status& st, const char* what) {
+    EXPECT_EQ(st.code(), Code::unsupported) << what << ": " << st.to_string();
+    EXPECT_NE(st.message().find("GPU memory"), std::string::npos) << what << ": " << st.to_string();
+  };
+  refused((*w)->signal(*gkey, 0, 1, SignalOp::add, SignalOrder::weak).status(), "signal");
+  refused((*w)->reset_signal(*gkey, 0).status(), "reset_signal");
+  refused((*w)->put_signal(*hreg, 64, *hkey, 64, 8, *gkey, 0, 1, SignalOp::set,
+                           SignalOrder::strong).status(), "put_signal");
+  refused((*w)->signal_counter(*gkey, 0, 1, *hreg, 0, SignalOp::add, SignalOrder::weak).status(),
+          "signal_counter");
+  uint64_t result = 0;
+  refused((*w)->atomic(AtomicOp::fetch_add, *gkey, 0, 1, 0, &result).status(), "atomic");
+  EXPECT_EQ((*w)->issued(), issued) << "nothing was sent";
+  // The owner's own reads and waits on a word in that Region, and a counter there.
+  refused((*w)->read_signal(*greg, 0).status(), "read_signal");
+  refused((*w)->wait_signal(*greg, 0, 1, Deadline::after(1s)), "wait_signal");
+  refused((*w)->wait_counter(*greg, 0, 1, Deadline::after(1s)), "wait_counter");
+  refused((*w)->signal_counter(*hkey, 0, 1, *greg, 0, SignalOp::add, SignalOrder::weak).status(),
+          "signal_counter with the counter in GPU memory");
+  // Puts into it, and signals into host words, still go.
+  host[100] = 0x1122334455667788ull;
+  auto t = (*w)->put_signal(*hreg, 800, *gkey, 0, 8, *hkey, 0, 1, SignalOp::add,
+                            SignalOrder::weak);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE((*w)->wait_signal(*hreg, 0, 1, soon()).ok());
+  uint64_t got = 0;
+  std::memcpy(&got, g, 8);
+  EXPECT_EQ(got, 0x1122334455667788ull);
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+}
+
 // auto is the safe path until HMEM covers every operation without the CPU touching GPU memory:
 // it stages even where the provider offers FI_HMEM, and does not ask for it.
 TEST_P(GpuHmem, AutoStagesEvenWhereFiHmemIsOffered) {

@@ -603,6 +603,7 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   const proto::RemoteKey* k = Access::key(remote);
   const proto::RemoteKey* sk = Access::key(signal);
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
+  if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   if (k->staged && len > 0) {
@@ -619,6 +620,7 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   const proto::RemoteKey* k = Access::key(remote);
   const proto::RemoteKey* sk = Access::key(signal);
   if (k == nullptr || sk == nullptr) return no_key("put_signal_counter");
+  if (sk->device) return proto::device_word("put_signal_counter");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;

@@ -368,6 +368,7 @@ std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
   k.mr_offset = static_cast<uint64_t>(region.view_base - r.base);
   k.device_token = r.device_token;
   k.staged = r.staged != nullptr;
+  k.device = r.cuda_device >= 0;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   // How to reach this device, so that a window can be opened from the key alone (RDM).
   if (!core_.connected_endpoints()) {

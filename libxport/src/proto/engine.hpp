@@ -48,6 +48,10 @@ struct LocalBuffer {
   size_t view_length = 0;
 };
 
+// The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
+// provider (RemoteKey::device): its CPU, which applies them, cannot write there.
+Status device_word(const char* what);
+
 struct Completion {
   bool done = false;
   size_t bytes = 0;
