@@ -314,7 +314,16 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
 }
 
 void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {
-  if (len > r.cap) {
+  if (len > 0 && r.region && r.region->cuda_device >= 0) {
+    // The CPU cannot copy into GPU memory the provider registered (FI_HMEM), and the engine
+    // has no GPU copy: the receive fails rather than touching it (rendezvous messages, written
+    // by the NIC, are received there).
+    r.error = core::error(Code::unsupported, "irecv: message ", r.seq, " of ", len, " bytes "
+                          "came eagerly (XPORT_EAGER_MAX) for a buffer in GPU memory registered "
+                          "with the provider (XPORT_GPU_MEMORY=hmem), which this CPU cannot "
+                          "write; receive eager-sized messages into host memory, or use "
+                          "XPORT_GPU_MEMORY=staged (docs/semantics.md, GPU memory)");
+  } else if (len > r.cap) {
     r.error = core::error(Code::truncated, "irecv: message ", r.seq, " of ", len,
                           " bytes does not fit the ", r.cap, "-byte receive buffer of comm ",
                           c.id.index);
