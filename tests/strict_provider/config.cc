@@ -100,6 +100,7 @@ Config Config::from_env() {
   if (const char* v = std::getenv("STRICT_FI_FAULT_DOMAIN")) c.fault_domain = v;
   c.scribble = env_flag("STRICT_FI_SCRIBBLE");
   c.verbose = env_flag("STRICT_FI_VERBOSE");
+  c.hmem = env_flag("STRICT_FI_HMEM");
   return c;
 }
 
@@ -140,6 +141,25 @@ void print_totals(const Config& cfg) {
                  "after an overrun; at most %llu completions were outstanding on one CQ\n",
                  get(totals.overruns), get(totals.overrun_eio), get(totals.cq_peak));
   }
+  if (cfg.hmem || get(totals.hmem_registrations) + get(totals.hmem_refused) > 0) {
+    std::fprintf(stderr,
+                 "strict provider: FI_HMEM: %llu FI_HMEM_CUDA registrations; %llu registrations "
+                 "of device memory refused (FI_HMEM not granted); %llu operations on GPU memory "
+                 "refused (no descriptor of its MR, or an inject); %llu sends from GPU memory "
+                 "with its descriptor\n",
+                 get(totals.hmem_registrations), get(totals.hmem_refused),
+                 get(totals.hmem_op_rejects), get(totals.hmem_sends));
+  }
+}
+
+// Tests read the counts of the provider loaded in their process (dlopen RTLD_NOLOAD + dlsym).
+extern "C" __attribute__((visibility("default"))) void strict_fi_hmem_totals(uint64_t out[3]) {
+  out[0] = totals.hmem_registrations.load();
+  out[1] = totals.hmem_refused.load();
+  out[2] = totals.hmem_op_rejects.load();
+}
+extern "C" __attribute__((visibility("default"))) uint64_t strict_fi_hmem_sends() {
+  return totals.hmem_sends.load();
 }
 
 }  // namespace strict

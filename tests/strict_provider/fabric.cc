@@ -193,6 +193,7 @@ int open_domain(Fabric* fab, fi_info* info, fid_domain** out, void* context) {
   d->base_prov_key = (info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
   d->base_mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   d->source = (info->caps & FI_SOURCE) != 0;
+  d->hmem = (info->caps & FI_HMEM) != 0;
   if (d->cfg.delay_domain.empty() || d->cfg.delay_domain == d->name) {
     d->delay_us = d->cfg.delay_us;
     d->delay_post_us = d->cfg.delay_post_us;

@@ -50,6 +50,30 @@ bool translate(const Endpoint* ep, void* desc, void** out, int* prov_errno, std:
   return true;
 }
 
+// FI_MR_HMEM: a buffer in GPU memory must come with the descriptor of an FI_HMEM_CUDA
+// registration covering it (the NIC cannot find GPU pages through host page tables). False, with
+// the text, when it does not.
+bool hmem_desc_ok(const Domain* d, const iovec& buf, const void* desc, std::string* text) {
+  const Mr* gpu = hmem_overlap(d, buf);
+  if (gpu == nullptr) return true;
+  const auto* m = static_cast<const Mr*>(desc);
+  if (m != nullptr && m->magic == kMrMagic && m->hmem && !m->iov.empty()) {
+    const auto a = reinterpret_cast<uintptr_t>(buf.iov_base);
+    const auto b = reinterpret_cast<uintptr_t>(m->iov[0].iov_base);
+    if (a >= b && a - b <= m->iov[0].iov_len && buf.iov_len <= m->iov[0].iov_len - (a - b))
+      return true;
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "strict provider: FI_MR_HMEM violation: %zu bytes at %p in GPU memory (%s) "
+                "posted %s",
+                buf.iov_len, buf.iov_base, describe(gpu).c_str(),
+                desc == nullptr ? "without a descriptor"
+                                : "with a descriptor that is no FI_HMEM_CUDA MR covering them");
+  *text = line;
+  return false;
+}
+
 // Every check of one post, in the order a NIC would refuse it (mu held). Returns 0 to post it,
 // kConsumed when an error completion stands in for it, or the negative return of the call.
 ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
@@ -101,6 +125,30 @@ ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
     return kConsumed;
   }
 
+  if (d->hmem && req.iov != nullptr && !d->hmem_ranges.empty()) {
+    bool gpu_send = false;  // a send whose payload the provider reads from GPU memory
+    for (size_t i = 0; i < req.count; ++i) {
+      std::string text;
+      gpu_send = gpu_send || (req.op == Op::send && hmem_overlap(d, req.iov[i]) != nullptr);
+      if (req.inject && hmem_overlap(d, req.iov[i]) != nullptr) {
+        totals.hmem_op_rejects.fetch_add(1, std::memory_order_relaxed);
+        refused(*adm, req.ctx);
+        return -FI_EINVAL;  // the CPU would read GPU memory
+      }
+      if (hmem_desc_ok(d, req.iov[i], req.desc != nullptr ? req.desc[i] : nullptr, &text))
+        continue;
+      totals.hmem_op_rejects.fetch_add(1, std::memory_order_relaxed);
+      if (!req.completes || cq == nullptr) {
+        refused(*adm, req.ctx);
+        return -FI_EINVAL;
+      }
+      cq->push_error(src, req.ctx, completion_flags(req.op), req.op == Op::recv, FI_EACCES,
+                     kErrMrHmem, std::move(text));
+      return kConsumed;
+    }
+    if (gpu_send) totals.hmem_sends.fetch_add(1, std::memory_order_relaxed);
+  }
+
   adm->domain = d;
   const uint64_t n = d->ops.fetch_add(1) + 1;
   if (cfg.dead_at > 0 && n > cfg.dead_at) {
@@ -137,6 +185,23 @@ ssize_t admit(Endpoint* ep, const Request& req, void** out, Admission* adm) {
 }
 
 }  // namespace
+
+const Mr* hmem_overlap(const Domain* d, const iovec& buf) {
+  if (d->hmem_ranges.empty() || buf.iov_len == 0) return nullptr;
+  const auto a = reinterpret_cast<uintptr_t>(buf.iov_base);
+  auto it = d->hmem_ranges.upper_bound(a + buf.iov_len - 1);
+  if (it == d->hmem_ranges.begin()) return nullptr;
+  --it;
+  const Mr* m = it->second;
+  return it->first + m->iov[0].iov_len > a ? m : nullptr;
+}
+
+bool touches_hmem(Domain* d, const iovec& buf) {
+  std::lock_guard<std::mutex> g(d->mu);
+  if (hmem_overlap(d, buf) == nullptr) return false;
+  totals.hmem_op_rejects.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
 
 void scribble(void* ctx) {
   static_cast<fi_context2*>(ctx)->internal[7] = reinterpret_cast<void*>(0x5354524943544658ull);

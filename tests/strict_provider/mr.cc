@@ -2,6 +2,9 @@
 // recorded at fi_mr_reg; the base registers it at fi_mr_enable, after fi_mr_bind to one of our
 // endpoints. So an unbound MR has no base registration at all: its descriptor fails in the gate
 // and its key is unknown to the base, which refuses remote access with it as hardware would.
+// STRICT_FI_HMEM: FI_HMEM_CUDA registrations are recorded as GPU memory (the gate checks every
+// operation on it) and registered with the base as the host memory they are in tests.
+#include <cstdio>
 #include <cstring>
 
 #include "strict.hpp"
@@ -10,7 +13,12 @@ namespace strict {
 namespace {
 
 int base_register(Mr* m) {
-  int ret = fi_mr_regattr(m->domain->base, &m->attr, m->flags, &m->base);
+  fi_mr_attr attr = m->attr;
+  if (m->hmem) {
+    attr.iface = FI_HMEM_SYSTEM;
+    attr.device.reserved = 0;
+  }
+  int ret = fi_mr_regattr(m->domain->base, &attr, m->flags, &m->base);
   if (ret != 0) {
     m->base = nullptr;
     return ret;
@@ -26,6 +34,11 @@ int mr_close(fid* f) {
     if (ret != 0) return ret;
   }
   if (m->ep != nullptr) m->ep->bound_mrs.fetch_sub(1);
+  if (m->hmem && !m->iov.empty()) {
+    std::lock_guard<std::mutex> g(m->domain->mu);
+    auto it = m->domain->hmem_ranges.find(reinterpret_cast<uintptr_t>(m->iov[0].iov_base));
+    if (it != m->domain->hmem_ranges.end() && it->second == m) m->domain->hmem_ranges.erase(it);
+  }
   m->magic = 0;  // a descriptor used after close no longer passes the gate
   delete m;
   return 0;
@@ -69,7 +82,19 @@ int regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) {
     return -FI_EINVAL;
   if (attr->iov_count > 0 && attr->mr_iov == nullptr) return -FI_EINVAL;
   auto* d = reinterpret_cast<Domain*>(f);
+  // A provider without FI_HMEM (or a domain opened without it) registers host memory only.
+  if (attr->iface != FI_HMEM_SYSTEM && (!d->hmem || attr->iface != FI_HMEM_CUDA)) {
+    totals.hmem_refused.fetch_add(1, std::memory_order_relaxed);
+    if (d->cfg.verbose) {
+      std::fprintf(stderr, "strict provider: registration with iface %d refused (%s)\n",
+                   static_cast<int>(attr->iface),
+                   d->hmem ? "only FI_HMEM_CUDA is offered" : "FI_HMEM was not granted");
+    }
+    return -FI_EOPNOTSUPP;
+  }
+  if (attr->iface == FI_HMEM_CUDA && attr->iov_count != 1) return -FI_EINVAL;
   auto* m = new Mr();
+  m->hmem = attr->iface == FI_HMEM_CUDA;
   m->magic = kMrMagic;
   m->domain = d;
   m->iov.assign(attr->mr_iov, attr->mr_iov + attr->iov_count);
@@ -93,6 +118,11 @@ int regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) {
       return ret;
     }
     m->enabled = true;
+  }
+  if (m->hmem) {
+    totals.hmem_registrations.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> g(d->mu);
+    d->hmem_ranges[reinterpret_cast<uintptr_t>(m->iov[0].iov_base)] = m;
   }
   *out = &m->mr;
   return 0;

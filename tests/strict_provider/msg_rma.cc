@@ -33,6 +33,11 @@ struct OwnedIov {
 // `desc` of a msg call: the translated descriptors, or none when the caller gave none.
 void** msg_desc(bool had_desc, void** d) { return had_desc ? d : nullptr; }
 
+// An inject's payload is read by the CPU at the call: never from GPU memory (FI_HMEM).
+bool refuse_inject(fid_ep* ep, const iovec& buf) {
+  return touches_hmem(reinterpret_cast<Endpoint*>(ep)->domain, buf);
+}
+
 Request to(fi_addr_t peer, Request r) {
   r.peer = peer;
   return r;
@@ -42,14 +47,15 @@ Request to(fi_addr_t peer, Request r) {
 
 ssize_t recv(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, void* ctx) {
   iovec iov{buf, len};
-  return submit_recv(ep, Request{.op = Op::recv, .ctx = ctx, .desc = &desc, .count = 1}, &iov, 1,
+  return submit_recv(ep, Request{.op = Op::recv, .ctx = ctx, .desc = &desc, .count = 1, .iov = &iov},
+                     &iov, 1,
                      [=](fid_ep* b, void** d) { return fi_recv(b, buf, len, d[0], src, ctx); });
 }
 
 ssize_t recvv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
   return submit_recv(
-      ep, Request{.op = Op::recv, .ctx = ctx, .desc = desc, .count = count}, iov, count,
+      ep, Request{.op = Op::recv, .ctx = ctx, .desc = desc, .count = count, .iov = iov}, iov, count,
       [=](fid_ep* b, void** d) { return fi_recvv(b, v.data(), d, v.size(), src, ctx); });
 }
 
@@ -58,7 +64,12 @@ ssize_t recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
   const fi_msg m = *msg;
   const bool had_desc = msg->desc != nullptr;
   return submit_recv(
-      ep, Request{.op = Op::recv, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count},
+      ep,
+      Request{.op = Op::recv,
+              .ctx = msg->context,
+              .desc = msg->desc,
+              .count = msg->iov_count,
+              .iov = msg->msg_iov},
       msg->msg_iov, msg->iov_count, [=](fid_ep* b, void** d) {
         iovec one;
         fi_msg x = m;
@@ -69,13 +80,16 @@ ssize_t recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
 }
 
 ssize_t send(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
-  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = &desc, .count = 1}),
+  const iovec one{const_cast<void*>(buf), len};
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = &desc, .count = 1,
+                                     .iov = &one}),
                 [=](fid_ep* b, void** d) { return fi_send(b, buf, len, d[0], dest, ctx); });
 }
 
 ssize_t sendv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
-  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = desc, .count = count}),
+  return submit(ep, to(dest, Request{.op = Op::send, .ctx = ctx, .desc = desc, .count = count,
+                                     .iov = iov}),
                 [=](fid_ep* b, void** d) { return fi_sendv(b, v.data(), d, v.size(), dest, ctx); });
 }
 
@@ -89,7 +103,9 @@ ssize_t sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
                                       .desc = msg->desc,
                                       .count = msg->iov_count,
                                       .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
-                                      .data = msg->data}),
+                                      .data = msg->data,
+                                      .iov = msg->msg_iov,
+                                      .inject = (flags & FI_INJECT) != 0}),
                 [=](fid_ep* b, void** d) {
                   iovec one;
                   fi_msg x = m;
@@ -102,6 +118,8 @@ ssize_t sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
 }
 
 ssize_t inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
+  const iovec one{const_cast<void*>(buf), len};
+  if (refuse_inject(ep, one)) return -FI_EINVAL;
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
   return submit(ep, to(dest, Request{.op = Op::send, .completes = false}),
@@ -110,6 +128,7 @@ ssize_t inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
 
 ssize_t senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                  void* ctx) {
+  const iovec one{const_cast<void*>(buf), len};
   return submit(
       ep,
       to(dest, Request{.op = Op::send,
@@ -117,11 +136,13 @@ ssize_t senddata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t d
                        .desc = &desc,
                        .count = 1,
                        .has_data = true,
-                       .data = data}),
+                       .data = data,
+                       .iov = &one}),
       [=](fid_ep* b, void** d) { return fi_senddata(b, buf, len, d[0], data, dest, ctx); });
 }
 
 ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  if (refuse_inject(ep, iovec{const_cast<void*>(buf), len})) return -FI_EINVAL;
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
   return submit(
@@ -133,8 +154,9 @@ ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_ad
 
 ssize_t read(fid_ep* ep, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
              uint64_t key, void* ctx) {
+  const iovec one{buf, len};
   return submit(
-      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = &desc, .count = 1}),
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = &desc, .count = 1, .iov = &one}),
       [=](fid_ep* b, void** d) { return fi_read(b, buf, len, d[0], src, addr, key, ctx); });
 }
 
@@ -142,7 +164,7 @@ ssize_t readv(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t
               uint64_t key, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
   return submit(
-      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = desc, .count = count}),
+      ep, to(src, Request{.op = Op::read, .ctx = ctx, .desc = desc, .count = count, .iov = iov}),
       [=](fid_ep* b, void** d) { return fi_readv(b, v.data(), d, v.size(), src, addr, key, ctx); });
 }
 
@@ -172,7 +194,11 @@ ssize_t readmsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
   return submit(
       ep,
       to(msg->addr,
-         Request{.op = Op::read, .ctx = msg->context, .desc = msg->desc, .count = msg->iov_count}),
+         Request{.op = Op::read,
+                 .ctx = msg->context,
+                 .desc = msg->desc,
+                 .count = msg->iov_count,
+                 .iov = msg->msg_iov}),
       [=](fid_ep* b, void** d) {
         iovec one;
         fi_msg_rma x = o.view(d, &one);
@@ -182,15 +208,17 @@ ssize_t readmsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
 
 ssize_t write(fid_ep* ep, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
               uint64_t key, void* ctx) {
+  const iovec one{const_cast<void*>(buf), len};
   return submit(
-      ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = &desc, .count = 1}),
+      ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = &desc, .count = 1, .iov = &one}),
       [=](fid_ep* b, void** d) { return fi_write(b, buf, len, d[0], dest, addr, key, ctx); });
 }
 
 ssize_t writev(fid_ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                uint64_t addr, uint64_t key, void* ctx) {
   std::vector<iovec> v(iov, iov + count);
-  return submit(ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = desc, .count = count}),
+  return submit(ep, to(dest, Request{.op = Op::write, .ctx = ctx, .desc = desc, .count = count,
+                                     .iov = iov}),
                 [=](fid_ep* b, void** d) {
                   return fi_writev(b, v.data(), d, v.size(), dest, addr, key, ctx);
                 });
@@ -218,7 +246,9 @@ ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
                                       .desc = msg->desc,
                                       .count = msg->iov_count,
                                       .has_data = (flags & FI_REMOTE_CQ_DATA) != 0,
-                                      .data = msg->data}),
+                                      .data = msg->data,
+                                      .iov = msg->msg_iov,
+                                      .inject = inj}),
                 [=](fid_ep* b, void** d) {
                   iovec one;
                   fi_msg_rma x = o.view(d, &one);
@@ -229,6 +259,7 @@ ssize_t writemsg(fid_ep* ep, const fi_msg_rma* msg, uint64_t flags) {
 
 ssize_t inject_write(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                      uint64_t key) {
+  if (refuse_inject(ep, iovec{const_cast<void*>(buf), len})) return -FI_EINVAL;
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
   return submit(ep, to(dest, Request{.op = Op::write, .completes = false}), [=](fid_ep* b, void**) {
@@ -239,13 +270,15 @@ ssize_t inject_write(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, ui
 ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t data,
                   fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) {
   const uint64_t wire = with_length(ep, data, len);
+  const iovec one{const_cast<void*>(buf), len};
   return submit(ep,
                 to(dest, Request{.op = Op::write,
                                  .ctx = ctx,
                                  .desc = &desc,
                                  .count = 1,
                                  .has_data = true,
-                                 .data = data}),
+                                 .data = data,
+                                 .iov = &one}),
                 [=](fid_ep* b, void** d) {
                   return fi_writedata(b, buf, len, d[0], wire, dest, addr, key, ctx);
                 });
@@ -253,6 +286,7 @@ ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void* desc, uint64_t 
 
 ssize_t inject_writedata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                          uint64_t addr, uint64_t key) {
+  if (refuse_inject(ep, iovec{const_cast<void*>(buf), len})) return -FI_EINVAL;
   const auto* p = static_cast<const uint8_t*>(buf);
   std::vector<uint8_t> copy(p, p + len);
   const uint64_t wire = with_length(ep, data, len);

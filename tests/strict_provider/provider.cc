@@ -42,8 +42,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     return -FI_ENODATA;
   }
   // Held receives are matched in arrival order only: no receives from a named source.
-  uint64_t refused_caps =
-      kUnwrappedCaps | (cfg.hide_atomic ? FI_ATOMIC : 0) | (cfg.rx_cq_data ? FI_DIRECTED_RECV : 0);
+  uint64_t refused_caps = kUnwrappedCaps | (cfg.hide_atomic ? FI_ATOMIC : 0) |
+                          (cfg.rx_cq_data ? FI_DIRECTED_RECV : 0) | (cfg.hmem ? 0 : FI_HMEM);
+  // STRICT_FI_HMEM: FI_HMEM to whoever asks for it (or asks for no capability in particular),
+  // with FI_MR_HMEM: the application must then pass descriptors for every GPU buffer.
+  const bool asks_hmem = hints != nullptr && (hints->caps & FI_HMEM) != 0;
+  const bool offer_hmem = cfg.hmem && (hints == nullptr || hints->caps == 0 || asks_hmem);
   if (hints != nullptr) {
     if (hints->caps & refused_caps) return -FI_ENODATA;
     if (hints->ep_attr != nullptr && hints->ep_attr->type != FI_EP_UNSPEC &&
@@ -58,6 +62,9 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     if (hints->domain_attr != nullptr && hints->domain_attr->cq_data_size > cfg.cq_data_size)
       return -FI_ENODATA;
     if (cfg.rx_cq_data && !(hints->mode & FI_RX_CQ_DATA)) return -FI_ENODATA;
+    if (asks_hmem && hints->domain_attr != nullptr && hints->domain_attr->mr_mode != 0 &&
+        !(hints->domain_attr->mr_mode & FI_MR_HMEM))
+      return -FI_ENODATA;  // FI_HMEM comes with FI_MR_HMEM here
     if (cfg.rx_cq_data && hints->ep_attr != nullptr && hints->ep_attr->max_msg_size > kRxSlotSize)
       return -FI_ENODATA;
   }
@@ -67,7 +74,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   free(base_hints->fabric_attr->prov_name);
   base_hints->fabric_attr->prov_name = strdup(cfg.base.c_str());
   base_hints->ep_attr->type = FI_EP_RDM;
-  base_hints->domain_attr->mr_mode &= ~FI_MR_ENDPOINT;
+  base_hints->domain_attr->mr_mode &= ~(FI_MR_ENDPOINT | FI_MR_HMEM);
+  strip_caps(base_hints, FI_HMEM);  // this layer offers it; the base registers host memory
   if (hints == nullptr)
     base_hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE) & ~FI_MR_ENDPOINT;
   if (cfg.rx_cq_data) {
@@ -96,6 +104,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     } else {
       strip_caps(cur, refused_caps);
       if (cfg.mr_endpoint) cur->domain_attr->mr_mode |= FI_MR_ENDPOINT;
+      if (offer_hmem) {
+        cur->caps |= FI_HMEM;
+        if (cur->tx_attr != nullptr) cur->tx_attr->caps |= FI_HMEM;
+        if (cur->rx_attr != nullptr) cur->rx_attr->caps |= FI_HMEM;
+        cur->domain_attr->mr_mode |= FI_MR_HMEM;
+      }
       cur->domain_attr->cq_data_size = std::min(cur->domain_attr->cq_data_size, cfg.cq_data_size);
       if (cfg.rx_cq_data) {
         cur->mode |= FI_RX_CQ_DATA;
@@ -136,7 +150,7 @@ fi_provider provider = {
 }  // namespace
 
 bool is_strict_error(int prov_errno) {
-  return prov_errno >= kErrInjected && prov_errno <= kErrBase;
+  return prov_errno >= kErrInjected && prov_errno <= kErrMrHmem;
 }
 
 const char* op_name(Op op) {
@@ -181,7 +195,8 @@ fi_info* to_base_info(const fi_info* info, const std::string& base_name) {
     fi_freeinfo(b);
     return nullptr;
   }
-  b->domain_attr->mr_mode &= ~FI_MR_ENDPOINT;
+  b->domain_attr->mr_mode &= ~(FI_MR_ENDPOINT | FI_MR_HMEM);
+  strip_caps(b, FI_HMEM);
   return b;
 }
 

@@ -95,6 +95,7 @@ struct RigOptions {
   size_t cq_size = 128;
   bool cq_per_endpoint = false;  // ep_[i] bound (both directions) to cqs_[i]
   size_t cq1_size = 128;         // size of endpoint 1's CQ when it has its own
+  uint64_t extra_caps = 0;       // asked for beyond messages and RMA (FI_HMEM)
 };
 
 class RawRig : public ::testing::Test {
@@ -109,6 +110,7 @@ class RawRig : public ::testing::Test {
   bool open_rig(const RigOptions& o = RigOptions()) {
     const int mr_mode = o.mr_mode;
     fi_info* hints = strict_hints(mr_mode);
+    hints->caps |= o.extra_caps;
     fi_info* list = nullptr;
     int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
     fi_freeinfo(hints);

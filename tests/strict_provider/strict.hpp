@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -42,6 +43,7 @@ enum ProvError : int {
   kErrOverrun = 0x53540008,      // STRICT_FI_CQ_OVERRUN
   kErrDelayedPost = 0x53540009,  // STRICT_FI_DELAY_POST_US: the base refused a delayed post
   kErrBase = 0x5354000a,         // an error entry of the base, its text already formatted
+  kErrMrHmem = 0x5354000b,       // FI_MR_HMEM: GPU memory without its FI_HMEM MR's descriptor
 };
 bool is_strict_error(int prov_errno);
 
@@ -73,6 +75,10 @@ struct Config {
   std::string fault_domain;    // STRICT_FI_FAULT_DOMAIN: CQ_FAIL_AT on this domain only
   bool scribble = false;       // STRICT_FI_SCRIBBLE: use the caller's fi_context2 as providers may
   bool verbose = false;        // STRICT_FI_VERBOSE
+  // STRICT_FI_HMEM: FI_HMEM offered (with FI_MR_HMEM) to whoever asks for it; FI_HMEM_CUDA
+  // registrations are registered with the base as host memory (tests' "GPU memory" is host
+  // memory of a fake driver). Without it, FI_HMEM is refused as by a provider that lacks it.
+  bool hmem = false;
   static Config from_env();
 };
 
@@ -96,12 +102,19 @@ struct Totals {
   std::atomic<uint64_t> reordered{0}, delayed_completions{0}, delayed_posts{0},
       delayed_post_errors{0};
   std::atomic<uint64_t> overruns{0}, overrun_eio{0}, cq_peak{0};
+  // STRICT_FI_HMEM: FI_HMEM_CUDA registrations made, registrations refused (an iface other than
+  // FI_HMEM_SYSTEM without FI_HMEM granted), operations on GPU memory refused (no descriptor of
+  // its MR, or an inject); sends admitted with a payload in GPU memory under its FI_HMEM_CUDA
+  // descriptor (the provider, not the application's CPU, reads it).
+  std::atomic<uint64_t> hmem_registrations{0}, hmem_refused{0}, hmem_op_rejects{0},
+      hmem_sends{0};
 };
 extern Totals totals;
 void print_totals(const Config& cfg);
 
 struct Cq;
 struct Endpoint;
+struct Mr;
 struct RxQueue;
 
 struct DeferredPost;
@@ -125,6 +138,10 @@ struct Domain {
   bool base_prov_key = false;          // the base hands out keys (FI_MR_PROV_KEY)
   bool base_mr_local = false;          // the base wants descriptors for local buffers
   bool source = false;                 // FI_SOURCE: CQs report source addresses
+  bool hmem = false;                   // opened with FI_HMEM (STRICT_FI_HMEM granted it)
+  // FI_HMEM_CUDA registrations by base address (under mu): the ranges an operation may only
+  // reach with their MR's descriptor, and never through an inject.
+  std::map<uintptr_t, const Mr*> hmem_ranges;
   uint64_t delay_us = 0;               // STRICT_FI_DELAY_US for this domain
   uint64_t delay_post_us = 0;          // STRICT_FI_DELAY_POST_US for this domain
   bool auto_progress = false;          // opened with FI_PROGRESS_AUTO data progress
@@ -229,6 +246,10 @@ struct Request {
   size_t count = 0;
   bool has_data = false;  // carries remote CQ data
   uint64_t data = 0;
+  // The local buffers (count of them; for an inject with FI_INJECT, its payload), valid while
+  // the gate runs only: checked against GPU memory registrations (STRICT_FI_HMEM).
+  const iovec* iov = nullptr;
+  bool inject = false;  // FI_INJECT: the payload is read by the CPU at the call
   fi_addr_t peer = FI_ADDR_UNSPEC;  // the other side (delayed posts keep their order per peer)
 };
 
@@ -285,6 +306,7 @@ struct Mr {
   std::vector<uint8_t> auth_key;
   fi_mr_attr attr{};
   uint64_t flags = 0;
+  bool hmem = false;  // registered as FI_HMEM_CUDA memory
 };
 inline constexpr uint64_t kMrMagic = 0x5354524943544d52ull;  // "STRICTMR"
 
@@ -327,6 +349,11 @@ Av* as_av(fid* f);
 Endpoint* as_endpoint(fid* f);
 
 uint64_t now_ns();
+
+// STRICT_FI_HMEM: whether `buf` overlaps GPU memory registered on `d` (takes d->mu).
+bool touches_hmem(Domain* d, const iovec& buf);
+// The FI_HMEM_CUDA registration of `d` overlapping `buf`, or nullptr (d->mu held).
+const Mr* hmem_overlap(const Domain* d, const iovec& buf);
 
 // ---- the gate every data operation passes (gate.cc) ----
 

@@ -157,6 +157,9 @@ topo = by_name(doc, "topology")
 if topo and topo[0]["details"].get("gpus") == 0:
     check(gpu and gpu[0]["status"] == "SKIP", "no GPU: gpu-registration SKIPs")
     check(topo[0]["status"] in ("WARN", "SKIP", "PASS"), "no GPU is not a FAIL")
+check(gpu and gpu[0]["details"].get("gpu_memory_path") == "staged"
+      and "host memory only" not in gpu[0]["reason"],
+      "gpu-registration says GPU memory is staged by default (XPORT_GPU_MEMORY=auto)")
 
 # A provider that does not exist: the provider check FAILs naming it; exit 1.
 r, doc = json_run(env_extra={"XPORT_PROVIDER": "doesnotexist"})

@@ -408,23 +408,27 @@ Outcome check_gpu_registration(std::shared_ptr<const xport::topology::Topology> 
   const bool peermem =
       fs::exists("/sys/module/nvidia_peermem") || fs::exists("/sys/module/nv_peer_mem");
   const bool hmem = ctx && ctx->provider().caps.hmem;
+  // The path register_memory takes for GPU memory under this Context: registered by the
+  // provider (FI_HMEM_CUDA) only where XPORT_GPU_MEMORY=hmem got FI_HMEM granted, else staged
+  // through registered host shadows (auto's choice too).
+  const bool by_provider = ctx && ctx->provider().caps.hmem_enabled;
+  const std::string path =
+      by_provider ? "registered by the provider (FI_HMEM_CUDA, XPORT_GPU_MEMORY=hmem)"
+                  : "staged through registered host shadows";
   Outcome o;
   if (!topo || topo->gpus.empty()) {
     o = make("gpu-registration", Verdict::skip,
-             topo ? "no GPU on this node (and this libxport registers host memory only)"
+             topo ? "no GPU on this node (GPU memory would be " + path + ")"
                   : "topology unknown (see the topology check)");
   } else {
-    // This libxport registers host memory only (the gpu layer is not built yet): report what the
-    // node offers rather than pretend a registration happened.
+    // What the node offers and which path GPU memory takes; no GPU buffer is registered here.
     o = make("gpu-registration", Verdict::warn,
-             std::to_string(topo->gpus.size()) +
-                 " GPUs, but this libxport registers host memory only (no CUDA/gpu layer in "
-                 "this build): not tested; "
-                 "DMA-BUF via FI_HMEM " +
-                 (hmem ? "offered" : "not offered") + ", peer memory " +
-                 (peermem ? "loaded" : "not loaded"));
+             std::to_string(topo->gpus.size()) + " GPUs: GPU memory is " + path +
+                 "; not tested by this check; FI_HMEM " + (hmem ? "offered" : "not offered") +
+                 ", peer memory " + (peermem ? "loaded" : "not loaded"));
   }
-  o.check.details.boolean("gpu_memory_support", false)
+  o.check.details.boolean("gpu_memory_support", true)
+      .str("gpu_memory_path", by_provider ? "hmem" : "staged")
       .boolean("fi_hmem", hmem)
       .boolean("peer_memory_module", peermem);
   return o;

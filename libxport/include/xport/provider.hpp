@@ -17,6 +17,8 @@ struct Capabilities {
   bool atomics = false;           // FI_ATOMIC offered by the provider
   bool atomics_enabled = false;   // ... and asked for on the endpoints (XPORT_ATOMICS allows it)
   bool hmem = false;              // FI_HMEM offered (device memory registration)
+  bool hmem_enabled = false;      // ... and asked for (XPORT_GPU_MEMORY allows it): GPU memory
+                                  // is registered with the provider (FI_HMEM_CUDA), not staged
   bool fence = false;             // FI_FENCE offered
   size_t remote_cq_data_size = 0; // bytes of immediate data on writes
   std::vector<std::string> mr_mode;  // FI_MR_* bits the provider requires of us

@@ -42,10 +42,11 @@ class Region {
   std::vector<uint8_t> export_key() const;
   // true when [p, p+len) lies inside this region
   bool contains(const void* p, size_t len) const;
-  MemoryType memory_type() const { return staged_ ? MemoryType::cuda : MemoryType::host; }
-  // GPU memory the provider cannot register, reached through a registered host shadow: data is
-  // copied between the GPU and the shadow around each operation (docs/semantics.md, "GPU
-  // memory").
+  MemoryType memory_type() const { return type_; }
+  // GPU memory the provider cannot register (or XPORT_GPU_MEMORY=staged), reached through a
+  // registered host shadow: data is copied between the GPU and the shadow around each
+  // operation. False for host memory and for GPU memory the provider registered itself
+  // (FI_HMEM), which the NIC reaches directly (docs/semantics.md, "GPU memory").
   bool staged() const { return staged_ != nullptr; }
 
  private:
@@ -54,6 +55,7 @@ class Region {
   std::shared_ptr<gpu::StagedMemory> staged_;  // GPU memory through a host shadow, or null
   uint8_t* view_base_ = nullptr;
   size_t view_length_ = 0;
+  MemoryType type_ = MemoryType::host;
 };
 
 // A peer's registered memory, imported from the bytes it exported: usable on windows to the

@@ -43,8 +43,9 @@ struct Access {
   static const std::shared_ptr<proto::Engine>& engine(const RecvComm& c) { return c.engine_; }
 
   static Region region(memory::RegionRef state, void* buf, size_t len,
-                       std::shared_ptr<gpu::StagedMemory> staged) {
+                       std::shared_ptr<gpu::StagedMemory> staged, MemoryType type) {
     Region out;
+    out.type_ = type;
     out.state_ = std::move(state);
     out.staged_ = std::move(staged);
     out.view_base_ = static_cast<uint8_t*>(buf);
@@ -145,6 +146,15 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
                        "': expected auto, native or emulated");
   }
   req.want_atomics = atomics != "emulated";
+  const std::string& gpu_memory = core::knob_string(core::KnobId::gpu_memory);
+  if (gpu_memory != "auto" && gpu_memory != "hmem" && gpu_memory != "staged") {
+    return core::error(Code::invalid_argument, "XPORT_GPU_MEMORY='", gpu_memory,
+                       "': expected auto, hmem or staged");
+  }
+  // FI_HMEM only when asked for by name: auto stages GPU memory, the path whose every CPU access
+  // goes through the CUDA driver (docs/semantics.md, "GPU memory": what HMEM does not cover yet).
+  req.want_hmem = false;
+  req.require_hmem = gpu_memory == "hmem";
   const std::string& wait = core::knob_string(core::KnobId::wait);
   if (wait != "spin" && wait != "block") {
     return core::error(Code::invalid_argument, "XPORT_WAIT='", wait, "': expected spin or block");
@@ -243,16 +253,20 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
-  // GPU memory: the provider cannot register it here (libxport asks for no FI_HMEM yet), so a
-  // host shadow is registered in its place.
-  XPORT_ASSIGN_OR_RETURN(auto staged, api::stage_for(buf, len));
+  // GPU memory: registered by the provider where the rails have FI_HMEM (XPORT_GPU_MEMORY
+  // allowing), else a host shadow is registered in its place.
+  XPORT_ASSIGN_OR_RETURN(auto placed, api::place(buf, len, engine_->caps().hmem_enabled));
+  auto& staged = placed.staged;
   void* registered = staged ? staged->shadow() : buf;
-  XPORT_ASSIGN_OR_RETURN(auto state, engine_->register_memory(registered, len));
+  XPORT_ASSIGN_OR_RETURN(auto state,
+                         engine_->register_memory(registered, len, placed.cuda_device));
   if (staged && !state->keepalive) {
     state->keepalive = staged;  // the shadow outlives its MRs
     state->staged = staged.get();
   }
-  return Access::region(std::move(state), buf, len, std::move(staged));
+  const MemoryType type =
+      staged || placed.cuda_device >= 0 ? MemoryType::cuda : MemoryType::host;
+  return Access::region(std::move(state), buf, len, std::move(staged), type);
 }
 
 Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
@@ -589,6 +603,7 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   const proto::RemoteKey* k = Access::key(remote);
   const proto::RemoteKey* sk = Access::key(signal);
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
+  if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   if (k->staged && len > 0) {
@@ -605,6 +620,7 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   const proto::RemoteKey* k = Access::key(remote);
   const proto::RemoteKey* sk = Access::key(signal);
   if (k == nullptr || sk == nullptr) return no_key("put_signal_counter");
+  if (sk->device) return proto::device_word("put_signal_counter");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;

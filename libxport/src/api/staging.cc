@@ -16,10 +16,10 @@ std::mutex g_shadows_mu;
 std::map<std::pair<uintptr_t, size_t>, std::weak_ptr<gpu::StagedMemory>> g_shadows;
 }  // namespace
 
-Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len) {
+Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
   gpu::Driver& d = gpu::driver();
   XPORT_ASSIGN_OR_RETURN(gpu::PointerInfo info, d.classify(buf));
-  if (info.kind == gpu::MemoryKind::host) return std::shared_ptr<gpu::StagedMemory>();
+  if (info.kind == gpu::MemoryKind::host) return Placement{};
   if (info.kind == gpu::MemoryKind::managed) {
     return core::error(Code::invalid_argument, "register_memory: ", buf, " is CUDA managed memory "
                        "(cudaMallocManaged), which migrates between host and GPU under the NIC: "
@@ -32,10 +32,15 @@ Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len) {
                        ") runs past its GPU allocation [", reinterpret_cast<void*>(info.alloc_base),
                        ", +", info.alloc_size, ")");
   }
+  if (provider_registers_gpu) {
+    XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
+              ") registered by the provider (FI_HMEM_CUDA)");
+    return Placement{nullptr, info.device};
+  }
   const auto key = std::make_pair(p, len);
   std::lock_guard<std::mutex> g(g_shadows_mu);  // registration is a cold path
   if (auto it = g_shadows.find(key); it != g_shadows.end()) {
-    if (auto live = it->second.lock()) return live;
+    if (auto live = it->second.lock()) return Placement{std::move(live), -1};
   }
   auto made = gpu::StagedMemory::create(d, buf, len, info);
   if (!made.ok()) return made.status().with_context("register_memory (GPU memory, host staging)");
@@ -46,7 +51,7 @@ Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len) {
   publish_staging();
   XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
             ") staged through a host shadow at ", static_cast<void*>((*made)->shadow()));
-  return made;
+  return Placement{std::move(made).value(), -1};
 }
 
 void StagedArrivals::expect(uint64_t key, std::vector<Target> targets) {

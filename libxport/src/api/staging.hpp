@@ -19,10 +19,15 @@
 
 namespace xport::api {
 
-// The memory behind [buf, buf+len): nullptr for host memory, a shadow for GPU memory the
-// provider cannot register; an error for managed memory or a range past its GPU allocation.
+// Where [buf, buf+len) is registered: host memory as it is; GPU memory by the provider itself
+// (cuda_device >= 0) when `provider_registers_gpu` (the rails have FI_HMEM), else through a
+// host shadow (`staged`). An error for managed memory or a range past its GPU allocation.
 // Shadows are shared by every registration of the same GPU range while one lives.
-Result<std::shared_ptr<gpu::StagedMemory>> stage_for(void* buf, size_t len);
+struct Placement {
+  std::shared_ptr<gpu::StagedMemory> staged;  // GPU memory through this host shadow, or null
+  int cuda_device = -1;                       // GPU memory the provider registers (FI_HMEM_CUDA)
+};
+Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu);
 
 // Destinations of staged receives and gets waiting for the engine, then for their copies out,
 // keyed by request sequence or window ticket. Thread-safe; no copy waits under its lock.

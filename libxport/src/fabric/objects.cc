@@ -229,6 +229,14 @@ Status Endpoint::send(const void* buf, size_t len, void* desc, fi_addr_t dest, v
               [&] { return fi_send(ep_.get(), buf, len, desc, dest, ctx); });
 }
 
+Status Endpoint::send2(const void* head, size_t head_len, void* head_desc, const void* body,
+                       size_t body_len, void* body_desc, fi_addr_t dest, void* ctx) {
+  iovec iov[2] = {{const_cast<void*>(head), head_len}, {const_cast<void*>(body), body_len}};
+  void* desc[2] = {head_desc, body_desc};
+  return post(OpKind::send, head_len + body_len, "fi_sendv",
+              [&] { return fi_sendv(ep_.get(), iov, desc, 2, dest, ctx); });
+}
+
 Status Endpoint::inject(const void* buf, size_t len, fi_addr_t dest) {
   Status s = post(OpKind::send, len, "fi_inject", [&] { return fi_inject(ep_.get(), buf, len, dest); });
   if (s.ok()) counters_.completed.add();  // an inject completes when it returns
@@ -337,7 +345,8 @@ uint64_t random_mr_key(size_t key_size) {
 }
 
 Result<std::unique_ptr<MemoryRegistration>> MemoryRegistration::create(
-    Domain& domain, const void* buf, size_t len, uint64_t access, Endpoint* bind_to) {
+    Domain& domain, const void* buf, size_t len, uint64_t access, Endpoint* bind_to,
+    int cuda_device) {
   auto m = std::unique_ptr<MemoryRegistration>(new MemoryRegistration());
   const bool prov_key = (domain.mr_mode() & FI_MR_PROV_KEY) != 0;
   uint64_t requested = 0;
@@ -346,11 +355,27 @@ Result<std::unique_ptr<MemoryRegistration>> MemoryRegistration::create(
   // times (a collision at 64 bits means the provider's key space is tiny).
   for (int attempt = 0; attempt < 16 && ret == -FI_ENOKEY; ++attempt) {
     requested = prov_key ? 0 : random_mr_key(domain.mr_key_size());
-    ret = fi_mr_reg(domain.domain(), buf, len, access, 0, requested, 0, m->mr_.out(), nullptr);
+    if (cuda_device < 0) {
+      ret = fi_mr_reg(domain.domain(), buf, len, access, 0, requested, 0, m->mr_.out(), nullptr);
+    } else {
+      // GPU memory the provider registers itself (FI_HMEM): the same range, named as CUDA
+      // memory of its device.
+      iovec iov{const_cast<void*>(buf), len};
+      fi_mr_attr attr{};
+      attr.mr_iov = &iov;
+      attr.iov_count = 1;
+      attr.access = access;
+      attr.requested_key = requested;
+      attr.iface = FI_HMEM_CUDA;
+      attr.device.cuda = cuda_device;
+      ret = fi_mr_regattr(domain.domain(), &attr, 0, m->mr_.out());
+    }
   }
   if (ret != 0) {
-    return fi_status(ret, core::str("fi_mr_reg of ", len, " bytes at ", buf, " on ",
-                                    domain.name()));
+    return fi_status(ret, core::str(cuda_device < 0 ? "fi_mr_reg" : "fi_mr_regattr (FI_HMEM_CUDA)",
+                                    " of ", len, " bytes at ", buf,
+                                    cuda_device < 0 ? "" : core::str(" on GPU ", cuda_device),
+                                    " on ", domain.name()));
   }
   if (domain.mr_mode() & FI_MR_ENDPOINT) {
     if (bind_to == nullptr) {

@@ -112,6 +112,10 @@ class Endpoint {
 
   Status send(const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx);
   Status inject(const void* buf, size_t len, fi_addr_t dest);
+  // One message gathered from two buffers, each with its own descriptor (fi_sendv): a header
+  // in a bounce buffer and a payload the provider reads itself (GPU memory, FI_HMEM).
+  Status send2(const void* head, size_t head_len, void* head_desc, const void* body,
+               size_t body_len, void* body_desc, fi_addr_t dest, void* ctx);
   // Messages that carry remote CQ data (the receiver's completion reports it).
   Status senddata(const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
                   void* ctx);
@@ -174,9 +178,12 @@ class PassiveEndpoint {
 // provider's key size, so a peer cannot guess the keys of other registrations from its own.
 class MemoryRegistration {
  public:
+  // cuda_device >= 0: [buf, +len) is memory of that CUDA device, registered with the provider
+  // as such (fi_mr_regattr, FI_HMEM_CUDA; the domain was opened with FI_HMEM).
   static Result<std::unique_ptr<MemoryRegistration>> create(Domain& domain, const void* buf,
                                                             size_t len, uint64_t access,
-                                                            Endpoint* bind_to);
+                                                            Endpoint* bind_to,
+                                                            int cuda_device = -1);
   void* desc() const { return desc_; }
   uint64_t key() const { return key_; }
   fid_mr* get() const { return mr_.get(); }

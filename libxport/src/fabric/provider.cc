@@ -20,7 +20,9 @@ namespace {
 constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
 constexpr uint64_t kRequiredCaps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_RECV | FI_SEND |
                                    FI_REMOTE_READ | FI_REMOTE_WRITE;
-// MR modes libxport knows how to honour (FI_MR_RAW keys and FI_MR_HMEM come later).
+// MR modes libxport knows how to honour (FI_MR_RAW keys come later). FI_MR_HMEM (a descriptor
+// with every buffer of device memory) is offered only with FI_HMEM: libxport passes every
+// buffer's descriptor anyway, as FI_MR_LOCAL asks.
 constexpr int kMrModeSupported =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
@@ -45,12 +47,13 @@ bool is_ipv4_fabric(const fi_info* i) {
   return f != nullptr && std::strchr(f, '.') != nullptr;
 }
 
-InfoPtr make_hints(fi_ep_type ep_type, bool progress_auto, bool atomics = false) {
+InfoPtr make_hints(fi_ep_type ep_type, bool progress_auto, bool atomics = false,
+                   bool hmem = false) {
   InfoPtr h(fi_allocinfo());
-  h->caps = kRequiredCaps | (atomics ? FI_ATOMIC : 0);
+  h->caps = kRequiredCaps | (atomics ? FI_ATOMIC : 0) | (hmem ? FI_HMEM : 0);
   h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   h->ep_attr->type = ep_type;
-  h->domain_attr->mr_mode = kMrModeSupported;
+  h->domain_attr->mr_mode = kMrModeSupported | (hmem ? FI_MR_HMEM : 0);
   h->domain_attr->data_progress = progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
   h->domain_attr->control_progress = progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
   h->domain_attr->threading = progress_auto ? FI_THREAD_COMPLETION : FI_THREAD_SAFE;
@@ -62,6 +65,7 @@ struct Candidate {
   bool progress_auto;
   int rank;
   bool atomics;  // FI_ATOMIC asked for and granted
+  bool hmem;     // FI_HMEM asked for and granted
 };
 
 std::string prov_of(const fi_info* i) {
@@ -232,11 +236,16 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   for (bool progress_auto : {true, false}) {
     if (progress_auto && !req.want_auto_progress) continue;
     for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG}) {
-      // With atomics wanted, the same query with FI_ATOMIC first: where it is granted, that
-      // entry ranks just ahead of the one without.
-      for (bool atomics : {true, false}) {
+      // With atomics (FI_HMEM) wanted, the same query with FI_ATOMIC (FI_HMEM) first: where it
+      // is granted, that entry ranks just ahead of the one without. FI_HMEM is required, not
+      // preferred, under req.require_hmem.
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool atomics = (variant & 2) == 0;
+        const bool hmem = (variant & 1) == 0;
         if (atomics && !req.want_atomics) continue;
-        InfoPtr hints = make_hints(type, progress_auto, atomics);
+        if (hmem && !req.want_hmem && !req.require_hmem) continue;
+        if (!hmem && req.require_hmem) continue;
+        InfoPtr hints = make_hints(type, progress_auto, atomics, hmem);
         if (!req.provider.empty()) hints->fabric_attr->prov_name = strdup(req.provider.c_str());
         fi_info* list = nullptr;
         int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
@@ -249,12 +258,29 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
           if (prov == "ofi_rxd" || prov.find("ofi_mrail") != std::string::npos) continue;
           if (i->domain_attr->cq_data_size < 4) continue;  // we route by 32+ bits of CQ data
           if (!req.domain.empty() && domain_of(i) != req.domain) continue;
-          int rank = (rank_of(prov, req.peers_on_host) * 4 + (type == FI_EP_MSG ? 2 : 0) +
-                      (progress_auto ? 0 : 1)) * 2 + (atomics ? 0 : 1);
-          cands.push_back({i, progress_auto, rank, atomics && (i->caps & FI_ATOMIC) != 0});
+          const bool got_hmem = hmem && (i->caps & FI_HMEM) != 0;
+          if (req.require_hmem && !got_hmem) continue;
+          int rank = ((rank_of(prov, req.peers_on_host) * 4 + (type == FI_EP_MSG ? 2 : 0) +
+                       (progress_auto ? 0 : 1)) * 2 + (atomics ? 0 : 1)) * 2 + (hmem ? 0 : 1);
+          cands.push_back(
+              {i, progress_auto, rank, atomics && (i->caps & FI_ATOMIC) != 0, got_hmem});
         }
       }
     }
+  }
+  if (cands.empty() && req.require_hmem) {
+    // Name what would have been chosen without the requirement.
+    ProviderRequest plain = req;
+    plain.require_hmem = false;
+    plain.want_hmem = false;
+    auto without = select_provider(plain);
+    const std::string what =
+        without.ok() ? core::str(without->report.caps.provider, " on ", without->report.caps.domain)
+                     : std::string(req.provider.empty() ? "no provider" : req.provider);
+    return core::error(Code::unsupported, "XPORT_GPU_MEMORY=hmem: ", what,
+                       " does not offer FI_HMEM (registration of GPU memory by the provider); "
+                       "XPORT_GPU_MEMORY=auto or staged registers GPU memory through host "
+                       "staging instead");
   }
   if (cands.empty()) {
     std::string names;
@@ -276,6 +302,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   const bool best_auto = cands.front().progress_auto;
   const fi_ep_type best_type = cands.front().info->ep_attr->type;
   const bool best_atomics = cands.front().atomics;
+  const bool best_hmem = cands.front().hmem;
 
   // Among the best provider's domains: loopback when all peers are local, else a real NIC.
   const fi_info* chosen = nullptr;
@@ -283,7 +310,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   std::vector<const fi_info*> same;
   for (const Candidate& c : cands) {
     if (prov_of(c.info) == best_prov && c.progress_auto == best_auto &&
-        c.info->ep_attr->type == best_type && c.atomics == best_atomics)
+        c.info->ep_attr->type == best_type && c.atomics == best_atomics && c.hmem == best_hmem)
       same.push_back(c.info);
   }
   if (!req.domain.empty()) {
@@ -318,7 +345,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
     // address family; link-local IPv6 comes first on fresh veth interfaces).
     std::vector<std::string> order;
     std::map<std::string, const fi_info*> best;
-    InfoPtr all_hints = make_hints(best_type, best_auto, best_atomics);
+    InfoPtr all_hints = make_hints(best_type, best_auto, best_atomics, best_hmem);
     all_hints->fabric_attr->prov_name = strdup(best_prov.c_str());
     fi_info* list = nullptr;
     if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, all_hints.get(), &list) == 0) {
@@ -339,6 +366,7 @@ Result<SelectedProvider> select_provider(const ProviderRequest& req) {
   }
   out.report.caps = describe(chosen);
   out.report.caps.atomics_enabled = best_atomics;
+  out.report.caps.hmem_enabled = best_hmem;
   std::set<std::string> seen;
   for (const Candidate& c : cands) {
     if (seen.insert(prov_of(c.info)).second) out.report.candidates.push_back(prov_of(c.info));
@@ -373,7 +401,7 @@ std::string to_string(const Capabilities& c) {
   for (const auto& m : c.mr_mode) mr += (mr.empty() ? "" : "|") + m;
   return core::str("provider ", c.provider, " fabric ", c.fabric, " domain ", c.domain, " (",
                    c.endpoint_type, ")\n  rma ", c.rma, " atomics ", c.atomics, " (enabled ",
-                   c.atomics_enabled, ") hmem ", c.hmem,
+                   c.atomics_enabled, ") hmem ", c.hmem, " (enabled ", c.hmem_enabled, ")",
                    " fence ", c.fence, " remote_cq_data ", c.remote_cq_data_size,
                    "B\n  mr_mode ", mr.empty() ? "none" : mr, "\n  progress data ",
                    c.data_progress, " control ", c.control_progress, " threading ", c.threading,

@@ -21,6 +21,11 @@ struct ProviderRequest {
   // Ask for FI_ATOMIC too (one-sided windows' native atomics), where the provider offers it;
   // a provider without it is still chosen, and windows emulate their atomics.
   bool want_atomics = false;
+  // Ask for FI_HMEM + FI_MR_HMEM too (the provider registers GPU memory), where the provider
+  // offers it; a provider without it is still chosen, and GPU memory is staged through host
+  // memory. require_hmem: only providers with FI_HMEM (an error naming the provider otherwise).
+  bool want_hmem = false;
+  bool require_hmem = false;
 };
 
 struct SelectedProvider {

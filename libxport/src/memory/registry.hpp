@@ -43,6 +43,9 @@ struct RegionState {
   // GPU memory staged through this registration (its shadow), kept alive by `keepalive`: a
   // peer's writes and signals into it are copied on to the GPU (proto/signal.cc).
   gpu::StagedMemory* staged = nullptr;
+  // >= 0: GPU memory of this CUDA device, registered with the provider itself (FI_HMEM_CUDA):
+  // no shadow, and nothing of libxport may touch its bytes with the CPU (no inject from it).
+  int cuda_device = -1;
   std::vector<std::unique_ptr<fabric::MemoryRegistration>> mrs;  // one per rail
   RegionState() = default;
   RegionState(const RegionState&) = delete;
@@ -70,9 +73,10 @@ class Registry {
 
   // A registration covering [buf, buf+len): a live cached one, or a new one on every rail owned
   // by `owner`. References dropped while probing the cache are moved to `graveyard`, which the
-  // caller releases once it may deregister.
+  // caller releases once it may deregister. cuda_device >= 0: the range is memory of that GPU,
+  // registered as such (FI_HMEM_CUDA) on every rail.
   Result<RegionRef> acquire(void* buf, size_t len, const std::shared_ptr<RegionOwner>& owner,
-                            std::vector<RegionRef>& graveyard);
+                            std::vector<RegionRef>& graveyard, int cuda_device = -1);
   // Closes r's registrations and forgets it (its owner calls this, serialised).
   void release(RegionState& r);
   // The live registration whose key on rail 0 is `key` (a peer names the target of a signal or

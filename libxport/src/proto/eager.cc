@@ -51,7 +51,8 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
     const uint64_t data = encode_cq_data(
         {c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
-    if (s.len <= core_.inject_size) {
+    // Never an inject from GPU memory the provider registered (FI_HMEM): the CPU reads it.
+    if (s.len <= core_.inject_size && !(s.region && s.region->cuda_device >= 0)) {
       st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
       if (st.ok()) {
         ++ch->ops;
@@ -78,7 +79,11 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       if (!st.ok()) rail.cq_give();
     }
   } else {
-    // A header in a bounce buffer of the data endpoint, the payload behind it.
+    // A header in a bounce buffer of the data endpoint, the payload behind it: copied there by
+    // the CPU, or, from GPU memory the provider registered (FI_HMEM), gathered by the provider
+    // from the Region with its descriptor (the CPU cannot read it; isend sends such a message
+    // by rendezvous where the provider gathers no two buffers).
+    const bool gather = s.len > 0 && s.region && s.region->cuda_device >= 0;
     const size_t len = sizeof(MsgHeader) + s.len;
     memory::Buffer* b = buffer != nullptr ? buffer : ep.tx().take();
     if (b == nullptr) {
@@ -97,10 +102,10 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         h.length = s.len;
         h.aux2 = s.tag;
         std::memcpy(b->data, &h, sizeof(h));
-        if (s.len > 0) std::memcpy(b->data + sizeof(h), s.buf, s.len);
+        if (s.len > 0 && !gather) std::memcpy(b->data + sizeof(h), s.buf, s.len);
       }
       buffer = b;
-      if (len <= core_.inject_size) {
+      if (len <= core_.inject_size && !gather) {
         st = ep.endpoint().inject(b->data, len, ch->peer);
         if (st.ok()) {
           ++ch->ops;
@@ -116,7 +121,9 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         b->ctx.comm_gen = c.id.gen;
         b->ctx.slot = slot;
         b->ctx.seq = s.seq;
-        st = ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
+        st = gather ? ep.endpoint().send2(b->data, sizeof(MsgHeader), ep.tx().desc(), s.buf,
+                                          s.len, s.region->desc(ch->rail), ch->peer, &b->ctx)
+                    : ep.endpoint().send(b->data, len, ep.tx().desc(), ch->peer, &b->ctx);
         if (!st.ok()) rail.cq_give();
       }
     }
@@ -307,7 +314,16 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
 }
 
 void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {
-  if (len > r.cap) {
+  if (len > 0 && r.region && r.region->cuda_device >= 0) {
+    // The CPU cannot copy into GPU memory the provider registered (FI_HMEM), and the engine
+    // has no GPU copy: the receive fails rather than touching it (rendezvous messages, written
+    // by the NIC, are received there).
+    r.error = core::error(Code::unsupported, "irecv: message ", r.seq, " of ", len, " bytes "
+                          "came eagerly (XPORT_EAGER_MAX) for a buffer in GPU memory registered "
+                          "with the provider (XPORT_GPU_MEMORY=hmem), which this CPU cannot "
+                          "write; receive eager-sized messages into host memory, or use "
+                          "XPORT_GPU_MEMORY=staged (docs/semantics.md, GPU memory)");
+  } else if (len > r.cap) {
     r.error = core::error(Code::truncated, "irecv: message ", r.seq, " of ", len,
                           " bytes does not fit the ", r.cap, "-byte receive buffer of comm ",
                           c.id.index);

@@ -142,6 +142,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   c.caps = caps;
   c.cq_data_bytes = info->domain_attr->cq_data_size;
   c.inject_size = info->tx_attr->inject_size;
+  c.iov_limit = info->tx_attr->iov_limit;
   c.rx_cq_data_mode = (info->mode & FI_RX_CQ_DATA) != 0;
   // libfabric 1.17's sockets provider drops FI_REMOTE_CQ_DATA from a message it had to buffer
   // as unexpected (no receive posted when it arrived), leaving stale data: such a message could
@@ -338,14 +339,14 @@ void Engine::shutdown() {
 
 // ---- memory ----
 
-Result<RegionRef> Engine::register_memory(void* buf, size_t len) {
+Result<RegionRef> Engine::register_memory(void* buf, size_t len, int cuda_device) {
   if (buf == nullptr || len == 0) {
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
   Lock l(core_);
   std::vector<RegionRef> dropped;  // released under the lock, after the cache walk
-  return core_.registry->acquire(buf, len, shared_from_this(), dropped);
+  return core_.registry->acquire(buf, len, shared_from_this(), dropped, cuda_device);
 }
 
 void Engine::release_region(memory::RegionState& r) {
@@ -367,6 +368,7 @@ std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
   k.mr_offset = static_cast<uint64_t>(region.view_base - r.base);
   k.device_token = r.device_token;
   k.staged = r.staged != nullptr;
+  k.device = r.cuda_device >= 0;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   // How to reach this device, so that a window can be opened from the key alone (RDM).
   if (!core_.connected_endpoints()) {

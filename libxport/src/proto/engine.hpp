@@ -48,6 +48,10 @@ struct LocalBuffer {
   size_t view_length = 0;
 };
 
+// The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
+// provider (RemoteKey::device): its CPU, which applies them, cannot write there.
+Status device_word(const char* what);
+
 struct Completion {
   bool done = false;
   size_t bytes = 0;
@@ -81,7 +85,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   const std::string& rail_name(size_t i) const { return core_.rails[i]->name(); }
 
   // memory
-  Result<RegionRef> register_memory(void* buf, size_t len);
+  // cuda_device >= 0: GPU memory the provider registers itself (FI_HMEM_CUDA).
+  Result<RegionRef> register_memory(void* buf, size_t len, int cuda_device = -1);
   Result<RemoteKey> import_key(std::span<const uint8_t> bytes) const;
   std::vector<uint8_t> export_key(const LocalBuffer& region) const;
   void release_region(memory::RegionState& r) override;

@@ -7,6 +7,14 @@
 
 namespace xport::proto {
 
+Status device_word(const char* what) {
+  return core::error(Code::unsupported, what, ": the remote word is in GPU memory its owner "
+                     "registered with the provider (XPORT_GPU_MEMORY=hmem): signals and "
+                     "emulated atomics are applied by the owner's CPU, which cannot write GPU "
+                     "memory, so they are refused on it (puts and gets are not); keep signal and "
+                     "atomic words in host memory (docs/semantics.md, GPU memory)");
+}
+
 // The caller took an opener reference on the stream (openers) under the lock that found or made
 // it: until this call turns it into a window, progress does not close the stream as unused (it
 // did, between the two locks, when the answer came in between: "the stream vanished").
@@ -100,6 +108,12 @@ Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, c
   }
   auto* p = const_cast<uint8_t*>(region.view_base) + offset;
   XPORT_RETURN_IF_ERROR(check_local(region, p, sizeof(uint64_t), what));
+  if ((*region.region)->cuda_device >= 0) {
+    return core::error(Code::unsupported, what, ": the word at offset ", offset, " is in GPU "
+                       "memory registered with the provider (XPORT_GPU_MEMORY=hmem), which this "
+                       "CPU cannot read or write; keep signal and counter words in host memory "
+                       "(docs/semantics.md, GPU memory)");
+  }
   if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
     return core::error(Code::invalid_argument, what, ": the word at offset ", offset, " (",
                        static_cast<void*>(p), ") is not 8-byte aligned");
@@ -108,6 +122,7 @@ Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, c
 }
 
 Result<Signals::Spec> Engine::signal_spec(const SignalRequest& r, const char* what) {
+  if (r.key->device) return device_word(what);
   Signals::Spec spec;
   spec.key = r.key;
   spec.offset = r.offset;
@@ -163,6 +178,7 @@ Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const Remote
   if (static_cast<uint8_t>(op) >= kWindowAtomicOps) {
     return core::error(Code::invalid_argument, "atomic: unknown operation ", int(op));
   }
+  if (remote.device) return device_word("atomic");
   Lock l(core_);
   return one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
 }

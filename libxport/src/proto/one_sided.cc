@@ -89,7 +89,10 @@ Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t
   const uint8_t rail = o.ctx.rail;
   pool::Channel* ch = w.paths[rail].data;
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
-  if (o.ctx.type == fabric::OpType::put && len <= core_.inject_size) {
+  // Never from GPU memory the provider registered (FI_HMEM): an inject's source is read by the
+  // CPU, which cannot load from cudaMalloc'd memory.
+  const bool device_source = o.region && o.region->cuda_device >= 0;
+  if (o.ctx.type == fabric::OpType::put && len <= core_.inject_size && !device_source) {
     // A write that fits the provider's inject size: the source is reusable when the call
     // returns (locally complete at once, no CQ entry to read); the target counts it by its
     // CQ data as any other, so quiet and signals still wait for it to land.

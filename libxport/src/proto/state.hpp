@@ -383,6 +383,7 @@ class Core {
   size_t cq_data_bytes = 0;
   bool headerless_eager = false;  // eager messages carry no header (8-byte CQ data)
   size_t inject_size = 0;
+  size_t iov_limit = 1;           // buffers one send may gather (tx_attr->iov_limit)
   bool rx_cq_data_mode = false;   // writes with data consume a posted receive
 
   std::mutex mu;

@@ -46,7 +46,11 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   s.len = len;
   s.tag = tag;
   s.region = *region.region;
-  s.eager = len <= c->eager_max;
+  // A headered eager message from GPU memory the provider registered (FI_HMEM) needs a send
+  // that gathers two buffers (Eager::post); without one, rendezvous writes it from the Region.
+  const bool headered = !core_.headerless_eager || tag > kMaxCqDataTag;
+  const bool device_source = s.region && s.region->cuda_device >= 0;
+  s.eager = len <= c->eager_max && !(device_source && headered && len > 0 && core_.iov_limit < 2);
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
     // posted, and credits bound how many it may have to hold.

@@ -311,7 +311,7 @@ std::vector<uint8_t> encode_key(const RemoteKey& k) {
   hdr.version = kWireVersion;
   hdr.rail_count = static_cast<uint8_t>(k.keys.size());
   hdr.flags = static_cast<uint8_t>((k.virt_addr ? 1 : 0) | (!k.reach.empty() ? 2 : 0) |
-                                   (k.staged ? 4 : 0));
+                                   (k.staged ? 4 : 0) | (k.device ? 8 : 0));
   hdr.base = k.base;
   hdr.length = k.length;
   hdr.mr_offset = k.mr_offset;
@@ -344,7 +344,7 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
   if (hdr.version != kWireVersion) {
     return core::error(Code::protocol, "remote key version ", hdr.version, " is not supported");
   }
-  if (hdr.rail_count == 0 || hdr.flags > 7) {
+  if (hdr.rail_count == 0 || hdr.flags > 15 || (hdr.flags & 12) == 12) {
     return core::error(Code::protocol, "remote key has ", int(hdr.rail_count), " rails and flags ",
                        int(hdr.flags));
   }
@@ -378,6 +378,7 @@ Result<RemoteKey> decode_key(std::span<const uint8_t> bytes) {
   RemoteKey k;
   k.virt_addr = (hdr.flags & 1) != 0;
   k.staged = (hdr.flags & 4) != 0;
+  k.device = (hdr.flags & 8) != 0;
   k.base = hdr.base;
   k.length = hdr.length;
   k.mr_offset = hdr.mr_offset;

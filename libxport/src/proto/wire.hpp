@@ -277,6 +277,10 @@ struct RemoteKey {
   // GPU memory behind a host shadow: puts into it are followed by a publish (the target copies
   // the range on to the GPU before they count as delivered); gets and atomics are refused.
   bool staged = false;
+  // GPU memory its owner registered with the provider (FI_HMEM): the NIC reaches it, the
+  // owner's CPU cannot (signals and emulated atomics are applied by that CPU): puts and gets
+  // only; signals and atomics on it are refused before anything is sent.
+  bool device = false;
 };
 
 std::vector<uint8_t> encode_key(const RemoteKey& k);

@@ -334,6 +334,21 @@ TEST(RemoteKey, RoundTripAndValidation) {
   auto c = bytes;
   c[20] ^= 1;
   EXPECT_NE(decode_key(c).status().message().find("corrupted"), std::string::npos);
+  // The flags of GPU memory: staged through a shadow, or registered with the provider (device);
+  // never both.
+  for (int f = 0; f < 4; ++f) {
+    RemoteKey g = k;
+    g.staged = (f & 1) != 0;
+    g.device = (f & 2) != 0;
+    auto gd = decode_key(encode_key(g));
+    if (g.staged && g.device) {
+      EXPECT_FALSE(gd.ok()) << "staged and device at once";
+      continue;
+    }
+    ASSERT_TRUE(gd.ok()) << gd.status().to_string();
+    EXPECT_EQ(gd->staged, g.staged);
+    EXPECT_EQ(gd->device, g.device);
+  }
   k.length = 0;
   EXPECT_NE(decode_key(encode_key(k)).status().message().find("invalid range"), std::string::npos);
   k.length = 16;
