@@ -120,6 +120,12 @@ TEST_P(GpuHostTest, APeerThatNeverJoinsEndsConnectWithATimeoutNamingIt) {
     // other one (never having answered) is gone. Processes of their own do not share that.
     GTEST_SKIP() << "shm: two hosts of one process, one never answering";
   }
+  if (std::string(GetParam().provider) == "tcp;ofi_rxm") {
+    // libfabric 1.17's rxm leaks (LeakSanitizer: 376 bytes in 2 callocs of libfabric) the
+    // connection request of a peer whose endpoint closes without ever having progressed it;
+    // tcp (connected endpoints) runs the same test.
+    GTEST_SKIP() << "tcp;ofi_rxm: the never-progressed peer's connection request leaks in rxm";
+  }
   auto a = GpuHost::init();
   auto b = GpuHost::init();
   ASSERT_TRUE(a.ok() && b.ok());
