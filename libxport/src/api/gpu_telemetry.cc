@@ -1,13 +1,12 @@
 // GPU staging and proxy counters as stats-segment blocks (api/gpu_telemetry.hpp).
 #include "api/gpu_telemetry.hpp"
 
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "gpu/staging_counters.hpp"
 #include "telemetry/block.hpp"
 #include "telemetry/names.hpp"
+#include "telemetry/ordinals.hpp"
 #include "telemetry/publisher.hpp"
 
 namespace xport::api {
@@ -20,24 +19,14 @@ using telemetry::LabelKey;
 
 // Proxies are numbered by the lowest free ordinal, like devices: the label stays bounded in a
 // process that opens and closes proxies for ever.
-std::mutex g_proxy_mu;
-std::set<int> g_proxy_ordinals;
-
-int take_proxy_ordinal() {
-  std::lock_guard<std::mutex> l(g_proxy_mu);
-  int n = 0;
-  while (g_proxy_ordinals.count(n)) ++n;
-  g_proxy_ordinals.insert(n);
-  return n;
-}
+telemetry::Ordinals g_proxy_ordinals;
 
 struct ProxyTelemetry {
   int ordinal = 0;
   std::unique_ptr<telemetry::Registration> registration;
   ~ProxyTelemetry() {
     registration.reset();  // first: no snapshot runs with the ordinal given back
-    std::lock_guard<std::mutex> l(g_proxy_mu);
-    g_proxy_ordinals.erase(ordinal);
+    g_proxy_ordinals.give(ordinal);
   }
 };
 
@@ -94,7 +83,7 @@ std::shared_ptr<void> attach_proxy_telemetry(std::function<GpuProxyStats()> read
   telemetry::Publisher* p = telemetry::process_publisher();
   if (p == nullptr) return nullptr;
   auto t = std::make_shared<ProxyTelemetry>();
-  t->ordinal = take_proxy_ordinal();
+  t->ordinal = g_proxy_ordinals.take();
   const int ordinal = t->ordinal;
   uint64_t id = p->add([read = std::move(read), ordinal, gpu](std::vector<telemetry::BlockRecord>& out) {
     append_proxy_block(read(), ordinal, gpu, out);

@@ -3,13 +3,12 @@
 #include "api/telemetry_hook.hpp"
 
 #include <map>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "core/log.hpp"
 #include "fabric/provider.hpp"
 #include "proto/engine.hpp"
+#include "telemetry/ordinals.hpp"
 #include "telemetry/publisher.hpp"
 #include "telemetry/stats_blocks.hpp"
 
@@ -18,21 +17,7 @@ namespace {
 
 // Devices are numbered by the lowest free ordinal, so the `device` label stays bounded in a
 // process that opens and closes devices for ever.
-std::mutex g_ordinals_mu;
-std::set<int> g_ordinals;
-
-int take_ordinal() {
-  std::lock_guard<std::mutex> l(g_ordinals_mu);
-  int n = 0;
-  while (g_ordinals.count(n)) ++n;
-  g_ordinals.insert(n);
-  return n;
-}
-
-void give_ordinal(int n) {
-  std::lock_guard<std::mutex> l(g_ordinals_mu);
-  g_ordinals.erase(n);
-}
+telemetry::Ordinals g_ordinals;
 
 // fi_getinfo over every provider is slow (milliseconds to seconds with hardware providers):
 // once per process.
@@ -52,7 +37,7 @@ struct DeviceTelemetry {
   std::unique_ptr<telemetry::Registration> registration;
   ~DeviceTelemetry() {
     registration.reset();  // first: no snapshot may run with the ordinal given back
-    give_ordinal(ordinal);
+    g_ordinals.give(ordinal);
   }
 };
 
@@ -67,7 +52,7 @@ std::shared_ptr<void> attach_device_telemetry(const std::shared_ptr<proto::Engin
     return nullptr;
   }
   auto t = std::make_shared<DeviceTelemetry>();
-  t->ordinal = take_ordinal();
+  t->ordinal = g_ordinals.take();
   telemetry::DeviceLabels labels;
   labels.device = std::to_string(t->ordinal);
   labels.provider = caps.provider;
