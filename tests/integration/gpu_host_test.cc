@@ -1,6 +1,6 @@
 // The host API GPU backends share (xport/gpu_host.hpp) on every provider: three ranks (threads,
 // each with its own GpuHost) connect all-to-all, register symmetric regions, and each rank's
-// proxy backend context carries put_signals to every peer (a CPU producer stands in for the
+// proxy backend context carries put_signals to every rank, its own included (a CPU producer stands in for the
 // kernels, the stand-in CUDA driver for the GPU); a peer that never joins ends connect with a
 // timeout naming what is missing; the direct backend is refused by name.
 #include <gtest/gtest.h>
@@ -50,7 +50,8 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
     };
     auto team = hosts[r]->connect(0, handles, r, Deadline::after(30s));
     if (!team.ok()) return fail("connect", team.status());
-    if ((*team)->size() != n || (*team)->rank() != r || (*team)->window(r) != nullptr) {
+    if ((*team)->size() != n || (*team)->rank() != r || (*team)->window(r) == nullptr ||
+        (*team)->window(n) != nullptr) {
       failures[r] = "the team's shape";
       return;
     }
@@ -70,8 +71,7 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
     auto producer = gpu::RingProducer::attach((*ctx)->ring().header);
     if (!producer.ok()) return fail("producer", producer.status());
     uint64_t last = 0;
-    for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
+    for (int p = 0; p < n; ++p) {  // this rank too, through the loopback window
       Descriptor x{};
       x.op = static_cast<uint8_t>(Op::put_signal);
       x.window = static_cast<uint16_t>(p);
@@ -91,7 +91,6 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
     if (!done.ok()) return fail("descriptors (" + (*ctx)->last_error().to_string() + ")", done);
     // Every peer's signal, then its bytes.
     for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
       Status w = (*team)->window(p)->wait_signal(s->local, 8 * p, 1, Deadline::after(30s));
       if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
     }
@@ -107,9 +106,7 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
     for (int p = 0; p < n; ++p) {
       EXPECT_EQ(test::first_mismatch(data[r].data() + p * slice, slice, 100 + p), -1)
           << "rank " << r << ", slot of rank " << p;
-      if (p != r) {
-        EXPECT_EQ(signals[r][p], 1u) << "rank " << r << ", signal of rank " << p;
-      }
+      EXPECT_EQ(signals[r][p], 1u) << "rank " << r << ", signal of rank " << p;
     }
   }
 }

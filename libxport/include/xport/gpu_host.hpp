@@ -22,7 +22,8 @@
 
 namespace xport {
 
-// Ranks 0..size-1 connected all-to-all on one Device: a window to every other rank.
+// Ranks 0..size-1 connected all-to-all on one Device: a window to every rank, this one's own
+// included (a loopback connection: kernels put to their own rank as to any other).
 class GpuTeam {
  public:
   ~GpuTeam();
@@ -31,7 +32,7 @@ class GpuTeam {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(windows_.size()); }
   Device& device() const { return *device_; }
-  // The window to `peer` (nullptr for this rank itself).
+  // The window to `peer` (this rank's own included); nullptr for a rank outside the team.
   Window* window(int peer) const;
 
  private:
@@ -52,20 +53,32 @@ struct SymmetricRegion {
   std::vector<RemoteRegion> remote;  // [peer]; this rank's own entry is its key too
 };
 
+// What a GpuHost's device indexes are: one per libfabric domain of the provider (each a Device
+// of that domain's rails), or one Device over every rail the Context plans (as
+// Context::open_device() with defaults, the NCCL net plugin's device 0).
+enum class GpuHostDevices : uint8_t { per_domain, one };
+
 class GpuHost {
  public:
-  // initialise: a Context; its devices are the provider's domains, opened on first use.
-  static Result<std::unique_ptr<GpuHost>> init(const ContextOptions& options = {});
+  // initialise: a Context; its devices (see GpuHostDevices) are opened on first use.
+  static Result<std::unique_ptr<GpuHost>> init(const ContextOptions& options = {},
+                                               GpuHostDevices devices = GpuHostDevices::per_domain);
   ~GpuHost();  // finalise (teams and regions first: they hold the devices)
   int devices() const;
   Result<Device*> device(int index);
   // This rank's connection handle on device `index`; the caller gathers every rank's.
   Result<ConnectionHandle> listen(int index);
-  // Collective: with every rank's handle in rank order, connects to and accepts from every other
-  // rank and opens the windows. All ranks must call it; none returns before every peer it needs
-  // has answered, or the deadline (Code::timeout, naming the ranks missing).
+  // A listener of the caller's own on device `index`, for connect(): teams formed at the same
+  // time (NCCL's GIN contexts, several communicators) each accept on their own.
+  Result<std::unique_ptr<Listener>> open_listener(int index);
+  // Collective: with every rank's handle in rank order, connects to and accepts from every rank
+  // (this one included, through a loopback connection) and opens the windows. All ranks must
+  // call it; none returns before every peer it needs has answered, or the deadline
+  // (Code::timeout, naming the ranks missing). Accepts on `listener` (whose handle is
+  // handles[rank]), or on listen(index)'s when it is null.
   Result<std::unique_ptr<GpuTeam>> connect(int index, std::span<const ConnectionHandle> handles,
-                                           int rank, Deadline deadline);
+                                           int rank, Deadline deadline,
+                                           Listener* listener = nullptr);
   // Collective: registers [buf, +len) (host or GPU memory) and exchanges keys with every rank.
   Result<SymmetricRegion> register_symmetric(GpuTeam& team, void* buf, size_t len,
                                              Deadline deadline);

@@ -19,6 +19,7 @@ constexpr uint32_t kTagKey = 0x7e02;
 
 struct GpuHost::State {
   std::unique_ptr<Context> context;
+  GpuHostDevices layout = GpuHostDevices::per_domain;
   std::vector<std::string> domains;
   std::map<int, std::unique_ptr<Device>> devices;
   std::map<int, std::unique_ptr<Listener>> listeners;
@@ -35,11 +36,13 @@ Window* GpuTeam::window(int peer) const {
   return windows_[static_cast<size_t>(peer)].get();
 }
 
-Result<std::unique_ptr<GpuHost>> GpuHost::init(const ContextOptions& options) {
+Result<std::unique_ptr<GpuHost>> GpuHost::init(const ContextOptions& options,
+                                               GpuHostDevices devices) {
   auto h = std::unique_ptr<GpuHost>(new GpuHost());
   h->s_ = std::make_unique<State>();
+  h->s_->layout = devices;
   XPORT_ASSIGN_OR_RETURN(h->s_->context, Context::open(options));
-  h->s_->domains = h->s_->context->domains();
+  if (devices == GpuHostDevices::per_domain) h->s_->domains = h->s_->context->domains();
   if (h->s_->domains.empty()) h->s_->domains.push_back("");  // the Context's own choice
   return h;
 }
@@ -77,19 +80,25 @@ Result<ConnectionHandle> GpuHost::listen(int index) {
   return it->second->handle();
 }
 
+Result<std::unique_ptr<Listener>> GpuHost::open_listener(int index) {
+  XPORT_ASSIGN_OR_RETURN(Device * d, device(index));
+  return d->listen();
+}
+
 Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
                                                   std::span<const ConnectionHandle> handles,
-                                                  int rank, Deadline deadline) {
+                                                  int rank, Deadline deadline,
+                                                  Listener* own_listener) {
   const int n = static_cast<int>(handles.size());
   if (rank < 0 || rank >= n) {
     return Status(Code::invalid_argument, core::str("GpuHost::connect: rank ", rank, " of ", n));
   }
   XPORT_ASSIGN_OR_RETURN(Device * d, device(index));
-  if (s_->listeners.count(index) == 0) {
+  if (own_listener == nullptr && s_->listeners.count(index) == 0) {
     return Status(Code::invalid_argument,
                   core::str("GpuHost::connect: device ", index, " has no listener (listen first)"));
   }
-  Listener& listener = *s_->listeners[index];
+  Listener& listener = own_listener != nullptr ? *own_listener : *s_->listeners[index];
   auto team = std::unique_ptr<GpuTeam>(new GpuTeam());
   team->device_ = d;
   team->rank_ = rank;
@@ -101,17 +110,17 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
                                                              team->scratch_bytes_.size()));
   uint8_t* out_area = team->scratch_bytes_.data();                      // [peer] what we send
   uint8_t* in_area = out_area + static_cast<size_t>(n) * kExchangeBytes;  // [slot] what arrives
-  // Connect to every other rank while accepting theirs; who an accepted comm is comes with its
-  // first message (the peer's rank).
+  // Connect to every rank (this one too: the loopback carries kernels' operations to their own
+  // rank) while accepting theirs; who an accepted comm is comes with its first message (the
+  // peer's rank).
   std::vector<std::unique_ptr<PendingConnect>> pending(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {
-    if (p == rank) continue;
     XPORT_ASSIGN_OR_RETURN(pending[static_cast<size_t>(p)],
                            d->start_connect(handles[static_cast<size_t>(p)], deadline));
   }
   std::vector<std::unique_ptr<RecvComm>> accepted;
   int connected = 0;
-  while (connected < n - 1 || static_cast<int>(accepted.size()) < n - 1) {
+  while (connected < n || static_cast<int>(accepted.size()) < n) {
     for (int p = 0; p < n; ++p) {
       auto& pc = pending[static_cast<size_t>(p)];
       if (!pc) continue;
@@ -125,7 +134,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       ++connected;
       std::memcpy(out_area + static_cast<size_t>(p) * kExchangeBytes, &rank, sizeof(rank));
     }
-    if (static_cast<int>(accepted.size()) < n - 1) {
+    if (static_cast<int>(accepted.size()) < n) {
       XPORT_ASSIGN_OR_RETURN(auto r, listener.try_accept());
       if (r) accepted.push_back(std::move(r));
     }
@@ -136,14 +145,13 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       }
       return Status(Code::timeout,
                     core::str("GpuHost::connect: rank ", rank, " connected to ", connected,
-                              " and accepted ", accepted.size(), " of ", n - 1, " peers",
+                              " and accepted ", accepted.size(), " of ", n, " ranks",
                               missing.empty() ? "" : " (no answer from " + missing + ")"));
     }
   }
   // Ranks: send ours on every SendComm, learn each accepted comm's.
   std::vector<Request> sends, recvs;
   for (int p = 0; p < n; ++p) {
-    if (p == rank) continue;
     XPORT_ASSIGN_OR_RETURN(Request r, team->send_[static_cast<size_t>(p)]->isend(
                                           out_area + static_cast<size_t>(p) * kExchangeBytes,
                                           sizeof(int), team->scratch_, kTagRank));
@@ -158,7 +166,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     XPORT_ASSIGN_OR_RETURN(size_t got, accepted[i]->wait(recvs[i], deadline));
     int peer = -1;
     if (got == sizeof(int)) std::memcpy(&peer, in_area + i * kExchangeBytes, sizeof(int));
-    if (peer < 0 || peer >= n || peer == rank || team->recv_[static_cast<size_t>(peer)]) {
+    if (peer < 0 || peer >= n || team->recv_[static_cast<size_t>(peer)]) {
       return Status(Code::protocol, core::str("GpuHost::connect: an accepted connection named rank ",
                                               peer, " (team of ", n, ", this rank ", rank, ")"));
     }
@@ -166,11 +174,9 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
   }
   size_t k = 0;
   for (int p = 0; p < n; ++p) {
-    if (p == rank) continue;
     XPORT_RETURN_IF_ERROR(team->send_[static_cast<size_t>(p)]->wait(sends[k++], deadline).status());
   }
   for (int p = 0; p < n; ++p) {
-    if (p == rank) continue;
     XPORT_ASSIGN_OR_RETURN(team->windows_[static_cast<size_t>(p)],
                            Window::open(*team->send_[static_cast<size_t>(p)], deadline));
   }
