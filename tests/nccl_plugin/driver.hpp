@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../integration/harness.hpp"
+#include "abi/gin_v11.h"
 #include "abi/net_v11.h"
 
 namespace xport::nccl_test {
@@ -57,6 +58,8 @@ struct Plugin {
   void* lib = nullptr;
   ncclNet_v11_t* net = nullptr;
   void* ctx = nullptr;
+  ncclGin_v11_t* gin = nullptr;  // found by load(); gin_ctx by load_gin()
+  void* gin_ctx = nullptr;
   std::string error;
 
   bool load() {
@@ -75,6 +78,7 @@ struct Plugin {
       error = "no ncclNetPlugin_v11 in the plugin";
       return false;
     }
+    gin = static_cast<ncclGin_v11_t*>(dlsym(lib, "ncclGinPlugin_v11"));
     ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
     ncclResult_t r = net->init(&ctx, 0x1234, &config, logger, nullptr);
     if (r != ncclSuccess) {
@@ -83,7 +87,23 @@ struct Plugin {
     }
     return true;
   }
+  // NCCL's order: the net table's init (load), then the GIN table's.
+  bool load_gin() {
+    if (!load()) return false;
+    if (gin == nullptr) {
+      error = "no ncclGinPlugin_v11 in the plugin";
+      return false;
+    }
+    ncclResult_t r = gin->init(&gin_ctx, 0x1234, logger);
+    if (r != ncclSuccess) {
+      error = "GIN init returned " + std::to_string(r) + ": " + warned_since(0);
+      return false;
+    }
+    return true;
+  }
   void unload() {
+    if (gin != nullptr && gin_ctx != nullptr) gin->finalize(gin_ctx);
+    gin_ctx = nullptr;
     if (net != nullptr && ctx != nullptr) net->finalize(ctx);
     ctx = nullptr;
     // (not dlclosed: NCCL keeps its plugin loaded too)

@@ -1,0 +1,624 @@
+// libnccl-net-xport.so's GIN table (ABI v11, abi/gin_v11.h): NCCL's GPU-initiated networking
+// of the proxy type over libxport's GPU host API (xport/gpu_host.hpp, the one the GPU layer's
+// proxy backend uses). NCCL's own GIN progress thread reads the kernels' descriptors and calls
+// iput / iputSignal / test / ginProgress here; each NCCL GIN context is a GpuTeam (a window to
+// every rank, this one's own included), each symmetric registration a SymmetricRegion (GPU
+// memory staged through host shadows where the provider cannot register it). A signal is a
+// strong put_signal / signal of libxport's windows: applied at the target only once its put's
+// data and every earlier operation to that peer are in the target's memory, GPU memory
+// included (docs/nccl.md, "GIN"). Operations a window cannot take yet (Code::again) wait in a
+// per-peer queue, in order, and are issued by later calls; nothing blocks for the network.
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "abi/gin_v11.h"
+#include "plugin_state.hpp"
+#include "xport/gpu_host.hpp"
+
+// The net table (net_v11.cc): GIN devices report its figures.
+extern "C" ncclNet_v11_t ncclNetPlugin_v11;
+
+namespace xport::nccl {
+namespace {
+
+static_assert(offsetof(ncclGin_v11_t, connect) == 5 * sizeof(void*));
+static_assert(offsetof(ncclGin_v11_t, regMrSym) == 7 * sizeof(void*));
+static_assert(offsetof(ncclGin_v11_t, iput) == 13 * sizeof(void*));
+static_assert(offsetof(ncclGin_v11_t, test) == 15 * sizeof(void*));
+static_assert(offsetof(ncclGin_v11_t, finalize) == 18 * sizeof(void*));
+static_assert(sizeof(ncclGin_v11_t) == 19 * sizeof(void*));
+static_assert(sizeof(ncclNetDeviceHandle_v11_t) == 32);
+
+PluginState& state() { return PluginState::get(); }
+
+// NCCL sizes each rank's descriptor queue as NCCL_NET_MAX_REQUESTS x maxRecvs.
+constexpr int kGinMaxRecvs = 8;
+
+struct GinContext {
+  static constexpr uint64_t kMagic = 0x5854434e49475058ull;  // "XPGINCTX"
+  uint64_t magic = kMagic;
+  uint64_t comm_id = 0;
+};
+
+struct GinListen {
+  static constexpr uint64_t kMagic = 0x4e53494c4e494758ull;  // "XGINLISN"
+  uint64_t magic = kMagic;
+  std::unique_ptr<Listener> listener;
+};
+
+struct GinComm;
+
+// What regMrSym hands NCCL, as mhandle and as gin handle alike.
+struct GinMem {
+  static constexpr uint64_t kMagic = 0x4d4d59534e494758ull;  // "XGINSYMM"
+  uint64_t magic = kMagic;
+  GinComm* comm = nullptr;
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  SymmetricRegion region;
+};
+
+struct GinRequest {
+  static constexpr uint64_t kMagic = 0x5145524e49475058ull;  // "XPGINREQ"
+  uint64_t magic = kMagic;
+  bool busy = false;
+  bool issued = false;
+  int peer = 0;
+  Ticket ticket = 0;
+};
+
+// One operation as NCCL gave it, kept while its window says "not now".
+struct GinOp {
+  GinRequest* req = nullptr;
+  int peer = 0;
+  std::shared_ptr<GinMem> src, dst, sig;  // (kept alive while queued)
+  uint64_t src_off = 0, dst_off = 0, sig_off = 0;
+  size_t size = 0;
+  bool has_signal = false;
+  uint64_t value = 0;
+};
+
+struct GinComm {
+  static constexpr uint64_t kMagic = 0x4c4f434e49475058ull;  // "XPGINCOL"
+  uint64_t magic = kMagic;
+  std::unique_ptr<GpuTeam> team;
+  int rank = 0;
+  int nranks = 0;
+  std::mutex mu;  // guards mems, the request pool, error
+  std::map<const void*, std::shared_ptr<GinMem>> mems;
+  std::vector<std::unique_ptr<GinRequest>> pool;
+  std::vector<GinRequest*> free;
+  Status error;   // the first failed operation: every later iput reports it
+  // Issuing is serialised (operations to a peer leave in NCCL's order); the queues are guarded
+  // by it. Held across a put from staged GPU memory (its copy into the shadow), never across a
+  // wait for the network.
+  std::mutex issue_mu;
+  std::vector<std::deque<GinOp>> waiting;  // [peer]
+  size_t queued = 0;
+};
+
+// The GIN side's process-wide state: a GpuHost opened by the first init, closed with the last
+// finalize (PluginState, shared with the net table, keeps the logger and checks the knobs).
+class GinState {
+ public:
+  static GinState& get() {
+    static GinState* s = new GinState();  // never destroyed: NCCL may call late at exit
+    return *s;
+  }
+  ncclResult_t acquire(ncclDebugLogger_t logger) {
+    ncclResult_t r = state().acquire(logger);
+    if (r != ncclSuccess) return r;
+    std::lock_guard<std::mutex> l(mu_);
+    if (refs_ == 0) {
+      auto h = GpuHost::init({}, GpuHostDevices::one);
+      if (!h.ok()) {
+        state().release();
+        return state().fail(h.status(), "GIN init: opening libxport");
+      }
+      host_ = std::move(h).value();
+    }
+    ++refs_;
+    return ncclSuccess;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (refs_ > 0 && --refs_ == 0) host_.reset();
+    }
+    state().release();
+  }
+  GpuHost* host() {
+    std::lock_guard<std::mutex> l(mu_);
+    return host_.get();
+  }
+
+ private:
+  std::mutex mu_;
+  int refs_ = 0;
+  std::unique_ptr<GpuHost> host_;
+};
+
+GinState& gin() { return GinState::get(); }
+
+ncclResult_t no_init(const char* what) {
+  return state().fail(ncclInvalidUsage, "GIN %s: called before init (or after the last finalize)",
+                      what);
+}
+
+template <typename T>
+T* as(void* p) {
+  auto* t = static_cast<T*>(p);
+  return t != nullptr && t->magic == T::kMagic ? t : nullptr;
+}
+
+// A registration of this comm, by the pointer NCCL hands back; null (and why in *err) if not.
+std::shared_ptr<GinMem> mem_of(GinComm& c, void* p, const char* what, const char* role,
+                               ncclResult_t* err) {
+  if (p == nullptr) {
+    *err = state().fail(ncclInvalidArgument, "GIN %s: NULL %s mhandle", what, role);
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> l(c.mu);
+  auto it = c.mems.find(p);
+  if (it == c.mems.end()) {
+    *err = state().fail(ncclInvalidArgument, "GIN %s: %s mhandle %p is not a live registration "
+                        "of this GIN comm (deregistered, or of another comm)", what, role, p);
+    return nullptr;
+  }
+  return it->second;
+}
+
+GinRequest* take_request(GinComm& c) {
+  std::lock_guard<std::mutex> l(c.mu);
+  if (c.free.empty()) {
+    c.pool.push_back(std::make_unique<GinRequest>());
+    c.free.push_back(c.pool.back().get());
+  }
+  GinRequest* r = c.free.back();
+  c.free.pop_back();
+  r->busy = true;
+  r->issued = false;
+  r->ticket = 0;
+  return r;
+}
+
+void give_request(GinComm& c, GinRequest* r) {
+  std::lock_guard<std::mutex> l(c.mu);
+  r->busy = false;
+  c.free.push_back(r);
+}
+
+void record_error(GinComm& c, const Status& s) {
+  std::lock_guard<std::mutex> l(c.mu);
+  if (c.error.ok()) c.error = s;
+}
+
+// Posts op on its window: true when it went (or failed: recorded), false when the window said
+// "not now" (Code::again). Called with issue_mu held.
+bool post(GinComm& c, GinOp& op) {
+  Window* w = c.team->window(op.peer);
+  Result<Ticket> t = Status(Code::internal, "no operation");
+  if (!op.has_signal) {
+    t = w->put(op.src->region.local, op.src_off, op.dst->region.remote[op.peer], op.dst_off,
+               op.size);
+  } else if (op.size == 0) {
+    t = w->signal(op.sig->region.remote[op.peer], op.sig_off, op.value);
+  } else {
+    t = w->put_signal(op.src->region.local, op.src_off, op.dst->region.remote[op.peer],
+                      op.dst_off, op.size, op.sig->region.remote[op.peer], op.sig_off, op.value);
+  }
+  if (!t.ok() && t.status().code() == Code::again) return false;
+  op.req->issued = true;
+  if (!t.ok()) {
+    record_error(c, t.status().with_context(op.has_signal ? "GIN iputSignal" : "GIN iput"));
+    state().fail(t.status(), op.has_signal ? "GIN iputSignal to a rank" : "GIN iput to a rank");
+    op.req->ticket = 0;
+    return true;
+  }
+  op.req->ticket = *t;
+  return true;
+}
+
+// Issues what waits, oldest first per peer, until a window says "not now" again.
+void drain(GinComm& c) {
+  std::lock_guard<std::mutex> l(c.issue_mu);
+  if (c.queued == 0) return;
+  for (auto& q : c.waiting) {
+    while (!q.empty() && post(c, q.front())) {
+      q.pop_front();
+      --c.queued;
+    }
+  }
+}
+
+ncclResult_t x_init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
+  if (ctx == nullptr) return state().fail(ncclInvalidArgument, "GIN init: NULL context pointer");
+  *ctx = nullptr;
+  ncclResult_t r = gin().acquire(logFunction);
+  if (r != ncclSuccess) return r;
+  auto* c = new (std::nothrow) GinContext();
+  if (c == nullptr) {
+    gin().release();
+    return state().fail(ncclSystemError, "GIN init: out of memory");
+  }
+  c->comm_id = commId;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+ncclResult_t x_finalize(void* ctx) {
+  auto* c = as<GinContext>(ctx);
+  if (c == nullptr) return ncclSuccess;  // NULL (or an init that failed): nothing to finalize
+  c->magic = 0;
+  delete c;
+  gin().release();
+  return ncclSuccess;
+}
+
+ncclResult_t x_devices(int* ndev) {
+  if (ndev == nullptr) return state().fail(ncclInvalidArgument, "GIN devices: NULL ndev");
+  GpuHost* h = gin().host();
+  if (h == nullptr) return no_init("devices");
+  *ndev = h->devices();
+  return ncclSuccess;
+}
+
+ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
+  if (props == nullptr) return state().fail(ncclInvalidArgument, "GIN getProperties: NULL props");
+  GpuHost* h = gin().host();
+  if (h == nullptr) return no_init("getProperties");
+  auto d = h->device(dev);
+  if (!d.ok()) return state().fail(d.status(), "GIN getProperties", true);
+  // The net table's figures for the same device (its numbering is the net table's: device 0,
+  // every planned rail), then what makes it a GIN device of the proxy type.
+  ncclNetProperties_v11_t net{};
+  ncclResult_t r = ncclNetPlugin_v11.getProperties(dev, &net);
+  if (r != ncclSuccess) return r;
+  *props = net;
+  const DeviceProperties p = (*d)->properties();
+  props->ptrSupport = NCCL_PTR_HOST | (p.device_memory ? NCCL_PTR_CUDA : 0);
+  props->regIsGlobal = 0;  // regMrSym is per GIN comm (a collective)
+  props->maxRecvs = kGinMaxRecvs;
+  props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
+  props->netDeviceVersion = NCCL_GIN_PROXY_VERSION;
+  return ncclSuccess;
+}
+
+ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
+  if (handle == nullptr || listenComm == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN listen: NULL handle or listenComm");
+  }
+  *listenComm = nullptr;
+  (void)ctx;
+  GpuHost* h = gin().host();
+  if (h == nullptr) return no_init("listen");
+  auto l = h->open_listener(dev);
+  if (!l.ok()) return state().fail(l.status(), "GIN listen", true);
+  const ConnectionHandle& bytes = (*l)->handle();
+  if (bytes.size() > NCCL_NET_HANDLE_MAXSIZE) {
+    return state().fail(ncclInternalError, "GIN listen: libxport's handle is %zu bytes, NCCL's "
+                        "holds %d", bytes.size(), NCCL_NET_HANDLE_MAXSIZE);
+  }
+  auto* lc = new (std::nothrow) GinListen();
+  if (lc == nullptr) return state().fail(ncclSystemError, "GIN listen: out of memory");
+  lc->listener = std::move(l).value();
+  std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  std::memcpy(handle, bytes.data(), bytes.size());
+  *listenComm = lc;
+  return ncclSuccess;
+}
+
+ncclResult_t x_close_listen(void* listenComm) {
+  GinListen* l = as<GinListen>(listenComm);
+  if (l == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN closeListen: %p is not a GIN listener",
+                        listenComm);
+  }
+  l->magic = 0;
+  delete l;
+  return ncclSuccess;
+}
+
+ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* listenComm,
+                       void** collComm) {
+  (void)ctx;
+  if (collComm == nullptr) return state().fail(ncclInvalidArgument, "GIN connect: NULL collComm");
+  *collComm = nullptr;
+  GinListen* l = as<GinListen>(listenComm);
+  if (l == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN connect: %p is not a GIN listener", listenComm);
+  }
+  if (handles == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
+    return state().fail(ncclInvalidArgument, "GIN connect: rank %d of %d (handles %p)", rank,
+                        nranks, static_cast<void*>(handles));
+  }
+  GpuHost* h = gin().host();
+  if (h == nullptr) return no_init("connect");
+  std::vector<ConnectionHandle> hs(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    if (handles[r] == nullptr) {
+      return state().fail(ncclInvalidArgument, "GIN connect: rank %d's handle is NULL", r);
+    }
+    const auto* b = static_cast<const uint8_t*>(handles[r]);
+    hs[static_cast<size_t>(r)].assign(b, b + NCCL_NET_HANDLE_MAXSIZE);
+  }
+  // Blocking, as NCCL's GIN connect is: every rank connects to every rank (itself included).
+  auto team = h->connect(0, hs, rank, Deadline::from_knob(), l->listener.get());
+  if (!team.ok()) return state().fail(team.status(), "GIN connect");
+  auto* c = new (std::nothrow) GinComm();
+  if (c == nullptr) return state().fail(ncclSystemError, "GIN connect: out of memory");
+  c->team = std::move(team).value();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->waiting.resize(static_cast<size_t>(nranks));
+  *collComm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t x_create_context(void*, int, int, void**, ncclNetDeviceHandle_v11_t**) {
+  return state().fail(ncclInvalidUsage, "GIN createContext: the xport GIN device is of the proxy "
+                      "type: NCCL's proxy makes the device context");
+}
+
+ncclResult_t x_destroy_context(void*) { return ncclSuccess; }
+
+ncclResult_t reg_sym(void* collComm, void* data, size_t size, int type, void** mhandle,
+                     void** ginHandle, const char* what) {
+  if (mhandle == nullptr || ginHandle == nullptr) {
+    return state().fail(ncclInvalidArgument, "%s: NULL mhandle or ginHandle", what);
+  }
+  *mhandle = nullptr;
+  *ginHandle = nullptr;
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not a GIN comm", what, collComm);
+  if (data == nullptr || size == 0) {
+    return state().fail(ncclInvalidArgument, "%s: empty buffer (%p, %zu bytes)", what, data, size);
+  }
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+    return state().fail(ncclInvalidArgument, "%s: pointer type %d (host %d or CUDA %d)", what,
+                        type, NCCL_PTR_HOST, NCCL_PTR_CUDA);
+  }
+  GpuHost* h = gin().host();
+  if (h == nullptr) return no_init(what);
+  auto reg = h->register_symmetric(*c->team, data, size, Deadline::from_knob());
+  if (!reg.ok()) return state().fail(reg.status(), what, true);
+  auto m = std::make_shared<GinMem>();
+  m->comm = c;
+  m->base = static_cast<uint8_t*>(data);
+  m->size = size;
+  m->region = std::move(reg).value();
+  {
+    std::lock_guard<std::mutex> l(c->mu);
+    c->mems[m.get()] = m;
+  }
+  *mhandle = m.get();
+  *ginHandle = m.get();
+  return ncclSuccess;
+}
+
+ncclResult_t x_reg_mr_sym(void* collComm, void* data, size_t size, int type, uint64_t,
+                          void** mhandle, void** ginHandle) {
+  return reg_sym(collComm, data, size, type, mhandle, ginHandle, "GIN regMrSym");
+}
+
+// libfabric 1.17 takes no dma-buf (docs/semantics.md, "GPU memory"): the range is registered
+// by address, as regMrSym does (getProperties never offers NCCL_PTR_DMABUF).
+ncclResult_t x_reg_mr_sym_dmabuf(void* collComm, void* data, size_t size, int type, uint64_t,
+                                 int, uint64_t, void** mhandle, void** ginHandle) {
+  return reg_sym(collComm, data, size, type, mhandle, ginHandle, "GIN regMrSymDmaBuf");
+}
+
+ncclResult_t x_dereg_mr_sym(void* collComm, void* mhandle) {
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN deregMrSym: %p is not a GIN comm", collComm);
+  }
+  std::shared_ptr<GinMem> m;
+  {
+    std::lock_guard<std::mutex> l(c->mu);
+    auto it = c->mems.find(mhandle);
+    if (it == c->mems.end()) {
+      return state().fail(ncclInvalidArgument, "GIN deregMrSym: %p is not a live registration "
+                          "of this GIN comm", mhandle);
+    }
+    m = std::move(it->second);
+    c->mems.erase(it);
+  }
+  m->magic = 0;
+  // Local only (NCCL deregisters on every rank); operations still queued keep it alive.
+  return ncclSuccess;
+}
+
+ncclResult_t start(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size,
+                   uint64_t dstOff, void* dstMhandle, uint32_t rank, bool has_signal,
+                   uint64_t signalOff, void* signalMhandle, uint64_t value, void** request,
+                   const char* what) {
+  if (request == nullptr) return state().fail(ncclInvalidArgument, "%s: NULL request", what);
+  *request = nullptr;
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not a GIN comm", what, collComm);
+  if (rank >= static_cast<uint32_t>(c->nranks)) {
+    return state().fail(ncclInvalidArgument, "%s: rank %u of %d", what, rank, c->nranks);
+  }
+  {
+    std::lock_guard<std::mutex> l(c->mu);
+    if (!c->error.ok()) {
+      return state().fail(c->error, "GIN: an earlier operation of this comm failed");
+    }
+  }
+  ncclResult_t err = ncclSuccess;
+  GinOp op;
+  op.peer = static_cast<int>(rank);
+  op.size = size;
+  op.src_off = srcOff;
+  op.dst_off = dstOff;
+  op.has_signal = has_signal;
+  op.value = value;
+  op.sig_off = signalOff;
+  if (size > 0 || !has_signal) {
+    if (!(op.src = mem_of(*c, srcMhandle, what, "source", &err))) return err;
+    if (!(op.dst = mem_of(*c, dstMhandle, what, "destination", &err))) return err;
+    if (srcOff > op.src->size || op.src->size - srcOff < size) {
+      return state().fail(ncclInvalidArgument, "%s: source [%lu, +%zu) is outside its %zu-byte "
+                          "registration", what, static_cast<unsigned long>(srcOff), size,
+                          op.src->size);
+    }
+    if (dstOff > op.dst->size || op.dst->size - dstOff < size) {
+      return state().fail(ncclInvalidArgument, "%s: destination [%lu, +%zu) is outside its "
+                          "%zu-byte registration", what, static_cast<unsigned long>(dstOff),
+                          size, op.dst->size);
+    }
+  }
+  if (has_signal) {
+    if (!(op.sig = mem_of(*c, signalMhandle, what, "signal", &err))) return err;
+    if (signalOff % 8 != 0 || signalOff > op.sig->size || op.sig->size - signalOff < 8) {
+      return state().fail(ncclInvalidArgument, "%s: signal word at %lu is not an 8-byte aligned "
+                          "word of its %zu-byte registration", what,
+                          static_cast<unsigned long>(signalOff), op.sig->size);
+    }
+  }
+  op.req = take_request(*c);
+  op.req->peer = op.peer;
+  if (size == 0 && !has_signal) {
+    op.req->issued = true;  // nothing to move: done at once
+  } else {
+    std::lock_guard<std::mutex> l(c->issue_mu);
+    auto& q = c->waiting[rank];
+    // Behind what waits for this peer already (NCCL's order is the wire's), else now.
+    if (!q.empty() || !post(*c, op)) {
+      q.push_back(std::move(op));
+      ++c->queued;
+      *request = q.back().req;
+      return ncclSuccess;
+    }
+  }
+  *request = op.req;
+  return ncclSuccess;
+}
+
+ncclResult_t x_iput(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size,
+                    uint64_t dstOff, void* dstMhandle, uint32_t rank, void** request) {
+  return start(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, false, 0, nullptr,
+               0, request, "GIN iput");
+}
+
+ncclResult_t x_iput_signal(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size,
+                           uint64_t dstOff, void* dstMhandle, uint32_t rank, uint64_t signalOff,
+                           void* signalMhandle, uint64_t signalValue, uint32_t signalOp,
+                           void** request) {
+  uint64_t value = 0;
+  switch (signalOp) {
+    case NCCL_NET_SIGNAL_OP_INC: value = 1; break;
+    case NCCL_NET_SIGNAL_OP_ADD: value = signalValue; break;
+    default:
+      return state().fail(ncclInvalidArgument, "GIN iputSignal: signal op %u (INC %d or ADD %d)",
+                          signalOp, NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD);
+  }
+  return start(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, true, signalOff,
+               signalMhandle, value, request, "GIN iputSignal");
+}
+
+ncclResult_t x_test(void* collComm, void* request, int* done) {
+  if (done == nullptr) return state().fail(ncclInvalidArgument, "GIN test: NULL done");
+  *done = 0;
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) return state().fail(ncclInvalidArgument, "GIN test: %p is not a GIN comm", collComm);
+  auto* r = as<GinRequest>(request);
+  if (r == nullptr || !r->busy) {
+    return state().fail(ncclInvalidArgument, "GIN test: %p is not a live GIN request", request);
+  }
+  if (!r->issued) {
+    drain(*c);
+    if (!r->issued) {
+      Status p = c->team->device().progress();
+      if (!p.ok()) return state().fail(p, "GIN test");
+      return ncclSuccess;
+    }
+  }
+  if (r->ticket != 0) {
+    // Done = delivered (puts) or applied (signals) at the target: NCCL counts its counters then.
+    auto s = c->team->window(r->peer)->check(r->ticket);
+    if (!s.ok()) {
+      record_error(*c, s.status());
+      return state().fail(s.status(), "GIN test");
+    }
+    if (*s != TransferState::done) return ncclSuccess;
+  } else {
+    std::lock_guard<std::mutex> l(c->mu);
+    if (!c->error.ok()) return state().fail(c->error, "GIN test: the operation failed");
+  }
+  give_request(*c, r);
+  *done = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t x_gin_progress(void* collComm) {
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN ginProgress: %p is not a GIN comm", collComm);
+  }
+  drain(*c);
+  Status s = c->team->device().progress();
+  if (!s.ok()) return state().fail(s, "GIN ginProgress");
+  return ncclSuccess;
+}
+
+ncclResult_t x_query_last_error(void* ginCtx, bool* hasError) {
+  if (hasError == nullptr) return state().fail(ncclInvalidArgument, "GIN queryLastError: NULL");
+  *hasError = false;
+  if (GinComm* c = as<GinComm>(ginCtx)) {
+    std::lock_guard<std::mutex> l(c->mu);
+    *hasError = !c->error.ok();
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t x_close_coll(void* collComm) {
+  GinComm* c = as<GinComm>(collComm);
+  if (c == nullptr) {
+    return state().fail(ncclInvalidArgument, "GIN closeColl: %p is not a GIN comm", collComm);
+  }
+  c->magic = 0;
+  {
+    std::lock_guard<std::mutex> l(c->issue_mu);
+    c->waiting.clear();  // NCCL closes after its kernels and flushes: nothing should wait
+  }
+  for (auto& [p, m] : c->mems) m->magic = 0;
+  c->mems.clear();
+  delete c;  // the windows, then the team's communicators
+  return ncclSuccess;
+}
+
+}  // namespace
+}  // namespace xport::nccl
+
+// Exported beside ncclNetPlugin_v11 (plugins/nccl/exports.map): NCCL 2.28.9 looks it up in the
+// same library.
+extern "C" {
+__attribute__((visibility("default"))) ncclGin_v11_t ncclGinPlugin_v11 = {
+    "xport",
+    xport::nccl::x_init,
+    xport::nccl::x_devices,
+    xport::nccl::x_get_properties,
+    xport::nccl::x_listen,
+    xport::nccl::x_connect,
+    xport::nccl::x_create_context,
+    xport::nccl::x_reg_mr_sym,
+    xport::nccl::x_reg_mr_sym_dmabuf,
+    xport::nccl::x_dereg_mr_sym,
+    xport::nccl::x_destroy_context,
+    xport::nccl::x_close_coll,
+    xport::nccl::x_close_listen,
+    xport::nccl::x_iput,
+    xport::nccl::x_iput_signal,
+    xport::nccl::x_test,
+    xport::nccl::x_gin_progress,
+    xport::nccl::x_query_last_error,
+    xport::nccl::x_finalize,
+};
+}
