@@ -274,6 +274,47 @@ TEST_P(GpuStaging, PutsAndSignalsIntoAPeersGpuMemory) {
       << "a notification after puts into staged memory";
 }
 
+// A kernel that resets a signal word in staged GPU memory (NCCL's ncclGin::resetSignal writes 0
+// there itself): the next signal adds to what the GPU holds, not to the shadow's stale value.
+// (Seen: the word was applied in the shadow and copied over the GPU's, so after a reset to 0 an
+// add of 3 left 8 there.) Many adds in flight on one word all count.
+TEST_P(GpuStaging, AKernelsResetOfASignalWordIsSeenByTheNextSignal) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  uint8_t* gpu = gpu_alloc(4096);
+  std::memset(gpu, 0, 4096);
+  auto greg = dev_->register_memory(gpu, 4096);
+  ASSERT_TRUE(greg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  ASSERT_TRUE(gkey.ok());
+  auto gpu_word = [&] {
+    uint64_t v;
+    std::memcpy(&v, gpu + 64, 8);
+    return v;
+  };
+  ASSERT_TRUE((*w)->signal(*gkey, 64, 5, SignalOp::add).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  ASSERT_EQ(gpu_word(), 5u);
+  std::memset(gpu + 64, 0, 8);  // the kernel's reset (the stand-in's "GPU" is host memory)
+  ASSERT_TRUE((*w)->signal(*gkey, 64, 3, SignalOp::add).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(gpu_word(), 3u) << "the reset on the GPU was overwritten by the shadow's value";
+  auto host_view = (*w)->read_signal(*greg, 64);
+  ASSERT_TRUE(host_view.ok());
+  EXPECT_EQ(*host_view, 3u) << "the host's view (the shadow word) lags the GPU's";
+  // 200 adds in flight on the word (the stand-in's copies lag): every one counts, once.
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE((*w)->signal(*gkey, 64, 1, SignalOp::add).ok());
+  ASSERT_TRUE((*w)->signal(*gkey, 72, 9, SignalOp::set).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(gpu_word(), 203u);
+  uint64_t other;
+  std::memcpy(&other, gpu + 72, 8);
+  EXPECT_EQ(other, 9u);
+}
+
 // A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,
 // and the signal is applied once. (Seen: the target applied it to the shadow, answered the
 // error, then applied it again as if it were host memory: the word held twice the value.)

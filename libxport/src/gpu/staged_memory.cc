@@ -2,6 +2,7 @@
 #include "gpu/staged_memory.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/format.hpp"
 #include "gpu/staging_counters.hpp"
@@ -12,10 +13,15 @@ StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stre
                        uint64_t mark)
     : owner_(std::move(owner)), stream_(std::move(stream)), mark_(mark) {}
 
+StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, uint8_t* word, WordOp op,
+                       uint64_t operand)
+    : owner_(std::move(owner)), phase_(Phase::turn), word_(word), op_(op), operand_(operand) {}
+
 StagedCopy::~StagedCopy() {
   // Nobody waited: the stream may still be copying into memory its user is about to drop.
   if (stream_ && !done_) (void)stream_->synchronize();
   give_back();
+  if (word_ != nullptr && !done_) owner_->leave_turn(this);
 }
 
 void StagedCopy::give_back() {
@@ -24,6 +30,7 @@ void StagedCopy::give_back() {
 
 Result<bool> StagedCopy::done() {
   if (done_) return true;
+  if (word_ != nullptr) return advance();
   auto reached = stream_->reached(mark_);
   if (!reached.ok()) {
     staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
@@ -37,7 +44,71 @@ Result<bool> StagedCopy::done() {
   return d;
 }
 
+Result<bool> StagedCopy::advance() {
+  StagingCounters& c = staging_counters(owner_->device());
+  auto fail = [&](const Status& s) -> Result<bool> {
+    c.copy_errors.fetch_add(1, std::memory_order_relaxed);
+    if (stream_) (void)stream_->synchronize();
+    give_back();
+    done_ = true;  // (leaves the line: the next update of the word goes on)
+    owner_->leave_turn(this);
+    return s;
+  };
+  uint8_t* shadow = owner_->shadow_of(word_);
+  std::atomic_ref<uint64_t> w(*reinterpret_cast<uint64_t*>(shadow));
+  if (phase_ == Phase::turn) {
+    if (!owner_->my_turn(this)) return false;
+    auto s = owner_->take_stream();
+    if (!s.ok()) return fail(s.status());
+    stream_ = std::move(s).value();
+    if (op_ == WordOp::add) {
+      // The GPU's word, not the shadow's: a kernel may have written it (reset) since.
+      Status st = stream_->copy_to_host(shadow, word_, sizeof(uint64_t));
+      auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
+      if (!m.ok()) return fail(m.status());
+      mark_ = *m;
+      phase_ = Phase::reading;
+      c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
+      c.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+    } else {
+      w.store(operand_, std::memory_order_release);
+      phase_ = Phase::writing;
+    }
+  }
+  if (phase_ == Phase::reading) {
+    auto r = stream_->reached(mark_);
+    if (!r.ok()) return fail(r.status());
+    if (!*r) return false;
+    w.fetch_add(operand_, std::memory_order_acq_rel);
+    phase_ = Phase::writing;
+  }
+  if (phase_ == Phase::writing && !written_) {
+    Status st = stream_->copy_to_device(word_, shadow, sizeof(uint64_t));
+    auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
+    if (!m.ok()) return fail(m.status());
+    mark_ = *m;
+    written_ = true;
+    c.copies_to_gpu.fetch_add(1, std::memory_order_relaxed);
+    c.to_gpu_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+  }
+  auto r = stream_->reached(mark_);
+  if (!r.ok()) return fail(r.status());
+  if (!*r) return false;
+  done_ = true;
+  give_back();
+  owner_->leave_turn(this);
+  return true;
+}
+
 Status StagedCopy::wait() {
+  if (word_ != nullptr) {
+    // (used by tests and closing paths only: polls the phases)
+    for (;;) {
+      auto d = advance();
+      if (!d.ok()) return d.status();
+      if (*d) return Status::success();
+    }
+  }
   if (done_) return Status::success();
   if (Status s = stream_->synchronize(); !s.ok()) {
     staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
@@ -110,6 +181,21 @@ void StagedMemory::give_stream(std::unique_ptr<Stream> s) {
   streams_.push_back(std::move(s));
 }
 
+bool StagedMemory::my_turn(const StagedCopy* c) {
+  std::lock_guard<std::mutex> g(words_mu_);
+  auto it = word_turns_.find(c->word_);
+  return it != word_turns_.end() && !it->second.empty() && it->second.front() == c;
+}
+
+void StagedMemory::leave_turn(const StagedCopy* c) {
+  std::lock_guard<std::mutex> g(words_mu_);
+  auto it = word_turns_.find(c->word_);
+  if (it == word_turns_.end()) return;
+  auto& q = it->second;
+  q.erase(std::remove(q.begin(), q.end(), c), q.end());
+  if (q.empty()) word_turns_.erase(it);
+}
+
 namespace {
 Status out_of_range(const char* what, const void* p, size_t n, const StagedMemory& m) {
   return core::error(Code::invalid_argument, what, ": [", p, ", +", n,
@@ -171,6 +257,21 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
   c.to_gpu_bytes.fetch_add(total, std::memory_order_relaxed);
   c.copies_to_gpu.fetch_add(1, std::memory_order_relaxed);
   return std::make_unique<StagedCopy>(shared_from_this(), std::move(s), *mark);
+}
+
+Result<std::unique_ptr<StagedCopy>> StagedMemory::start_word_update(void* word, WordOp op,
+                                                                    uint64_t operand) {
+  if (!contains(word, sizeof(uint64_t))) return out_of_range("signal word update", word, 8, *this);
+  auto c = std::unique_ptr<StagedCopy>(
+      new StagedCopy(shared_from_this(), static_cast<uint8_t*>(word), op, operand));
+  {
+    std::lock_guard<std::mutex> g(words_mu_);
+    word_turns_[c->word_].push_back(c.get());
+  }
+  // Its first phase now where it is its turn (a copy that cannot start fails here).
+  auto d = c->advance();
+  if (!d.ok()) return d.status();
+  return c;
 }
 
 }  // namespace xport::gpu

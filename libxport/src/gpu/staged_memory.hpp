@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -18,7 +20,11 @@ namespace xport::gpu {
 
 class StagedMemory;
 
-// Copies out in flight, on a stream lent by their StagedMemory until they are done.
+// How a signal word in staged GPU memory changes (StagedMemory::start_word_update).
+enum class WordOp : uint8_t { add, set };
+
+// Copies out in flight, on a stream lent by their StagedMemory until they are done; or a signal
+// word's update on the GPU, which goes through its phases as done() is polled.
 class StagedCopy {
  public:
   StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stream> stream, uint64_t mark);
@@ -31,11 +37,22 @@ class StagedCopy {
   Status wait();
 
  private:
+  friend class StagedMemory;
+  // A word update: waits for its turn on the word, reads the GPU word into the shadow (add),
+  // applies the operation to the shadow word, writes it back to the GPU.
+  enum class Phase : uint8_t { copy, turn, reading, writing };
+  StagedCopy(std::shared_ptr<StagedMemory> owner, uint8_t* word, WordOp op, uint64_t operand);
+  Result<bool> advance();
   void give_back();
   std::shared_ptr<StagedMemory> owner_;
   std::unique_ptr<Stream> stream_;
-  uint64_t mark_;
+  uint64_t mark_ = 0;
   bool done_ = false;
+  Phase phase_ = Phase::copy;
+  bool written_ = false;  // the result's copy back to the GPU is enqueued
+  uint8_t* word_ = nullptr;  // GPU address (word updates)
+  WordOp op_ = WordOp::add;
+  uint64_t operand_ = 0;
 };
 
 class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
@@ -61,6 +78,11 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   Status copy_out(void* p, size_t n);
   // shadow -> GPU for each range, started; the StagedCopy says when they are done.
   Result<std::unique_ptr<StagedCopy>> start_copy_out(const std::vector<std::pair<void*, size_t>>& ranges);
+  // A signal word's update on the GPU at `word` (8 bytes, inside the range): add reads the GPU
+  // word first (so a kernel's own write to it, a reset, is seen), then the shadow word gets the
+  // result and is copied back. Updates of one word run one after the other, in the order
+  // started; the StagedCopy says when the GPU holds the result. Never blocks.
+  Result<std::unique_ptr<StagedCopy>> start_word_update(void* word, WordOp op, uint64_t operand);
 
   uint64_t bytes_in() const { return bytes_in_; }
   uint64_t bytes_out() const { return bytes_out_; }
@@ -71,6 +93,9 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
                uint8_t* shadow);
   Result<std::unique_ptr<Stream>> take_stream();
   void give_stream(std::unique_ptr<Stream> s);
+  // Word updates in their order per word: whose turn it is, and leaving the line.
+  bool my_turn(const StagedCopy* c);
+  void leave_turn(const StagedCopy* c);
 
   Driver& driver_;
   uint8_t* base_;
@@ -79,6 +104,8 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   uint8_t* shadow_;
   std::mutex mu_;  // guards streams_ only: no copy runs or waits under it
   std::vector<std::unique_ptr<Stream>> streams_;
+  std::mutex words_mu_;  // guards word_turns_ only
+  std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
 };

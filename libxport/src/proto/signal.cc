@@ -97,6 +97,12 @@ uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status)
   return reinterpret_cast<uint64_t*>(p);
 }
 
+void Signals::copy_failed(InStream& in, uint64_t seq) {
+  MsgHeader h{};
+  h.seq = seq;
+  answer(in, h, WindowStatus::no_region);
+}
+
 void Signals::answer(InStream& in, const MsgHeader& h, WindowStatus status) {
   MsgHeader r{};
   r.type = static_cast<uint8_t>(MsgType::win_result);
@@ -117,14 +123,21 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
   if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
     return Staging::none;  // apply() answers the initiator with why
   }
+  uint8_t* gpu = r->staged->device_base() + offset;
+  Result<std::unique_ptr<gpu::StagedCopy>> copy = Status(Code::internal, "no copy");
   if (op != WindowSignalOp::publish) {
     WindowStatus st = WindowStatus::ok;
     if (resolve(h.aux, h.aux2, &st) == nullptr) return Staging::none;  // (as above)
-    apply(in, h, operand);  // into the shadow, then on to the GPU below
+    // On the GPU word itself: an add reads it first, so a kernel's own write to the word (a
+    // reset) counts; updates of one word go one after the other. The shadow word (what the host
+    // reads) gets the result on the way.
+    copy = r->staged->start_word_update(
+        gpu, op == WindowSignalOp::set ? gpu::WordOp::set : gpu::WordOp::add, operand);
+    if (copy.ok()) ++core_.counters.signals_applied;
+  } else {
+    if (len == 0) return Staging::done;
+    copy = r->staged->start_copy_out({{gpu, len}});
   }
-  if (len == 0) return Staging::done;
-  uint8_t* gpu = r->staged->device_base() + offset;
-  auto copy = r->staged->start_copy_out({{gpu, len}});
   if (!copy.ok()) {
     // The data is in the shadow but not on the GPU: fail the window rather than lie.
     XPORT_LOG(error, "window operation ", h.seq, ": copying ", len, " bytes on to GPU memory "

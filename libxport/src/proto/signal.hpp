@@ -46,6 +46,8 @@ class Signals {
               // was told): done now, not to be applied again
   };
   Staging stage(InStream& in, const MsgHeader& h, uint64_t operand);
+  // Target: the staged copy of operation `seq` failed once started: the initiator is told.
+  void copy_failed(InStream& in, uint64_t seq);
 
  private:
   // Target: a win_result telling the initiator why operation h was not applied.

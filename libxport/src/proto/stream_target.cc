@@ -308,6 +308,7 @@ void Streams::poll_copies() {
       if (!done.ok()) {
         XPORT_LOG(error, "window operation ", s->copies[i].first, ": the copy on to GPU memory "
                   "failed: ", done.status().to_string());
+        os_.signals().copy_failed(*s, s->copies[i].first);  // not applied: the initiator knows
       }
       mark(*s, s->copies[i].first);
       s->copies.erase(s->copies.begin() + static_cast<std::ptrdiff_t>(i));
