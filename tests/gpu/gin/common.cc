@@ -41,8 +41,7 @@ void die_cuda(const char* file, int line, const char* call, cudaError_t r) {
 }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string size_text(size_t bytes) {
@@ -76,16 +75,41 @@ bool wait_stream(cudaStream_t s, double seconds) {
   }
 }
 
+namespace {
+void wait_copy(Rank& r, const char* what) {
+  if (!wait_stream(r.stream, r.opt.wait_timeout_s))
+    die(std::string(what) + " did not finish within " + std::to_string(r.opt.wait_timeout_s) +
+        " s");
+}
+}  // namespace
+
+void copy_to_device(Rank& r, void* dst, const void* src, size_t bytes) {
+  GIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, r.stream));
+  wait_copy(r, "a copy to the GPU");
+}
+
+void copy_to_host(Rank& r, void* dst, const void* src, size_t bytes) {
+  GIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, r.stream));
+  wait_copy(r, "a copy from the GPU");
+}
+
+void zero_device(Rank& r, void* dst, size_t bytes) {
+  GIN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, r.stream));
+  wait_copy(r, "zeroing GPU memory");
+}
+
 double allreduce(Rank& r, double value, ncclRedOp_t op, const char* what) {
-  GIN_CUDA_CHECK(cudaMemcpyAsync(r.scratch, &value, sizeof value, cudaMemcpyHostToDevice, r.stream));
+  GIN_CUDA_CHECK(
+      cudaMemcpyAsync(r.scratch, &value, sizeof value, cudaMemcpyHostToDevice, r.stream));
   GIN_NCCL_CHECK(ncclAllReduce(r.scratch, r.scratch, 1, ncclFloat64, op, r.comm, r.stream));
-  GIN_CUDA_CHECK(cudaMemcpyAsync(&value, r.scratch, sizeof value, cudaMemcpyDeviceToHost, r.stream));
+  GIN_CUDA_CHECK(
+      cudaMemcpyAsync(&value, r.scratch, sizeof value, cudaMemcpyDeviceToHost, r.stream));
   if (!wait_stream(r.stream, r.opt.wait_timeout_s)) {
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(r.comm, &async);
     die(std::string(what) + ": the all-reduce with the peer did not finish within " +
-        std::to_string(r.opt.wait_timeout_s) + " s (NCCL async state: " +
-        ncclGetErrorString(async) + "); the peer is gone or stuck");
+        std::to_string(r.opt.wait_timeout_s) +
+        " s (NCCL async state: " + ncclGetErrorString(async) + "); the peer is gone or stuck");
   }
   return value;
 }

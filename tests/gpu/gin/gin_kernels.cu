@@ -128,8 +128,7 @@ __global__ void pingpong_kernel(PingPongArgs a) {
     a.send_words[last] = tag;
     // put() fences at system scope before handing the descriptor to the proxy (the default
     // release arguments), so the tags above travel with this put.
-    gin.put(world, peer, a.recv_win, 0, a.send_win, 0, a.bytes,
-            ncclGin_SignalInc{kSignalPingPong});
+    gin.put(world, peer, a.recv_win, 0, a.send_win, 0, a.bytes, ncclGin_SignalInc{kSignalPingPong});
     if (initiator) {
       if (!wait_signal(gin, kSignalPingPong, expect + 1, a.wait_ns, &seen)) {
         record(st, kDeviceSignalTimeout, k, expect + 1, seen);

@@ -27,11 +27,11 @@ struct SignalBook {
 enum DeviceError : int { kDeviceOk = 0, kDeviceSignalTimeout = 1, kDeviceBarrierTimeout = 2 };
 
 struct DeviceStatus {
-  int error;                    // DeviceError
-  long long iteration;          // where it happened (-1: the barrier before the loop)
-  unsigned long long expected;  // the signal value waited for
-  unsigned long long seen;      // and the last one read
-  unsigned long long mismatches;  // ping-pong words that were not this round's tag
+  int error;                                // DeviceError
+  long long iteration;                      // where it happened (-1: the barrier before the loop)
+  unsigned long long expected;              // the signal value waited for
+  unsigned long long seen;                  // and the last one read
+  unsigned long long mismatches;            // ping-pong words that were not this round's tag
   unsigned long long t_start_ns, t_end_ns;  // %globaltimer around the timed iterations
 };
 

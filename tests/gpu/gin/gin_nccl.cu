@@ -27,9 +27,12 @@ struct Gin {
 
 const char* gin_type_name(int type) {
   switch (type) {
-    case NCCL_NET_DEVICE_GIN_PROXY: return "proxy";
-    case NCCL_NET_DEVICE_GIN_GDAKI: return "gdaki";
-    default: return "unknown";
+    case NCCL_NET_DEVICE_GIN_PROXY:
+      return "proxy";
+    case NCCL_NET_DEVICE_GIN_GDAKI:
+      return "gdaki";
+    default:
+      return "unknown";
   }
 }
 
@@ -84,10 +87,10 @@ void setup(Rank& r, Gin& g, Report& rep) {
   // GIN puts reach only window memory, and windows need NCCL's own (cuMem) allocation.
   GIN_NCCL_CHECK(ncclMemAlloc(&r.send, r.buffer_bytes));
   GIN_NCCL_CHECK(ncclMemAlloc(&r.recv, r.buffer_bytes));
-  GIN_NCCL_CHECK(ncclCommWindowRegister(r.comm, r.send, r.buffer_bytes, &r.send_win,
-                                        NCCL_WIN_COLL_SYMMETRIC));
-  GIN_NCCL_CHECK(ncclCommWindowRegister(r.comm, r.recv, r.buffer_bytes, &r.recv_win,
-                                        NCCL_WIN_COLL_SYMMETRIC));
+  GIN_NCCL_CHECK(
+      ncclCommWindowRegister(r.comm, r.send, r.buffer_bytes, &r.send_win, NCCL_WIN_COLL_SYMMETRIC));
+  GIN_NCCL_CHECK(
+      ncclCommWindowRegister(r.comm, r.recv, r.buffer_bytes, &r.recv_win, NCCL_WIN_COLL_SYMMETRIC));
   // ncclCommWindowRegister succeeds without a window where the communicator has no symmetric
   // memory (NCCL needs CUDA P2P between all local GPUs and cuMem for it).
   if (r.send_win == nullptr || r.recv_win == nullptr)
@@ -153,11 +156,11 @@ DeviceStatus run_gin_kernel(Rank& r, Gin& g, const std::string& what, int waits,
         " s although each of its waits gives up after " + std::to_string(r.opt.wait_timeout_s) +
         " s (a GPU fault, or --gin-barrier nccl, which waits without a deadline)");
   DeviceStatus st{};
-  GIN_CUDA_CHECK(cudaMemcpy(&st, g.status, sizeof st, cudaMemcpyDeviceToHost));
+  copy_to_host(r, &st, g.status, sizeof st);
   if (st.error == kDeviceOk) return st;
-  const std::string where =
-      st.iteration < 0 ? "the barrier before the first iteration"
-                       : "iteration " + std::to_string(st.iteration) + " of the launch";
+  const std::string where = st.iteration < 0
+                                ? "the barrier before the first iteration"
+                                : "iteration " + std::to_string(st.iteration) + " of the launch";
   const std::string waited = std::to_string(r.opt.wait_timeout_s) + " s for signal value " +
                              std::to_string(st.expected) + ", saw " + std::to_string(st.seen);
   if (st.error == kDeviceBarrierTimeout)
@@ -174,8 +177,8 @@ void gin_pingpong(Rank& r, Gin& g, size_t size, int size_index, Latency& out) {
   const int samples = std::min(iters, r.opt.latency_samples);
   const size_t words = size / 8;
   fill_pattern(r.host, 0, words, kPatternPingPong, r.rank, r.peer, size_index);
-  GIN_CUDA_CHECK(cudaMemcpy(r.send, r.host.data(), size, cudaMemcpyHostToDevice));
-  GIN_CUDA_CHECK(cudaMemset(r.recv, 0, size));
+  copy_to_device(r, r.send, r.host.data(), size);
+  zero_device(r, r.recv, size);
 
   PingPongArgs a{};
   a.dev = g.dev;
@@ -204,8 +207,7 @@ void gin_pingpong(Rank& r, Gin& g, size_t size, int size_index, Latency& out) {
   const uint64_t last_round = a.first_round + uint64_t(warmup + samples - 1);
 
   std::vector<unsigned long long> ns(samples);
-  GIN_CUDA_CHECK(cudaMemcpy(ns.data(), g.samples, sizeof(unsigned long long) * samples,
-                            cudaMemcpyDeviceToHost));
+  copy_to_host(r, ns.data(), g.samples, sizeof(unsigned long long) * samples);
   std::vector<double> us(ns.begin(), ns.end());
   for (double& v : us) v /= 1e3;
   std::sort(us.begin(), us.end());
@@ -226,28 +228,30 @@ void gin_pingpong(Rank& r, Gin& g, size_t size, int size_index, Latency& out) {
   }
 
   // The last message, every byte: the peer's pattern with the last round's tag at both ends.
-  GIN_CUDA_CHECK(cudaMemcpy(r.host.data(), r.recv, size, cudaMemcpyDeviceToHost));
+  copy_to_host(r, r.host.data(), r.recv, size);
   const uint64_t tag = pingpong_tag(r.peer, last_round);
   std::string bad;
   if (r.host[0] != tag || r.host[words - 1] != tag) {
     char text[160];
-    std::snprintf(text, sizeof text, "the last message's tags are 0x%016llx/0x%016llx, expected "
-                  "0x%016llx", static_cast<unsigned long long>(r.host[0]),
+    std::snprintf(text, sizeof text,
+                  "the last message's tags are 0x%016llx/0x%016llx, expected "
+                  "0x%016llx",
+                  static_cast<unsigned long long>(r.host[0]),
                   static_cast<unsigned long long>(r.host[words - 1]),
                   static_cast<unsigned long long>(tag));
     bad = text;
   } else if (words > 2) {
-    bad = check_pattern(r.host.data(), 1, words - 2, kPatternPingPong, r.peer, r.rank,
-                        size_index);
+    bad = check_pattern(r.host.data(), 1, words - 2, kPatternPingPong, r.peer, r.rank, size_index);
   }
   if (!bad.empty()) {
     r.failures.push_back(what + ": " + bad);
     std::printf("rank %d: FAILED: %s\n", r.rank, r.failures.back().c_str());
   }
   out.bytes_checked = size;
-  std::printf("rank %d: %s: %d round trips, avg %.2f us; %d timed one by one: p50 %.2f us, "
-              "p99 %.2f us\n",
-              r.rank, what.c_str(), iters, out.avg_us, samples, out.p50_us, out.p99_us);
+  std::printf(
+      "rank %d: %s: %d round trips, avg %.2f us; %d timed one by one: p50 %.2f us, "
+      "p99 %.2f us\n",
+      r.rank, what.c_str(), iters, out.avg_us, samples, out.p50_us, out.p99_us);
   std::fflush(stdout);
 }
 
@@ -258,11 +262,11 @@ void gin_alltoall(Rank& r, Gin& g, size_t chunk, Bandwidth& out) {
   const auto prepare = [&](uint64_t round) {
     for (int p = 0; p < r.nranks; ++p)
       fill_pattern(r.host, p * words, words, kPatternAlltoall, r.rank, p, round);
-    GIN_CUDA_CHECK(cudaMemcpy(r.send, r.host.data(), r.nranks * chunk, cudaMemcpyHostToDevice));
-    GIN_CUDA_CHECK(cudaMemset(r.recv, 0, r.nranks * chunk));
+    copy_to_device(r, r.send, r.host.data(), r.nranks * chunk);
+    zero_device(r, r.recv, r.nranks * chunk);
   };
   const auto verify = [&](uint64_t round, const std::string& when) {
-    GIN_CUDA_CHECK(cudaMemcpy(r.host.data(), r.recv, r.nranks * chunk, cudaMemcpyDeviceToHost));
+    copy_to_host(r, r.host.data(), r.recv, r.nranks * chunk);
     for (int p = 0; p < r.nranks; ++p) {
       const std::string bad =
           check_pattern(&r.host[p * words], 0, words, kPatternAlltoall, p, r.rank, round);
@@ -306,8 +310,8 @@ void gin_alltoall(Rank& r, Gin& g, size_t chunk, Bandwidth& out) {
   out.algbw_GBps = double(chunk) * (r.nranks - 1) * per_s / 1e9;
   out.busbw_GBps = double(r.nranks - 1) / r.nranks * double(chunk) * r.nranks * per_s / 1e9;
   out.bytes_checked = checked;
-  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n",
-              r.rank, what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
+  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n", r.rank,
+              what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
   std::fflush(stdout);
 }
 

@@ -24,9 +24,9 @@ struct Options {
   unsigned modes = kAllModes;
   std::string mode_text = "all";
   std::string logdir = ".";
-  double timeout_s = 300;     // the launcher's deadline for both ranks
-  double wait_timeout_s = 20; // the longest any one wait (signal, barrier, round trip) may take
-  bool nccl_barrier = false;  // ncclGinBarrierSession (unbounded) instead of our bounded barrier
+  double timeout_s = 300;      // the launcher's deadline for both ranks
+  double wait_timeout_s = 20;  // the longest any one wait (signal, barrier, round trip) may take
+  bool nccl_barrier = false;   // ncclGinBarrierSession (unbounded) instead of our bounded barrier
   // Set by the launcher for the ranks it starts.
   int rank = -1;
   int gpu = -1;
@@ -43,14 +43,14 @@ void set_error_prefix(const std::string& prefix);  // "rank 1" for the messages 
 [[noreturn]] void die(const std::string& what);
 [[noreturn]] void die_nccl(const char* file, int line, const char* call, ncclResult_t r);
 [[noreturn]] void die_cuda(const char* file, int line, const char* call, cudaError_t r);
-#define GIN_NCCL_CHECK(call)                                                         \
-  do {                                                                               \
-    ncclResult_t gin_r_ = (call);                                                    \
+#define GIN_NCCL_CHECK(call)                                                            \
+  do {                                                                                  \
+    ncclResult_t gin_r_ = (call);                                                       \
     if (gin_r_ != ncclSuccess) ::gin_nccl::die_nccl(__FILE__, __LINE__, #call, gin_r_); \
   } while (0)
-#define GIN_CUDA_CHECK(call)                                                         \
-  do {                                                                               \
-    cudaError_t gin_e_ = (call);                                                     \
+#define GIN_CUDA_CHECK(call)                                                            \
+  do {                                                                                  \
+    cudaError_t gin_e_ = (call);                                                        \
     if (gin_e_ != cudaSuccess) ::gin_nccl::die_cuda(__FILE__, __LINE__, #call, gin_e_); \
   } while (0)
 
@@ -66,7 +66,7 @@ struct Rank {
   size_t buffer_bytes = 0;
   ncclWindow_t send_win = nullptr;
   ncclWindow_t recv_win = nullptr;
-  double* scratch = nullptr;  // one double of device memory for host-side reductions
+  double* scratch = nullptr;   // one double of device memory for host-side reductions
   std::vector<uint64_t> host;  // buffer_bytes of host memory: patterns out, received data back
   std::vector<std::string> failures;  // checks that failed on this rank (the run goes on)
 };
@@ -98,7 +98,7 @@ struct AlltoallRow {
 };
 struct Report {
   int nccl_version = 0;
-  std::vector<std::string> gpus;                          // "index: name (bus id)"
+  std::vector<std::string> gpus;                         // "index: name (bus id)"
   std::vector<std::pair<std::string, std::string>> env;  // the variables that pick the path
   std::string gin_type;
   int gin_contexts = 0;
@@ -120,6 +120,12 @@ int bw_iterations_for(const Options& opt, size_t chunk, int nranks);
 // Waits for the stream's work under a deadline (cudaStreamQuery; the CPU yields between polls).
 // false when the deadline passed; a CUDA error ends the rank.
 bool wait_stream(cudaStream_t s, double seconds);
+// Copies and zeroing on the rank's stream, waited for under --wait-timeout. Not cudaMemcpy and
+// cudaMemset: they run on the legacy default stream, which the rank's non-blocking stream does
+// not wait for, and may return before the device memory is written.
+void copy_to_device(Rank& r, void* dst, const void* src, size_t bytes);
+void copy_to_host(Rank& r, void* dst, const void* src, size_t bytes);
+void zero_device(Rank& r, void* dst, size_t bytes);
 // Every rank has reached this point (an NCCL all-reduce of one double, waited for under the
 // deadline); its argument comes back reduced over the ranks with `op`.
 double allreduce(Rank& r, double value, ncclRedOp_t op, const char* what);
@@ -130,11 +136,15 @@ void exchange_unique_id(const Options& opt, int rank, ncclUniqueId* id);
 
 // Data patterns: one 64-bit word per 8 bytes, different per (kind, source, destination, round,
 // word) so a misplaced, stale or torn message does not pass.
-enum PatternKind : uint32_t { kPatternPingPong = 1, kPatternAlltoall = 2, kPatternSendRecvPP = 3,
-                              kPatternSendRecvA2a = 4 };
+enum PatternKind : uint32_t {
+  kPatternPingPong = 1,
+  kPatternAlltoall = 2,
+  kPatternSendRecvPP = 3,
+  kPatternSendRecvA2a = 4
+};
 uint64_t pattern_word(uint32_t kind, int src, int dst, uint64_t round, size_t word);
-void fill_pattern(std::vector<uint64_t>& words, size_t first, size_t count, uint32_t kind,
-                  int src, int dst, uint64_t round);
+void fill_pattern(std::vector<uint64_t>& words, size_t first, size_t count, uint32_t kind, int src,
+                  int dst, uint64_t round);
 // Compares words first..first+count-1 of `message` with the pattern; "" when equal, else how
 // many differ and the first difference.
 std::string check_pattern(const uint64_t* message, size_t first, size_t count, uint32_t kind,
@@ -145,7 +155,8 @@ std::string check_pattern(const uint64_t* message, size_t first, size_t count, u
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-inline uint64_t pingpong_tag(int src, uint64_t round) {
+    inline uint64_t
+    pingpong_tag(int src, uint64_t round) {
   return 0x6a69000000000000ull ^ (static_cast<uint64_t>(src) << 40) ^ round;
 }
 

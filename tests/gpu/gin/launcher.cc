@@ -121,9 +121,10 @@ int run_launcher(const Options& opt, int argc, char** argv) {
   Child children[kRanks];
   children[1].gpu = gpus >= 2 ? 1 : 0;
   if (gpus < 2)
-    std::printf("xport-gin-nccl: only 1 GPU is visible: both ranks use GPU 0. NCCL 2.28 refuses "
-                "two ranks of one communicator on one GPU ('Duplicate GPU detected'), so expect "
-                "ncclCommInitRank to fail.\n");
+    std::printf(
+        "xport-gin-nccl: only 1 GPU is visible: both ranks use GPU 0. NCCL 2.28 refuses "
+        "two ranks of one communicator on one GPU ('Duplicate GPU detected'), so expect "
+        "ncclCommInitRank to fail.\n");
 
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -133,8 +134,7 @@ int run_launcher(const Options& opt, int argc, char** argv) {
     return 1;
   }
   self[n] = '\0';
-  const std::string id_file =
-      opt.logdir + "/xport-gin-nccl." + std::to_string(getpid()) + ".id";
+  const std::string id_file = opt.logdir + "/xport-gin-nccl." + std::to_string(getpid()) + ".id";
   unlink(id_file.c_str());
 
   // Everything the children need is built before fork: after it, only exec.
@@ -159,10 +159,10 @@ int run_launcher(const Options& opt, int argc, char** argv) {
     }
   }
 
-  std::printf("xport-gin-nccl: rank 0 on GPU 0, rank 1 on GPU %d (%d visible); logs %s, %s; at "
-              "most %.0f s\n",
-              children[1].gpu, gpus, children[0].log.c_str(), children[1].log.c_str(),
-              opt.timeout_s);
+  std::printf(
+      "xport-gin-nccl: rank 0 on GPU 0, rank 1 on GPU %d (%d visible); logs %s, %s; at "
+      "most %.0f s\n",
+      children[1].gpu, gpus, children[0].log.c_str(), children[1].log.c_str(), opt.timeout_s);
   std::fflush(stdout);
   std::fflush(stderr);
   const double start = now_s();
@@ -202,7 +202,8 @@ int run_launcher(const Options& opt, int argc, char** argv) {
       timed_out = now > deadline;
       std::printf("xport-gin-nccl: %s; stopping the rank(s) still running\n",
                   timed_out ? ("the ranks did not finish within --timeout " +
-                               std::to_string(int(opt.timeout_s)) + " s").c_str()
+                               std::to_string(int(opt.timeout_s)) + " s")
+                                  .c_str()
                             : "a rank failed and its peer did not end by itself");
       stop(children, start);
       break;
@@ -218,7 +219,8 @@ int run_launcher(const Options& opt, int argc, char** argv) {
     std::printf("  rank %d (GPU %d): %s; log %s\n", r, c.gpu, describe(c).c_str(), c.log.c_str());
     ok = ok && passed(c);
   }
-  if (timed_out) std::printf("  TIMEOUT: the run took longer than --timeout %.0f s\n", opt.timeout_s);
+  if (timed_out)
+    std::printf("  TIMEOUT: the run took longer than --timeout %.0f s\n", opt.timeout_s);
   for (int r = 0; r < kRanks; ++r) {
     if (passed(children[r])) continue;
     std::printf("  the end of rank %d's log:\n", r);

@@ -17,10 +17,14 @@ size_t parse_size(const std::string& text) {
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
   if (end == text.c_str()) return 0;
   std::string suffix(end);
-  if (suffix == "K" || suffix == "k") v <<= 10;
-  else if (suffix == "M" || suffix == "m") v <<= 20;
-  else if (suffix == "G" || suffix == "g") v <<= 30;
-  else if (!suffix.empty()) return 0;
+  if (suffix == "K" || suffix == "k")
+    v <<= 10;
+  else if (suffix == "M" || suffix == "m")
+    v <<= 20;
+  else if (suffix == "G" || suffix == "g")
+    v <<= 30;
+  else if (!suffix.empty())
+    return 0;
   return v;
 }
 
@@ -39,8 +43,9 @@ Options parse_options(int argc, char** argv) {
   Options opt;
   std::string sizes = "8,64,4K,64K,1M,16M,64M";
   std::string barrier = "bounded";
-  app.add_option("--sizes", sizes, "message sizes (ping-pong) and chunk sizes per rank "
-                                   "(alltoall), multiples of 8, e.g. 8,4K,1M")
+  app.add_option("--sizes", sizes,
+                 "message sizes (ping-pong) and chunk sizes per rank "
+                 "(alltoall), multiples of 8, e.g. 8,4K,1M")
       ->capture_default_str();
   app.add_option("--iterations", opt.iterations,
                  "round trips per size (at most about 1 GiB each way per size)")
@@ -84,8 +89,10 @@ Options parse_options(int argc, char** argv) {
   std::stringstream list(sizes);
   for (std::string item; std::getline(list, item, ',');) {
     const size_t v = parse_size(item);
-    if (v == 0 || v % 8 != 0) usage_error("--sizes: '" + item + "' is not a multiple of 8 bytes "
-                                          "(examples: 8, 64, 4K, 1M)");
+    if (v == 0 || v % 8 != 0)
+      usage_error("--sizes: '" + item +
+                  "' is not a multiple of 8 bytes "
+                  "(examples: 8, 64, 4K, 1M)");
     if (v > (1ull << 30)) usage_error("--sizes: " + item + " is larger than 1 GiB");
     opt.sizes.push_back(v);
   }
@@ -94,11 +101,16 @@ Options parse_options(int argc, char** argv) {
   opt.modes = 0;
   std::stringstream modes(opt.mode_text);
   for (std::string item; std::getline(modes, item, ',');) {
-    if (item == "all") opt.modes |= kAllModes;
-    else if (item == "pingpong") opt.modes |= kPingPong;
-    else if (item == "alltoall") opt.modes |= kAlltoall;
-    else if (item == "sendrecv") opt.modes |= kSendRecv;
-    else usage_error("--mode: '" + item + "' is not all, pingpong, alltoall or sendrecv");
+    if (item == "all")
+      opt.modes |= kAllModes;
+    else if (item == "pingpong")
+      opt.modes |= kPingPong;
+    else if (item == "alltoall")
+      opt.modes |= kAlltoall;
+    else if (item == "sendrecv")
+      opt.modes |= kSendRecv;
+    else
+      usage_error("--mode: '" + item + "' is not all, pingpong, alltoall or sendrecv");
   }
   if (opt.modes == 0) usage_error("--mode is empty");
   opt.nccl_barrier = barrier == "nccl";

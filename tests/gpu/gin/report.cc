@@ -71,30 +71,30 @@ void print_table(const Report& rep, const Options& opt) {
               rep.nccl_version, rep.gin_type.c_str(), rep.gin_contexts,
               opt.nccl_barrier ? "NCCL's" : "bounded");
   if (!rep.pingpong.empty()) {
-    std::printf("\nping-pong round trip, us. GIN: put + SignalInc each way, %s; send/recv: "
-                "ncclSend then ncclRecv, each round trip waited for on the host\n",
-                "all rounds in one kernel (avg), then rounds timed one by one on the GPU (p50, p99)");
-    std::printf("%8s %7s | %9s %9s %9s | %9s %9s %9s | %12s\n", "size", "rounds", "GIN avg",
-                "p50", "p99", "s/r avg", "p50", "p99", "GIN/s/r p50");
+    std::printf(
+        "\nping-pong round trip, us. GIN: put + SignalInc each way, %s; send/recv: "
+        "ncclSend then ncclRecv, each round trip waited for on the host\n",
+        "all rounds in one kernel (avg), then rounds timed one by one on the GPU (p50, p99)");
+    std::printf("%8s %7s | %9s %9s %9s | %9s %9s %9s | %12s\n", "size", "rounds", "GIN avg", "p50",
+                "p99", "s/r avg", "p50", "p99", "GIN/s/r p50");
     for (const PingPongRow& row : rep.pingpong) {
       const Latency& g = row.gin;
       const Latency& s = row.sendrecv;
       const int rounds = g.measured ? g.iterations : s.iterations;
-      std::printf("%8s %7d | %9s %9s %9s | %9s %9s %9s | %12s\n", size_text(row.size).c_str(),
-                  rounds, cell(g.measured, g.avg_us, "%.2f").c_str(),
-                  cell(g.measured, g.p50_us, "%.2f").c_str(),
-                  cell(g.measured, g.p99_us, "%.2f").c_str(),
-                  cell(s.measured, s.avg_us, "%.2f").c_str(),
-                  cell(s.measured, s.p50_us, "%.2f").c_str(),
-                  cell(s.measured, s.p99_us, "%.2f").c_str(),
-                  ratio(g.measured, g.p50_us, s.measured, s.p50_us).c_str());
+      std::printf(
+          "%8s %7d | %9s %9s %9s | %9s %9s %9s | %12s\n", size_text(row.size).c_str(), rounds,
+          cell(g.measured, g.avg_us, "%.2f").c_str(), cell(g.measured, g.p50_us, "%.2f").c_str(),
+          cell(g.measured, g.p99_us, "%.2f").c_str(), cell(s.measured, s.avg_us, "%.2f").c_str(),
+          cell(s.measured, s.p50_us, "%.2f").c_str(), cell(s.measured, s.p99_us, "%.2f").c_str(),
+          ratio(g.measured, g.p50_us, s.measured, s.p50_us).c_str());
     }
   }
   if (!rep.alltoall.empty()) {
-    std::printf("\nalltoall, 2 ranks; chunk = bytes to each rank; the slower rank's time. algbw: "
-                "bytes to the other rank / time; busbw (nccl-tests): (n-1)/n x bytes sent / time "
-                "(the same for 2 ranks). GIN: all iterations in one kernel, a barrier between "
-                "them; send/recv: grouped ncclSend/ncclRecv, enqueued back to back\n");
+    std::printf(
+        "\nalltoall, 2 ranks; chunk = bytes to each rank; the slower rank's time. algbw: "
+        "bytes to the other rank / time; busbw (nccl-tests): (n-1)/n x bytes sent / time "
+        "(the same for 2 ranks). GIN: all iterations in one kernel, a barrier between "
+        "them; send/recv: grouped ncclSend/ncclRecv, enqueued back to back\n");
     std::printf("%8s %6s | %10s %9s | %10s %9s | %12s\n", "chunk", "iters", "GIN us", "busbw",
                 "s/r us", "busbw", "GIN/s/r bw");
     for (const AlltoallRow& row : rep.alltoall) {
@@ -125,8 +125,9 @@ bool write_json(const Report& rep, const Options& opt, const std::string& path) 
   o << "],\n  \"env\": {";
   for (size_t i = 0; i < rep.env.size(); ++i)
     o << (i ? ", " : "") << quoted(rep.env[i].first) << ": " << quoted(rep.env[i].second);
-  o << "},\n  \"gin\": {\"type\": " << quoted(rep.gin_type) << ", \"contexts\": "
-    << rep.gin_contexts << ", \"barrier\": " << quoted(opt.nccl_barrier ? "nccl" : "bounded")
+  o << "},\n  \"gin\": {\"type\": " << quoted(rep.gin_type)
+    << ", \"contexts\": " << rep.gin_contexts
+    << ", \"barrier\": " << quoted(opt.nccl_barrier ? "nccl" : "bounded")
     << "},\n  \"options\": {\"mode\": " << quoted(opt.mode_text)
     << ", \"iterations\": " << opt.iterations << ", \"bw_iterations\": " << opt.bw_iterations
     << ", \"latency_samples\": " << opt.latency_samples

@@ -19,8 +19,8 @@ void check_async(Rank& r, const std::string& what) {
 [[noreturn]] void timed_out(Rank& r, const std::string& what, double seconds) {
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(r.comm, &async);
-  die(what + ": not complete within " + std::to_string(seconds) + " s (NCCL async state: " +
-      ncclGetErrorString(async) + ")");
+  die(what + ": not complete within " + std::to_string(seconds) +
+      " s (NCCL async state: " + ncclGetErrorString(async) + ")");
 }
 
 void enqueue_alltoall(Rank& r, size_t chunk) {
@@ -39,13 +39,13 @@ void prepare_alltoall(Rank& r, size_t chunk, uint64_t round) {
   const size_t words = chunk / 8;
   for (int p = 0; p < r.nranks; ++p)
     fill_pattern(r.host, p * words, words, kPatternSendRecvA2a, r.rank, p, round);
-  GIN_CUDA_CHECK(cudaMemcpy(r.send, r.host.data(), r.nranks * chunk, cudaMemcpyHostToDevice));
-  GIN_CUDA_CHECK(cudaMemset(r.recv, 0, r.nranks * chunk));
+  copy_to_device(r, r.send, r.host.data(), r.nranks * chunk);
+  zero_device(r, r.recv, r.nranks * chunk);
 }
 
 size_t verify_alltoall(Rank& r, size_t chunk, uint64_t round, const std::string& what) {
   const size_t words = chunk / 8;
-  GIN_CUDA_CHECK(cudaMemcpy(r.host.data(), r.recv, r.nranks * chunk, cudaMemcpyDeviceToHost));
+  copy_to_host(r, r.host.data(), r.recv, r.nranks * chunk);
   for (int p = 0; p < r.nranks; ++p) {
     const std::string bad =
         check_pattern(&r.host[p * words], 0, words, kPatternSendRecvA2a, p, r.rank, round);
@@ -65,8 +65,8 @@ void sendrecv_pingpong(Rank& r, size_t size, int size_index, Latency& out) {
   const int warmup = std::min(10, iters);
   const size_t words = size / 8;
   fill_pattern(r.host, 0, words, kPatternSendRecvPP, r.rank, r.peer, size_index);
-  GIN_CUDA_CHECK(cudaMemcpy(r.send, r.host.data(), size, cudaMemcpyHostToDevice));
-  GIN_CUDA_CHECK(cudaMemset(r.recv, 0, size));
+  copy_to_device(r, r.send, r.host.data(), size);
+  zero_device(r, r.recv, size);
 
   std::vector<double> times;
   times.reserve(iters);
@@ -77,18 +77,21 @@ void sendrecv_pingpong(Rank& r, size_t size, int size_index, Latency& out) {
     for (int step = 0; step < 2; ++step) {
       const bool sending = (step == 0) == (r.rank == 0);
       GIN_NCCL_CHECK(ncclGroupStart());
-      if (sending) GIN_NCCL_CHECK(ncclSend(r.send, size, ncclUint8, r.peer, r.comm, r.stream));
-      else GIN_NCCL_CHECK(ncclRecv(r.recv, size, ncclUint8, r.peer, r.comm, r.stream));
+      if (sending)
+        GIN_NCCL_CHECK(ncclSend(r.send, size, ncclUint8, r.peer, r.comm, r.stream));
+      else
+        GIN_NCCL_CHECK(ncclRecv(r.recv, size, ncclUint8, r.peer, r.comm, r.stream));
       GIN_NCCL_CHECK(ncclGroupEnd());
     }
     if (!wait_stream(r.stream, r.opt.wait_timeout_s))
-      timed_out(r, what + ", round trip " + std::to_string(k) + " of " +
-                       std::to_string(warmup + iters), r.opt.wait_timeout_s);
+      timed_out(
+          r, what + ", round trip " + std::to_string(k) + " of " + std::to_string(warmup + iters),
+          r.opt.wait_timeout_s);
     if (k >= warmup) times.push_back((now_s() - t0) * 1e6);
   }
   check_async(r, what);
 
-  GIN_CUDA_CHECK(cudaMemcpy(r.host.data(), r.recv, size, cudaMemcpyDeviceToHost));
+  copy_to_host(r, r.host.data(), r.recv, size);
   const std::string bad =
       check_pattern(r.host.data(), 0, words, kPatternSendRecvPP, r.peer, r.rank, size_index);
   if (!bad.empty()) {
@@ -141,8 +144,8 @@ void sendrecv_alltoall(Rank& r, size_t chunk, Bandwidth& out) {
   out.algbw_GBps = double(chunk) * (r.nranks - 1) * per_s / 1e9;
   out.busbw_GBps = double(r.nranks - 1) / r.nranks * double(chunk) * r.nranks * per_s / 1e9;
   out.bytes_checked = checked;
-  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n",
-              r.rank, what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
+  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n", r.rank,
+              what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
 }
 
 }  // namespace gin_nccl
