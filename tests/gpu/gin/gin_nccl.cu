@@ -19,6 +19,7 @@ const char* const kEnvNames[] = {"NCCL_NET_PLUGIN", "NCCL_NET",       "NCCL_GIN_
                                  "NCCL_GIN_ENABLE", "XPORT_PROVIDER", "XPORT_DOMAIN"};
 
 struct Gin {
+  bool active = false;
   ncclDevComm dev{};
   SignalBook* book = nullptr;             // device memory
   DeviceStatus* status = nullptr;         // device memory
@@ -72,7 +73,7 @@ void describe_machine(Rank& r, Report& rep) {
   std::fflush(stdout);
 }
 
-void setup(Rank& r, Gin& g, Report& rep) {
+void setup(Rank& r, Report& rep) {
   GIN_CUDA_CHECK(cudaSetDevice(r.gpu));
   describe_machine(r, rep);
   ncclUniqueId id;
@@ -98,7 +99,10 @@ void setup(Rank& r, Gin& g, Report& rep) {
         "support (NCCL's log says 'isAllCudaP2p 0' without P2P between the GPUs, or cuMem is "
         "off: NCCL_CUMEM_ENABLE=0, NCCL_WIN_ENABLE=0)");
   GIN_CUDA_CHECK(cudaMalloc(&r.scratch, sizeof(double)));
+}
 
+// The device communicator with GIN, only for the GIN modes: send/recv alone runs without.
+void setup_gin(Rank& r, Gin& g, Report& rep) {
   ncclDevCommRequirements reqs{};
   // Two ranks on one node would not turn GIN on by themselves (NCCL does so for nNodes > 1 or
   // for GIN signals/counters requested); say it outright.
@@ -127,18 +131,21 @@ void setup(Rank& r, Gin& g, Report& rep) {
   GIN_CUDA_CHECK(launch_read_signals(g.dev, g.book, r.stream));
   if (!wait_stream(r.stream, r.opt.wait_timeout_s)) die("reading the GIN signals did not finish");
   allreduce(r, 0, ncclMax, "after ncclDevCommCreate");
+  g.active = true;
 }
 
 void teardown(Rank& r, Gin& g) {
-  GIN_NCCL_CHECK(ncclDevCommDestroy(r.comm, &g.dev));
+  if (g.active) {
+    GIN_NCCL_CHECK(ncclDevCommDestroy(r.comm, &g.dev));
+    GIN_CUDA_CHECK(cudaFree(g.book));
+    GIN_CUDA_CHECK(cudaFree(g.status));
+    GIN_CUDA_CHECK(cudaFree(g.samples));
+  }
   GIN_NCCL_CHECK(ncclCommWindowDeregister(r.comm, r.send_win));
   GIN_NCCL_CHECK(ncclCommWindowDeregister(r.comm, r.recv_win));
   GIN_NCCL_CHECK(ncclMemFree(r.send));
   GIN_NCCL_CHECK(ncclMemFree(r.recv));
   GIN_CUDA_CHECK(cudaFree(r.scratch));
-  GIN_CUDA_CHECK(cudaFree(g.book));
-  GIN_CUDA_CHECK(cudaFree(g.status));
-  GIN_CUDA_CHECK(cudaFree(g.samples));
   GIN_NCCL_CHECK(ncclCommFinalize(r.comm));
   GIN_NCCL_CHECK(ncclCommDestroy(r.comm));
   GIN_CUDA_CHECK(cudaStreamDestroy(r.stream));
@@ -324,7 +331,8 @@ int run_rank(const Options& opt) {
   set_error_prefix("rank " + std::to_string(r.rank));
   Report rep;
   Gin g;
-  setup(r, g, rep);
+  setup(r, rep);
+  if (opt.modes & (kPingPong | kAlltoall)) setup_gin(r, g, rep);
 
   // GIN and send/recv take turns size by size, so a drift of the machine hits both alike.
   if (opt.modes & (kPingPong | kSendRecv)) {

@@ -67,9 +67,12 @@ void bandwidth_json(std::ostream& o, const Bandwidth& b) {
 }  // namespace
 
 void print_table(const Report& rep, const Options& opt) {
-  std::printf("%s (rank 0; NCCL %d; GIN %s, %d context(s); %s barrier)\n", kResultsBegin,
-              rep.nccl_version, rep.gin_type.c_str(), rep.gin_contexts,
-              opt.nccl_barrier ? "NCCL's" : "bounded");
+  if (rep.gin_type.empty())
+    std::printf("%s (rank 0; NCCL %d; GIN not used)\n", kResultsBegin, rep.nccl_version);
+  else
+    std::printf("%s (rank 0; NCCL %d; GIN %s, %d context(s); %s barrier)\n", kResultsBegin,
+                rep.nccl_version, rep.gin_type.c_str(), rep.gin_contexts,
+                opt.nccl_barrier ? "NCCL's" : "bounded");
   if (!rep.pingpong.empty()) {
     std::printf(
         "\nping-pong round trip, us. GIN: put + SignalInc each way, %s; send/recv: "
