@@ -68,16 +68,19 @@ void bandwidth_json(std::ostream& o, const Bandwidth& b) {
 
 void print_table(const Report& rep, const Options& opt) {
   if (rep.gin_type.empty())
-    std::printf("%s (rank 0; NCCL %d; GIN not used)\n", kResultsBegin, rep.nccl_version);
+    std::printf("%s (rank 0; NCCL %d.%d.%d; GIN not used)\n", kResultsBegin,
+                rep.nccl_version / 10000, rep.nccl_version / 100 % 100, rep.nccl_version % 100);
   else
-    std::printf("%s (rank 0; NCCL %d; GIN %s, %d context(s); %s barrier)\n", kResultsBegin,
-                rep.nccl_version, rep.gin_type.c_str(), rep.gin_contexts,
-                opt.nccl_barrier ? "NCCL's" : "bounded");
+    std::printf("%s (rank 0; NCCL %d.%d.%d; GIN %s, %d context(s); %s barrier)\n", kResultsBegin,
+                rep.nccl_version / 10000, rep.nccl_version / 100 % 100, rep.nccl_version % 100,
+                rep.gin_type.c_str(), rep.gin_contexts, opt.nccl_barrier ? "NCCL's" : "bounded");
+  for (const std::string& g : rep.gpus) std::printf("GPU %s\n", g.c_str());
+  for (const auto& [name, value] : rep.env) std::printf("%s=%s\n", name.c_str(), value.c_str());
   if (!rep.pingpong.empty()) {
     std::printf(
-        "\nping-pong round trip, us. GIN: put + SignalInc each way, %s; send/recv: "
-        "ncclSend then ncclRecv, each round trip waited for on the host\n",
-        "all rounds in one kernel (avg), then rounds timed one by one on the GPU (p50, p99)");
+        "\nping-pong round trip, us. GIN: put + SignalInc each way, all rounds in one kernel "
+        "(avg), then rounds timed one by one on the GPU (p50, p99); send/recv: ncclSend then "
+        "ncclRecv, each round trip waited for on the host\n");
     std::printf("%8s %7s | %9s %9s %9s | %9s %9s %9s | %12s\n", "size", "rounds", "GIN avg", "p50",
                 "p99", "s/r avg", "p50", "p99", "GIN/s/r p50");
     for (const PingPongRow& row : rep.pingpong) {
