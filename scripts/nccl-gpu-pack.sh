@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Packs what the NCCL GPU run (scripts/nccl-gpu.sh) needs from this (Debian) machine into one
-# folder small enough to carry to the GPU machine: the plugin (debug info stripped) and the
-# libraries it loads that a stock GPU machine may lack (libfabric and what it links, found with
-# ldd). glibc stays the GPU machine's own (the plugin needs GLIBC <= 2.34); libstdc++ and
-# libgcc_s go to compat/, used there only when the machine's own are older than the plugin needs.
+# Packs what the NCCL GPU runs (scripts/nccl-gpu.sh, scripts/gin-gpu.sh) need from this (Debian)
+# machine into one folder small enough to carry to the GPU machine: the plugin (debug info
+# stripped) and the libraries it loads that a stock GPU machine may lack (libfabric and what it
+# links, found with ldd); and xport-gin-nccl where the build has it (tests/gpu/gin: needs nvcc and
+# NCCL's headers; it loads libnccl.so.2, which the GPU machine's torch provides). glibc stays the
+# GPU machine's own (the plugin needs GLIBC <= 2.34); libstdc++ and libgcc_s go to compat/, used
+# there only when the machine's own are older than the plugin needs.
 #   scripts/nccl-gpu-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/nccl-gpu)]
-# Then, with the device tool: carry PACK_DIR and run `scripts/nccl-gpu.sh PACK_DIR`.
+# Then, with the device tool: carry PACK_DIR and run `scripts/nccl-gpu.sh PACK_DIR` or
+# `scripts/gin-gpu.sh PACK_DIR`.
 set -euo pipefail
 
 build=${1:-build}
 pack=${2:-$build/nccl-gpu}
 plugin=$build/plugins/nccl/libnccl-net-xport.so
+gin=$build/tests/gpu/xport-gin-nccl
 die() { echo "nccl-gpu-pack: $*" >&2; exit 1; }
 
 [ -f "$plugin" ] || die "$plugin is missing: build with -Dnccl_plugin=enabled (ninja -C $build)"
@@ -18,9 +22,12 @@ rm -rf "$pack"
 mkdir -p "$pack/lib" "$pack/compat"
 strip --strip-debug -o "$pack/libnccl-net-xport.so" "$plugin"
 
-# Exported: the plugin table only.
+# Exported: the plugin tables only, the net table and, where the plugin has GIN, the GIN table.
 exported=$(nm -D --defined-only "$pack/libnccl-net-xport.so" | awk '{print $3}' | sort | tr '\n' ' ')
-[ "$exported" = "ncclNetPlugin_v11 " ] || die "the plugin exports more than ncclNetPlugin_v11: $exported"
+case "$exported" in
+  "ncclNetPlugin_v11 "|"ncclGinPlugin_v11 ncclNetPlugin_v11 ") ;;
+  *) die "the plugin exports other than ncclNetPlugin_v11 (and ncclGinPlugin_v11): $exported" ;;
+esac
 
 # Every library ldd resolves, but glibc's own parts (the GPU machine's glibc must serve).
 is_glibc() {
@@ -44,12 +51,24 @@ done
 missing=$(LD_LIBRARY_PATH="$pack/lib:$pack/compat" ldd "$pack/libnccl-net-xport.so" | grep "not found" || true)
 [ -z "$missing" ] || die "unresolved with the pack: $missing"
 
-need_glibc=$(objdump -T "$pack/libnccl-net-xport.so" "$pack"/lib/*.so* 2>/dev/null |
+# xport-gin-nccl: libnccl.so.2 comes from the GPU machine; everything else from the pack or glibc.
+binaries=(libnccl-net-xport.so)
+if [ -x "$gin" ]; then
+  strip --strip-debug -o "$pack/xport-gin-nccl" "$gin"
+  missing=$(LD_LIBRARY_PATH="$pack/lib:$pack/compat" ldd "$pack/xport-gin-nccl" |
+    grep "not found" | grep -v "libnccl.so.2" || true)
+  [ -z "$missing" ] || die "xport-gin-nccl: unresolved with the pack: $missing"
+  binaries+=(xport-gin-nccl)
+else
+  echo "nccl-gpu-pack: no $gin (needs nvcc and NCCL's headers under cuda-root): packed without it"
+fi
+
+need_glibc=$(cd "$pack" && objdump -T "${binaries[@]}" lib/*.so* 2>/dev/null |
   grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
-need_cxx=$(objdump -T "$pack/libnccl-net-xport.so" | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
+need_cxx=$(cd "$pack" && objdump -T "${binaries[@]}" | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
 {
   echo "built: $(git describe --always --dirty 2>/dev/null || echo unknown) on $(date -u +%FT%TZ)"
   echo "needs: $need_glibc $need_cxx"
-  (cd "$pack" && sha256sum libnccl-net-xport.so lib/* compat/*)
+  (cd "$pack" && sha256sum "${binaries[@]}" lib/* compat/*)
 } > "$pack/MANIFEST"
 echo "nccl-gpu-pack: $pack ($(du -sh "$pack" | cut -f1)); needs $need_glibc, $need_cxx"
