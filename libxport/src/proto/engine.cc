@@ -309,6 +309,7 @@ void Engine::shutdown() {
   core_.pending_rx.clear();
   core_.out_streams.clear();  // (their peers and communicators go below)
   core_.in_streams.clear();
+  core_.in_stream_live.clear();
   std::vector<CommState*> all;
   core_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
   size_t kept = 0;
@@ -1153,7 +1154,7 @@ Stats Engine::stats() const {
   s.atomics_applied = core_.counters.atomics_applied;
   s.notifications = core_.counters.notifications;
   s.window_streams = core_.out_streams.size();
-  for (const auto& in : core_.in_streams) s.window_streams += in != nullptr;
+  s.window_streams += core_.in_stream_live.size();
   s.peers = core_.peers.size();
   s.mr_cache_hits = core_.registry->cache_hits();
   s.mr_cache_misses = core_.registry->cache_misses();

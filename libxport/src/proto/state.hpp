@@ -413,6 +413,9 @@ class Core {
   std::map<uint32_t, std::unique_ptr<OutStream>> out_streams;
   uint32_t next_out_stream = 1;
   std::vector<std::unique_ptr<InStream>> in_streams;  // index 0 unused
+  // The indexes of the live entries of in_streams, in no order: progress walks these, not the
+  // table (4096 entries with 8-byte CQ data, most of them empty).
+  std::vector<uint16_t> in_stream_live;
   std::vector<uint8_t> in_stream_gen;
   std::deque<uint16_t> in_stream_free;
   bool native_atomics = false;  // FI_ATOMIC negotiated and usable, and XPORT_ATOMICS allows it

@@ -395,13 +395,9 @@ bool Streams::queued() const {
   for (const auto& [id, s] : core_.out_streams) {
     if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
   }
-  // (the table is as long as the stream indices ever used: stop at the last live stream)
-  size_t seen = 0;
-  for (size_t i = 0; i < core_.in_streams.size() && seen < in_live_; ++i) {
-    const InStream* in = core_.in_streams[i].get();
-    if (in == nullptr) continue;
-    if (!in->waiting.empty()) return true;
-    ++seen;
+  for (uint16_t index : core_.in_stream_live) {
+    const InStream* in = core_.in_streams[index].get();
+    if (in != nullptr && !in->waiting.empty()) return true;
   }
   return false;
 }
@@ -430,7 +426,9 @@ void Streams::retry() {
     erase_out(*s);
   }
   size_t apply = core_.config.progress_batch;
-  for (auto& s : core_.in_streams) {
+  const std::vector<uint16_t> live = core_.in_stream_live;  // (a failed reply may close one)
+  for (uint16_t index : live) {
+    InStream* s = core_.in_streams[index].get();
     if (s == nullptr || s->waiting.empty()) continue;
     drain(*s, apply);
     maybe_ack(*s);
@@ -441,7 +439,9 @@ void Streams::fail_peer(pool::Peer& p, const Status& why) {
   for (auto& [id, s] : core_.out_streams) {
     if (s->peer == &p) fail(*s, why);
   }
-  for (auto& s : core_.in_streams) {
+  const std::vector<uint16_t> live = core_.in_stream_live;  // (erase_in changes it)
+  for (uint16_t index : live) {
+    InStream* s = core_.in_streams[index].get();
     if (s != nullptr && s->peer == &p) erase_in(*s);
   }
 }

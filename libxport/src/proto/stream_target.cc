@@ -55,6 +55,7 @@ Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* 
   s->cq_reserved = room;
   InStream* out = s.get();
   core_.in_streams[index] = std::move(s);
+  core_.in_stream_live.push_back(index);
   ++in_live_;
   return out;
 }
@@ -67,6 +68,11 @@ void Streams::erase_in(InStream& s) {
   const uint16_t index = s.index;
   core_.in_stream_gen[index] = static_cast<uint8_t>((core_.in_stream_gen[index] + 1) & 0xf);
   core_.in_streams[index].reset();  // destroys s
+  auto& live = core_.in_stream_live;
+  if (auto it = std::find(live.begin(), live.end(), index); it != live.end()) {
+    *it = live.back();
+    live.pop_back();
+  }
   if (in_live_ > 0) --in_live_;
   core_.in_stream_free.push_back(index);
   if (CommState* c = core_.comm(via)) core_.release(*c);
@@ -295,8 +301,9 @@ void Streams::drain(InStream& s, size_t& budget) {
 }
 
 void Streams::poll_copies() {
-  for (auto& slot : core_.in_streams) {
-    InStream* s = slot.get();
+  const std::vector<uint16_t> live = core_.in_stream_live;  // (draining may close streams)
+  for (uint16_t index : live) {
+    InStream* s = core_.in_streams[index].get();
     if (s == nullptr || s->copies.empty()) continue;
     bool moved = false;
     for (size_t i = 0; i < s->copies.size();) {

@@ -87,7 +87,8 @@ std::vector<std::vector<uint8_t>> Transfers::take(uint32_t window) {
   std::vector<std::vector<uint8_t>> out;
   WindowState* w = os_.windows().find(window);
   if (w == nullptr) return out;
-  for (auto& in : core_.in_streams) {
+  for (uint16_t index : core_.in_stream_live) {
+    InStream* in = core_.in_streams[index].get();
     if (in == nullptr || in->peer != w->peer) continue;
     for (auto& n : in->notes) out.push_back(std::move(n));
     in->notes.clear();
