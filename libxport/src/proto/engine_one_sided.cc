@@ -251,7 +251,7 @@ Status Engine::quiet(uint32_t window, Deadline deadline) {
   if (w == nullptr) return core::error(Code::closed, "quiet: the window closed meanwhile");
   if (!s.ok()) {
     uint64_t left = 0;
-    for (const auto& [t, ts] : w->tickets) left += t < target;
+    w->tickets.for_each([&](Ticket t, const TicketState&) { left += t < target; });
     return core::error(Code::timeout, "quiet: ", left, " operations issued before it were not "
                        "yet delivered or applied at the deadline");
   }

@@ -51,6 +51,81 @@ struct TicketState {
   bool local_done() const { return local_left == 0 && (!fetch || results_left == 0); }
 };
 
+// A window's tickets not yet complete. Tickets are numbered in issue order, so a ring indexed by
+// ticket - lowest stands in for a map: no allocation per operation once the ring has grown to
+// the span in flight, O(1) lookup. Completed tickets leave holes until the lowest one goes.
+class TicketTable {
+ public:
+  bool empty() const { return live_ == 0; }
+  size_t size() const { return live_; }
+  // `t` is above every ticket added before.
+  TicketState& add(Ticket t) {
+    if (span_ == 0) base_ = t;
+    while (base_ + span_ < t) push(0);  // (numbers taken but never added: holes)
+    push(t);
+    ++live_;
+    return at(span_ - 1).state;
+  }
+  TicketState* find(Ticket t) {
+    if (t < base_ || t - base_ >= span_) return nullptr;
+    Entry& e = at(static_cast<size_t>(t - base_));
+    return e.ticket == t ? &e.state : nullptr;
+  }
+  const TicketState* find(Ticket t) const { return const_cast<TicketTable*>(this)->find(t); }
+  void erase(Ticket t) {
+    if (find(t) == nullptr) return;
+    Entry& e = at(static_cast<size_t>(t - base_));
+    e.ticket = 0;
+    e.state = TicketState{};  // (lets its counter region go)
+    --live_;
+    while (span_ > 0 && at(0).ticket == 0) {
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --span_;
+      ++base_;
+    }
+  }
+  // The lowest ticket not yet complete (not empty()).
+  Ticket lowest() const { return base_; }
+  // f(ticket, state) for every ticket not yet complete, lowest first. f may not add or erase.
+  template <typename F>
+  void for_each(F&& f) {
+    for (size_t i = 0; i < span_; ++i) {
+      Entry& e = at(i);
+      if (e.ticket != 0) f(e.ticket, e.state);
+    }
+  }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < span_; ++i) {
+      const Entry& e = const_cast<TicketTable*>(this)->at(i);
+      if (e.ticket != 0) f(e.ticket, e.state);
+    }
+  }
+
+ private:
+  struct Entry {
+    Ticket ticket = 0;  // 0: a hole
+    TicketState state;
+  };
+  Entry& at(size_t i) { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  void push(Ticket t) {
+    if (span_ == ring_.size()) grow();
+    Entry& e = at(span_++);
+    e.ticket = t;
+  }
+  void grow() {
+    std::vector<Entry> bigger(std::max<size_t>(16, ring_.size() * 2));
+    for (size_t i = 0; i < span_; ++i) bigger[i] = std::move(at(i));
+    ring_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<Entry> ring_;  // a power of two long
+  size_t head_ = 0;          // ring_ index of ticket base_
+  size_t span_ = 0;          // entries from base_ (live or holes)
+  Ticket base_ = 0;
+  size_t live_ = 0;
+};
+
 struct WindowState {
   uint32_t id = 0;
   CommId comm;                 // the communicator it was opened from, if any (held)
@@ -64,7 +139,7 @@ struct WindowState {
   Status first_error;          // since the last quiet
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
-  std::map<Ticket, TicketState> tickets;  // not yet complete
+  TicketTable tickets;                    // not yet complete
   std::map<Ticket, Status> failed;        // failed since the last quiet
   uint32_t waiters = 0;        // calls waiting on a word it watches (the peer is waited on)
   bool closed = false;

@@ -367,12 +367,12 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
   s.awaiting_count = 0;
   for (auto& [id, w] : core_.windows) {
     if (w->stream != s.id) continue;
-    for (auto& [t, ts] : w->tickets) {
+    w->tickets.for_each([&](Ticket, TicketState& ts) {
       if (ts.need_seq > s.done && ts.error.ok()) {
         ts.error = why;
         if (w->first_error.ok()) w->first_error = why;
       }
-    }
+    });
   }
   os_.windows().on_stream(s);
   if (was_ready && farewell && (s.peer == nullptr || !s.peer->dead)) {

@@ -106,13 +106,12 @@ Result<Ticket> Windows::begin(WindowState& w, const char* what) {
                        "on the window; call quiet()");
   }
   const Ticket t = w.next_ticket++;
-  w.tickets.emplace(t, TicketState{});
+  w.tickets.add(t);
   return t;
 }
 
 TicketState* Windows::ticket(WindowState& w, Ticket t) {
-  auto it = w.tickets.find(t);
-  return it != w.tickets.end() ? &it->second : nullptr;
+  return w.tickets.find(t);
 }
 
 Status Windows::reserve(WindowState& w, uint32_t n, Ticket t, fabric::OpType type, Piece& p,
@@ -179,9 +178,9 @@ void Windows::fail(WindowState& w, Ticket t, const Status& why) {
 }
 
 void Windows::settle(WindowState& w, Ticket t) {
-  auto it = w.tickets.find(t);
-  if (it == w.tickets.end()) return;
-  TicketState& ts = it->second;
+  TicketState* found = w.tickets.find(t);
+  if (found == nullptr) return;
+  TicketState& ts = *found;
   if (!ts.local_done() || ts.results_left > 0) return;
   if (ts.error.ok()) {
     const OutStream* s = os_.streams().find(w.stream);
@@ -194,7 +193,7 @@ void Windows::settle(WindowState& w, Ticket t) {
   } else {
     w.failed.emplace(t, ts.error);
   }
-  w.tickets.erase(it);
+  w.tickets.erase(t);
   maybe_erase(w);
 }
 
@@ -208,9 +207,9 @@ void Windows::on_stream(OutStream& s) {
     WindowState* w = find(id);
     if (w == nullptr) continue;
     std::vector<Ticket> ready;
-    for (auto& [t, ts] : w->tickets) {
+    w->tickets.for_each([&](Ticket t, const TicketState& ts) {
       if (ts.need_seq <= s.done || !ts.error.ok()) ready.push_back(t);
-    }
+    });
     for (Ticket t : ready) {
       if ((w = find(id)) == nullptr) break;
       settle(*w, t);
@@ -219,7 +218,7 @@ void Windows::on_stream(OutStream& s) {
 }
 
 bool Windows::quiet_done(const WindowState& w, Ticket target) const {
-  return w.tickets.empty() || w.tickets.begin()->first >= target;
+  return w.tickets.empty() || w.tickets.lowest() >= target;
 }
 
 Status Windows::take_error(WindowState& w, Ticket target) {
