@@ -38,12 +38,12 @@ plugin_built=$(meson introspect "$build" --targets |
 if [ "$plugin_built" = True ]; then
   plugin=$(find "$root" -name libnccl-net-xport.so | head -1)
   [ -n "$plugin" ] || { echo "FAIL: libnccl-net-xport.so was not installed"; exit 1; }
-  exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | tr '\n' ' ')
-  [ "$exported" = "ncclNetPlugin_v11 " ] ||
-    { echo "FAIL: the plugin exports more than ncclNetPlugin_v11: $exported"; exit 1; }
+  exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')
+  [ "$exported" = "ncclGinPlugin_v11 ncclNetPlugin_v11 " ] ||
+    { echo "FAIL: the plugin exports other than ncclNetPlugin_v11 and ncclGinPlugin_v11: $exported"; exit 1; }
   if [ "$sanitize" = "none" ]; then
     missing=$(ldd -r "$plugin" 2>&1 | grep -E "not found|undefined symbol" || true)
     [ -z "$missing" ] || { echo "FAIL: the installed plugin does not resolve: $missing"; exit 1; }
   fi
-  echo "install check: $plugin exports ncclNetPlugin_v11 only"
+  echo "install check: $plugin exports ncclNetPlugin_v11 and ncclGinPlugin_v11 only"
 fi

@@ -313,6 +313,32 @@ TEST_P(GpuStaging, AKernelsResetOfASignalWordIsSeenByTheNextSignal) {
   uint64_t other;
   std::memcpy(&other, gpu + 72, 8);
   EXPECT_EQ(other, 9u);
+  // put_signals into the same GPU memory: each signal waits for its put's copy on to the GPU
+  // (it arrives before its turn, its word read ahead), then adds to what the GPU holds.
+  std::vector<uint8_t> src(512);
+  auto sreg = dev_->register_memory(src.data(), src.size());
+  ASSERT_TRUE(sreg.ok());
+  std::memset(gpu + 80, 0, 8);  // the kernel's reset of another word
+  for (uint64_t round = 1; round <= 20; ++round) {
+    test::fill(src.data(), src.size(), 500 + round);
+    ASSERT_TRUE((*w)->put_signal(*sreg, 0, *gkey, 1024, src.size(), *gkey, 80, 2).ok());
+    ASSERT_TRUE((*w)->quiet(soon()).ok());
+    EXPECT_EQ(test::first_mismatch(gpu + 1024, src.size(), 500 + round), -1) << "round " << round;
+    uint64_t v;
+    std::memcpy(&v, gpu + 80, 8);
+    ASSERT_EQ(v, 2 * round) << "round " << round;
+    if (round == 10) {
+      std::memset(gpu + 80, 0, 8);  // reset again mid-way: the next add starts from 0
+      for (uint64_t r = 11; r <= 20; ++r) {
+        test::fill(src.data(), src.size(), 500 + r);
+        ASSERT_TRUE((*w)->put_signal(*sreg, 0, *gkey, 1024, src.size(), *gkey, 80, 2).ok());
+        ASSERT_TRUE((*w)->quiet(soon()).ok());
+        std::memcpy(&v, gpu + 80, 8);
+        ASSERT_EQ(v, 2 * (r - 10)) << "after the second reset, round " << r;
+      }
+      break;
+    }
+  }
 }
 
 // A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,

@@ -21,7 +21,8 @@ StagedCopy::~StagedCopy() {
   // Nobody waited: the stream may still be copying into memory its user is about to drop.
   if (stream_ && !done_) (void)stream_->synchronize();
   give_back();
-  if (word_ != nullptr && !done_) owner_->leave_turn(this);
+  if (scratch_ >= 0) owner_->give_scratch(scratch_);
+  if (word_ != nullptr && !done_) owner_->leave_turn(this, false);
 }
 
 void StagedCopy::give_back() {
@@ -46,43 +47,84 @@ Result<bool> StagedCopy::done() {
 
 Result<bool> StagedCopy::advance() {
   StagingCounters& c = staging_counters(owner_->device());
+  auto finish = [&](bool wrote) {
+    done_ = true;
+    give_back();
+    if (scratch_ >= 0) owner_->give_scratch(scratch_);
+    scratch_ = -1;
+    owner_->leave_turn(this, wrote);
+  };
   auto fail = [&](const Status& s) -> Result<bool> {
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
     if (stream_) (void)stream_->synchronize();
-    give_back();
-    done_ = true;  // (leaves the line: the next update of the word goes on)
-    owner_->leave_turn(this);
+    finish(false);  // (leaves the line: the next update of the word goes on)
     return s;
+  };
+  auto read_into = [&](uint64_t* dst) -> Status {
+    Status st = stream_->copy_to_host(dst, word_, sizeof(uint64_t));
+    auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
+    if (!m.ok()) return m.status();
+    mark_ = *m;
+    c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
+    c.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+    return Status::success();
   };
   uint8_t* shadow = owner_->shadow_of(word_);
   std::atomic_ref<uint64_t> w(*reinterpret_cast<uint64_t*>(shadow));
+  if (phase_ == Phase::early_reading) {
+    auto r = stream_->reached(mark_);
+    if (!r.ok()) return fail(r.status());
+    if (!*r) return false;
+    phase_ = Phase::early_read;
+  }
+  if (phase_ == Phase::early_read) {
+    if (held_ || !owner_->my_turn(this)) return false;
+    if (op_ == WordOp::set) {
+      phase_ = Phase::read;
+    } else if (scratch_ >= 0 && owner_->word_version(word_) == read_version_) {
+      // Nothing wrote the word since the read was enqueued: its value serves.
+      w.store(*owner_->scratch_word(scratch_), std::memory_order_release);
+      phase_ = Phase::read;
+    } else {
+      phase_ = Phase::turn;  // read again, in turn
+    }
+  }
   if (phase_ == Phase::turn) {
     if (!owner_->my_turn(this)) return false;
-    auto s = owner_->take_stream();
-    if (!s.ok()) return fail(s.status());
-    stream_ = std::move(s).value();
+    if (!stream_) {
+      auto s = owner_->take_stream();
+      if (!s.ok()) return fail(s.status());
+      stream_ = std::move(s).value();
+    }
     if (op_ == WordOp::add) {
       // The GPU's word, not the shadow's: a kernel may have written it (reset) since.
-      Status st = stream_->copy_to_host(shadow, word_, sizeof(uint64_t));
-      auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
-      if (!m.ok()) return fail(m.status());
-      mark_ = *m;
+      Status st = read_into(reinterpret_cast<uint64_t*>(shadow));
+      if (!st.ok()) return fail(st);
       phase_ = Phase::reading;
-      c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
-      c.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
     } else {
-      w.store(operand_, std::memory_order_release);
-      phase_ = Phase::writing;
+      phase_ = Phase::read;  // (nothing to read)
     }
   }
   if (phase_ == Phase::reading) {
     auto r = stream_->reached(mark_);
     if (!r.ok()) return fail(r.status());
     if (!*r) return false;
-    w.fetch_add(operand_, std::memory_order_acq_rel);
+    phase_ = Phase::read;
+  }
+  if (phase_ == Phase::read) {
+    if (op_ == WordOp::add) {
+      w.fetch_add(operand_, std::memory_order_acq_rel);
+    } else {
+      w.store(operand_, std::memory_order_release);
+    }
     phase_ = Phase::writing;
   }
   if (phase_ == Phase::writing && !written_) {
+    if (!stream_) {  // (a held set: nothing was read, no stream taken yet)
+      auto s = owner_->take_stream();
+      if (!s.ok()) return fail(s.status());
+      stream_ = std::move(s).value();
+    }
     Status st = stream_->copy_to_device(word_, shadow, sizeof(uint64_t));
     auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
     if (!m.ok()) return fail(m.status());
@@ -94,15 +136,20 @@ Result<bool> StagedCopy::advance() {
   auto r = stream_->reached(mark_);
   if (!r.ok()) return fail(r.status());
   if (!*r) return false;
-  done_ = true;
-  give_back();
-  owner_->leave_turn(this);
+  finish(true);
   return true;
+}
+
+void StagedCopy::release() {
+  if (!held_) return;
+  held_ = false;
+  owner_->join_turn(this);
 }
 
 Status StagedCopy::wait() {
   if (word_ != nullptr) {
     // (used by tests and closing paths only: polls the phases)
+    if (held_) return Status(Code::internal, "waiting for a held signal word update");
     for (;;) {
       auto d = advance();
       if (!d.ok()) return d.status();
@@ -147,6 +194,7 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 
 StagedMemory::~StagedMemory() {
   streams_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
+  if (scratch_ != nullptr) driver_.free_pinned(scratch_);
   driver_.free_pinned(shadow_);
   StagingCounters& c = staging_counters(info_.device);
   c.shadows.fetch_sub(1, std::memory_order_relaxed);
@@ -181,14 +229,56 @@ void StagedMemory::give_stream(std::unique_ptr<Stream> s) {
   streams_.push_back(std::move(s));
 }
 
+void StagedMemory::join_turn(const StagedCopy* c) {
+  std::lock_guard<std::mutex> g(words_mu_);
+  word_turns_[c->word_].push_back(c);
+}
+
+uint64_t StagedMemory::word_version(const uint8_t* word) {
+  std::lock_guard<std::mutex> g(words_mu_);
+  auto it = word_versions_.find(word);
+  return it == word_versions_.end() ? 0 : it->second;
+}
+
+int StagedMemory::take_scratch() {
+  {
+    std::lock_guard<std::mutex> g(words_mu_);
+    if (scratch_ != nullptr) {
+      if (scratch_free_.empty()) return -1;
+      const int slot = scratch_free_.back();
+      scratch_free_.pop_back();
+      return slot;
+    }
+  }
+  auto p = driver_.alloc_pinned(kScratchWords * sizeof(uint64_t));  // (not under the lock)
+  if (!p.ok()) return -1;
+  std::lock_guard<std::mutex> g(words_mu_);
+  if (scratch_ != nullptr) {  // another thread's came first
+    driver_.free_pinned(*p);
+  } else {
+    scratch_ = static_cast<uint64_t*>(*p);
+    for (int i = kScratchWords - 1; i >= 0; --i) scratch_free_.push_back(i);
+  }
+  if (scratch_free_.empty()) return -1;
+  const int slot = scratch_free_.back();
+  scratch_free_.pop_back();
+  return slot;
+}
+
+void StagedMemory::give_scratch(int slot) {
+  std::lock_guard<std::mutex> g(words_mu_);
+  scratch_free_.push_back(slot);
+}
+
 bool StagedMemory::my_turn(const StagedCopy* c) {
   std::lock_guard<std::mutex> g(words_mu_);
   auto it = word_turns_.find(c->word_);
   return it != word_turns_.end() && !it->second.empty() && it->second.front() == c;
 }
 
-void StagedMemory::leave_turn(const StagedCopy* c) {
+void StagedMemory::leave_turn(const StagedCopy* c, bool wrote) {
   std::lock_guard<std::mutex> g(words_mu_);
+  if (wrote) ++word_versions_[c->word_];
   auto it = word_turns_.find(c->word_);
   if (it == word_turns_.end()) return;
   auto& q = it->second;
@@ -260,10 +350,36 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
 }
 
 Result<std::unique_ptr<StagedCopy>> StagedMemory::start_word_update(void* word, WordOp op,
-                                                                    uint64_t operand) {
+                                                                    uint64_t operand, bool held) {
   if (!contains(word, sizeof(uint64_t))) return out_of_range("signal word update", word, 8, *this);
   auto c = std::unique_ptr<StagedCopy>(
       new StagedCopy(shared_from_this(), static_cast<uint8_t*>(word), op, operand));
+  if (held) {
+    // Out of the word's line until released: reads the GPU word ahead (adds), into a scratch
+    // word (the shadow word belongs to whichever update has the turn).
+    c->held_ = true;
+    c->phase_ = StagedCopy::Phase::early_read;
+    if (op == WordOp::add) {
+      c->scratch_ = take_scratch();
+      auto s = c->scratch_ >= 0 ? take_stream() : Result<std::unique_ptr<Stream>>(
+                                                      Status(Code::resource, "no scratch word"));
+      if (s.ok()) {
+        c->stream_ = std::move(s).value();
+        c->read_version_ = word_version(c->word_);
+        Status st = c->stream_->copy_to_host(scratch_word(c->scratch_), word, sizeof(uint64_t));
+        auto m = st.ok() ? c->stream_->mark() : Result<uint64_t>(st);
+        if (m.ok()) {
+          c->mark_ = *m;
+          c->phase_ = StagedCopy::Phase::early_reading;
+          StagingCounters& k = staging_counters(info_.device);
+          k.copies_to_host.fetch_add(1, std::memory_order_relaxed);
+          k.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+        }
+      }
+      // (no early read: the update reads in its turn, as an unheld one does)
+    }
+    return c;
+  }
   {
     std::lock_guard<std::mutex> g(words_mu_);
     word_turns_[c->word_].push_back(c.get());

@@ -35,12 +35,17 @@ class StagedCopy {
   Result<bool> done();
   // Blocks until done.
   Status wait();
+  // A word update started held (start_word_update's `held`): it now takes its turn on the word
+  // and applies its operation.
+  void release();
 
  private:
   friend class StagedMemory;
   // A word update: waits for its turn on the word, reads the GPU word into the shadow (add),
-  // applies the operation to the shadow word, writes it back to the GPU.
-  enum class Phase : uint8_t { copy, turn, reading, writing };
+  // applies the operation to the shadow word, writes it back to the GPU. A held one reads the
+  // GPU word ahead into a scratch word (early_*), outside the word's line; at its turn that value
+  // serves if no other update of the word finished since the read was enqueued.
+  enum class Phase : uint8_t { copy, early_reading, early_read, turn, reading, read, writing };
   StagedCopy(std::shared_ptr<StagedMemory> owner, uint8_t* word, WordOp op, uint64_t operand);
   Result<bool> advance();
   void give_back();
@@ -50,6 +55,9 @@ class StagedCopy {
   bool done_ = false;
   Phase phase_ = Phase::copy;
   bool written_ = false;  // the result's copy back to the GPU is enqueued
+  bool held_ = false;     // read the GPU word, but apply nothing before release()
+  int scratch_ = -1;      // the early read's pinned word (StagedMemory's scratch slots)
+  uint64_t read_version_ = 0;  // the word's version when the early read was enqueued
   uint8_t* word_ = nullptr;  // GPU address (word updates)
   WordOp op_ = WordOp::add;
   uint64_t operand_ = 0;
@@ -81,8 +89,11 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   // A signal word's update on the GPU at `word` (8 bytes, inside the range): add reads the GPU
   // word first (so a kernel's own write to it, a reset, is seen), then the shadow word gets the
   // result and is copied back. Updates of one word run one after the other, in the order
-  // started; the StagedCopy says when the GPU holds the result. Never blocks.
-  Result<std::unique_ptr<StagedCopy>> start_word_update(void* word, WordOp op, uint64_t operand);
+  // started; the StagedCopy says when the GPU holds the result. Never blocks. `held`: the update
+  // takes its turn and reads the word now, but applies nothing until release() (a signal that
+  // arrived before its turn to apply: its read overlaps what it waits for).
+  Result<std::unique_ptr<StagedCopy>> start_word_update(void* word, WordOp op, uint64_t operand,
+                                                        bool held = false);
 
   uint64_t bytes_in() const { return bytes_in_; }
   uint64_t bytes_out() const { return bytes_out_; }
@@ -93,9 +104,16 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
                uint8_t* shadow);
   Result<std::unique_ptr<Stream>> take_stream();
   void give_stream(std::unique_ptr<Stream> s);
-  // Word updates in their order per word: whose turn it is, and leaving the line.
+  // Word updates in their order per word: joining the line, whose turn it is, and leaving it
+  // (a finished update bumps the word's version).
+  void join_turn(const StagedCopy* c);
   bool my_turn(const StagedCopy* c);
-  void leave_turn(const StagedCopy* c);
+  void leave_turn(const StagedCopy* c, bool wrote);
+  uint64_t word_version(const uint8_t* word);
+  // Pinned scratch words for early reads: a slot, or -1 when all are taken.
+  int take_scratch();
+  void give_scratch(int slot);
+  uint64_t* scratch_word(int slot) const { return scratch_ + slot; }
 
   Driver& driver_;
   uint8_t* base_;
@@ -104,8 +122,12 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   uint8_t* shadow_;
   std::mutex mu_;  // guards streams_ only: no copy runs or waits under it
   std::vector<std::unique_ptr<Stream>> streams_;
-  std::mutex words_mu_;  // guards word_turns_ only
+  std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
+  std::map<const uint8_t*, uint64_t> word_versions_;
+  uint64_t* scratch_ = nullptr;  // kScratchWords pinned words, allocated on first use
+  std::vector<int> scratch_free_;
+  static constexpr int kScratchWords = 256;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
 };

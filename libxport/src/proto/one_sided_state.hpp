@@ -240,6 +240,9 @@ struct WaitingOp {
   MsgHeader h{};
   WindowOperand operand{};
   std::vector<uint8_t> payload;
+  // A signal into staged GPU memory that arrived before its turn: its update has read the GPU
+  // word already and applies once released (Signals::prepare).
+  std::unique_ptr<gpu::StagedCopy> early;
 };
 
 // The target side of a stream: what one initiator's windows sent here, counted by sequence number.

@@ -113,7 +113,24 @@ void Signals::answer(InStream& in, const MsgHeader& h, WindowStatus status) {
   os_.streams().reply(in, r);
 }
 
-Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand) {
+std::unique_ptr<gpu::StagedCopy> Signals::prepare(const MsgHeader& h, uint64_t operand) {
+  const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
+  if (op == WindowSignalOp::publish) return nullptr;
+  memory::RegionState* r = core_.registry->find_by_key(h.aux2);
+  if (r == nullptr || r->staged == nullptr) return nullptr;
+  WindowStatus st = WindowStatus::ok;
+  uint64_t* word = resolve(h.aux, h.aux2, &st);
+  if (word == nullptr) return nullptr;  // (stage() answers why, in its turn)
+  const size_t offset = reinterpret_cast<uint8_t*>(word) - r->base;
+  auto c = r->staged->start_word_update(r->staged->device_base() + offset,
+                                        op == WindowSignalOp::set ? gpu::WordOp::set
+                                                                  : gpu::WordOp::add,
+                                        operand, true);
+  return c.ok() ? std::move(c).value() : nullptr;  // (failed: stage() starts it again)
+}
+
+Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand,
+                                std::unique_ptr<gpu::StagedCopy> early) {
   const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
   memory::RegionState* r = core_.registry->find_by_key(h.aux2);
   if (r == nullptr || r->staged == nullptr) return Staging::none;  // applied as host memory
@@ -131,8 +148,13 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
     // On the GPU word itself: an add reads it first, so a kernel's own write to the word (a
     // reset) counts; updates of one word go one after the other. The shadow word (what the host
     // reads) gets the result on the way.
-    copy = r->staged->start_word_update(
-        gpu, op == WindowSignalOp::set ? gpu::WordOp::set : gpu::WordOp::add, operand);
+    if (early != nullptr) {
+      early->release();
+      copy = std::move(early);
+    } else {
+      copy = r->staged->start_word_update(
+          gpu, op == WindowSignalOp::set ? gpu::WordOp::set : gpu::WordOp::add, operand);
+    }
     if (copy.ok()) ++core_.counters.signals_applied;
   } else {
     if (len == 0) return Staging::done;

@@ -45,7 +45,13 @@ class Signals {
     done,     // handled here (nothing to copy, or the copy could not start and the initiator
               // was told): done now, not to be applied again
   };
-  Staging stage(InStream& in, const MsgHeader& h, uint64_t operand);
+  // `early`: what prepare() started for it, if anything.
+  Staging stage(InStream& in, const MsgHeader& h, uint64_t operand,
+                std::unique_ptr<gpu::StagedCopy> early = nullptr);
+  // Target, on arrival of a signal into a staged GPU word that must wait for its turn: its word
+  // update, started held (it takes the word's turn and reads the GPU word while the signal
+  // waits); null where there is nothing to start.
+  std::unique_ptr<gpu::StagedCopy> prepare(const MsgHeader& h, uint64_t operand);
   // Target: the staged copy of operation `seq` failed once started: the initiator is told.
   void copy_failed(InStream& in, uint64_t seq);
 

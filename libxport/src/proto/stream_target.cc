@@ -253,6 +253,9 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
   if (ready(*s, h)) {
     execute(*s, op);
   } else {
+    if (h.type == static_cast<uint8_t>(MsgType::win_signal)) {
+      op.early = os_.signals().prepare(h, op.operand.operand);
+    }
     s->waiting.push_back(std::move(op));
   }
   size_t budget = core_.config.progress_batch;
@@ -264,7 +267,8 @@ void Streams::execute(InStream& s, WaitingOp& op) {
   if ((op.h.slot >> 8) & kWinAckNow) s.sync_wanted = std::max(s.sync_wanted, op.h.seq + 1);
   // Into staged GPU memory: done once the copy on to the GPU has finished (poll_copies).
   if (op.h.type == static_cast<uint8_t>(MsgType::win_signal)) {
-    const Signals::Staging st = os_.signals().stage(s, op.h, op.operand.operand);
+    const Signals::Staging st = os_.signals().stage(s, op.h, op.operand.operand,
+                                                   std::move(op.early));
     if (st == Signals::Staging::copying) {
       ++copies_inflight_;
       return;
