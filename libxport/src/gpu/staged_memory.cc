@@ -72,10 +72,16 @@ Result<bool> StagedCopy::advance() {
   uint8_t* shadow = owner_->shadow_of(word_);
   std::atomic_ref<uint64_t> w(*reinterpret_cast<uint64_t*>(shadow));
   if (phase_ == Phase::early_reading) {
-    auto r = stream_->reached(mark_);
-    if (!r.ok()) return fail(r.status());
-    if (!*r) return false;
-    phase_ = Phase::early_read;
+    auto r = owner_->read_ahead_reached(mark_);
+    if (!r.ok()) {
+      owner_->give_scratch(scratch_);  // (read in turn instead)
+      scratch_ = -1;
+      phase_ = Phase::early_read;
+    } else if (!*r) {
+      return false;
+    } else {
+      phase_ = Phase::early_read;
+    }
   }
   if (phase_ == Phase::early_read) {
     if (held_ || !owner_->my_turn(this)) return false;
@@ -182,9 +188,14 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
   auto out = std::shared_ptr<StagedMemory>(new StagedMemory(
       driver, static_cast<uint8_t*>(base), length, info, static_cast<uint8_t*>(shadow)));
   // One stream up front, so that a GPU that cannot give one fails the registration, not the
-  // first transfer.
+  // first transfer; and what signal words' early reads use (scratch words, their stream), so
+  // that nothing is allocated for them while kernels run.
   XPORT_ASSIGN_OR_RETURN(auto s, out->take_stream());
   out->give_stream(std::move(s));
+  XPORT_ASSIGN_OR_RETURN(out->ahead_, driver.open_stream(info));
+  XPORT_ASSIGN_OR_RETURN(void* scratch, driver.alloc_pinned(kScratchWords * sizeof(uint64_t)));
+  out->scratch_ = static_cast<uint64_t*>(scratch);
+  for (int i = kScratchWords - 1; i >= 0; --i) out->scratch_free_.push_back(i);
   // The shadow starts as the GPU bytes: signals are applied to shadow words and copied on, so a
   // word the caller set on the GPU before registering (cudaMemset to 0) must read the same
   // here, not whatever the page-locked pages held.
@@ -194,6 +205,8 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 
 StagedMemory::~StagedMemory() {
   streams_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
+  if (ahead_) (void)ahead_->synchronize();
+  ahead_.reset();
   if (scratch_ != nullptr) driver_.free_pinned(scratch_);
   driver_.free_pinned(shadow_);
   StagingCounters& c = staging_counters(info_.device);
@@ -241,28 +254,24 @@ uint64_t StagedMemory::word_version(const uint8_t* word) {
 }
 
 int StagedMemory::take_scratch() {
-  {
-    std::lock_guard<std::mutex> g(words_mu_);
-    if (scratch_ != nullptr) {
-      if (scratch_free_.empty()) return -1;
-      const int slot = scratch_free_.back();
-      scratch_free_.pop_back();
-      return slot;
-    }
-  }
-  auto p = driver_.alloc_pinned(kScratchWords * sizeof(uint64_t));  // (not under the lock)
-  if (!p.ok()) return -1;
   std::lock_guard<std::mutex> g(words_mu_);
-  if (scratch_ != nullptr) {  // another thread's came first
-    driver_.free_pinned(*p);
-  } else {
-    scratch_ = static_cast<uint64_t*>(*p);
-    for (int i = kScratchWords - 1; i >= 0; --i) scratch_free_.push_back(i);
-  }
   if (scratch_free_.empty()) return -1;
   const int slot = scratch_free_.back();
   scratch_free_.pop_back();
   return slot;
+}
+
+Result<uint64_t> StagedMemory::read_ahead(uint64_t* dst, const uint8_t* word) {
+  std::lock_guard<std::mutex> g(ahead_mu_);
+  if (!ahead_) return Status(Code::resource, "no read-ahead stream");
+  XPORT_RETURN_IF_ERROR(ahead_->copy_to_host(dst, word, sizeof(uint64_t)));
+  return ahead_->mark();
+}
+
+Result<bool> StagedMemory::read_ahead_reached(uint64_t mark) {
+  std::lock_guard<std::mutex> g(ahead_mu_);
+  if (!ahead_) return Status(Code::resource, "no read-ahead stream");
+  return ahead_->reached(mark);
 }
 
 void StagedMemory::give_scratch(int slot) {
@@ -361,19 +370,18 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_word_update(void* word, 
     c->phase_ = StagedCopy::Phase::early_read;
     if (op == WordOp::add) {
       c->scratch_ = take_scratch();
-      auto s = c->scratch_ >= 0 ? take_stream() : Result<std::unique_ptr<Stream>>(
-                                                      Status(Code::resource, "no scratch word"));
-      if (s.ok()) {
-        c->stream_ = std::move(s).value();
+      if (c->scratch_ >= 0) {
         c->read_version_ = word_version(c->word_);
-        Status st = c->stream_->copy_to_host(scratch_word(c->scratch_), word, sizeof(uint64_t));
-        auto m = st.ok() ? c->stream_->mark() : Result<uint64_t>(st);
+        auto m = read_ahead(scratch_word(c->scratch_), c->word_);
         if (m.ok()) {
           c->mark_ = *m;
           c->phase_ = StagedCopy::Phase::early_reading;
           StagingCounters& k = staging_counters(info_.device);
           k.copies_to_host.fetch_add(1, std::memory_order_relaxed);
           k.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+        } else {
+          give_scratch(c->scratch_);
+          c->scratch_ = -1;
         }
       }
       // (no early read: the update reads in its turn, as an unheld one does)

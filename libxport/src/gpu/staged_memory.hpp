@@ -114,6 +114,10 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   int take_scratch();
   void give_scratch(int slot);
   uint64_t* scratch_word(int slot) const { return scratch_ + slot; }
+  // Early reads go on one stream of their own, made with the shadow (nothing is allocated or
+  // created while kernels may be running: page-locked allocations can wait for them).
+  Result<uint64_t> read_ahead(uint64_t* dst, const uint8_t* word);
+  Result<bool> read_ahead_reached(uint64_t mark);
 
   Driver& driver_;
   uint8_t* base_;
@@ -125,8 +129,10 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::map<const uint8_t*, uint64_t> word_versions_;
-  uint64_t* scratch_ = nullptr;  // kScratchWords pinned words, allocated on first use
+  uint64_t* scratch_ = nullptr;  // kScratchWords pinned words, allocated with the shadow
   std::vector<int> scratch_free_;
+  std::mutex ahead_mu_;  // guards ahead_ (its users are several StagedCopy objects)
+  std::unique_ptr<Stream> ahead_;
   static constexpr int kScratchWords = 256;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
