@@ -394,6 +394,55 @@ TEST_P(GinTest, OneRankTeamPutsAndSignalsToItself) {
   EXPECT_EQ(g->closeListen(listen), ncclSuccess);
 }
 
+// More operations outstanding than a window has contexts (NCCL's queue holds 32 x maxRecvs per
+// rank, a window 256 provider operations): the plugin queues what the window refuses and issues
+// it in order from later calls; iput never refuses, every request completes, every byte lands.
+TEST_P(GinTest, MoreOperationsThanAWindowTakesAreQueuedInOrder) {
+  ncclGin_v11_t* g = p_.gin;
+  void* listen = nullptr;
+  void* coll = solo(&listen);
+  ASSERT_NE(coll, nullptr);
+  constexpr int kMany = 1500;
+  constexpr size_t kLen = 48;
+  std::vector<uint8_t> src(kMany * kLen), dst(kMany * kLen, 0);
+  std::vector<uint64_t> sig(1, 0);
+  void *smh = nullptr, *dmh = nullptr, *gmh = nullptr, *gh = nullptr;
+  ASSERT_EQ(g->regMrSym(coll, src.data(), src.size(), NCCL_PTR_HOST, 0, &smh, &gh), ncclSuccess);
+  ASSERT_EQ(g->regMrSym(coll, dst.data(), dst.size(), NCCL_PTR_HOST, 0, &dmh, &gh), ncclSuccess);
+  ASSERT_EQ(g->regMrSym(coll, sig.data(), 8, NCCL_PTR_HOST, 0, &gmh, &gh), ncclSuccess);
+  for (int i = 0; i < kMany; ++i) xport::test::fill(src.data() + i * kLen, kLen, 9000 + i);
+  std::vector<void*> reqs(kMany, nullptr);
+  for (int i = 0; i < kMany; ++i) {
+    // Without testing in between: the window's contexts run out and the rest wait in order.
+    ASSERT_EQ(g->iputSignal(coll, i * kLen, smh, kLen, i * kLen, dmh, 0, 0, gmh, 0,
+                            NCCL_NET_SIGNAL_OP_INC, &reqs[i]), ncclSuccess) << "op " << i << ": "
+                                                                          << warned_since(0);
+    ASSERT_NE(reqs[i], nullptr) << "op " << i << ": iput must not refuse (NCCL never retries)";
+  }
+  size_t left = kMany;
+  ASSERT_TRUE(poll_until([&] {
+    for (void*& r : reqs) {
+      if (r == nullptr) continue;
+      int done = 0;
+      if (g->test(coll, r, &done) != ncclSuccess) return true;
+      if (done) {
+        r = nullptr;
+        --left;
+      }
+    }
+    g->ginProgress(coll);
+    return left == 0;
+  }, 60s)) << left << " requests not done: " << warned_since(0);
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(load(&sig[0]), static_cast<uint64_t>(kMany));
+  for (int i = 0; i < kMany; ++i) {
+    ASSERT_EQ(xport::test::first_mismatch(dst.data() + i * kLen, kLen, 9000 + i), -1) << "op " << i;
+  }
+  for (void* mh : {smh, dmh, gmh}) EXPECT_EQ(g->deregMrSym(coll, mh), ncclSuccess);
+  EXPECT_EQ(g->closeColl(coll), ncclSuccess);
+  EXPECT_EQ(g->closeListen(listen), ncclSuccess);
+}
+
 TEST_P(GinTest, BadInputGetsNcclErrorsAndAMessage) {
   setenv("XTEST_QUIET_WARN", "1", 1);
   ncclGin_v11_t* g = p_.gin;
