@@ -365,7 +365,8 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
     }
   }
   s.awaiting_count = 0;
-  for (auto& [id, w] : core_.windows) {
+  for (auto& [id, ws] : core_.windows) {
+    WindowState* w = ws.get();  // (a lambda may not capture a structured binding before C++20)
     if (w->stream != s.id) continue;
     w->tickets.for_each([&](Ticket, TicketState& ts) {
       if (ts.need_seq > s.done && ts.error.ok()) {
