@@ -150,12 +150,6 @@ ncclResult_t no_init(const char* what) {
                       what);
 }
 
-template <typename T>
-T* as(void* p) {
-  auto* t = static_cast<T*>(p);
-  return t != nullptr && t->magic == T::kMagic ? t : nullptr;
-}
-
 // A registration of this comm, by the pointer NCCL hands back; null (and why in *err) if not.
 std::shared_ptr<GinMem> mem_of(GinComm& c, void* p, const char* what, const char* role,
                                ncclResult_t* err) {
@@ -252,7 +246,7 @@ ncclResult_t x_init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) 
 }
 
 ncclResult_t x_finalize(void* ctx) {
-  auto* c = as<GinContext>(ctx);
+  auto* c = checked<GinContext>(ctx);
   if (c == nullptr) return ncclSuccess;  // NULL (or an init that failed): nothing to finalize
   c->magic = 0;
   delete c;
@@ -314,7 +308,7 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
 }
 
 ncclResult_t x_close_listen(void* listenComm) {
-  GinListen* l = as<GinListen>(listenComm);
+  GinListen* l = checked<GinListen>(listenComm);
   if (l == nullptr) {
     return state().fail(ncclInvalidArgument, "GIN closeListen: %p is not a GIN listener",
                         listenComm);
@@ -329,7 +323,7 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
   (void)ctx;
   if (collComm == nullptr) return state().fail(ncclInvalidArgument, "GIN connect: NULL collComm");
   *collComm = nullptr;
-  GinListen* l = as<GinListen>(listenComm);
+  GinListen* l = checked<GinListen>(listenComm);
   if (l == nullptr) {
     return state().fail(ncclInvalidArgument, "GIN connect: %p is not a GIN listener", listenComm);
   }
@@ -374,7 +368,7 @@ ncclResult_t reg_sym(void* collComm, void* data, size_t size, int type, void** m
   }
   *mhandle = nullptr;
   *ginHandle = nullptr;
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not a GIN comm", what, collComm);
   if (data == nullptr || size == 0) {
     return state().fail(ncclInvalidArgument, "%s: empty buffer (%p, %zu bytes)", what, data, size);
@@ -414,7 +408,7 @@ ncclResult_t x_reg_mr_sym_dmabuf(void* collComm, void* data, size_t size, int ty
 }
 
 ncclResult_t x_dereg_mr_sym(void* collComm, void* mhandle) {
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) {
     return state().fail(ncclInvalidArgument, "GIN deregMrSym: %p is not a GIN comm", collComm);
   }
@@ -440,7 +434,7 @@ ncclResult_t start(void* collComm, uint64_t srcOff, void* srcMhandle, size_t siz
                    const char* what) {
   if (request == nullptr) return state().fail(ncclInvalidArgument, "%s: NULL request", what);
   *request = nullptr;
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not a GIN comm", what, collComm);
   if (rank >= static_cast<uint32_t>(c->nranks)) {
     return state().fail(ncclInvalidArgument, "%s: rank %u of %d", what, rank, c->nranks);
@@ -526,9 +520,9 @@ ncclResult_t x_iput_signal(void* collComm, uint64_t srcOff, void* srcMhandle, si
 ncclResult_t x_test(void* collComm, void* request, int* done) {
   if (done == nullptr) return state().fail(ncclInvalidArgument, "GIN test: NULL done");
   *done = 0;
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "GIN test: %p is not a GIN comm", collComm);
-  auto* r = as<GinRequest>(request);
+  auto* r = checked<GinRequest>(request);
   if (r == nullptr || !r->busy) {
     return state().fail(ncclInvalidArgument, "GIN test: %p is not a live GIN request", request);
   }
@@ -558,7 +552,7 @@ ncclResult_t x_test(void* collComm, void* request, int* done) {
 }
 
 ncclResult_t x_gin_progress(void* collComm) {
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) {
     return state().fail(ncclInvalidArgument, "GIN ginProgress: %p is not a GIN comm", collComm);
   }
@@ -571,7 +565,7 @@ ncclResult_t x_gin_progress(void* collComm) {
 ncclResult_t x_query_last_error(void* ginCtx, bool* hasError) {
   if (hasError == nullptr) return state().fail(ncclInvalidArgument, "GIN queryLastError: NULL");
   *hasError = false;
-  if (GinComm* c = as<GinComm>(ginCtx)) {
+  if (GinComm* c = checked<GinComm>(ginCtx)) {
     std::lock_guard<std::mutex> l(c->mu);
     *hasError = !c->error.ok();
   }
@@ -579,7 +573,7 @@ ncclResult_t x_query_last_error(void* ginCtx, bool* hasError) {
 }
 
 ncclResult_t x_close_coll(void* collComm) {
-  GinComm* c = as<GinComm>(collComm);
+  GinComm* c = checked<GinComm>(collComm);
   if (c == nullptr) {
     return state().fail(ncclInvalidArgument, "GIN closeColl: %p is not a GIN comm", collComm);
   }

@@ -40,11 +40,6 @@ ncclResult_t no_init(const char* what) {
                       what);
 }
 
-template <typename Comm>
-Comm* comm_of(void* p) {
-  auto* c = static_cast<Comm*>(p);
-  return c != nullptr && c->magic == Comm::kMagic ? c : nullptr;
-}
 
 // A registration NCCL hands back: live, and of the device of the comm it is used on.
 MemHandle* mem_of(void* p, NetDevice* dev, const char* what, ncclResult_t* err) {
@@ -217,8 +212,8 @@ ncclResult_t x_accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11
 }
 
 NetDevice* device_of_comm(void* comm) {
-  if (auto* s = comm_of<SendComm>(comm)) return s->dev;
-  if (auto* r = comm_of<RecvComm>(comm)) return r->dev;
+  if (auto* s = checked<SendComm>(comm)) return s->dev;
+  if (auto* r = checked<RecvComm>(comm)) return r->dev;
   return nullptr;
 }
 
@@ -263,7 +258,7 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
                      void** request) {
   if (request == nullptr) return state().fail(ncclInvalidArgument, "isend: NULL request pointer");
   *request = nullptr;
-  SendComm* c = comm_of<SendComm>(sendComm);
+  SendComm* c = checked<SendComm>(sendComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "isend: %p is not a send comm", sendComm);
   ncclResult_t err = ncclSuccess;
   MemHandle* m = mem_of(mhandle, c->dev, "isend", &err);
@@ -286,7 +281,7 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
   if (request == nullptr) return state().fail(ncclInvalidArgument, "irecv: NULL request pointer");
   // (*request may be NCCL_NET_OPTIONAL_RECV_COMPLETION: completion is reported anyway.)
   *request = nullptr;
-  RecvComm* c = comm_of<RecvComm>(recvComm);
+  RecvComm* c = checked<RecvComm>(recvComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "irecv: %p is not a recv comm", recvComm);
   if (n < 1 || n > static_cast<int>(kMaxGroupedRecvs) || data == nullptr || sizes == nullptr ||
       mhandles == nullptr) {
@@ -318,7 +313,7 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
                       void** request) {
   if (request == nullptr) return state().fail(ncclInvalidArgument, "iflush: NULL request pointer");
   *request = nullptr;
-  RecvComm* c = comm_of<RecvComm>(recvComm);
+  RecvComm* c = checked<RecvComm>(recvComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "iflush: %p is not a recv comm", recvComm);
   if (n < 1 || n > static_cast<int>(kMaxGroupedRecvs) || data == nullptr || sizes == nullptr ||
       mhandles == nullptr) {
@@ -384,7 +379,7 @@ ncclResult_t x_test(void* request, int* done, int* sizes) {
 
 template <typename Comm>
 ncclResult_t close_comm(void* p, const char* what) {
-  Comm* c = comm_of<Comm>(p);
+  Comm* c = checked<Comm>(p);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not such a comm", what, p);
   c->magic = 0;
   delete c;  // libxport closes the communicator (docs/semantics.md, "Closing")
@@ -398,8 +393,8 @@ ncclResult_t x_close_listen(void* c) { return close_comm<ListenComm>(c, "closeLi
 }  // namespace
 }  // namespace xport::nccl
 
-// The one symbol the plugin exports (plugins/nccl/exports.map). Not const: NCCL takes it as a
-// plain ncclNet_v11_t*.
+// Exported with ncclGinPlugin_v11 (gin_v11.cc), and nothing else (plugins/nccl/exports.map).
+// Not const: NCCL takes it as a plain ncclNet_v11_t*.
 extern "C" {
 __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = {
     "xport",

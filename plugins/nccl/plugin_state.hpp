@@ -79,6 +79,14 @@ struct ListenComm {
   std::unique_ptr<Listener> listener;
 };
 
+// A pointer NCCL hands back, as the plugin object T it claims to be: null unless it carries T's
+// magic word (stale or foreign pointers are reported, not used).
+template <typename T>
+T* checked(void* p) {
+  auto* t = static_cast<T*>(p);
+  return t != nullptr && t->magic == T::kMagic ? t : nullptr;
+}
+
 // init()'s per-NCCL-communicator context.
 struct NetContext {
   static constexpr uint64_t kMagic = 0x5854435854525058ull;  // "XPRTCTXT"
