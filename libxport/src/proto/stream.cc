@@ -427,9 +427,9 @@ void Streams::retry() {
     erase_out(*s);
   }
   size_t apply = core_.config.progress_batch;
-  const std::vector<uint16_t> live = core_.in_stream_live;  // (a failed reply may close one)
-  for (uint16_t index : live) {
-    InStream* s = core_.in_streams[index].get();
+  // (by position: nothing here closes a stream; a pass copies no list)
+  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
+    InStream* s = core_.in_streams[core_.in_stream_live[i]].get();
     if (s == nullptr || s->waiting.empty()) continue;
     drain(*s, apply);
     maybe_ack(*s);

@@ -305,9 +305,9 @@ void Streams::drain(InStream& s, size_t& budget) {
 }
 
 void Streams::poll_copies() {
-  const std::vector<uint16_t> live = core_.in_stream_live;  // (draining may close streams)
-  for (uint16_t index : live) {
-    InStream* s = core_.in_streams[index].get();
+  // (by position: nothing here closes a stream; a pass copies no list)
+  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
+    InStream* s = core_.in_streams[core_.in_stream_live[i]].get();
     if (s == nullptr || s->copies.empty()) continue;
     bool moved = false;
     for (size_t i = 0; i < s->copies.size();) {
