@@ -98,6 +98,19 @@ void zero_device(Rank& r, void* dst, size_t bytes) {
   wait_copy(r, "zeroing GPU memory");
 }
 
+void record_alltoall(const Rank& r, size_t chunk, int iters, double slowest_s, size_t checked,
+                     const std::string& what, Bandwidth& out) {
+  out.measured = true;
+  out.iterations = iters;
+  out.time_us = slowest_s / iters * 1e6;
+  const double per_s = double(iters) / slowest_s;
+  out.algbw_GBps = double(chunk) * (r.nranks - 1) * per_s / 1e9;
+  out.busbw_GBps = double(r.nranks - 1) / r.nranks * double(chunk) * r.nranks * per_s / 1e9;
+  out.bytes_checked = checked;
+  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n", r.rank,
+              what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
+}
+
 double allreduce(Rank& r, double value, ncclRedOp_t op, const char* what) {
   GIN_CUDA_CHECK(
       cudaMemcpyAsync(r.scratch, &value, sizeof value, cudaMemcpyHostToDevice, r.stream));

@@ -310,15 +310,7 @@ void gin_alltoall(Rank& r, Gin& g, size_t chunk, Bandwidth& out) {
   const double mine = double(st.t_end_ns - st.t_start_ns) / 1e9;
   const double slowest = allreduce(r, mine, ncclMax, (what + ", the times").c_str());
 
-  out.measured = true;
-  out.iterations = iters;
-  out.time_us = slowest / iters * 1e6;
-  const double per_s = double(iters) / slowest;
-  out.algbw_GBps = double(chunk) * (r.nranks - 1) * per_s / 1e9;
-  out.busbw_GBps = double(r.nranks - 1) / r.nranks * double(chunk) * r.nranks * per_s / 1e9;
-  out.bytes_checked = checked;
-  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n", r.rank,
-              what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
+  record_alltoall(r, chunk, iters, slowest, checked, what, out);
   std::fflush(stdout);
 }
 

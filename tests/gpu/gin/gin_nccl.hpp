@@ -129,6 +129,10 @@ void zero_device(Rank& r, void* dst, size_t bytes);
 // Every rank has reached this point (an NCCL all-reduce of one double, waited for under the
 // deadline); its argument comes back reduced over the ranks with `op`.
 double allreduce(Rank& r, double value, ncclRedOp_t op, const char* what);
+// An alltoall row from the slower rank's time for `iters` alltoalls of `chunk` bytes to each rank
+// (GIN and send/recv alike), printed on this rank's log.
+void record_alltoall(const Rank& r, size_t chunk, int iters, double slowest_s, size_t checked,
+                     const std::string& what, Bandwidth& out);
 // Nearest-rank percentile of sorted values.
 double percentile(const std::vector<double>& sorted, double p);
 // The unique id: rank 0 writes it (tmp + rename), rank 1 polls for it under the deadline.

@@ -137,15 +137,7 @@ void sendrecv_alltoall(Rank& r, size_t chunk, Bandwidth& out) {
   checked += verify_alltoall(r, chunk, 1, what + ", after the timed run");
   const double slowest = allreduce(r, mine, ncclMax, (what + ", the times").c_str());
 
-  out.measured = true;
-  out.iterations = iters;
-  out.time_us = slowest / iters * 1e6;
-  const double per_s = double(iters) / slowest;
-  out.algbw_GBps = double(chunk) * (r.nranks - 1) * per_s / 1e9;
-  out.busbw_GBps = double(r.nranks - 1) / r.nranks * double(chunk) * r.nranks * per_s / 1e9;
-  out.bytes_checked = checked;
-  std::printf("rank %d: %s: %d alltoalls, %.2f us each, algbw %.3f GB/s, busbw %.3f GB/s\n", r.rank,
-              what.c_str(), iters, out.time_us, out.algbw_GBps, out.busbw_GBps);
+  record_alltoall(r, chunk, iters, slowest, checked, what, out);
 }
 
 }  // namespace gin_nccl
