@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -21,6 +23,15 @@ inline size_t open_fds() {
     closedir(d);
   }
   return n;
+}
+
+// This process's resident memory in KiB (VmRSS), 0 where /proc does not say.
+inline size_t resident_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
 }
 
 inline uint8_t pattern_byte(uint64_t msg, size_t i) {

@@ -18,6 +18,8 @@ using namespace xport;
 
 int fail(const std::string& why) {
   std::cout << "FAIL " << why << std::endl;
+  // Also in the test's log: a parent that fails first on its own side never reads the line.
+  std::cerr << "test peer: FAIL " << why << std::endl;
   return 1;
 }
 
@@ -319,7 +321,7 @@ int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max
             << " secondaries " << st.secondaries << " attached " << st.comms_attached
             << " misses " << st.routing_misses << " fds " << test::open_fds() << " base_fds "
             << base_fds << " buffer_bytes " << st.registered_bytes << " endpoints "
-            << all.endpoints.size() << std::endl;
+            << all.endpoints.size() << " rss_kib " << test::resident_kib() << std::endl;
   std::cout << "OK " << total << std::endl;
   std::string line = next_line(dev);
   by_ordinal.clear();

@@ -4,7 +4,8 @@
 // byte verified and matched per communicator in posting order (pool-recv in peer_main.cc).
 // The pool counters of both ends are checked against what the test did: on connected
 // endpoints (tcp) the channels are connections, 4 of them (64 without sharing); on RDM
-// providers every communicator shares the rail's endpoints. The pool-strict test runs it over
+// providers every communicator shares the rail's endpoints, and without sharing (8
+// communicators there) each opens endpoints of its own. The pool-strict test runs it over
 // the strict provider as hardware would be: 4-byte remote CQ data, FI_MR_ENDPOINT, completions
 // reordered and delayed.
 #include <gtest/gtest.h>
@@ -32,7 +33,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr size_t kComms = 64;
+constexpr size_t kManyComms = 64;
+// RDM without sharing every communicator opens endpoints of its own, which cost tens of MiB
+// each in the provider (docs/benchmarks.md): 8 of them there.
+constexpr size_t kOwnEndpointComms = 8;
 constexpr size_t kMessages = 40;  // per communicator
 constexpr size_t kMax = 96 * 1024;
 constexpr size_t kDepth = 4;
@@ -89,12 +93,20 @@ class Pool : public ::testing::TestWithParam<PoolParam> {
   }
 
   bool connected_endpoints() const { return std::string(GetParam().provider) == "tcp"; }
+  // RDM without sharing: each communicator opens data endpoints of its own (not under
+  // FI_MR_ENDPOINT, which the strict provider requires).
+  bool own_endpoints() const {
+    return !connected_endpoints() && GetParam().groups == 0 &&
+           std::string(GetParam().provider) != "strict";
+  }
+  size_t comm_count() const { return own_endpoints() ? kOwnEndpointComms : kManyComms; }
 
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Device> dev_;
 };
 
 TEST_P(Pool, SixtyFourCommunicatorsShareFourChannelsEveryMessageItsOwn) {
+  const size_t kComms = comm_count();
   const uint32_t seed = 4242;
   auto p = peer({"pool-recv", std::to_string(kComms), std::to_string(kMessages),
                  std::to_string(seed), std::to_string(kMax)});
@@ -177,6 +189,17 @@ TEST_P(Pool, SixtyFourCommunicatorsShareFourChannelsEveryMessageItsOwn) {
     uint64_t eagain = 0;
     for (const EndpointStats& e : dev_->stats().endpoints) eagain += e.eagain_retries;
     EXPECT_LT(eagain, 10000u) << "posts refused with -FI_EAGAIN on the connections";
+  } else if (own_endpoints()) {
+    // RDM without sharing: every communicator has a data endpoint of its own on each rail, at
+    // both ends (besides the peer's shared channels, which carry control messages).
+    const uint64_t rails = dev_->stats().rails.size();
+    EXPECT_EQ(mine.primaries, kComms);
+    EXPECT_EQ(peer_pool["primaries"], kComms);
+    EXPECT_GE(mine.channels, kComms * rails);
+    EXPECT_LE(mine.channels, kComms * rails + 2 * rails);
+    EXPECT_GE(peer_pool["channels"], kComms * rails);
+    EXPECT_GE(dev_->stats().endpoints.size(), kComms * rails);
+    EXPECT_GE(peer_pool["endpoints"], kComms * rails);
   } else {
     // RDM: the rail's endpoints carry every communicator; the first made the peer's channels.
     EXPECT_EQ(mine.primaries, 1u);
@@ -193,18 +216,36 @@ TEST_P(Pool, SixtyFourCommunicatorsShareFourChannelsEveryMessageItsOwn) {
     const auto gone = Deadline::after(10s);
     while (dev_->stats().pool.channels != 0 && !gone.expired()) (void)dev_->progress();
     EXPECT_EQ(dev_->stats().pool.channels, 0u) << "connections left after every comm closed";
+  } else if (own_endpoints()) {
+    // The communicators' own endpoints close with them; the peer's shared channels stay until
+    // it is retired.
+    const uint64_t rails = dev_->stats().rails.size();
+    const uint64_t shared_endpoints = dev_->stats().rails.size() * 2;
+    const auto gone = Deadline::after(10s);
+    while ((dev_->stats().pool.channels > 2 * rails ||
+            dev_->stats().endpoints.size() > shared_endpoints) &&
+           !gone.expired()) {
+      (void)dev_->progress();
+    }
+    EXPECT_LE(dev_->stats().pool.channels, 2 * rails) << "own channels left after every comm closed";
+    EXPECT_LE(dev_->stats().endpoints.size(), shared_endpoints)
+        << "own endpoints left after every comm closed";
   }
 }
 
-// What sharing saves (connected endpoints): 256 communicators over 8 connections against 256
-// connections, both ends: file descriptors, endpoints and registered bounce buffers grow with
-// the channels, not with the communicators. The figures are printed ("[ footprint ]") and
-// recorded in docs/benchmarks.md.
+// What sharing saves, both ends: file descriptors, endpoints and registered bounce buffers grow
+// with the channels, not with the communicators. On connected endpoints (tcp) a channel is a
+// connection: 256 communicators over 8 against 256 connections. On RDM providers shared
+// communicators use the rail's endpoints whatever their number; unshared ones open endpoints of
+// their own (8 of them here: each costs the provider tens of MiB). The figures are printed
+// ("[ footprint ]") and recorded in docs/benchmarks.md.
 TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
-  if (!connected_endpoints() || GetParam().groups > 1) {
-    GTEST_SKIP() << "measured on connected endpoints, with one group and without sharing";
+  const bool strict = std::string(GetParam().provider) == "strict";
+  if (GetParam().groups > 1 || strict) {
+    GTEST_SKIP() << "measured with one group and without sharing, not on the strict provider";
   }
-  constexpr size_t kMany = 256;
+  const bool rdm = !connected_endpoints();
+  const size_t kMany = rdm ? kOwnEndpointComms : 256;
   const bool shared = GetParam().groups == 1;
   // 8 channels in the group (the device is reopened with it; the peer inherits it, and a
   // backlog that holds every connection until the peer takes them).
@@ -220,6 +261,7 @@ TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
   dev_ = std::move(dev).value();
   const size_t base_fds = test::open_fds();
   const size_t base_endpoints = dev_->stats().endpoints.size();
+  const size_t base_rss = test::resident_kib();
   constexpr size_t kSlot = 4096 + 16;  // message_sizes() gives small sizes up to 4 KiB
   auto p = peer({"pool-recv", std::to_string(kMany), "1", "99", "4096"});
   ASSERT_TRUE(p.started());
@@ -255,26 +297,49 @@ TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
   const Stats st = dev_->stats();
   const size_t fds = test::open_fds() - base_fds;
   const size_t endpoints = st.endpoints.size() - base_endpoints;
+  const size_t rss = test::resident_kib();
   const uint64_t peer_fds = theirs["fds"] - theirs["base_fds"];
-  std::cout << "[ footprint ] " << kMany << " comms, " << (shared ? "shared" : "unshared")
-            << ": connecting end " << st.pool.channels << " channels, " << endpoints
-            << " endpoints, " << fds << " fds, " << st.pool.registered_bytes
-            << " bounce-buffer bytes; accepting end " << theirs["channels"] << " channels, "
-            << theirs["endpoints"] << " endpoints, " << peer_fds << " fds, "
-            << theirs["buffer_bytes"] << " bounce-buffer bytes\n";
-  const uint64_t channels = shared ? 8 : kMany;
-  EXPECT_EQ(st.pool.channels, channels);
-  EXPECT_EQ(theirs["channels"], channels);
-  EXPECT_EQ(endpoints, channels);
-  // A connection costs a few descriptors (socket, event fds) whatever its sharing.
-  EXPECT_GE(fds, channels);
-  EXPECT_LE(fds, 4 * channels + 8);
-  EXPECT_GE(peer_fds, channels);
-  EXPECT_LE(peer_fds, 4 * channels + 8);
-  // Bounce buffers: a few MiB per connection (its depth, times XPORT_POOL_DEPTH_MULTIPLIER when
-  // shared), whatever the communicators on it.
-  EXPECT_LE(st.pool.registered_bytes, channels * (8u << 20));
-  EXPECT_LE(theirs["buffer_bytes"], channels * (8u << 20));
+  std::cout << "[ footprint ] " << GetParam().provider << ", " << kMany << " comms, "
+            << (shared ? "shared" : "unshared") << ": connecting end " << st.pool.channels
+            << " channels, " << endpoints << " endpoints, " << fds << " fds, "
+            << st.pool.registered_bytes << " bounce-buffer bytes, resident "
+            << (rss > base_rss ? rss - base_rss : 0) << " KiB more; accepting end "
+            << theirs["channels"] << " channels, " << theirs["endpoints"] << " endpoints, "
+            << peer_fds << " fds, " << theirs["buffer_bytes"] << " bounce-buffer bytes, resident "
+            << theirs["rss_kib"] << " KiB\n";
+  const uint64_t rails = st.rails.size();
+  if (!rdm) {
+    const uint64_t channels = shared ? 8 : kMany;
+    EXPECT_EQ(st.pool.channels, channels);
+    EXPECT_EQ(theirs["channels"], channels);
+    EXPECT_EQ(endpoints, channels);
+    // A connection costs a few descriptors (socket, event fds) whatever its sharing.
+    EXPECT_GE(fds, channels);
+    EXPECT_LE(fds, 4 * channels + 8);
+    EXPECT_GE(peer_fds, channels);
+    EXPECT_LE(peer_fds, 4 * channels + 8);
+    // Bounce buffers: a few MiB per connection (its depth, times XPORT_POOL_DEPTH_MULTIPLIER
+    // when shared), whatever the communicators on it.
+    EXPECT_LE(st.pool.registered_bytes, channels * (8u << 20));
+    EXPECT_LE(theirs["buffer_bytes"], channels * (8u << 20));
+  } else if (shared) {
+    // The rail's endpoints carry every communicator: nothing was opened for them.
+    EXPECT_EQ(endpoints, 0u);
+    EXPECT_LE(st.pool.channels, 2 * rails);
+    EXPECT_LE(theirs["channels"], 2 * rails);
+    EXPECT_LE(theirs["endpoints"], 2 * rails);
+    EXPECT_EQ(st.pool.registered_bytes, 0u);
+    EXPECT_EQ(theirs["buffer_bytes"], 0u);
+    EXPECT_LE(fds, 8u);
+  } else {
+    // An endpoint (and its buffers) per communicator and rail, at both ends.
+    EXPECT_EQ(endpoints, kMany * rails);
+    EXPECT_GE(theirs["endpoints"], kMany * rails);
+    EXPECT_LE(theirs["endpoints"], kMany * rails + 2 * rails);
+    EXPECT_GE(st.pool.channels, kMany * rails);
+    EXPECT_GE(st.pool.registered_bytes, kMany * rails * 8192);
+    EXPECT_GE(theirs["buffer_bytes"], kMany * rails * 8192);
+  }
   comms.clear();
   ASSERT_TRUE(p.write_line("bye"));
   EXPECT_EQ(p.wait_exit(30000), 0);

@@ -49,7 +49,7 @@ MsgHeader Connections::header(MsgType t, const CommState& c) const {
   return h;
 }
 
-std::vector<RailAddresses> Connections::local_addresses() const {
+std::vector<RailAddresses> Connections::local_addresses(const CommState* comm) const {
   std::vector<RailAddresses> out;
   for (const auto& r : core_.rails) {
     RailAddresses a;
@@ -59,7 +59,85 @@ std::vector<RailAddresses> Connections::local_addresses() const {
     if (c) a.control = std::move(c).value();
     out.push_back(std::move(a));
   }
+  if (comm != nullptr && comm->own.size() == out.size()) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      pool::Channel* ch = comm->own[i];
+      if (ch == nullptr || !ch->owned || !ch->owned->has_endpoint()) continue;
+      auto o = ch->owned->endpoint().address();
+      if (o) out[i].own = std::move(o).value();
+    }
+  }
   return out;
+}
+
+Status Connections::open_own(CommState& c, pool::Direction dir) {
+  pool::Pool& pl = *core_.pool;
+  for (size_t i = 0; i < core_.rails.size(); ++i) {
+    rail::Rail& r = *core_.rails[i];
+    const uint8_t rail = static_cast<uint8_t>(i);
+    // A receiving communicator's endpoint takes its eager messages (credit bounds those held
+    // to its depth); a sending one's receives nothing and sends them.
+    // Its eager messages (credit bounds those held to the depth; beyond a few held, a message
+    // is copied out and its buffer reposted, and the provider queues what finds none posted):
+    // each posted buffer takes room in the rail's CQ, which every endpoint shares.
+    const size_t rx = std::min<size_t>(c.depth, 16) + 8;
+    XPORT_ASSIGN_OR_RETURN(auto ep, r.open_own_data(rx, size_t{c.depth} + 8));
+    const pool::ChannelKey key = dir == pool::Direction::out
+                                     ? pl.place(rail, c.peer->token)
+                                     : pl.accepted(rail, c.peer->token, pool::kOwnGroup);
+    pool::Channel* ch = pl.add(key, pool::Channel::connection(std::move(ep), c.id, c.nonce));
+    pl.attach(*ch, true);
+    c.own.push_back(ch);
+    XPORT_RETURN_IF_ERROR(core_.control->post_receives(ch->ep));
+  }
+  return Status::success();
+}
+
+Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& remote) {
+  pool::Peer& peer = *c.peer;
+  const size_t common = peer.paths.size();
+  const bool remote_own = !remote.empty() && !remote[0].own.empty();
+  std::vector<pool::Path> paths(peer.paths.begin(), peer.paths.end());
+  pool::Pool& pl = *core_.pool;
+  for (size_t i = 0; i < common; ++i) {
+    pool::Channel* own = i < c.own.size() ? c.own[i] : nullptr;
+    if (own == nullptr && !remote_own) continue;  // the peer's shared data channel
+    rail::Rail& r = *core_.rails[i];
+    if (own == nullptr) {
+      // Only the peer has endpoints of the communicator's own: the rail's towards them.
+      auto ch = std::make_unique<pool::Channel>();
+      ch->ep = r.data();
+      ch->rail = static_cast<uint8_t>(i);
+      const pool::ChannelKey key =
+          c.is_send ? pl.place(ch->rail, peer.token)
+                    : pl.accepted(ch->rail, peer.token, pool::kOwnGroup);
+      own = pl.add(key, std::move(ch));
+      pl.attach(*own, true);
+      if (c.own.size() <= i) c.own.resize(i + 1, nullptr);
+      c.own[i] = own;
+    }
+    fabric::AddressVector* av =
+        own->owned && own->owned->own_av() != nullptr ? own->owned->own_av() : r.av();
+    XPORT_ASSIGN_OR_RETURN(own->peer, av->insert(remote_own ? remote[i].own : remote[i].data));
+    own->connected = true;
+    own->label = core::str("rail ", r.name(), own->owned ? " own data" : " data", " peer ",
+                           own->peer, " (communicator ", c.id.index, ")");
+    paths[i].data = own;
+  }
+  // Own endpoints on rails the peer lacks carry nothing.
+  for (size_t i = common; i < c.own.size(); ++i) {
+    core_.drop_own(c.own[i]);
+    c.own[i] = nullptr;
+  }
+  c.paths = std::move(paths);
+  const auto shared = [&](pool::Channel* ch) {
+    return std::find(c.own.begin(), c.own.end(), ch) == c.own.end();
+  };
+  for (pool::Path& p : c.paths) {
+    if (shared(p.data)) p.data->refs += 1;
+    if (shared(p.control)) p.control->refs += 1;
+  }
+  return Status::success();
 }
 
 Result<Connections::Listening> Connections::listen() {
@@ -184,10 +262,11 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
       else peer->paths[0].control = *ch;
       c.made_channels = s.ok();
     }
+    if (s.ok() && core_.own_data_endpoints) s = open_own(c, pool::Direction::out);
     if (s.ok()) {
       ConnRequest r;
       r.body = request_body(c);
-      r.rails = local_addresses();
+      r.rails = local_addresses(&c);
       std::vector<uint8_t> body = encode_conn_request(r);
       if (body.size() > sizeof(ConnBody) + kMaxConnAddressBytes) {
         s = core::error(Code::unsupported, "connect: ", r.rails.size(), " rails of addresses (",
@@ -485,18 +564,31 @@ void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const 
     r.aux2 = req->body.nonce;
     (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
   }
+  if (c != nullptr && via == nullptr) {
+    Status own = core_.own_data_endpoints ? open_own(*c, pool::Direction::in) : Status();
+    if (own.ok()) own = comm_paths(*c, req->rails);
+    if (!own.ok()) {
+      XPORT_LOG(warn, "cannot accept a connection: ", own.to_string());
+      c->user_closed = true;  // never handed out
+      core_.fail_comm(*c, own);
+      c = nullptr;
+      if (reply != nullptr) {
+        MsgHeader r = bare(MsgType::conn_reject);
+        r.dst_comm = h.src_comm;
+        r.dst_gen = h.src_gen;
+        r.aux = kBadRequest;
+        r.aux2 = req->body.nonce;
+        (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
+      }
+    } else if (c->own.empty()) {
+      core_.pool->count_rdm(peer->channels.size() > channels_before);
+    }
+  }
   if (c != nullptr) {
     if (via != nullptr) {
       core_.pool->attach(*via, false);
       c->connection = via;
       c->paths = {pool::Path{via, via}};
-    } else {
-      core_.pool->count_rdm(peer->channels.size() > channels_before);
-      c->paths.assign(peer->paths.begin(), peer->paths.end());
-      for (pool::Path& p : c->paths) {
-        p.data->refs += 1;
-        p.control->refs += 1;
-      }
     }
     c->phase = Phase::ready;
     ConnAck ack;
@@ -504,7 +596,7 @@ void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const 
     ack.body.device_token = core_.device_token;
     ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
     ack.body.depth = c->depth;
-    if (via == nullptr) ack.rails = local_addresses();
+    if (via == nullptr) ack.rails = local_addresses(c);
     std::vector<uint8_t> bytes = encode_conn_ack(ack);
     MsgHeader a = header(MsgType::conn_ack, *c);
     Status s = core_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
@@ -534,15 +626,13 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
   if (!c.connection) {
     const size_t channels_before = c.peer->channels.size();
     Status s = core_.set_paths(*c.peer, ack.rails);
-    core_.pool->count_rdm(c.made_channels || c.peer->channels.size() > channels_before);
+    if (s.ok()) s = comm_paths(c, ack.rails);
+    if (s.ok() && c.own.empty()) {
+      core_.pool->count_rdm(c.made_channels || c.peer->channels.size() > channels_before);
+    }
     if (!s.ok()) {
       core_.fail_comm(c, std::move(s).with_context("connect"));
       return;
-    }
-    c.paths.assign(c.peer->paths.begin(), c.peer->paths.end());
-    for (pool::Path& p : c.paths) {
-      p.data->refs += 1;
-      p.control->refs += 1;
     }
   }
   for (auto& s : c.sends) s.ctx.resize(c.paths.size());

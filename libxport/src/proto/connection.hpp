@@ -52,7 +52,16 @@ class Connections {
  private:
   MsgHeader header(MsgType t, const CommState& c) const;
   ConnBody request_body(const CommState& c) const;
-  std::vector<RailAddresses> local_addresses() const;
+  // The rails' shared addresses, with the communicator's own data endpoints when it has them.
+  std::vector<RailAddresses> local_addresses(const CommState* c = nullptr) const;
+  // RDM, XPORT_POOL_GROUPS=0 (docs/pool.md): opens the communicator's own data endpoint on
+  // every rail (into c.own), receive buffers posted.
+  Status open_own(CommState& c, pool::Direction dir);
+  // RDM: the communicator's paths once both ends' addresses are known (the peer's shared
+  // channels made first, set_paths): control over the peer's channels, data over the peer's
+  // too unless either end has endpoints of the communicator's own, when over a channel of the
+  // communicator's (from its receiving endpoint to the peer's).
+  Status comm_paths(CommState& c, const std::vector<RailAddresses>& remote);
   // Makes a communicator (slots sized by depth) with a reference on `peer`.
   Result<CommState*> make_comm(bool is_send, pool::Peer* peer, uint16_t depth);
   // The listener's answer (RDM and connected): fills a connecting communicator.

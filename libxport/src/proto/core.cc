@@ -1,5 +1,7 @@
 // What every part of the engine shares: the lock, routing of headers, request and communicator
 // outcomes with their accounting, and peers with their channels.
+#include <algorithm>
+
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/one_sided.hpp"
@@ -251,11 +253,16 @@ void Core::erase_comm(CommState& c) {
     u = Unexpected{};
   }
   for (RecvSlot& r : c.recvs) release_cts_room(c, r);
+  const auto shared = [&](pool::Channel* ch) {
+    return std::find(c.own.begin(), c.own.end(), ch) == c.own.end();
+  };
   for (pool::Path& p : c.paths) {
     if (c.connection) break;
-    p.data->refs -= 1;
-    if (p.control != p.data) p.control->refs -= 1;
+    if (shared(p.data)) p.data->refs -= 1;
+    if (p.control != p.data && shared(p.control)) p.control->refs -= 1;
   }
+  for (pool::Channel* ch : c.own) drop_own(ch);
+  c.own.clear();
   if (pool::Channel* ch = c.connection) {
     c.connection = nullptr;
     std::erase(ch->waiting, c.id);
@@ -271,6 +278,21 @@ void Core::erase_comm(CommState& c) {
   const uint16_t index = c.id.index;
   comms->erase(index);  // destroys c (its slots let their registrations go: held_by_me)
   unref(peer);
+}
+
+void Core::drop_own(pool::Channel* ch) {
+  if (ch == nullptr) return;
+  pool->detach(*ch);
+  std::unique_ptr<pool::Channel> gone = pool->release(*ch);
+  if (!gone) return;
+  if (gone->owned) {
+    control->retire(std::move(gone));  // the AV entry goes when it is reaped
+    return;
+  }
+  if (gone->peer != FI_ADDR_UNSPEC && rails[gone->rail]->av() != nullptr) {
+    Status s = rails[gone->rail]->av()->remove(gone->peer);
+    if (!s.ok()) XPORT_LOG(debug, "removing ", gone->label, ": ", s.to_string());
+  }
 }
 
 pool::Peer* Core::peer_for(uint64_t token) {

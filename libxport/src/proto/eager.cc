@@ -200,8 +200,10 @@ void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b)
     if (!st.ok()) {
       core_.fail_send(*c, s, st.with_context(core::str("eager send of message ", s.seq)));
       // The provider could not deliver to that peer: on a shared (RDM) endpoint the peer is
-      // unreachable; a connection's failure is that communicator's.
-      if (st.code() == Code::peer_lost && c->peer != nullptr && !c->connection) {
+      // unreachable; a connection's failure, or that of an endpoint of the communicator's own,
+      // is that communicator's.
+      if (st.code() == Code::peer_lost && c->peer != nullptr && !c->connection &&
+          c->own.empty()) {
         core_.fail_peer(*c->peer, st);
       } else if (st.code() == Code::peer_lost) {
         core_.fail_comm(*c, st);

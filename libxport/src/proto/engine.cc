@@ -176,6 +176,12 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   inner->one_sided_.atomics().negotiate();
   c.comms = std::make_unique<pool::CommTable<CommState>>(c.config.max_comms);
   c.pool = std::make_unique<pool::Pool>(c.config.pool_groups, c.config.pool_channels);
+  // Without sharing, an RDM communicator opens data endpoints of its own; not under
+  // FI_MR_ENDPOINT, where a region is bound to the rail's data endpoint only (docs/pool.md).
+  c.own_data_endpoints = c.config.pool_groups == 0 && !c.connected_endpoints();
+  for (auto& r : c.rails) {
+    if ((r->domain().mr_mode() & FI_MR_ENDPOINT) != 0) c.own_data_endpoints = false;
+  }
   for (auto& r : c.rails) {
     for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) XPORT_RETURN_IF_ERROR(inner->control_.post_receives(ep));
@@ -266,6 +272,11 @@ void Engine::shutdown() {
     for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) ep->cancel_receives();
     }
+  }
+  if (!core_.connected_endpoints()) {
+    core_.pool->for_each([](const pool::Channel& ch) {  // RDM communicators' own endpoints
+      if (ch.owned) ch.owned->cancel_receives();
+    });
   }
   drain_cqs();
   // What is still in flight is abandoned and stops holding registrations: each registration
@@ -788,10 +799,19 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
     if (CommState* c = core_.comm(p.owner)) core_.release(*c);
     core_.unref(p.peer);
   }
-  // Bounce buffers with the provider on its endpoints: receives never come back, sends never
-  // complete (a headered eager send fails with its request).
+  // Bounce buffers with the provider on its endpoints (the rail's, and RDM communicators' own):
+  // receives never come back, sends never complete (a headered eager send fails with its
+  // request).
+  std::vector<rail::RailEndpoint*> eps;
   for (rail::RailEndpoint* ep : r.endpoints()) {
-    if (ep == nullptr) continue;
+    if (ep != nullptr) eps.push_back(ep);
+  }
+  core_.pool->for_each([&](const pool::Channel& ch) {
+    if (ch.owned && ch.rail == rail && !core_.connected_endpoints()) {
+      eps.push_back(ch.owned.get());
+    }
+  });
+  for (rail::RailEndpoint* ep : eps) {
     ep->posted_rx = 0;
     std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
     for (size_t i = 0; i < ep->tx().count(); ++i) {
@@ -1120,7 +1140,7 @@ Stats Engine::stats() const {
   core_.pool->for_each([&](const pool::Channel& ch) {
     count_channel(ch);
     if (!ch.owned) return;
-    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[0]->name());
+    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[ch.rail]->name());
     for (const memory::BufferPool* b : {&ch.owned->rx(), &ch.owned->tx()}) {
       ps.registered_bytes += b->count() * b->size();
     }

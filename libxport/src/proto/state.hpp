@@ -258,6 +258,10 @@ struct CommState {
   std::deque<Stashed> stash;    // connector: control messages that overtook the CONN_ACK
   Clock::time_point connect_started{};
   bool made_channels = false;   // RDM connector: it made the peer's first channel (a primary)
+  // RDM with XPORT_POOL_GROUPS=0 (docs/pool.md): this communicator's own data channels, by
+  // rail (its own endpoint, or the rail's towards the peer's own one); in the pool, released
+  // when it is erased. Its paths' data channels are these.
+  std::vector<pool::Channel*> own;
   // Closing.
   bool user_closed = false;
   bool peer_closed = false;     // receiver: the sender closed after peer_sent messages
@@ -419,6 +423,9 @@ class Core {
   std::vector<uint8_t> in_stream_gen;
   std::deque<uint16_t> in_stream_free;
   bool native_atomics = false;  // FI_ATOMIC negotiated and usable, and XPORT_ATOMICS allows it
+  // RDM, XPORT_POOL_GROUPS=0, no FI_MR_ENDPOINT: every communicator opens data endpoints of its
+  // own (docs/pool.md).
+  bool own_data_endpoints = false;
   std::map<uint64_t, std::unique_ptr<FlushState>> flushes;
   uint64_t next_flush = 1;
   std::deque<PendingControl> pending_control;
@@ -536,6 +543,9 @@ class Core {
   // Erases a closed communicator once nothing of it can still be in flight.
   void maybe_erase(CommState& c);
   void erase_comm(CommState& c);
+  // Lets go of a communicator's own data channel: out of the pool; an endpoint of its own is
+  // retired (closed once drained), the peer's address leaves the AV.
+  void drop_own(pool::Channel* ch);
 
   // Peers: found by token or made; a reference per user; retired (AV entries removed, channels
   // freed) with the last one.

@@ -194,22 +194,33 @@ template <typename Body>
 std::vector<uint8_t> encode_with_addresses(Body b, const std::vector<RailAddresses>& rails) {
   std::memset(b.reserved, 0, sizeof(b.reserved));  // never send uninitialised bytes
   size_t longest = 0;
-  for (const auto& a : rails) longest = std::max({longest, a.data.size(), a.control.size()});
+  bool own = !rails.empty();
+  for (const auto& a : rails) {
+    longest = std::max({longest, a.data.size(), a.control.size(), a.own.size()});
+    own = own && !a.own.empty();
+  }
   b.address_bytes = static_cast<uint16_t>(longest);
   b.rail_count = static_cast<uint8_t>(rails.size());
+  b.flags = own ? kOwnDataEndpoints : 0;
   std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(&b),
                            reinterpret_cast<uint8_t*>(&b) + sizeof(b));
+  auto append = [&](const std::vector<uint8_t>& v) {
+    std::vector<uint8_t> padded(v);
+    padded.resize(longest, 0);
+    out.insert(out.end(), padded.begin(), padded.end());
+  };
   for (const auto& a : rails) {
-    for (const auto* v : {&a.data, &a.control}) {
-      std::vector<uint8_t> padded(*v);
-      padded.resize(longest, 0);
-      out.insert(out.end(), padded.begin(), padded.end());
-    }
+    append(a.data);
+    append(a.control);
+  }
+  if (own) {
+    for (const auto& a : rails) append(a.own);
   }
   return out;
 }
 
-// The addresses after a body: rail_count (0 allowed: connected endpoints) x {data, control}.
+// The addresses after a body: rail_count (0 allowed: connected endpoints) x {data, control},
+// then with kOwnDataEndpoints rail_count own data endpoints.
 template <typename Body>
 Status decode_addresses(const Body& b, const uint8_t* data, size_t len, const char* what,
                         std::vector<RailAddresses>& out) {
@@ -227,7 +238,14 @@ Status decode_addresses(const Body& b, const uint8_t* data, size_t len, const ch
     return core::error(Code::protocol, what, " carries ", b.address_bytes,
                        "-byte addresses (1..", kMaxAddressBytes, " allowed)");
   }
-  const size_t addresses = size_t{b.rail_count} * 2 * (b.rail_count > 0 ? b.address_bytes : 0);
+  if ((b.flags & ~kOwnDataEndpoints) != 0 ||
+      ((b.flags & kOwnDataEndpoints) != 0 && b.rail_count == 0)) {
+    return core::error(Code::protocol, what, " has flags ", int(b.flags),
+                       " (known: ", int(kOwnDataEndpoints), " with at least one rail)");
+  }
+  const size_t per_rail = (b.flags & kOwnDataEndpoints) != 0 ? 3 : 2;
+  const size_t addresses =
+      size_t{b.rail_count} * per_rail * (b.rail_count > 0 ? b.address_bytes : 0);
   if (addresses > kMaxConnAddressBytes || len != sizeof(Body) + addresses) {
     return core::error(Code::protocol, what, " body is ", len, " bytes, its header describes ",
                        sizeof(Body) + addresses);
@@ -240,6 +258,12 @@ Status decode_addresses(const Body& b, const uint8_t* data, size_t len, const ch
     a.control.assign(p, p + b.address_bytes);
     p += b.address_bytes;
     out.push_back(std::move(a));
+  }
+  if (per_rail == 3) {
+    for (int i = 0; i < b.rail_count; ++i) {
+      out[i].own.assign(p, p + b.address_bytes);
+      p += b.address_bytes;
+    }
   }
   return Status::success();
 }

@@ -126,7 +126,9 @@ static_assert(offsetof(MsgHeader, aux2) == 40);
 // CONN_REQ body: who is asking (device token, nonce), what it allows, the striping parameters
 // both sides must share to count a message's stripes, and how to reach each of its rails.
 // Followed by rail_count x {data, control} addresses of address_bytes each (RDM; connected
-// endpoints send none: the connection is the path).
+// endpoints send none: the connection is the path), and with kOwnDataEndpoints in `flags` by
+// rail_count more: the data endpoint of each rail that is this communicator's own
+// (XPORT_POOL_GROUPS=0 on RDM providers, docs/pool.md), where the peer sends its data.
 struct ConnBody {
   uint64_t nonce;             // echoed by CONN_ACK, CONN_REJECT and CONN_CANCEL
   uint64_t device_token;      // the connecting device
@@ -139,9 +141,14 @@ struct ConnBody {
   uint16_t max_requests;
   uint16_t address_bytes;
   uint8_t rail_count;
-  uint8_t reserved[7];
+  uint8_t flags;              // kOwnDataEndpoints
+  uint8_t reserved[6];
 };
 static_assert(sizeof(ConnBody) == 64);
+
+// ConnBody/AckBody flags: each rail's address list ends with the communicator's own data
+// endpoint.
+inline constexpr uint8_t kOwnDataEndpoints = 1;
 
 // CONN_ACK body: the request's nonce, the listening device, what it agreed to, and its rails.
 struct AckBody {
@@ -151,13 +158,17 @@ struct AckBody {
   uint16_t depth;         // outstanding requests agreed (min of both sides)
   uint16_t address_bytes;
   uint8_t rail_count;
-  uint8_t reserved[7];
+  uint8_t flags;          // kOwnDataEndpoints
+  uint8_t reserved[6];
 };
 static_assert(sizeof(AckBody) == 32);
 
 struct RailAddresses {
   std::vector<uint8_t> data;
   std::vector<uint8_t> control;
+  // The communicator's own data endpoint on this rail (empty: it uses the shared one). Either
+  // every rail of a request or answer has one or none does.
+  std::vector<uint8_t> own;
 };
 
 struct ConnRequest {

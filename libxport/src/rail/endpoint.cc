@@ -43,6 +43,16 @@ Result<std::unique_ptr<RailEndpoint>> RailEndpoint::open(fabric::Domain& domain,
   return e;
 }
 
+Result<std::unique_ptr<RailEndpoint>> RailEndpoint::open_with_av(
+    fabric::Domain& domain, fi_info* info, fabric::CompletionQueue& cq,
+    std::unique_ptr<fabric::AddressVector> av, const EndpointSizes& sizes, uint8_t rail,
+    std::string label) {
+  fabric::AddressVector* raw = av.get();
+  auto e = open(domain, info, cq, raw, sizes, rail, std::move(label));
+  if (e) (*e)->own_av_ = std::move(av);
+  return e;
+}
+
 void RailEndpoint::cancel_receives() {
   if (!endpoint_ || !rx_) return;
   for (size_t i = 0; i < rx_->count(); ++i) {

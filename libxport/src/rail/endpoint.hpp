@@ -28,6 +28,11 @@ class RailEndpoint {
                                                     fabric::AddressVector* av,
                                                     const EndpointSizes& sizes, uint8_t rail,
                                                     std::string label);
+  // The same, bound to an address vector of its own, which closes after it.
+  static Result<std::unique_ptr<RailEndpoint>> open_with_av(
+      fabric::Domain& domain, fi_info* info, fabric::CompletionQueue& cq,
+      std::unique_ptr<fabric::AddressVector> av, const EndpointSizes& sizes, uint8_t rail,
+      std::string label);
   // Teardown order: cancel posted receives; under FI_MR_ENDPOINT close the pools' MRs (bound to
   // the endpoint) before it, else after it; free the buffers' memory only when both are gone.
   ~RailEndpoint();
@@ -42,6 +47,9 @@ class RailEndpoint {
   // Data endpoints: slots for native atomics' operand, compare and result words.
   memory::BufferPool* atomic_slots() { return atomic_.get(); }
   fi_addr_t self() const { return self_; }  // own address (RDM data endpoints), for flush reads
+  // An address vector of the endpoint's own (a communicator's own RDM endpoint), or nullptr
+  // when it uses its rail's.
+  fabric::AddressVector* own_av() { return own_av_.get(); }
   uint8_t rail() const { return rail_; }
   const std::string& label() const { return label_; }
 
@@ -61,6 +69,7 @@ class RailEndpoint {
 
  private:
   RailEndpoint() = default;
+  std::unique_ptr<fabric::AddressVector> own_av_;  // declared first: closed last
   std::unique_ptr<fabric::Endpoint> endpoint_;
   std::unique_ptr<memory::BufferPool> rx_;
   std::unique_ptr<memory::BufferPool> tx_;

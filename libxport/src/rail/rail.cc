@@ -79,4 +79,20 @@ Result<std::unique_ptr<RailEndpoint>> Rail::open_connection(fi_info* info, size_
                             core::str("rail ", name(), " connection"));
 }
 
+Result<std::unique_ptr<RailEndpoint>> Rail::open_own_data(size_t rx, size_t tx) {
+  fabric::InfoPtr info = fabric::dup_info(domain_->info());
+  // Queues sized for this endpoint's buffers (and rendezvous writes besides): a provider
+  // that allocates per queue entry (shm's region) allocates no more than one user needs.
+  const size_t rx_queue = std::max<size_t>(rx, 64);
+  const size_t tx_queue = std::max<size_t>(4 * tx, 256);
+  if (info->rx_attr != nullptr && info->rx_attr->size > rx_queue) info->rx_attr->size = rx_queue;
+  if (info->tx_attr != nullptr && info->tx_attr->size > tx_queue) info->tx_attr->size = tx_queue;
+  EndpointSizes sizes{rx, tx, config_.buffer_bytes, true};
+  // An address vector of its own: it names only its peer's endpoint and itself, and
+  // tcp;ofi_rxm keeps its connection state per address vector entry.
+  XPORT_ASSIGN_OR_RETURN(auto av, fabric::AddressVector::open(*domain_));
+  return RailEndpoint::open_with_av(*domain_, info.get(), *cq_, std::move(av), sizes, index_,
+                                    core::str("rail ", name(), " own data"));
+}
+
 }  // namespace xport::rail

@@ -74,6 +74,11 @@ class Rail {
   // domain's (connect) or an FI_CONNREQ's (accept).
   Result<std::unique_ptr<RailEndpoint>> open_connection(fi_info* info, size_t rx, size_t tx);
 
+  // RDM: a data endpoint of one communicator's own (XPORT_POOL_GROUPS=0, docs/pool.md), on
+  // the rail's CQ and AV, with `rx` receive and `tx` send buffers, its flush target and atomic
+  // slots, and provider queues no deeper than its buffers need.
+  Result<std::unique_ptr<RailEndpoint>> open_own_data(size_t rx, size_t tx);
+
   Health& health() { return health_; }
   const Health& health() const { return health_; }
   bool in_service() const { return health_.state() == Health::State::up; }

@@ -199,6 +199,51 @@ TEST(Message, ConnRequestRoundTripAndValidation) {
   EXPECT_TRUE(decode_conn_request(none.data(), none.size()).ok());
 }
 
+// XPORT_POOL_GROUPS=0 on RDM: each rail's addresses end with the communicator's own data
+// endpoint, flagged in the body; an unknown flag, or the flag without rails or without the
+// addresses it announces, is refused.
+TEST(Message, ConnRequestAndAckCarryOwnDataEndpoints) {
+  ConnRequest req = sample_request(2);
+  for (int i = 0; i < 2; ++i) req.rails[i].own = std::vector<uint8_t>(16, uint8_t(200 + i));
+  auto bytes = encode_conn_request(req);
+  EXPECT_EQ(bytes.size(), sizeof(ConnBody) + 2 * 3 * 16);
+  auto r = decode_conn_request(bytes.data(), bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->body.flags, kOwnDataEndpoints);
+  EXPECT_EQ(r->rails[0].own, std::vector<uint8_t>(16, 200));
+  EXPECT_EQ(r->rails[1].own, std::vector<uint8_t>(16, 201));
+  EXPECT_EQ(r->rails[1].control, std::vector<uint8_t>(16, 101));
+  // Without the last rail's own address the flag would lie: none is sent.
+  ConnRequest partial = req;
+  partial.rails[1].own.clear();
+  auto p = encode_conn_request(partial);
+  auto rp = decode_conn_request(p.data(), p.size());
+  ASSERT_TRUE(rp.ok());
+  EXPECT_EQ(rp->body.flags, 0);
+  EXPECT_TRUE(rp->rails[0].own.empty());
+  // The flag without its addresses, an unknown flag, the flag without rails.
+  auto lying = encode_conn_request(sample_request(2));
+  lying[offsetof(ConnBody, flags)] = kOwnDataEndpoints;
+  EXPECT_FALSE(decode_conn_request(lying.data(), lying.size()).ok());
+  auto unknown = encode_conn_request(sample_request(2));
+  unknown[offsetof(ConnBody, flags)] = 0x80;
+  EXPECT_NE(decode_conn_request(unknown.data(), unknown.size()).status().message().find("flags"),
+            std::string::npos);
+  auto no_rails = encode_conn_request(sample_request(0));
+  no_rails[offsetof(ConnBody, flags)] = kOwnDataEndpoints;
+  EXPECT_FALSE(decode_conn_request(no_rails.data(), no_rails.size()).ok());
+  // The answer carries the listener's the same way.
+  ConnAck ack;
+  ack.body.nonce = 5;
+  ack.body.depth = 8;
+  ack.rails = req.rails;
+  auto ab = encode_conn_ack(ack);
+  auto a = decode_conn_ack(ab.data(), ab.size());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->rails[1].own, std::vector<uint8_t>(16, 201));
+  for (size_t n = 0; n < ab.size(); ++n) EXPECT_FALSE(decode_conn_ack(ab.data(), n).ok()) << n;
+}
+
 TEST(Message, ConnAckRoundTripAndValidation) {
   ConnAck a;
   a.body.nonce = 5;
