@@ -59,9 +59,11 @@ void StagedArrivals::expect(uint64_t key, std::vector<Target> targets) {
   e->targets = std::move(targets);
   std::lock_guard<std::mutex> g(mu_);
   entries_[key] = std::move(e);
+  count_held();
 }
 
 bool StagedArrivals::expects(uint64_t key) const {
+  if (empty()) return false;
   std::lock_guard<std::mutex> g(mu_);
   return entries_.count(key) != 0;
 }
@@ -69,30 +71,38 @@ bool StagedArrivals::expects(uint64_t key) const {
 void StagedArrivals::follow(uint64_t key, uint64_t follower) {
   std::lock_guard<std::mutex> g(mu_);
   followers_[key].push_back(follower);
+  count_held();
 }
 
 std::vector<uint64_t> StagedArrivals::followers(uint64_t key) const {
+  if (empty()) return {};
   std::lock_guard<std::mutex> g(mu_);
   auto it = followers_.find(key);
   return it == followers_.end() ? std::vector<uint64_t>{} : it->second;
 }
 
 void StagedArrivals::forget_followers(uint64_t key) {
+  if (empty()) return;
   std::lock_guard<std::mutex> g(mu_);
   followers_.erase(key);
+  count_held();
 }
 
 uint64_t StagedArrivals::last_followed() const {
+  if (empty()) return 0;
   std::lock_guard<std::mutex> g(mu_);
   return followers_.empty() ? 0 : followers_.rbegin()->first;
 }
 
 void StagedArrivals::forget_followers_through(uint64_t key) {
+  if (empty()) return;
   std::lock_guard<std::mutex> g(mu_);
   followers_.erase(followers_.begin(), followers_.upper_bound(key));
+  count_held();
 }
 
 uint64_t StagedArrivals::last_key() const {
+  if (empty()) return 0;
   std::lock_guard<std::mutex> g(mu_);
   return entries_.empty() ? 0 : entries_.rbegin()->first;
 }
@@ -114,6 +124,7 @@ void StagedArrivals::forget(uint64_t key) {
   if (auto it = entries_.find(key); it != entries_.end()) {
     e = std::move(it->second);
     entries_.erase(it);
+    count_held();
   }
 }
 
@@ -181,6 +192,7 @@ Status StagedArrivals::arrived_wait(uint64_t key, std::span<const size_t> sizes)
 }
 
 Status StagedArrivals::settle_through(uint64_t key) {
+  if (empty()) return Status::success();
   std::vector<std::pair<uint64_t, std::shared_ptr<Entry>>> due;
   {
     std::lock_guard<std::mutex> g(mu_);

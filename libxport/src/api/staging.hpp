@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,9 +71,16 @@ class StagedArrivals {
     std::optional<Completion> completion;
   };
   Status start(Entry& e, std::span<const size_t> sizes);
+  // Entries and followers held (written under mu_ after every change): most requests and
+  // tickets never touch staged memory, and their calls (every wait, test, check and quiet)
+  // answer from this word without the lock. A key expected by another thread is seen once
+  // that thread's expect() happened before the call, as with the lock.
+  bool empty() const { return held_.load(std::memory_order_acquire) == 0; }
+  void count_held() { held_.store(entries_.size() + followers_.size(), std::memory_order_release); }
   mutable std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   std::map<uint64_t, std::vector<uint64_t>> followers_;
+  std::atomic<size_t> held_{0};
 };
 
 }  // namespace xport::api

@@ -119,6 +119,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<Completion> test(CommId comm, uint64_t seq);
   // test() without its progress pass, under the lock.
   Result<Completion> test_locked(CommId comm, uint64_t seq);
+  // Under the lock: true while test_locked would answer "not done" (the request is
+  // outstanding, nothing failed), found without building that answer (a wait's pass).
+  bool pending_locked(CommId comm, uint64_t seq) const;
   Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
   Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
                Deadline deadline);

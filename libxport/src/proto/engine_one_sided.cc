@@ -269,6 +269,14 @@ Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline) {
                                 " is not open");
           return true;
         }
+        // Most passes: outstanding, nothing failed, not yet locally complete (local_state's 0,
+        // without building its Result).
+        if (ticket != 0 && ticket < w->next_ticket) {
+          if (const TicketState* ts = one_sided_.windows().ticket(*w, ticket);
+              ts != nullptr && ts->error.ok() && !ts->local_done()) {
+            return false;
+          }
+        }
         auto r = one_sided_.windows().local_state(*w, ticket, false);
         if (!r.ok()) {
           outcome = r.status();

@@ -42,6 +42,16 @@ class Matching {
   // The group named by its first sequence number: done once every message is; then its sizes
   // per buffer (or its first error) are taken and its slots freed.
   Result<GroupOutcome> take(CommState& c, uint64_t base);
+  // Whether take() would answer "not done yet" (the group is outstanding and a message of it
+  // has not finished), without building its answer: a wait's pass asks this first.
+  bool pending(CommState& c, uint64_t base) const {
+    const RecvSlot& head = slot(c, base);
+    if (!head.active || head.seq != base || head.group_base != base) return false;
+    for (uint32_t i = 0; i < head.group_n; ++i) {
+      if (!slot(c, base + i).finished) return true;
+    }
+    return false;
+  }
 
   RecvSlot& slot(CommState& c, uint64_t seq) const { return c.recvs[seq % c.depth]; }
 

@@ -150,6 +150,8 @@ void OneSided::posted(WindowState& w, uint32_t index, Status st, const PendingRm
   if (st.code() == Code::again) {
     ++core_.counters.deferred_posts;
     core_.pending_rma.push_back(retry);
+    // (the clock is read only for a post that is queued: its XPORT_EAGAIN_TIMEOUT_MS starts now)
+    core_.pending_rma.back().since = Clock::now();
     return;
   }
   if (st.ok()) {
@@ -201,7 +203,7 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
                                       s.seq_bits)
                 : 0;
         PendingRma retry{id, index, p.local + off, end - off, p.raddr + off,
-                         p.keys[o.ctx.rail], data, false, Clock::now()};
+                         p.keys[o.ctx.rail], data, false, {}};
         bool injected = false;
         Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data,
                              &injected);
@@ -222,7 +224,7 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
     case PieceKind::native_atomic: {
       const uint32_t index = p.ops[0];
       PendingRma retry{id, index, nullptr, 0, p.raddr, p.keys[w->ops[index].ctx.rail], 0, true,
-                       Clock::now()};
+                       {}};
       Status st = atomics_.post_native(*w, p);
       posted(*w, index, std::move(st), retry);
       return;

@@ -222,7 +222,7 @@ void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
     core_.miss();  // beyond the credits, or twice: not from this stream's initiator
     return;
   }
-  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
   if (len != 0) core_.rails[rail]->bytes_in().add(len);
   mark(*s, seq);
   size_t budget = core_.config.progress_batch;
@@ -242,7 +242,7 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
     core_.miss();
     return;
   }
-  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
   WaitingOp op;
   op.h = h;
   if (h.type == static_cast<uint8_t>(MsgType::win_notify)) {
@@ -351,7 +351,7 @@ void Streams::on_sync(const MsgHeader& h) {
     core_.miss(true);
     return;
   }
-  if (s->peer != nullptr) s->peer->last_heard = Clock::now();
+  if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
   s->sync_wanted = std::max(s->sync_wanted, h.seq);
   maybe_ack(*s);
 }

@@ -137,6 +137,14 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
   return out;
 }
 
+bool Engine::pending_locked(CommId comm, uint64_t seq) const {
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || c->user_closed || c->depth == 0) return false;
+  if (!c->is_send) return matching_.pending(*c, seq);
+  const SendSlot& s = c->sends[seq % c->depth];
+  return s.active && s.seq == seq && !s.done();
+}
+
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
   {
     // A request done already (an injected send) needs no progress pass first.
@@ -146,8 +154,17 @@ Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
   }
   WaitState w;
   for (uint32_t spin = 0;; ++spin) {
-    XPORT_ASSIGN_OR_RETURN(Completion done, test(comm, seq));
-    if (done.done) return done.bytes;
+    // test(), with its answer built only once there is one: a pass that finds the request
+    // still pending (most of a spinning wait's) builds no Result.
+    refresh_links();
+    {
+      Lock l(core_);
+      progress_locked();
+      if (!pending_locked(comm, seq)) {
+        XPORT_ASSIGN_OR_RETURN(Completion done, test_locked(comm, seq));
+        if (done.done) return done.bytes;
+      }
+    }
     if (!between_passes(spin, deadline, w)) {
       return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
                          " did not complete before the deadline");
