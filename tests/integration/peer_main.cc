@@ -250,6 +250,7 @@ int churn(Device& dev) {
 // and "OK n".
 int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max) {
   const size_t base_fds = test::open_fds();
+  const size_t base_rss = test::resident_kib();
   auto listener = dev.listen();
   if (!listener.ok()) return fail(listener.status().to_string());
   std::cout << "HANDLE " << test::to_hex((*listener)->handle()) << std::endl;
@@ -321,7 +322,7 @@ int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max
             << " secondaries " << st.secondaries << " attached " << st.comms_attached
             << " misses " << st.routing_misses << " fds " << test::open_fds() << " base_fds "
             << base_fds << " buffer_bytes " << st.registered_bytes << " endpoints "
-            << all.endpoints.size() << " rss_kib " << test::resident_kib() << std::endl;
+            << all.endpoints.size() << " rss_kib " << test::resident_kib() << " base_rss_kib " << base_rss << std::endl;
   std::cout << "OK " << total << std::endl;
   std::string line = next_line(dev);
   by_ordinal.clear();

@@ -58,8 +58,9 @@ struct PoolStats {
   uint64_t routing_misses = 0;
   uint64_t channel_ops = 0;     // operations posted on channels (since the device opened)
   uint64_t busiest_channel_ops = 0;  // of them, on the open channel that carried most
-  // Bounce-buffer bytes registered for connections (RDM channels add none: they post on the
-  // rail's endpoints, whose buffers the device has whatever its communicators).
+  // Bounce-buffer bytes registered for connections and RDM communicators' own endpoints
+  // (XPORT_POOL_GROUPS=0); shared RDM channels add none: they post on the rail's endpoints,
+  // whose buffers the device has whatever its communicators.
   uint64_t registered_bytes = 0;
 };
 

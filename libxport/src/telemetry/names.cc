@@ -121,7 +121,7 @@ constexpr CounterName kNames[] = {
     {CounterId::pool_busiest_channel_ops, "xport_pool_busiest_channel_ops", gauge, kNone, "",
      "operations posted on the open channel that carried the most"},
     {CounterId::pool_registered_bytes, "xport_pool_registered_bytes", gauge, kNone, "",
-     "bounce-buffer bytes registered for the pool's connections"},
+     "bounce-buffer bytes registered for the pool's connections and own RDM endpoints"},
     {CounterId::device_window_streams, "xport_device_window_streams", gauge, kNone, "",
      "one-sided window streams open (this device's and its peers')"},
     {CounterId::device_window_acks_sent, "xport_device_window_acks_sent_total", counter, kNone, "",
