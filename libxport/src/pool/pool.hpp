@@ -104,11 +104,13 @@ class Pool {
     return it == by_fid_.end() ? nullptr : it->second;
   }
 
-  // A communicator starts (attach) or stops (detach) using `ch`.
-  void attach(Channel& ch, bool primary) {
+  // A communicator starts (attach) or stops (detach) using `ch`; it is counted as a primary
+  // or secondary once (count_role: false for the further rails of a communicator's own
+  // channels).
+  void attach(Channel& ch, bool primary, bool count_role = true) {
     ++ch.refs;
     ++attached_[{ch.key.peer, ch.key.dir}];
-    ++(primary ? primaries_ : secondaries_);
+    if (count_role) ++(primary ? primaries_ : secondaries_);
   }
   // True when it was the channel's last user.
   bool detach(Channel& ch) {

@@ -75,8 +75,6 @@ Status Connections::open_own(CommState& c, pool::Direction dir) {
   for (size_t i = 0; i < core_.rails.size(); ++i) {
     rail::Rail& r = *core_.rails[i];
     const uint8_t rail = static_cast<uint8_t>(i);
-    // A receiving communicator's endpoint takes its eager messages (credit bounds those held
-    // to its depth); a sending one's receives nothing and sends them.
     // Its eager messages (credit bounds those held to the depth; beyond a few held, a message
     // is copied out and its buffer reposted, and the provider queues what finds none posted):
     // each posted buffer takes room in the rail's CQ, which every endpoint shares.
@@ -86,7 +84,7 @@ Status Connections::open_own(CommState& c, pool::Direction dir) {
                                      ? pl.place(rail, c.peer->token)
                                      : pl.accepted(rail, c.peer->token, pool::kOwnGroup);
     pool::Channel* ch = pl.add(key, pool::Channel::connection(std::move(ep), c.id, c.nonce));
-    pl.attach(*ch, true);
+    pl.attach(*ch, true, i == 0);  // a primary once, whatever its rails
     c.own.push_back(ch);
     XPORT_RETURN_IF_ERROR(core_.control->post_receives(ch->ep));
   }
@@ -99,6 +97,7 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
   const bool remote_own = !remote.empty() && !remote[0].own.empty();
   std::vector<pool::Path> paths(peer.paths.begin(), peer.paths.end());
   pool::Pool& pl = *core_.pool;
+  bool counted = std::any_of(c.own.begin(), c.own.end(), [](pool::Channel* o) { return o; });
   for (size_t i = 0; i < common; ++i) {
     pool::Channel* own = i < c.own.size() ? c.own[i] : nullptr;
     if (own == nullptr && !remote_own) continue;  // the peer's shared data channel
@@ -112,7 +111,8 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
           c.is_send ? pl.place(ch->rail, peer.token)
                     : pl.accepted(ch->rail, peer.token, pool::kOwnGroup);
       own = pl.add(key, std::move(ch));
-      pl.attach(*own, true);
+      pl.attach(*own, true, !counted);  // a primary once, whatever its rails
+      counted = true;
       if (c.own.size() <= i) c.own.resize(i + 1, nullptr);
       c.own[i] = own;
     }
