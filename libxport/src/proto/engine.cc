@@ -318,6 +318,8 @@ void Engine::shutdown() {
   core_.pending_stripes.clear();
   core_.pending_rma.clear();
   core_.pending_rx.clear();
+  core_.last_stream_id = 0;
+  core_.last_window_id = 0;
   core_.out_streams.clear();  // (their peers and communicators go below)
   core_.in_streams.clear();
   core_.in_stream_live.clear();

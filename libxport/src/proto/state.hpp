@@ -413,6 +413,12 @@ class Core {
   std::map<uint64_t, ListenerState> listeners;
   std::map<uint32_t, std::unique_ptr<WindowState>> windows;
   uint32_t next_window = 1;
+  // One-entry caches of Windows::find and Streams::find (an operation looks its window and
+  // stream up several times from post to completion); cleared where their entry is erased.
+  mutable uint32_t last_window_id = 0;
+  mutable WindowState* last_window = nullptr;
+  mutable uint32_t last_stream_id = 0;
+  mutable OutStream* last_stream = nullptr;
   // One-sided streams (one_sided_state.hpp): this device's, by id, and its peers', by index.
   std::map<uint32_t, std::unique_ptr<OutStream>> out_streams;
   uint32_t next_out_stream = 1;

@@ -27,8 +27,12 @@ std::vector<RailAddresses> Streams::local_addresses() const {
 // ---- initiator ----
 
 OutStream* Streams::find(uint32_t id) const {
+  if (id != 0 && id == core_.last_stream_id) return core_.last_stream;
   auto it = core_.out_streams.find(id);
-  return it != core_.out_streams.end() ? it->second.get() : nullptr;
+  if (it == core_.out_streams.end()) return nullptr;
+  core_.last_stream_id = id;
+  core_.last_stream = it->second.get();
+  return core_.last_stream;
 }
 
 Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
@@ -385,6 +389,7 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
 void Streams::erase_out(OutStream& s) {
   pool::Peer* peer = s.peer;
   const CommId via = s.via;
+  if (core_.last_stream_id == s.id) core_.last_stream_id = 0;
   core_.out_streams.erase(s.id);  // destroys s
   if (CommState* c = core_.comm(via)) core_.release(*c);
   core_.unref(peer);

@@ -32,8 +32,12 @@ Result<uint32_t> Windows::make(OutStream& s, CommState* comm) {
 }
 
 WindowState* Windows::find(uint32_t id) const {
+  if (id != 0 && id == core_.last_window_id) return core_.last_window;
   auto it = core_.windows.find(id);
-  return it != core_.windows.end() ? it->second.get() : nullptr;
+  if (it == core_.windows.end()) return nullptr;
+  core_.last_window_id = id;
+  core_.last_window = it->second.get();
+  return core_.last_window;
 }
 
 WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
@@ -61,6 +65,7 @@ void Windows::maybe_erase(WindowState& w) {
   const CommId comm = w.comm;
   pool::Peer* peer = w.peer;
   const uint32_t stream = w.stream;
+  if (core_.last_window_id == w.id) core_.last_window_id = 0;
   core_.windows.erase(w.id);  // destroys w
   if (CommState* c = core_.comm(comm)) core_.release(*c);
   if (OutStream* s = os_.streams().find(stream)) os_.streams().release(*s);
