@@ -358,7 +358,7 @@ TEST_P(Pool, FootprintGrowsWithChannelsNotCommunicators) {
 TEST_P(Pool, CommunicatorsComeAndGoInRandomOrderUnderTraffic) {
   constexpr size_t kThreads = 2;
   // Unshared on RDM each communicator opens (and closes) endpoints of its own at both ends.
-  const size_t kPerThread = own_endpoints() ? 25 : 100;
+  const size_t kPerThread = own_endpoints() ? 12 : 100;
   constexpr size_t kLive = 8;  // per thread
   auto p = peer({"pool-churn", std::to_string(kThreads * kPerThread)});
   ASSERT_TRUE(p.started());
