@@ -84,7 +84,11 @@ case "$mode" in
         tests/stress/xport-stress-tests" \
         configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread -Db_lundef=false \
         -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan
-      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
+      # The pool's unshared tcp;ofi_rxm configurations are left out here (each communicator
+      # opens rxm endpoints at both ends: minutes under TSan, and libfabric is not instrumented);
+      # shm's unshared ones run the same library code.
+      GTEST_FILTER='-*tcp_ofi_rxm_groups0*' \
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
         python3 scripts/run-tests.py "$build_dir-tsan" --no-rebuild unit threads stress pool ||
         status=1
     fi
