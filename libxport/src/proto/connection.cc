@@ -130,12 +130,9 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
     c.own[i] = nullptr;
   }
   c.paths = std::move(paths);
-  const auto shared = [&](pool::Channel* ch) {
-    return std::find(c.own.begin(), c.own.end(), ch) == c.own.end();
-  };
   for (pool::Path& p : c.paths) {
-    if (shared(p.data)) p.data->refs += 1;
-    if (shared(p.control)) p.control->refs += 1;
+    if (!c.owns(p.data)) p.data->refs += 1;
+    if (!c.owns(p.control)) p.control->refs += 1;
   }
   return Status::success();
 }
@@ -552,6 +549,19 @@ void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const 
       c = admit(h, *req, peer, &reason);
     }
   }
+  if (c != nullptr && via == nullptr) {
+    Status own = core_.own_data_endpoints ? open_own(*c, pool::Direction::in) : Status();
+    if (own.ok()) own = comm_paths(*c, req->rails);
+    if (!own.ok()) {
+      XPORT_LOG(warn, "cannot accept a connection: ", own.to_string());
+      c->user_closed = true;  // never handed out
+      core_.fail_comm(*c, own);
+      c = nullptr;
+      reason = kBadRequest;
+    } else if (c->own.empty()) {
+      core_.pool->count_rdm(peer->channels.size() > channels_before);
+    }
+  }
   pool::Channel* reply = via != nullptr ? via
                          : !peer->paths.empty() && peer->paths[0].control != nullptr
                              ? peer->paths[0].control
@@ -563,26 +573,6 @@ void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const 
     r.aux = reason;
     r.aux2 = req->body.nonce;
     (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
-  }
-  if (c != nullptr && via == nullptr) {
-    Status own = core_.own_data_endpoints ? open_own(*c, pool::Direction::in) : Status();
-    if (own.ok()) own = comm_paths(*c, req->rails);
-    if (!own.ok()) {
-      XPORT_LOG(warn, "cannot accept a connection: ", own.to_string());
-      c->user_closed = true;  // never handed out
-      core_.fail_comm(*c, own);
-      c = nullptr;
-      if (reply != nullptr) {
-        MsgHeader r = bare(MsgType::conn_reject);
-        r.dst_comm = h.src_comm;
-        r.dst_gen = h.src_gen;
-        r.aux = kBadRequest;
-        r.aux2 = req->body.nonce;
-        (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
-      }
-    } else if (c->own.empty()) {
-      core_.pool->count_rdm(peer->channels.size() > channels_before);
-    }
   }
   if (c != nullptr) {
     if (via != nullptr) {

@@ -243,20 +243,11 @@ bool Control::is_retiring(fid_t fid) const {
 
 void Control::reap_retired(bool force) {
   const auto now = Clock::now();
-  // An RDM communicator's own endpoint named its peer's in an AV (its own goes with it).
-  const auto forget_peer = [&](const pool::Channel& ch) {
-    fabric::AddressVector* av = core_.rails[ch.rail]->av();
-    if (ch.owned && ch.owned->own_av() != nullptr) return;
-    if (ch.peer == FI_ADDR_UNSPEC || av == nullptr) return;
-    Status s = av->remove(ch.peer);
-    if (!s.ok()) XPORT_LOG(debug, "removing ", ch.label, ": ", s.to_string());
-  };
   std::erase_if(core_.retiring, [&](std::unique_ptr<pool::Channel>& ch) {
     rail::RailEndpoint* ep = ch->owned.get();
     const bool drained = ep->posted_rx == 0 && ep->tx().available() == ep->tx().count();
     const bool waited = now - ch->retire_since >= kRetireWait;
     if (drained) {
-      forget_peer(*ch);
       return true;  // nothing names it any more: endpoint and memory go
     }
     if (!force && !waited) return false;
@@ -267,7 +258,6 @@ void Control::reap_retired(bool force) {
     core_.rails[ep->rail()]->cq_give(ep->posted_rx);
     ep->posted_rx = 0;
     ep->close_endpoint();
-    forget_peer(*ch);
     core_.stale_endpoints.push_back(std::move(ch->owned));
     return true;
   });

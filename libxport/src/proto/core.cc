@@ -1,7 +1,5 @@
 // What every part of the engine shares: the lock, routing of headers, request and communicator
 // outcomes with their accounting, and peers with their channels.
-#include <algorithm>
-
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/one_sided.hpp"
@@ -253,13 +251,10 @@ void Core::erase_comm(CommState& c) {
     u = Unexpected{};
   }
   for (RecvSlot& r : c.recvs) release_cts_room(c, r);
-  const auto shared = [&](pool::Channel* ch) {
-    return std::find(c.own.begin(), c.own.end(), ch) == c.own.end();
-  };
   for (pool::Path& p : c.paths) {
     if (c.connection) break;
-    if (shared(p.data)) p.data->refs -= 1;
-    if (p.control != p.data && shared(p.control)) p.control->refs -= 1;
+    if (!c.owns(p.data)) p.data->refs -= 1;
+    if (p.control != p.data && !c.owns(p.control)) p.control->refs -= 1;
   }
   for (pool::Channel* ch : c.own) drop_own(ch);
   c.own.clear();
@@ -286,13 +281,10 @@ void Core::drop_own(pool::Channel* ch) {
   std::unique_ptr<pool::Channel> gone = pool->release(*ch);
   if (!gone) return;
   if (gone->owned) {
-    control->retire(std::move(gone));  // the AV entry goes when it is reaped
+    control->retire(std::move(gone));  // its address vector goes with its endpoint
     return;
   }
-  if (gone->peer != FI_ADDR_UNSPEC && rails[gone->rail]->av() != nullptr) {
-    Status s = rails[gone->rail]->av()->remove(gone->peer);
-    if (!s.ok()) XPORT_LOG(debug, "removing ", gone->label, ": ", s.to_string());
-  }
+  forget_address(*gone);
 }
 
 pool::Peer* Core::peer_for(uint64_t token) {
@@ -317,12 +309,16 @@ void Core::retire_peer(pool::Peer& p) {
   // so nothing else is open for it). A later connection makes them again.
   for (auto& ch : p.channels) {
     pool->add_ops_gone(ch->ops);
-    if (rails[ch->rail]->av() != nullptr && ch->peer != FI_ADDR_UNSPEC) {
-      Status s = rails[ch->rail]->av()->remove(ch->peer);
-      if (!s.ok()) XPORT_LOG(debug, "removing ", ch->label, ": ", s.to_string());
-    }
+    forget_address(*ch);
   }
   peers.erase(p.token);
+}
+
+void Core::forget_address(const pool::Channel& ch) {
+  fabric::AddressVector* av = rails[ch.rail]->av();
+  if (av == nullptr || ch.peer == FI_ADDR_UNSPEC) return;
+  Status s = av->remove(ch.peer);
+  if (!s.ok()) XPORT_LOG(debug, "removing ", ch.label, ": ", s.to_string());
 }
 
 Result<pool::Channel*> Core::channel_to(pool::Peer& p, size_t rail, bool control,

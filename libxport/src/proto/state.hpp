@@ -4,6 +4,7 @@
 // Core::mu (or by the only thread of a thread_safe = false device).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -262,6 +263,9 @@ struct CommState {
   // rail (its own endpoint, or the rail's towards the peer's own one); in the pool, released
   // when it is erased. Its paths' data channels are these.
   std::vector<pool::Channel*> own;
+  bool owns(const pool::Channel* ch) const {
+    return std::find(own.begin(), own.end(), ch) != own.end();
+  }
   // Closing.
   bool user_closed = false;
   bool peer_closed = false;     // receiver: the sender closed after peer_sent messages
@@ -552,6 +556,8 @@ class Core {
   // Lets go of a communicator's own data channel: out of the pool; an endpoint of its own is
   // retired (closed once drained), the peer's address leaves the AV.
   void drop_own(pool::Channel* ch);
+  // Removes a channel's peer address from its rail's AV (RDM; none for connections).
+  void forget_address(const pool::Channel& ch);
 
   // Peers: found by token or made; a reference per user; retired (AV entries removed, channels
   // freed) with the last one.

@@ -75,8 +75,8 @@ class Rail {
   Result<std::unique_ptr<RailEndpoint>> open_connection(fi_info* info, size_t rx, size_t tx);
 
   // RDM: a data endpoint of one communicator's own (XPORT_POOL_GROUPS=0, docs/pool.md), on
-  // the rail's CQ and AV, with `rx` receive and `tx` send buffers, its flush target and atomic
-  // slots, and provider queues no deeper than its buffers need.
+  // the rail's CQ with an address vector of its own, with `rx` receive and `tx` send buffers,
+  // its flush target and atomic slots, and provider queues no deeper than its buffers need.
   Result<std::unique_ptr<RailEndpoint>> open_own_data(size_t rx, size_t tx);
 
   Health& health() { return health_; }
