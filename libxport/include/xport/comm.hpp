@@ -47,6 +47,12 @@ struct Completion {
   std::array<size_t, kMaxGroupedRecvs> sizes{};
 };
 
+// How test() learns of completion: after a progress pass of its own (the default), or only
+// from the progress other threads make (observe: for a thread that leaves progress to another,
+// e.g. one calling Device::progress(); it never waits for the device: while another thread
+// holds it, the request reads as not done yet).
+enum class TestMode : uint8_t { progress, observe };
+
 // One buffer of a grouped receive: at most `len` bytes into [buf, buf+len) inside `region`, for
 // the message sent with `tag`.
 struct RecvBuffer {
@@ -102,7 +108,7 @@ class SendComm {
   // receive places it by tag). Code::again when XPORT_MAX_REQUESTS sends are outstanding.
   Result<Request> isend(const void* buf, size_t len, const Region& region, uint32_t tag = 0);
   // done=true once the buffer may be reused; an error fails exactly this request.
-  Result<Completion> test(Request request);
+  Result<Completion> test(Request request, TestMode mode = TestMode::progress);
   Result<size_t> wait(Request request, Deadline deadline);
   uint16_t id() const { return id_; }
 
@@ -126,7 +132,7 @@ class RecvComm {
   // done=true once the data is in place (a flush: once its reads completed); bytes = the size
   // the sender sent, sizes[i] per buffer of a grouped receive. A message whose tag matches no
   // buffer fails the request (invalid_argument), and so does one larger than its buffer.
-  Result<Completion> test(Request request);
+  Result<Completion> test(Request request, TestMode mode = TestMode::progress);
   Result<size_t> wait(Request request, Deadline deadline);
   // After a receive into device memory completed: makes the data visible to the device by an
   // RDMA read of the buffer into the endpoint's flush buffer, on every rail of the communicator

@@ -374,9 +374,9 @@ Status not_a_message(const char* what) {
 }
 }  // namespace
 
-Result<Completion> SendComm::test(Request r) {
+Result<Completion> SendComm::test(Request r, TestMode mode) {
   if (r.kind != Request::Kind::message) return not_a_message("test");
-  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq, mode == TestMode::progress));
   return to_public(c);
 }
 
@@ -419,15 +419,16 @@ Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
   return Request{seq};
 }
 
-Result<Completion> RecvComm::test(Request r) {
+Result<Completion> RecvComm::test(Request r, TestMode mode) {
+  const bool progress = mode == TestMode::progress;
   if (r.kind == Request::Kind::flush) {
-    XPORT_ASSIGN_OR_RETURN(bool done, engine_->test_flush({id_, gen_}, r.seq));
+    XPORT_ASSIGN_OR_RETURN(bool done, engine_->test_flush({id_, gen_}, r.seq, progress));
     Completion out;
     out.done = done;
     return out;
   }
   if (!staged_->expects(r.seq)) {
-    XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq));
+    XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq, progress));
     return to_public(c);
   }
   // Into staged GPU memory: done once the data is copied from the shadow to the GPU.
@@ -435,7 +436,7 @@ Result<Completion> RecvComm::test(Request r) {
   if (auto seen = staged_->recorded(r.seq)) {
     c = *seen;
   } else {
-    auto e = engine_->test({id_, gen_}, r.seq);
+    auto e = engine_->test({id_, gen_}, r.seq, progress);
     if (!e.ok()) {
       staged_->forget(r.seq);
       return e.status();

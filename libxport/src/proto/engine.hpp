@@ -116,7 +116,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
     const RecvBufferRef one{buf, len, region, tag};
     return irecv(comm, std::span(&one, 1));
   }
-  Result<Completion> test(CommId comm, uint64_t seq);
+  // progress false: no progress pass, and not done while another thread holds the engine.
+  Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
   // test() without its progress pass, under the lock.
   Result<Completion> test_locked(CommId comm, uint64_t seq);
   // Under the lock: true while test_locked would answer "not done" (the request is
@@ -127,7 +128,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
                Deadline deadline);
   // A flush that does not wait: its id (0: nothing to read, done), tested with test_flush.
   Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
-  Result<bool> test_flush(CommId comm, uint64_t id);
+  Result<bool> test_flush(CommId comm, uint64_t id, bool progress = true);
 
   // one-sided (engine_one_sided.cc; docs/semantics.md "One-sided")
   struct SignalRequest {

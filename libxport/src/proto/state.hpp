@@ -345,7 +345,10 @@ class Core;
 class Lock {
  public:
   explicit Lock(Core& c);
+  // Takes the lock only if it is free at once (owns() says whether it did).
+  Lock(Core& c, std::try_to_lock_t);
   ~Lock();
+  bool owns() const;
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
   void unlock();
@@ -582,6 +585,14 @@ inline Lock::Lock(Core& c) : core_(&c) {
   c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
   held_ = true;
 }
+
+inline Lock::Lock(Core& c, std::try_to_lock_t) : core_(&c) {
+  if (!c.config.thread_safe || !c.mu.try_lock()) return;
+  c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  held_ = true;
+}
+
+inline bool Lock::owns() const { return held_ || !core_->config.thread_safe; }
 
 inline void Lock::unlock() {
   if (!held_) return;

@@ -102,7 +102,12 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
   return seq;
 }
 
-Result<Completion> Engine::test(CommId comm, uint64_t seq) {
+Result<Completion> Engine::test(CommId comm, uint64_t seq, bool progress) {
+  if (!progress) {
+    Lock l(core_, std::try_to_lock);
+    if (!l.owns()) return Completion{};  // progress is under way in another thread
+    return test_locked(comm, seq);
+  }
   refresh_links();
   Lock l(core_);
   progress_locked();
@@ -182,11 +187,12 @@ Result<uint64_t> Engine::iflush(CommId comm, const void* buf, size_t len,
   return flusher_.start(*c, static_cast<const uint8_t*>(buf), len, *region.region);
 }
 
-Result<bool> Engine::test_flush(CommId comm, uint64_t id) {
-  refresh_links();
-  Lock l(core_);
-  progress_locked();
+Result<bool> Engine::test_flush(CommId comm, uint64_t id, bool progress) {
   if (id == 0) return true;  // nothing was to be read
+  if (progress) refresh_links();
+  Lock l = progress ? Lock(core_) : Lock(core_, std::try_to_lock);
+  if (!l.owns()) return false;  // progress is under way in another thread
+  if (progress) progress_locked();
   if (!flusher_.owned_by(id, comm)) {
     return core::error(Code::invalid_argument, "test: flush ", id, " is not outstanding on "
                        "communicator ", comm.index, " (completed already, or never issued)");

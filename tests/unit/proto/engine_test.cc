@@ -5,6 +5,7 @@
 // misses and change nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "fabric/provider.hpp"
@@ -97,6 +98,48 @@ class EngineTest : public ::testing::Test {
   uint64_t token_ = 0;
   CommId send_, recv_;
 };
+
+// test() without a progress pass (TestMode::observe, as the NCCL plugin's lanes use it): a
+// rendezvous exchange completes only through progress made by another thread, and the test
+// calls made meanwhile never fail, never block for long and report the right sizes.
+TEST_F(EngineTest, TestWithoutProgressSeesWhatAnotherThreadProgressed) {
+  connect_self();
+  std::vector<uint8_t> out(64 * 1024), in(64 * 1024, 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + 1);
+  LocalBuffer lo = local(out), li = local(in);
+  auto r = a_->irecv(recv_, in.data(), in.size(), li);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto s = a_->isend(send_, out.data(), out.size(), lo, 0);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  std::atomic<bool> stop{false};
+  std::thread helper([&] {
+    while (!stop.load()) EXPECT_TRUE(a_->progress().ok());
+  });
+  bool rdone = false, sdone = false;
+  size_t rbytes = 0, sbytes = 0;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
+    if (!rdone) {
+      auto c = a_->test(recv_, *r, false);
+      ASSERT_TRUE(c.ok()) << c.status().to_string();
+      rdone = c->done;
+      rbytes = c->bytes;
+    }
+    if (!sdone) {
+      auto c = a_->test(send_, *s, false);
+      ASSERT_TRUE(c.ok()) << c.status().to_string();
+      sdone = c->done;
+      sbytes = c->bytes;
+    }
+  }
+  stop.store(true);
+  helper.join();
+  ASSERT_TRUE(rdone && sdone) << "not complete within 20 s of another thread's progress (receive "
+                              << rdone << ", send " << sdone << ")";
+  EXPECT_EQ(rbytes, out.size());
+  EXPECT_EQ(sbytes, out.size());
+  EXPECT_EQ(in, out);
+}
 
 TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
   connect_self();
