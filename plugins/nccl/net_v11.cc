@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "plugin_state.hpp"
 
@@ -25,10 +26,11 @@ static_assert(sizeof(ncclNet_v11_t) == 22 * sizeof(void*));
 // NCCL's 128-byte handle: libxport's handle (at most kHandleBytes, zero-padded), then the
 // plugin's record of a connect in progress (NCCL calls connect again with the same buffer
 // until it gets a comm).
-constexpr size_t kHandleBytes = NCCL_NET_HANDLE_MAXSIZE - 16;
+constexpr size_t kHandleBytes = NCCL_NET_HANDLE_MAXSIZE - 24;
 struct ConnectStage {
   uint64_t magic;
   PendingConnect* pending;
+  Lane* lane;
 };
 constexpr uint64_t kStageMagic = 0x4547415453525058ull;  // "XPRSTAGE"
 static_assert(kHandleBytes + sizeof(ConnectStage) == NCCL_NET_HANDLE_MAXSIZE);
@@ -41,8 +43,9 @@ ncclResult_t no_init(const char* what) {
 }
 
 
-// A registration NCCL hands back: live, and of the device of the comm it is used on.
-MemHandle* mem_of(void* p, NetDevice* dev, const char* what, ncclResult_t* err) {
+// A registration NCCL hands back: live, and of the device (and lane) of the comm it is used on.
+MemHandle* mem_of(void* p, const CommBase* c, const char* what, ncclResult_t* err) {
+  NetDevice* dev = c->dev;
   auto* m = static_cast<MemHandle*>(p);
   if (m == nullptr) {
     *err = state().fail(ncclInvalidArgument, "%s: NULL mhandle", what);
@@ -56,6 +59,12 @@ MemHandle* mem_of(void* p, NetDevice* dev, const char* what, ncclResult_t* err) 
   if (m->dev != dev) {
     *err = state().fail(ncclInvalidArgument, "%s: mhandle %p was registered on device %d, the comm "
                         "is on device %d", what, p, m->dev->index, dev->index);
+    return nullptr;
+  }
+  if (m->lane != c->lane) {
+    *err = state().fail(ncclInvalidArgument, "%s: mhandle %p was registered through a comm on lane "
+                        "%d, this comm is on lane %d (XPORT_NCCL_LANES: registrations are per "
+                        "comm)", what, p, m->lane->index, c->lane->index);
     return nullptr;
   }
   return m;
@@ -105,7 +114,8 @@ ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
   props->pciPath = d->pci_path;
   props->guid = p.guid;
   props->ptrSupport = NCCL_PTR_HOST;  // NCCL stages GPU data through host buffers
-  props->regIsGlobal = p.registration_is_global ? 1 : 0;
+  // Lanes are devices of their own: a registration serves the comms of its lane only.
+  props->regIsGlobal = p.registration_is_global && d->lanes.size() == 1 ? 1 : 0;
   props->forceFlush = 0;
   // XPORT_NCCL_SPEED_MBPS when set, else the link rate of the rails; where the node reports
   // none (loopback, shm), 10 Gbit/s as NCCL's own socket transport assumes.
@@ -140,7 +150,8 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
   if (!state().ready()) return no_init("listen");
   NetDevice* d = state().device(dev);
   if (d == nullptr) return state().fail(ncclInvalidArgument, "listen: no device %d", dev);
-  auto l = d->device->listen();
+  Lane* lane = d->pick_lane();
+  auto l = lane->device->listen();
   if (!l.ok()) return state().fail(l.status(), "listen");
   const ConnectionHandle& h = (*l)->handle();
   if (h.size() > kHandleBytes) {
@@ -150,6 +161,7 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
   auto* lc = new (std::nothrow) ListenComm();
   if (lc == nullptr) return state().fail(ncclSystemError, "listen: out of memory");
   lc->dev = d;
+  lc->lane = lane;
   lc->listener = std::move(l).value();
   std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, h.data(), h.size());
@@ -171,8 +183,10 @@ ncclResult_t x_connect(void* ctx, int dev, void* handle, void** sendComm,
   ConnectStage stage;
   std::memcpy(&stage, bytes + kHandleBytes, sizeof(stage));
   if (stage.magic != kStageMagic) {
-    // The first call: start connecting (the listener's process answers from its progress).
-    auto p = d->device->start_connect(std::span<const uint8_t>(bytes, kHandleBytes));
+    // The first call: start connecting (the listener's process answers from its progress), from
+    // the next lane (any lane reaches any of the listener's).
+    stage.lane = d->pick_lane();
+    auto p = stage.lane->device->start_connect(std::span<const uint8_t>(bytes, kHandleBytes));
     if (!p.ok()) return state().fail(p.status(), "connect: the handle", true);
     stage.magic = kStageMagic;
     stage.pending = p->release();
@@ -187,6 +201,7 @@ ncclResult_t x_connect(void* ctx, int dev, void* handle, void** sendComm,
   if (sc == nullptr) return state().fail(ncclSystemError, "connect: out of memory");
   sc->magic = SendComm::kMagic;
   sc->dev = d;
+  sc->lane = stage.lane;
   sc->comm = std::move(s).value();
   *sendComm = sc;
   return ncclSuccess;
@@ -206,31 +221,33 @@ ncclResult_t x_accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11
   if (rc == nullptr) return state().fail(ncclSystemError, "accept: out of memory");
   rc->magic = RecvComm::kMagic;
   rc->dev = lc->dev;
+  rc->lane = lc->lane;
   rc->comm = std::move(r).value();
   *recvComm = rc;
   return ncclSuccess;
 }
 
-NetDevice* device_of_comm(void* comm) {
-  if (auto* s = checked<SendComm>(comm)) return s->dev;
-  if (auto* r = checked<RecvComm>(comm)) return r->dev;
+CommBase* comm_of(void* comm) {
+  if (auto* s = checked<SendComm>(comm)) return s;
+  if (auto* r = checked<RecvComm>(comm)) return r;
   return nullptr;
 }
 
 ncclResult_t x_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (mhandle == nullptr) return state().fail(ncclInvalidArgument, "regMr: NULL mhandle pointer");
   *mhandle = nullptr;
-  NetDevice* d = device_of_comm(comm);
-  if (d == nullptr) return state().fail(ncclInvalidArgument, "regMr: %p is not a comm", comm);
+  CommBase* c = comm_of(comm);
+  if (c == nullptr) return state().fail(ncclInvalidArgument, "regMr: %p is not a comm", comm);
   if (type != NCCL_PTR_HOST) {
     return state().fail(ncclInvalidUsage, "regMr: memory type %d: this plugin registers host "
                         "memory only (ptrSupport NCCL_PTR_HOST)", type);
   }
-  auto reg = d->device->register_memory(data, size);
+  auto reg = c->lane->device->register_memory(data, size);
   if (!reg.ok()) return state().fail(reg.status(), "regMr", true);
   auto* m = new (std::nothrow) MemHandle();
   if (m == nullptr) return state().fail(ncclSystemError, "regMr: out of memory");
-  m->dev = d;
+  m->dev = c->dev;
+  m->lane = c->lane;
   m->region = std::move(reg).value();
   state().add(m);
   *mhandle = m;
@@ -243,10 +260,10 @@ ncclResult_t x_reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint
 }
 
 ncclResult_t x_dereg_mr(void* comm, void* mhandle) {
-  NetDevice* d = device_of_comm(comm);
-  if (d == nullptr) return state().fail(ncclInvalidArgument, "deregMr: %p is not a comm", comm);
+  CommBase* c = comm_of(comm);
+  if (c == nullptr) return state().fail(ncclInvalidArgument, "deregMr: %p is not a comm", comm);
   ncclResult_t err = ncclSuccess;
-  MemHandle* m = mem_of(mhandle, d, "deregMr", &err);
+  MemHandle* m = mem_of(mhandle, c, "deregMr", &err);
   if (m == nullptr) return err;
   state().remove(m);
   m->magic = 0;
@@ -261,7 +278,7 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
   SendComm* c = checked<SendComm>(sendComm);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "isend: %p is not a send comm", sendComm);
   ncclResult_t err = ncclSuccess;
-  MemHandle* m = mem_of(mhandle, c->dev, "isend", &err);
+  MemHandle* m = mem_of(mhandle, c, "isend", &err);
   if (m == nullptr) return err;
   Request* r = c->take(ReqKind::send);
   if (r == nullptr) return ncclSuccess;  // too many outstanding: NCCL calls again
@@ -272,6 +289,7 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
     return state().fail(q.status(), "isend", q.status().code() == Code::invalid_argument);
   }
   r->req = *q;
+  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -291,7 +309,7 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
   RecvBuffer bufs[kMaxGroupedRecvs];
   for (int i = 0; i < n; ++i) {
     ncclResult_t err = ncclSuccess;
-    MemHandle* m = mem_of(mhandles[i], c->dev, "irecv", &err);
+    MemHandle* m = mem_of(mhandles[i], c, "irecv", &err);
     if (m == nullptr) return err;
     bufs[i] = {data[i], sizes[i], &m->region, tags != nullptr ? static_cast<uint32_t>(tags[i]) : 0};
   }
@@ -305,6 +323,7 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
   }
   r->req = *q;
   r->count = n;
+  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -326,7 +345,7 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
   }
   if (last < 0) return ncclSuccess;  // nothing received: nothing to flush
   ncclResult_t err = ncclSuccess;
-  MemHandle* m = mem_of(mhandles[last], c->dev, "iflush", &err);
+  MemHandle* m = mem_of(mhandles[last], c, "iflush", &err);
   if (m == nullptr) return err;
   Request* r = c->take(ReqKind::flush);
   if (r == nullptr) {
@@ -339,6 +358,7 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
     return state().fail(q.status(), "iflush", q.status().code() == Code::invalid_argument);
   }
   r->req = *q;
+  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -351,16 +371,19 @@ ncclResult_t x_test(void* request, int* done, int* sizes) {
     return state().fail(ncclInvalidArgument, "test: %p is not an outstanding request", request);
   }
   Result<Completion> c = Status(Code::internal, "");
+  // With lanes, each lane's helper thread makes its progress: test() only looks.
+  const TestMode mode = r->comm->lane->helper.joinable() ? TestMode::observe : TestMode::progress;
   if (r->kind == ReqKind::send) {
-    c = static_cast<SendComm*>(r->comm)->comm->test(r->req);
+    c = static_cast<SendComm*>(r->comm)->comm->test(r->req, mode);
   } else {
-    c = static_cast<RecvComm*>(r->comm)->comm->test(r->req);
+    c = static_cast<RecvComm*>(r->comm)->comm->test(r->req, mode);
   }
   if (c.ok() && !c->done) return ncclSuccess;
   CommBase* comm = r->comm;
   const ReqKind kind = r->kind;
   const int count = r->count;
   comm->give(r);
+  comm->lane->end();
   if (!c.ok()) {
     return state().fail(c.status(), kind == ReqKind::send   ? "test (send)"
                                     : kind == ReqKind::recv ? "test (receive)"
@@ -382,6 +405,11 @@ ncclResult_t close_comm(void* p, const char* what) {
   Comm* c = checked<Comm>(p);
   if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not such a comm", what, p);
   c->magic = 0;
+  if constexpr (!std::is_same_v<Comm, ListenComm>) {
+    // Requests NCCL leaves outstanding end with the comm: its lane's helper stops counting them.
+    const int left = c->outstanding();
+    if (left > 0) c->lane->end(left);
+  }
   delete c;  // libxport closes the communicator (docs/semantics.md, "Closing")
   return ncclSuccess;
 }

@@ -42,6 +42,48 @@ void CommBase::give(Request* r) {
   free.push_back(r);
 }
 
+int CommBase::outstanding() {
+  std::lock_guard<std::mutex> l(mu);
+  return static_cast<int>(pool.size() - free.size());
+}
+
+Lane::~Lane() {
+  if (helper.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      stop = true;
+    }
+    cv.notify_one();
+    helper.join();
+  }
+}
+
+void Lane::start_helper() { helper = std::thread([this] { run(); }); }
+
+void Lane::run() {
+  // Spins on progress passes while the lane has requests outstanding (NCCL's proxy thread only
+  // tests them), yielding now and then; sleeps while it has none.
+  uint32_t passes = 0;
+  bool warned = false;
+  for (;;) {
+    if (active.load(std::memory_order_relaxed) > 0) {
+      Status s = device->progress();
+      if (!s.ok() && !warned) {  // (the requests that fail report it through test(); once here)
+        warned = true;
+        PluginState::get().fail(s, "lane progress");
+      }
+      if (++passes % 256 == 0) std::this_thread::yield();
+      continue;
+    }
+    std::unique_lock<std::mutex> l(mu);
+    if (stop) return;
+    // (The timeout covers a request posted between the check above and the wait.)
+    cv.wait_for(l, std::chrono::milliseconds(1),
+                [this] { return stop || active.load(std::memory_order_relaxed) > 0; });
+    if (stop) return;
+  }
+}
+
 PluginState& PluginState::get() {
   static PluginState* s = new PluginState();  // never destroyed: NCCL may call late at exit
   return *s;
@@ -72,14 +114,29 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
     return fail(ncclInvalidArgument, "init: XPORT_NCCL_MAX_RECVS=%d: 1..%zu", max_recvs_,
                 kMaxGroupedRecvs);
   }
+  lanes_ = std::atoi(knob_value("XPORT_NCCL_LANES").c_str());
+  if (lanes_ < 1 || lanes_ > 16) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16", lanes_);
+  }
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
-  auto dev = (*ctx)->open_device();
-  if (!dev.ok()) return fail(dev.status(), "init: opening the device");
   auto nd = std::make_unique<NetDevice>();
   nd->index = 0;
-  nd->device = std::move(dev).value();
-  nd->props = nd->device->properties();
+  for (int i = 0; i < lanes_; ++i) {
+    auto dev = (*ctx)->open_device();
+    if (!dev.ok()) {
+      return fail(dev.status(), lanes_ == 1 ? "init: opening the device"
+                                            : "init: opening a lane's device");
+    }
+    auto lane = std::make_unique<Lane>();
+    lane->index = i;
+    lane->device = std::move(dev).value();
+    nd->lanes.push_back(std::move(lane));
+  }
+  if (lanes_ > 1) {
+    for (auto& lane : nd->lanes) lane->start_helper();
+  }
+  nd->props = nd->lanes[0]->device->properties();
   nd->name = intern(nd->props.name);
   nd->pci_path = nd->props.pci_path.empty() ? nullptr : intern(nd->props.pci_path);
   devices_.clear();
@@ -88,9 +145,9 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   refs_.store(1);
   const NetDevice& d = *devices_[0];
   log(NCCL_LOG_INFO, __FILE__, __LINE__,
-      "NET/xport : libxport %s, provider %s, device 0 '%s' (%u rails, %s)", version(),
-      ctx_->provider().caps.provider.c_str(), d.name, d.props.rails,
-      d.pci_path == nullptr ? "no PCI path" : d.pci_path);
+      "NET/xport : libxport %s, provider %s, device 0 '%s' (%u rails, %s, %d lanes)",
+      version(), ctx_->provider().caps.provider.c_str(), d.name, d.props.rails,
+      d.pci_path == nullptr ? "no PCI path" : d.pci_path, lanes_);
   return ncclSuccess;
 }
 

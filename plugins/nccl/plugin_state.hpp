@@ -6,11 +6,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdarg>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -19,20 +21,53 @@
 
 namespace xport::nccl {
 
-// One NCCL device: a libxport Device and the strings getProperties hands out (interned: NCCL
-// may keep the pointers after the last finalize closed the device).
-struct NetDevice {
+// One lane of an NCCL device: a libxport Device of its own (its own engine, endpoints and
+// connections on the same rails). Every NCCL comm lives wholly on one lane, the lanes taken in
+// turn by listen and connect. With more than one lane (XPORT_NCCL_LANES), each has a helper
+// thread that drives its progress while requests are outstanding on it, so that the comms of
+// NCCL's channels move their bytes in parallel (on tcp;ofi_rxm the kernel's copies, which one
+// proxy thread otherwise makes one after another: docs/nccl.md, "Lanes").
+struct Lane {
   int index = 0;
   std::unique_ptr<Device> device;
+  std::atomic<int> active{0};  // requests outstanding on the lane's comms
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // guarded by mu
+  std::thread helper;
+
+  ~Lane();
+  void start_helper();
+  void begin() {  // a request was posted on the lane
+    if (active.fetch_add(1) == 0 && helper.joinable()) {
+      std::lock_guard<std::mutex> l(mu);
+      cv.notify_one();
+    }
+  }
+  void end(int n = 1) { active.fetch_sub(n); }
+
+ private:
+  void run();
+};
+
+// One NCCL device: its lanes (lane 0 opened first; getProperties describes it) and the strings
+// getProperties hands out (interned: NCCL may keep the pointers after the last finalize closed
+// the device).
+struct NetDevice {
+  int index = 0;
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::atomic<uint32_t> next_lane{0};
   DeviceProperties props;
   char* name = nullptr;
   char* pci_path = nullptr;  // NULL when the rails have no PCI function (lo, shm)
+  Lane* pick_lane() { return lanes[next_lane.fetch_add(1) % lanes.size()].get(); }
 };
 
 struct MemHandle {
   static constexpr uint64_t kMagic = 0x524d54524f505821ull;  // "!XPORTMR"
   uint64_t magic = kMagic;
   NetDevice* dev = nullptr;
+  Lane* lane = nullptr;
   Region region;
 };
 
@@ -45,11 +80,14 @@ struct Request;
 struct CommBase {
   uint64_t magic = 0;
   NetDevice* dev = nullptr;
+  Lane* lane = nullptr;
   std::mutex mu;  // guards the request pool (NCCL tests from its progress thread, closes from another)
   std::vector<std::unique_ptr<Request>> pool;
   std::vector<Request*> free;
   Request* take(ReqKind kind);
   void give(Request* r);
+  // Requests taken and not given back (NCCL closed the comm with them outstanding).
+  int outstanding();
 };
 
 struct Request {
@@ -76,6 +114,7 @@ struct ListenComm {
   static constexpr uint64_t kMagic = 0x4e53494c54525058ull;  // "XPRTLISN"
   uint64_t magic = kMagic;
   NetDevice* dev = nullptr;
+  Lane* lane = nullptr;
   std::unique_ptr<Listener> listener;
 };
 
@@ -126,6 +165,8 @@ class PluginState {
   int speed_mbps_default() const { return speed_default_; }
   // XPORT_NCCL_MAX_RECVS: the maxRecvs getProperties reports (1..8).
   int max_recvs() const { return max_recvs_; }
+  // XPORT_NCCL_LANES: libxport devices per NCCL device (1..16).
+  int lanes() const { return lanes_; }
 
  private:
   std::mutex mu_;
@@ -138,6 +179,7 @@ class PluginState {
   std::deque<std::string> interned_;  // guarded by mu_
   int speed_default_ = 0;
   int max_recvs_ = 1;
+  int lanes_ = 1;
 };
 
 }  // namespace xport::nccl

@@ -30,6 +30,12 @@ namespace {
 using namespace xport::nccl_test;
 using namespace std::chrono_literals;
 
+// XPORT_NCCL_LANES as the plugin reads it (1 when unset).
+int lanes() {
+  const char* v = std::getenv("XPORT_NCCL_LANES");
+  return v != nullptr && *v != 0 ? std::atoi(v) : 1;
+}
+
 // ---- the traffic plan both processes derive from one seed ----
 
 constexpr int kComms = 3;
@@ -338,7 +344,8 @@ TEST_P(PluginTest, TableAndPropertiesAreWhatNcclExpects) {
   ASSERT_NE(props.name, nullptr);
   EXPECT_GT(std::strlen(props.name), 0u);
   EXPECT_EQ(props.ptrSupport, NCCL_PTR_HOST) << "host memory only: NCCL stages GPU data";
-  EXPECT_EQ(props.regIsGlobal, 1);
+  // Lanes (XPORT_NCCL_LANES > 1) are libxport devices of their own: registrations per comm.
+  EXPECT_EQ(props.regIsGlobal, lanes() == 1 ? 1 : 0);
   EXPECT_EQ(props.forceFlush, 0);
   EXPECT_GT(props.speed, 0);
   EXPECT_EQ(props.maxRecvs, 1) << "XPORT_NCCL_MAX_RECVS's default (the peer process sets 8)";
@@ -476,6 +483,14 @@ TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
   EXPECT_EQ(n->irecv(recv, 1, &data, &sz, &tag, &stale, nullptr, &req), ncclInvalidArgument);
   EXPECT_EQ(n->deregMr(recv, stale), ncclInvalidArgument) << "deregistered twice";
   EXPECT_EQ(req, nullptr);
+  if (lanes() > 1) {
+    // The two comms are on different lanes (taken in turn): a registration made through one is
+    // refused on the other, with a reason.
+    mark = log_mark();
+    EXPECT_EQ(n->irecv(recv, 1, &data, &sz, &tag, &mh, nullptr, &req), ncclInvalidArgument);
+    EXPECT_NE(warned_since(mark).find("lane"), std::string::npos) << warned_since(mark);
+    EXPECT_EQ(req, nullptr);
+  }
   // Buffers outside their registration, bad counts, CUDA memory, bad requests and comms.
   EXPECT_EQ(n->isend(send, buf.data() + buf.size() - 8, 64, 0, mh, nullptr, &req),
             ncclInvalidArgument);
