@@ -322,7 +322,8 @@ int pool_recv(Device& dev, size_t comms, size_t count, uint32_t seed, size_t max
             << " secondaries " << st.secondaries << " attached " << st.comms_attached
             << " misses " << st.routing_misses << " fds " << test::open_fds() << " base_fds "
             << base_fds << " buffer_bytes " << st.registered_bytes << " endpoints "
-            << all.endpoints.size() << " rss_kib " << test::resident_kib() << " base_rss_kib " << base_rss << std::endl;
+            << all.endpoints.size() << " rss_kib " << test::resident_kib() << " base_rss_kib "
+            << base_rss << std::endl;
   std::cout << "OK " << total << std::endl;
   std::string line = next_line(dev);
   by_ordinal.clear();

@@ -188,11 +188,11 @@ Result<uint64_t> Engine::iflush(CommId comm, const void* buf, size_t len,
 }
 
 Result<bool> Engine::test_flush(CommId comm, uint64_t id, bool progress) {
-  if (id == 0) return true;  // nothing was to be read
   if (progress) refresh_links();
   Lock l = progress ? Lock(core_) : Lock(core_, std::try_to_lock);
-  if (!l.owns()) return false;  // progress is under way in another thread
   if (progress) progress_locked();
+  if (id == 0) return true;  // nothing was to be read
+  if (!l.owns()) return false;  // progress is under way in another thread
   if (!flusher_.owned_by(id, comm)) {
     return core::error(Code::invalid_argument, "test: flush ", id, " is not outstanding on "
                        "communicator ", comm.index, " (completed already, or never issued)");
