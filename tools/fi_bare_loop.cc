@@ -13,12 +13,18 @@
 //              inject_size, then one fi_read (read after write is ordered) ends the phase.
 //              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
 //              and acks when it has them all.
+// --threads N (rate and bandwidth modes): N independent loops at once, each with its own fabric,
+// domain, endpoint, CQs and registration and its own thread in both processes (what a runtime
+// with a progress thread per NIC or per device does); the figures are the sum over the loops,
+// timed from the first start to the last end. Says whether the provider's data path scales with
+// threads in one process.
 // --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
 // msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
 // A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
+//                [--threads N]
 // --gap-us US (pingpong): the initiator idles US µs (busy, unmeasured) before each ping;
 // --block (pingpong): CQs get a wait object (FI_WAIT_FD) and the target waits for each ping
 // asleep in poll(2) on its file descriptor. With --gap-us: what a wake-up costs the bare
@@ -46,6 +52,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -73,9 +80,19 @@ struct Args {
   bool json = false;
   long gap_us = 0;     // pingpong: the initiator idles (busy) this long before each ping
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
+  int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
 };
 
 const char* g_role = "initiator";
+
+// --threads: the initiator's loops start their clocks together (after their warm-ups).
+std::atomic<int> g_unready{0};
+
+void start_together() {
+  g_unready.fetch_sub(1);
+  while (g_unready.load() > 0) {
+  }
+}
 pid_t g_peer = 0;  // the target, in the initiator
 
 [[noreturn]] void fail() {
@@ -466,9 +483,74 @@ size_t send_receives(const Args& a, const Fabric& f) {
 
 // ---- target ----
 
+// The target's side of a rate or bandwidth loop: its buffer, the exchange, its receives.
+void target_prepare(const Args& a, Fabric& f, Queues& q, int to_initiator, int from_initiator) {
+  if (a.mode == Mode::send) {
+    const size_t receives = send_receives(a, f);
+    q.rx_size = a.size;
+    q.rx_slots = slots_of(a, receives);
+    register_buffer(f, kAckBytes, q.rx_slots * a.size);
+    exchange(f, to_initiator, from_initiator);
+    q.post_receives(receives);
+  } else {
+    register_buffer(f, kAckBytes, slots_of(a, a.window) * a.size);
+    exchange(f, to_initiator, from_initiator);
+  }
+}
+
+// ... and its loop: receives (or writes' data) counted, the ends of warm-up and run acked.
+void target_loop(const Args& a, Queues& q) {
+  const uint64_t warmup = warmup_of(a);
+  const uint64_t total = warmup + static_cast<uint64_t>(a.iterations);
+  const Fabric& f = *q.f;
+  if (a.mode == Mode::send) {
+    if (warmup > 0) {
+      q.wait(&q.received, warmup, "receiving the warm-up sends");
+      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+    }
+    q.wait(&q.received, total, "receiving the sends");
+    q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+  } else if (a.writedata) {  // the writes' CQ data is counted here, acked as sends are
+    if (warmup > 0) {
+      q.wait(&q.rma_data, warmup, "counting the warm-up writes' data");
+      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+    }
+    q.wait(&q.rma_data, total, "counting the writes' data");
+    q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
+  }
+}
+
+// --threads: one loop per thread, each progressing its own fabric until the initiator is done.
+int target_threads(const Args& a, int to_initiator, int from_initiator) {
+  std::vector<Fabric> fs;
+  std::vector<Queues> qs(static_cast<size_t>(a.threads));
+  for (int i = 0; i < a.threads; ++i) {
+    fs.push_back(open_fabric(a.provider.c_str(), false));
+  }
+  for (size_t i = 0; i < fs.size(); ++i) {
+    qs[i].f = &fs[i];
+    target_prepare(a, fs[i], qs[i], to_initiator, from_initiator);
+  }
+  std::atomic<bool> done{false};
+  std::vector<std::thread> ts;
+  for (auto& q : qs) {
+    ts.emplace_back([&a, &q, &done] {
+      target_loop(a, q);
+      while (!done.load(std::memory_order_relaxed)) q.progress();
+    });
+  }
+  char c;
+  (void)!read(from_initiator, &c, 1);  // a byte, or the initiator's end
+  done = true;
+  for (auto& t : ts) t.join();
+  for (auto& f : fs) close_fabric(f);
+  return 0;
+}
+
 int target(const Args& a, int to_initiator, int from_initiator) {
   g_role = "target";
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (a.threads > 1) return target_threads(a, to_initiator, from_initiator);
   Fabric f = open_fabric(a.provider.c_str(), a.block);
   Queues q;
   q.f = &f;
@@ -489,30 +571,9 @@ int target(const Args& a, int to_initiator, int from_initiator) {
       q.wait_tx_below(64, "sending pongs");
       q.send(f.buf, a.size, inject);
     }
-  } else if (a.mode == Mode::send) {
-    const size_t receives = send_receives(a, f);
-    q.rx_size = a.size;
-    q.rx_slots = slots_of(a, receives);
-    register_buffer(f, kAckBytes, q.rx_slots * a.size);
-    exchange(f, to_initiator, from_initiator);
-    q.post_receives(receives);
-    if (warmup > 0) {
-      q.wait(&q.received, warmup, "receiving the warm-up sends");
-      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
-    }
-    q.wait(&q.received, total, "receiving the sends");
-    q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
   } else {
-    register_buffer(f, kAckBytes, slots_of(a, a.window) * a.size);
-    exchange(f, to_initiator, from_initiator);
-    if (a.writedata) {  // the writes' CQ data is counted here, acked as sends are
-      if (warmup > 0) {
-        q.wait(&q.rma_data, warmup, "counting the warm-up writes' data");
-        q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
-      }
-      q.wait(&q.rma_data, total, "counting the writes' data");
-      q.send(f.buf, kAckBytes, kAckBytes <= f.inject_size);
-    }
+    target_prepare(a, f, q, to_initiator, from_initiator);
+    target_loop(a, q);
   }
   serve_until_done(q, from_initiator);
   close_fabric(f);
@@ -529,6 +590,7 @@ struct Result {
   // which complete at once and are held back only by the provider.
   size_t in_flight = 1;
   bool inject = false;
+  Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
 };
 
 Result pingpong(const Args& a, Fabric& f, Queues& q) {
@@ -580,9 +642,12 @@ Result send_rate(const Args& a, Fabric& f, Queues& q) {
     q.wait(&q.received, acks, what);
   };
   if (warmup > 0) phase(warmup, 1, "waiting for the warm-up ack");
+  if (a.threads > 1) start_together();
   const auto t0 = Clock::now();
   phase(static_cast<uint64_t>(a.iterations), warmup > 0 ? 2 : 1, "waiting for the final ack");
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.t0 = t0;
+  r.t1 = Clock::now();
+  r.seconds = std::chrono::duration<double>(r.t1 - t0).count();
   r.messages = static_cast<double>(a.iterations);
   q.wait_tx_below(1, "finishing the sends");
   return r;
@@ -638,9 +703,12 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
     q.wait_tx_below(1, what);
   };
   if (warmup > 0) phase(warmup, "finishing the warm-up writes");
+  if (a.threads > 1) start_together();
   const auto t0 = Clock::now();
   phase(static_cast<uint64_t>(a.iterations), "finishing the writes");
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.t0 = t0;
+  r.t1 = Clock::now();
+  r.seconds = std::chrono::duration<double>(r.t1 - t0).count();
   r.messages = static_cast<double>(a.iterations);
   return r;
 }
@@ -677,9 +745,9 @@ void report(const Args& a, const Fabric& f, Result& r) {
     }
     std::printf(
         "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
-        "\"depth\":%zu,\"in_flight\":%zu}\n",
+        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d}\n",
         bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
-        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight);
+        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads);
   } else if (a.mode == Mode::pingpong) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
@@ -688,15 +756,63 @@ void report(const Args& a, const Fabric& f, Result& r) {
         p99, mean);
   } else {
     std::printf(
-        "provider %s  %s %s%s %zu B  in flight %zu  iterations %ld  msg_per_s %.0f  "
+        "provider %s  %s %s%s %zu B  threads %d  in flight %zu  iterations %ld  msg_per_s %.0f  "
         "GB/s %.3f\n",
-        prov, a.mode_name.c_str(), r.inject ? "inject " : "", op, a.size, r.in_flight, a.iterations,
-        rate, bw / 1e9);
+        prov, a.mode_name.c_str(), r.inject ? "inject " : "", op, a.size, a.threads, r.in_flight,
+        a.iterations, rate, bw / 1e9);
   }
   std::fflush(stdout);
 }
 
+// --threads: N loops, each on its own fabric and thread; one Result summing them.
+Result initiator_threads(const Args& a, std::vector<Fabric>& fs, int to_target, int from_target) {
+  std::vector<Queues> qs(fs.size());
+  std::vector<Hello> targets;
+  const size_t slots = slots_of(a, a.window);
+  for (size_t i = 0; i < fs.size(); ++i) {
+    qs[i].f = &fs[i];
+    register_buffer(fs[i], slots * a.size, kAckBytes * kAckReceives);
+    qs[i].rx_size = kAckBytes;
+    qs[i].rx_slots = kAckReceives;
+    targets.push_back(exchange(fs[i], to_target, from_target));
+  }
+  std::vector<Result> rs(fs.size());
+  g_unready = static_cast<int>(fs.size());
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < fs.size(); ++i) {
+    ts.emplace_back([&, i] {
+      rs[i] = a.mode == Mode::send ? send_rate(a, fs[i], qs[i]) : put_rate(a, fs[i], qs[i], targets[i]);
+    });
+  }
+  for (auto& t : ts) t.join();
+  Result sum = rs[0];
+  for (size_t i = 1; i < rs.size(); ++i) {
+    sum.t0 = std::min(sum.t0, rs[i].t0);
+    sum.t1 = std::max(sum.t1, rs[i].t1);
+    sum.messages += rs[i].messages;
+    sum.in_flight += rs[i].in_flight;
+  }
+  sum.seconds = std::chrono::duration<double>(sum.t1 - sum.t0).count();
+  return sum;
+}
+
 int initiator(const Args& a, int to_target, int from_target) {
+  if (a.threads > 1) {
+    std::vector<Fabric> fs;
+    for (int i = 0; i < a.threads; ++i) fs.push_back(open_fabric(a.provider.c_str(), false));
+    Result r = initiator_threads(a, fs, to_target, from_target);
+    write_all(to_target, "x", 1);
+    int status = 0;
+    waitpid(g_peer, &status, 0);
+    g_peer = 0;
+    report(a, fs[0], r);
+    for (auto& f : fs) close_fabric(f);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "fi-bare-loop: the target failed\n");
+      return 1;
+    }
+    return 0;
+  }
   Fabric f = open_fabric(a.provider.c_str(), a.block);
   Queues q;
   q.f = &f;
@@ -733,7 +849,7 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json]\n",
+               "[--json] [--threads N]\n",
                why);
   std::exit(2);
 }
@@ -793,6 +909,9 @@ Args parse(int argc, char** argv) {
       a.block = true;
     } else if (k == "--json") {
       a.json = true;
+    } else if (k == "--threads") {
+      a.threads = std::atoi(value());
+      if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
     } else {
       usage(("unknown option " + k).c_str());
     }
@@ -801,6 +920,7 @@ Args parse(int argc, char** argv) {
   if ((a.gap_us > 0 || a.block) && a.mode != Mode::pingpong) {
     usage("--gap-us and --block go with --mode pingpong");
   }
+  if (a.threads > 1 && a.mode == Mode::pingpong) usage("--threads goes with the rate and bandwidth modes");
   return a;
 }
 
