@@ -53,6 +53,16 @@ struct Completion {
 // holds it, the request reads as not done yet).
 enum class TestMode : uint8_t { progress, observe };
 
+// How isend/irecv hand their work to the provider. now (the default): the call waits for the
+// device if another thread holds it and posts what it can, a rendezvous message's data writes
+// included once the receiver's clear-to-send is in (on tcp the provider copies the data into
+// the socket in that call). handoff: for a runtime whose own threads drive progress (e.g. one
+// per device calling Device::progress(), as the NCCL plugin's lanes do): the call never waits
+// for the device (while another thread holds it: Code::again, nothing started, call again) and
+// leaves the data writes to the next progress pass, so the thread that drives the device moves
+// the bytes (docs/semantics.md, "Posting").
+enum class PostMode : uint8_t { now, handoff };
+
 // One buffer of a grouped receive: at most `len` bytes into [buf, buf+len) inside `region`, for
 // the message sent with `tag`.
 struct RecvBuffer {
@@ -106,7 +116,8 @@ class SendComm {
   ~SendComm();  // closes: the peer's pending receives fail with Code::closed
   // Starts sending [buf, buf+len), which must lie inside `region`, with `tag` (a grouped
   // receive places it by tag). Code::again when XPORT_MAX_REQUESTS sends are outstanding.
-  Result<Request> isend(const void* buf, size_t len, const Region& region, uint32_t tag = 0);
+  Result<Request> isend(const void* buf, size_t len, const Region& region, uint32_t tag = 0,
+                        PostMode mode = PostMode::now);
   // done=true once the buffer may be reused; an error fails exactly this request.
   Result<Completion> test(Request request, TestMode mode = TestMode::progress);
   Result<size_t> wait(Request request, Deadline deadline);
@@ -124,11 +135,12 @@ class RecvComm {
   ~RecvComm();
   // Posts a receive of at most `len` bytes into [buf, buf+len) inside `region`, for the next
   // message; its tag must be `tag`.
-  Result<Request> irecv(void* buf, size_t len, const Region& region, uint32_t tag = 0);
+  Result<Request> irecv(void* buf, size_t len, const Region& region, uint32_t tag = 0,
+                        PostMode mode = PostMode::now);
   // A grouped receive of 1..kMaxGroupedRecvs buffers: it takes the sender's next n messages (in
   // its posting order), and the k-th of them with tag t lands in the k-th buffer with tag t
   // (docs/semantics.md, "Tags and grouped receives"). One request; done when every buffer is.
-  Result<Request> irecv(std::span<const RecvBuffer> buffers);
+  Result<Request> irecv(std::span<const RecvBuffer> buffers, PostMode mode = PostMode::now);
   // done=true once the data is in place (a flush: once its reads completed); bytes = the size
   // the sender sent, sizes[i] per buffer of a grouped receive. A message whose tag matches no
   // buffer fails the request (invalid_argument), and so does one larger than its buffer.

@@ -351,10 +351,12 @@ SendComm::~SendComm() {
   if (engine_) engine_->close_comm({id_, gen_});
 }
 
-Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag) {
+Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag,
+                                PostMode mode) {
   XPORT_RETURN_IF_ERROR(Access::copy_in(region, buf, len));
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, Access::on_wire(region, buf, len),
-                                                      len, Access::local(region), tag));
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
+                         engine_->isend({id_, gen_}, Access::on_wire(region, buf, len), len,
+                                        Access::local(region), tag, mode == PostMode::handoff));
   return Request{seq};
 }
 
@@ -389,12 +391,13 @@ RecvComm::~RecvComm() {
   if (engine_) engine_->close_comm({id_, gen_});
 }
 
-Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uint32_t tag) {
+Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uint32_t tag,
+                                PostMode mode) {
   const RecvBuffer one{buf, len, &region, tag};
-  return irecv(std::span(&one, 1));
+  return irecv(std::span(&one, 1), mode);
 }
 
-Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
+Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers, PostMode mode) {
   std::array<proto::RecvBufferRef, kMaxGroupedRecvs> refs;
   std::vector<StagedArrivals::Target> staged;
   if (buffers.size() > refs.size()) {
@@ -414,7 +417,8 @@ Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers) {
     }
   }
   XPORT_ASSIGN_OR_RETURN(uint64_t seq,
-                         engine_->irecv({id_, gen_}, std::span(refs.data(), buffers.size())));
+                         engine_->irecv({id_, gen_}, std::span(refs.data(), buffers.size()),
+                                        mode == PostMode::handoff));
   if (!staged.empty()) staged_->expect(seq, std::move(staged));
   return Request{seq};
 }

@@ -106,15 +106,18 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void connect_abandon(CommId id);
   void close_comm(CommId id);
 
-  // two-sided (two_sided.cc)
+  // two-sided (two_sided.cc). `handoff` (PostMode::handoff): the call takes the engine only if
+  // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
+  // the next progress pass.
   Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0);
+                         uint32_t tag = 0, bool handoff = false);
   // A receive of 1..kMaxGroup buffers; named by its first sequence number.
-  Result<uint64_t> irecv(CommId comm, std::span<const RecvBufferRef> buffers);
+  Result<uint64_t> irecv(CommId comm, std::span<const RecvBufferRef> buffers,
+                         bool handoff = false);
   Result<uint64_t> irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0) {
+                         uint32_t tag = 0, bool handoff = false) {
     const RecvBufferRef one{buf, len, region, tag};
-    return irecv(comm, std::span(&one, 1));
+    return irecv(comm, std::span(&one, 1), handoff);
   }
   // progress false: no progress pass, and not done while another thread holds the engine.
   Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
@@ -189,6 +192,10 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // is held: an early eager message is copied.
   void inject_message(size_t rail, const uint8_t* bytes, size_t len);
   void inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len, bool eager);
+  // For engine-level tests: true while the clear-to-send for message `seq` of send communicator
+  // `comm` waits for its isend; and the engine's lock, held until the returned object goes.
+  bool early_cts_for_test(CommId comm, uint64_t seq);
+  std::unique_ptr<Lock> lock_for_test() { return std::make_unique<Lock>(core_); }
   // The device's token (exported keys and connection messages carry it).
   uint64_t device_token() const { return core_.device_token; }
 

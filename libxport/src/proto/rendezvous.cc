@@ -26,11 +26,11 @@ enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2, kOtherTag = 3 };
 
 }  // namespace
 
-Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot) {
+Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff) {
   EarlyCts& e = c.early_cts[slot];
   if (e.valid && e.cts.seq == s.seq) {
     e.valid = false;
-    consume(c, s, slot, e.cts);
+    consume(c, s, slot, e.cts, handoff);
     return Status::success();
   }
   // Ask for the clear-to-send in case the receive was posted with an eager-sized buffer (then
@@ -71,7 +71,7 @@ void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
   // with a large buffer): nothing to do.
 }
 
-void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts) {
+void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts, bool defer) {
   s.cts_consumed = true;
   if (s.finished) return;
   if (s.tag != cts.tag) {
@@ -107,6 +107,12 @@ void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   }
   const uint32_t first = c.next_stripe++ % up;
   for (uint32_t i = 0; i < s.stripes; ++i) s.ctx[i].rail = static_cast<uint8_t>(healthy[(first + i) % up]);
+  if (defer) {  // the thread that drives progress posts them (PostMode::handoff)
+    for (uint32_t i = 0; i < s.stripes; ++i) {
+      queue_stripe(c, s, slot, i, cts.raddr, cts.keys, Clock::time_point{});
+    }
+    return;
+  }
   for (uint32_t i = 0; i < s.stripes && !s.finished; ++i) {
     Status st = post_stripe(c, s, slot, i, cts.raddr, cts.keys, false);
     if (!st.ok() && st.code() != Code::again) {
@@ -157,17 +163,8 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
   }
   if (st.code() == Code::again) {
     if (!queued) {
-      core_.hold(c, s);
       ++core_.counters.deferred_posts;
-      PendingStripe p;
-      p.comm = c.id;
-      p.slot = slot;
-      p.seq = s.seq;
-      p.stripe = stripe;
-      p.raddr = raddr;
-      p.keys = keys;
-      p.since = Clock::now();
-      core_.pending_stripes.push_back(p);
+      queue_stripe(c, s, slot, stripe, raddr, keys, Clock::now());
     }
     return st;
   }
@@ -182,6 +179,21 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
   return st;
 }
 
+void Rendezvous::queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe,
+                              uint64_t raddr, const std::array<uint64_t, kMaxRails>& keys,
+                              Clock::time_point since) {
+  core_.hold(c, s);
+  PendingStripe p;
+  p.comm = c.id;
+  p.slot = slot;
+  p.seq = s.seq;
+  p.stripe = stripe;
+  p.raddr = raddr;
+  p.keys = keys;
+  p.since = since;
+  core_.pending_stripes.push_back(p);
+}
+
 void Rendezvous::retry() {
   for (size_t n = core_.pending_stripes.size(); n > 0 && !core_.pending_stripes.empty(); --n) {
     PendingStripe p = core_.pending_stripes.front();
@@ -193,15 +205,17 @@ void Rendezvous::retry() {
       core_.release(*c, s);  // failed meanwhile: this stripe is never posted
       continue;
     }
-    if (core_.expired(p.since)) {
+    Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
+    if (st.code() == Code::again && p.since == Clock::time_point{}) {
+      // Queued by a handoff call and refused at its first try: the clock starts now.
+      p.since = Clock::now();
+      core_.pending_stripes.push_back(p);
+    } else if (st.code() == Code::again && core_.expired(p.since)) {
       core_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
                                          ": the provider stayed busy (-FI_EAGAIN) for "
                                          "XPORT_EAGAIN_TIMEOUT_MS"));
       core_.release(*c, s);
-      continue;
-    }
-    Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
-    if (st.code() == Code::again) {
+    } else if (st.code() == Code::again) {
       core_.pending_stripes.push_back(p);
     } else if (!st.ok()) {
       core_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",

@@ -11,8 +11,9 @@ class Rendezvous {
  public:
   explicit Rendezvous(Core& core) : core_(core) {}
 
-  // Sender: writes at once if the CTS is already here, else asks for it.
-  Status start(CommState& c, SendSlot& s, uint16_t slot);
+  // Sender: writes at once if the CTS is already here, else asks for it. `handoff`: the writes
+  // of a CTS already here are queued for the next progress pass instead (PostMode::handoff).
+  Status start(CommState& c, SendSlot& s, uint16_t slot, bool handoff = false);
   void on_cts(const MsgHeader& h, const uint8_t* body, size_t len);
   void on_write_done(fabric::OpContext* ctx, const Status& st);
   void retry();
@@ -30,7 +31,14 @@ class Rendezvous {
   void on_write_data(uint64_t data, size_t len, uint32_t rail);
 
  private:
-  void consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts);
+  // Checks the CTS against message s and posts its stripes (`defer`: queues them all for the
+  // next progress pass, posting none here).
+  void consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts, bool defer = false);
+  // Queues stripe `stripe` of message s for Rendezvous::retry (progress) to post; `since`: when
+  // the provider first refused it (none yet: the XPORT_EAGAIN_TIMEOUT_MS clock starts at the
+  // first refusal).
+  void queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
+                    const std::array<uint64_t, kMaxRails>& keys, Clock::time_point since);
   // Posts stripe `stripe` of message s (queued when the provider or the CQ is full).
   Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
                      const std::array<uint64_t, kMaxRails>& keys, bool queued);

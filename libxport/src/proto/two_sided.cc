@@ -17,9 +17,19 @@ CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err
   return c;
 }
 
+namespace {
+
+Status device_busy(const char* op) {
+  return Status(Code::again, core::str(op, ": the device is busy (another thread holds it; "
+                                       "PostMode::handoff does not wait): call again"));
+}
+
+}  // namespace
+
 Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
-                               const LocalBuffer& region, uint32_t tag) {
-  Lock l(core_);
+                               const LocalBuffer& region, uint32_t tag, bool handoff) {
+  Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
+  if (!l.owns()) return device_busy("isend");
   Status err;
   CommState* c = comm_for(comm, true, "isend", &err);
   if (c == nullptr) return err;
@@ -57,7 +67,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
   }
-  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot);
+  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot, handoff);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
@@ -68,8 +78,10 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   return seq;
 }
 
-Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffers) {
-  Lock l(core_);
+Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffers,
+                               bool handoff) {
+  Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
+  if (!l.owns()) return device_busy("irecv");
   Status err;
   CommState* c = comm_for(comm, false, "irecv", &err);
   if (c == nullptr) return err;
@@ -214,6 +226,14 @@ Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer
     return s;
   }
   return flusher_.finish(id);
+}
+
+bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
+  Lock l(core_);
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || !c->is_send || c->depth == 0) return false;
+  const EarlyCts& e = c->early_cts[seq % c->depth];
+  return e.valid && e.cts.seq == seq;
 }
 
 }  // namespace xport::proto

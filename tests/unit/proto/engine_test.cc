@@ -141,6 +141,78 @@ TEST_F(EngineTest, TestWithoutProgressSeesWhatAnotherThreadProgressed) {
   EXPECT_EQ(in, out);
 }
 
+// Operations posted: on the rails' endpoints and on the pool's channels.
+uint64_t ops_posted(const Stats& st) {
+  uint64_t n = st.pool.channel_ops;
+  for (const EndpointStats& e : st.endpoints) n += e.posted;
+  return n;
+}
+
+// PostMode::handoff (the NCCL plugin's lanes): an isend whose clear-to-send is already in posts
+// none of its writes in the call (the thread driving progress does, in its next pass), and a
+// handoff call never waits for the engine: while another thread holds it, Code::again and
+// nothing started.
+TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
+  connect_self();
+  std::vector<uint8_t> out(64 * 1024), in(64 * 1024, 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 13 + 5);
+  LocalBuffer lo = local(out), li = local(in);
+  {
+    // A first message the usual way: the provider's first write to a peer may be refused
+    // (shm maps the peer's region first), which queues it whatever the mode.
+    auto r0 = a_->irecv(recv_, in.data(), in.size(), li);
+    ASSERT_TRUE(r0.ok()) << r0.status().to_string();
+    auto s0 = a_->isend(send_, out.data(), out.size(), lo);
+    ASSERT_TRUE(s0.ok()) << s0.status().to_string();
+    ASSERT_TRUE(a_->wait(recv_, *r0, soon()).ok());
+    ASSERT_TRUE(a_->wait(send_, *s0, soon()).ok());
+    std::fill(in.begin(), in.end(), 0);
+  }
+  auto r = a_->irecv(recv_, in.data(), in.size(), li, 0, true);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // The clear-to-send reaches the sender's side by progress.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!a_->early_cts_for_test(send_, 1) && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(a_->progress().ok());
+  }
+  ASSERT_TRUE(a_->early_cts_for_test(send_, 1)) << "the clear-to-send did not arrive within 20 s";
+  {
+    auto held = a_->lock_for_test();
+    std::thread other([&] {
+      auto busy = a_->isend(send_, out.data(), out.size(), lo, 0, true);
+      ASSERT_FALSE(busy.ok()) << "a handoff isend waited for (or got) a held engine";
+      EXPECT_EQ(busy.status().code(), Code::again) << busy.status().to_string();
+      EXPECT_NE(busy.status().message().find("busy"), std::string::npos)
+          << busy.status().to_string();
+      auto busy_recv = a_->irecv(recv_, in.data(), in.size(), li, 0, true);
+      ASSERT_FALSE(busy_recv.ok());
+      EXPECT_EQ(busy_recv.status().code(), Code::again) << busy_recv.status().to_string();
+    });
+    other.join();
+  }
+  EXPECT_TRUE(a_->early_cts_for_test(send_, 1)) << "a refused handoff isend consumed the CTS";
+  const uint64_t before = ops_posted(a_->stats());
+  auto s = a_->isend(send_, out.data(), out.size(), lo, 0, true);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(*s, 1u) << "the refused isend took a sequence number";
+  EXPECT_EQ(ops_posted(a_->stats()), before) << "the handoff isend posted its writes itself";
+  auto t = a_->test(send_, *s, false);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_FALSE(t->done);
+  // Progress posts them (once the CQ has room for their completions).
+  const auto until_posted = std::chrono::steady_clock::now() + 20s;
+  while (ops_posted(a_->stats()) == before && std::chrono::steady_clock::now() < until_posted) {
+    ASSERT_TRUE(a_->progress().ok());
+  }
+  EXPECT_GT(ops_posted(a_->stats()), before) << "progress posted no write within 20 s";
+  auto rb = a_->wait(recv_, *r, soon());
+  ASSERT_TRUE(rb.ok()) << rb.status().to_string();
+  EXPECT_EQ(*rb, out.size());
+  auto sb = a_->wait(send_, *s, soon());
+  ASSERT_TRUE(sb.ok()) << sb.status().to_string();
+  EXPECT_EQ(in, out);
+}
+
 TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
   connect_self();
   std::vector<uint8_t> buf(64 << 10);
