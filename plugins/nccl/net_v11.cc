@@ -282,7 +282,10 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
   if (m == nullptr) return err;
   Request* r = c->take(ReqKind::send);
   if (r == nullptr) return ncclSuccess;  // too many outstanding: NCCL calls again
-  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag));
+  // With lanes, the lane's helper thread moves the bytes (its progress posts the writes) and a
+  // lane busy in that thread is not waited for: NCCL calls again (docs/nccl.md, "Lanes").
+  const PostMode mode = c->lane->helper.joinable() ? PostMode::handoff : PostMode::now;
+  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag), mode);
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;  // NCCL calls again
@@ -315,7 +318,8 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
   }
   Request* r = c->take(ReqKind::recv);
   if (r == nullptr) return ncclSuccess;
-  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)));
+  const PostMode mode = c->lane->helper.joinable() ? PostMode::handoff : PostMode::now;
+  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)), mode);
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;

@@ -2,6 +2,9 @@
 // last finalize, NCCL's logger, libxport errors as NCCL errors, and the live registrations.
 #include "plugin_state.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -14,6 +17,22 @@ std::string knob_value(const char* name) {
     if (k.name == name) return k.value;
   }
   return "";
+}
+
+// XPORT_NCCL_LANES=0: lanes pay where the provider's data movement is the CPU's (software
+// providers: a lane's thread makes its copies), not where a NIC moves the bytes; a lane per 8
+// CPUs this process may run on leaves the cores to NCCL and the other ranks of the node.
+int auto_lanes(const std::string& provider, std::string* why) {
+  const std::string core = provider.substr(0, provider.find(';'));
+  const bool software = core == "tcp" || core == "net" || core == "shm" || core == "sockets" ||
+                        core == "udp";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int lanes = software ? std::clamp(cpus / 8, 1, 4) : 1;
+  *why = "auto: " + provider + (software ? " moves bytes with the CPU, " : " offloads the data, ") +
+         std::to_string(cpus) + " CPUs";
+  return lanes;
 }
 
 }  // namespace
@@ -115,11 +134,13 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
                 kMaxGroupedRecvs);
   }
   lanes_ = std::atoi(knob_value("XPORT_NCCL_LANES").c_str());
-  if (lanes_ < 1 || lanes_ > 16) {
-    return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16", lanes_);
+  if (lanes_ < 0 || lanes_ > 16) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16, or 0 (auto)", lanes_);
   }
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
+  std::string lanes_why = "XPORT_NCCL_LANES";
+  if (lanes_ == 0) lanes_ = auto_lanes((*ctx)->provider().caps.provider, &lanes_why);
   auto nd = std::make_unique<NetDevice>();
   nd->index = 0;
   for (int i = 0; i < lanes_; ++i) {
@@ -145,9 +166,9 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   refs_.store(1);
   const NetDevice& d = *devices_[0];
   log(NCCL_LOG_INFO, __FILE__, __LINE__,
-      "NET/xport : libxport %s, provider %s, device 0 '%s' (%u rails, %s, %d lanes)",
+      "NET/xport : libxport %s, provider %s, device 0 '%s' (%u rails, %s, %d lanes: %s)",
       version(), ctx_->provider().caps.provider.c_str(), d.name, d.props.rails,
-      d.pci_path == nullptr ? "no PCI path" : d.pci_path, lanes_);
+      d.pci_path == nullptr ? "no PCI path" : d.pci_path, lanes_, lanes_why.c_str());
   return ncclSuccess;
 }
 

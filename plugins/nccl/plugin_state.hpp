@@ -23,10 +23,11 @@ namespace xport::nccl {
 
 // One lane of an NCCL device: a libxport Device of its own (its own engine, endpoints and
 // connections on the same rails). Every NCCL comm lives wholly on one lane, the lanes taken in
-// turn by listen and connect. With more than one lane (XPORT_NCCL_LANES), each has a helper
-// thread that drives its progress while requests are outstanding on it, so that the comms of
-// NCCL's channels move their bytes in parallel (on tcp;ofi_rxm the kernel's copies, which one
-// proxy thread otherwise makes one after another: docs/nccl.md, "Lanes").
+// turn by listen and connect. With more than one lane (XPORT_NCCL_LANES; 0: auto), each has a
+// helper thread that drives its progress while requests are outstanding on it, and NCCL's
+// proxy thread only hands work over (PostMode::handoff, TestMode::observe), so that the comms
+// of NCCL's channels move their bytes in parallel (on tcp;ofi_rxm the kernel's copies, which
+// one proxy thread otherwise makes one after another: docs/nccl.md, "Lanes").
 struct Lane {
   int index = 0;
   std::unique_ptr<Device> device;
@@ -165,7 +166,7 @@ class PluginState {
   int speed_mbps_default() const { return speed_default_; }
   // XPORT_NCCL_MAX_RECVS: the maxRecvs getProperties reports (1..8).
   int max_recvs() const { return max_recvs_; }
-  // XPORT_NCCL_LANES: libxport devices per NCCL device (1..16).
+  // Libxport devices per NCCL device (1..16): XPORT_NCCL_LANES, or the auto choice for 0.
   int lanes() const { return lanes_; }
 
  private:

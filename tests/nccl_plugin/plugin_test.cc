@@ -30,10 +30,17 @@ namespace {
 using namespace xport::nccl_test;
 using namespace std::chrono_literals;
 
-// XPORT_NCCL_LANES as the plugin reads it (1 when unset).
+// The lanes the loaded plugin opened, as its init logged them ("... N lanes: why)"); 0 before
+// an init logged it. XPORT_NCCL_LANES unset or 0 lets the plugin choose.
 int lanes() {
-  const char* v = std::getenv("XPORT_NCCL_LANES");
-  return v != nullptr && *v != 0 ? std::atoi(v) : 1;
+  std::lock_guard<std::mutex> l(g_log_mu);
+  for (const std::string& line : g_log) {
+    const size_t at = line.find(" lanes: ");
+    if (at == std::string::npos || line.rfind("INFO ", 0) != 0) continue;
+    const size_t from = line.rfind(' ', at - 1);
+    return std::atoi(line.c_str() + from + 1);
+  }
+  return 0;
 }
 
 // ---- the traffic plan both processes derive from one seed ----
@@ -345,6 +352,11 @@ TEST_P(PluginTest, TableAndPropertiesAreWhatNcclExpects) {
   EXPECT_GT(std::strlen(props.name), 0u);
   EXPECT_EQ(props.ptrSupport, NCCL_PTR_HOST) << "host memory only: NCCL stages GPU data";
   // Lanes (XPORT_NCCL_LANES > 1) are libxport devices of their own: registrations per comm.
+  ASSERT_GE(lanes(), 1) << "init logged no lane count";
+  const char* asked = std::getenv("XPORT_NCCL_LANES");
+  if (asked != nullptr && std::atoi(asked) > 0) {
+    EXPECT_EQ(lanes(), std::atoi(asked));
+  }
   EXPECT_EQ(props.regIsGlobal, lanes() == 1 ? 1 : 0);
   EXPECT_EQ(props.forceFlush, 0);
   EXPECT_GT(props.speed, 0);
@@ -518,7 +530,13 @@ TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
     void* rreq = nullptr;
     void* sreq = nullptr;
     size_t cap = len / 2;
-    ASSERT_EQ(n->irecv(recv, 1, &data, &cap, &tag, &rmh, nullptr, &rreq), ncclSuccess);
+    // (A NULL request means "not now": NCCL calls again, as with lanes while the lane's
+    // helper holds its device.)
+    ASSERT_TRUE(poll_until([&] {
+      return n->irecv(recv, 1, &data, &cap, &tag, &rmh, nullptr, &rreq) != ncclSuccess ||
+             rreq != nullptr;
+    }, 20s));
+    ASSERT_NE(rreq, nullptr);
     ASSERT_TRUE(poll_until([&] {
       return n->isend(send, buf.data() + 500000, len, 0, mh, nullptr, &sreq) != ncclSuccess ||
              sreq != nullptr;
@@ -544,7 +562,11 @@ TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
   void* rreq = nullptr;
   void* sreq = nullptr;
   size_t cap = 4096;
-  ASSERT_EQ(n->irecv(recv, 1, &data, &cap, &tag, &rmh, nullptr, &rreq), ncclSuccess);
+  ASSERT_TRUE(poll_until([&] {
+    return n->irecv(recv, 1, &data, &cap, &tag, &rmh, nullptr, &rreq) != ncclSuccess ||
+           rreq != nullptr;
+  }, 20s));
+  ASSERT_NE(rreq, nullptr);
   ASSERT_TRUE(poll_until([&] {
     return n->isend(send, buf.data() + 500000, 4096, 0, mh, nullptr, &sreq) != ncclSuccess ||
            sreq != nullptr;
