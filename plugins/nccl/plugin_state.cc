@@ -72,6 +72,7 @@ Lane::~Lane() {
       std::lock_guard<std::mutex> l(mu);
       stop = true;
     }
+    stopping.store(true);
     cv.notify_one();
     helper.join();
   }
@@ -86,6 +87,8 @@ void Lane::run() {
   bool warned = false;
   for (;;) {
     if (active.load(std::memory_order_relaxed) > 0) {
+      // (Requests may still be counted when the lane closes: it stops all the same.)
+      if (stopping.load(std::memory_order_relaxed)) return;
       Status s = device->progress();
       if (!s.ok() && !warned) {  // (the requests that fail report it through test(); once here)
         warned = true;

@@ -35,6 +35,7 @@ struct Lane {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;  // guarded by mu
+  std::atomic<bool> stopping{false};  // the same, read by the helper between progress passes
   std::thread helper;
 
   ~Lane();

@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -449,6 +450,48 @@ TEST_P(PluginTest, TwoProcessesGroupedReceivesEveryByteVerified) {
   }
   std::printf("%d communicators, %d grouped receives each, %llu bytes verified\n", kComms, kRounds,
               static_cast<unsigned long long>(total));
+}
+
+// NCCL may finalize with comms it never closed and requests still outstanding on them (an
+// aborted communicator): finalize returns, whatever the lanes (a lane's helper thread stops
+// with requests still counted).
+TEST_P(PluginTest, FinalizeWithARequestOutstandingReturns) {
+  ncclNet_v11_t* n = p_.net;
+  void* send = nullptr;
+  void* recv = nullptr;
+  self_connect(&send, &recv);
+  ASSERT_TRUE(send && recv);
+  // Never freed: NCCL does not close the comms either (kept reachable for LeakSanitizer, by
+  // pointers that no static destructor clears before it looks).
+  static auto* kept = new std::vector<std::vector<uint8_t>>;
+  static auto* kept_comms = new std::vector<void*>;
+  kept->emplace_back(1 << 20, 3);
+  std::vector<uint8_t>& buf = kept->back();
+  void* mh = nullptr;
+  ASSERT_EQ(n->regMr(send, buf.data(), buf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  void* sreq = nullptr;
+  ASSERT_TRUE(poll_until([&] {  // a rendezvous-sized send nobody receives
+    return n->isend(send, buf.data(), buf.size(), 0, mh, nullptr, &sreq) != ncclSuccess ||
+           sreq != nullptr;
+  }, 20s));
+  ASSERT_NE(sreq, nullptr) << warned_since(0);
+  kept_comms->insert(kept_comms->end(), {send, recv, mh, sreq});
+  int done = 1;
+  ASSERT_EQ(n->test(sreq, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(done, 0);
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> fin = finished->get_future();
+  std::thread([this, finished] {
+    p_.unload();
+    finished->set_value();
+  }).detach();
+  if (fin.wait_for(20s) != std::future_status::ready) {
+    // (A hung finalize cannot be undone: the process ends here, saying why.)
+    std::fprintf(stderr, "FAILED: finalize with a request outstanding did not return within "
+                 "20 s\n");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
 }
 
 TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
