@@ -764,25 +764,32 @@ void report(const Args& a, const Fabric& f, Result& r) {
   std::fflush(stdout);
 }
 
+// The initiator's side of a rate or bandwidth loop: its buffer (SIZE-byte slots to send or write
+// from, and the acks' receives), the exchange; the target's region for put_rate.
+Hello initiator_prepare(const Args& a, Fabric& f, Queues& q, int to_target, int from_target) {
+  register_buffer(f, slots_of(a, a.window) * a.size, kAckBytes * kAckReceives);
+  q.rx_size = kAckBytes;
+  q.rx_slots = kAckReceives;
+  return exchange(f, to_target, from_target);
+}
+
+Result rate_loop(const Args& a, Fabric& f, Queues& q, const Hello& target) {
+  return a.mode == Mode::send ? send_rate(a, f, q) : put_rate(a, f, q, target);
+}
+
 // --threads: N loops, each on its own fabric and thread; one Result summing them.
 Result initiator_threads(const Args& a, std::vector<Fabric>& fs, int to_target, int from_target) {
   std::vector<Queues> qs(fs.size());
   std::vector<Hello> targets;
-  const size_t slots = slots_of(a, a.window);
   for (size_t i = 0; i < fs.size(); ++i) {
     qs[i].f = &fs[i];
-    register_buffer(fs[i], slots * a.size, kAckBytes * kAckReceives);
-    qs[i].rx_size = kAckBytes;
-    qs[i].rx_slots = kAckReceives;
-    targets.push_back(exchange(fs[i], to_target, from_target));
+    targets.push_back(initiator_prepare(a, fs[i], qs[i], to_target, from_target));
   }
   std::vector<Result> rs(fs.size());
   g_unready = static_cast<int>(fs.size());
   std::vector<std::thread> ts;
   for (size_t i = 0; i < fs.size(); ++i) {
-    ts.emplace_back([&, i] {
-      rs[i] = a.mode == Mode::send ? send_rate(a, fs[i], qs[i]) : put_rate(a, fs[i], qs[i], targets[i]);
-    });
+    ts.emplace_back([&, i] { rs[i] = rate_loop(a, fs[i], qs[i], targets[i]); });
   }
   for (auto& t : ts) t.join();
   Result sum = rs[0];
@@ -797,46 +804,32 @@ Result initiator_threads(const Args& a, std::vector<Fabric>& fs, int to_target, 
 }
 
 int initiator(const Args& a, int to_target, int from_target) {
-  if (a.threads > 1) {
-    std::vector<Fabric> fs;
-    for (int i = 0; i < a.threads; ++i) fs.push_back(open_fabric(a.provider.c_str(), false));
-    Result r = initiator_threads(a, fs, to_target, from_target);
-    write_all(to_target, "x", 1);
-    int status = 0;
-    waitpid(g_peer, &status, 0);
-    g_peer = 0;
-    report(a, fs[0], r);
-    for (auto& f : fs) close_fabric(f);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "fi-bare-loop: the target failed\n");
-      return 1;
-    }
-    return 0;
-  }
-  Fabric f = open_fabric(a.provider.c_str(), a.block);
-  Queues q;
-  q.f = &f;
-  Hello target{};
+  std::vector<Fabric> fs;  // one, or --threads of them
   Result r;
-  if (a.mode == Mode::pingpong) {
-    register_buffer(f, a.size, a.size);
-    q.rx_size = a.size;
-    target = exchange(f, to_target, from_target);
-    r = pingpong(a, f, q);
+  if (a.threads > 1) {
+    for (int i = 0; i < a.threads; ++i) fs.push_back(open_fabric(a.provider.c_str(), false));
+    r = initiator_threads(a, fs, to_target, from_target);
   } else {
-    const size_t slots = slots_of(a, a.window);
-    register_buffer(f, slots * a.size, kAckBytes * kAckReceives);
-    q.rx_size = kAckBytes;
-    q.rx_slots = kAckReceives;
-    target = exchange(f, to_target, from_target);
-    r = a.mode == Mode::send ? send_rate(a, f, q) : put_rate(a, f, q, target);
+    fs.push_back(open_fabric(a.provider.c_str(), a.block));
+    Fabric& f = fs[0];
+    Queues q;
+    q.f = &f;
+    if (a.mode == Mode::pingpong) {
+      register_buffer(f, a.size, a.size);
+      q.rx_size = a.size;
+      exchange(f, to_target, from_target);
+      r = pingpong(a, f, q);
+    } else {
+      const Hello target = initiator_prepare(a, f, q, to_target, from_target);
+      r = rate_loop(a, f, q, target);
+    }
   }
   write_all(to_target, "x", 1);
   int status = 0;
   waitpid(g_peer, &status, 0);
   g_peer = 0;
-  report(a, f, r);
-  close_fabric(f);
+  report(a, fs[0], r);
+  for (auto& f : fs) close_fabric(f);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "fi-bare-loop: the target failed\n");
     return 1;
