@@ -284,8 +284,7 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
   if (r == nullptr) return ncclSuccess;  // too many outstanding: NCCL calls again
   // With lanes, the lane's helper thread moves the bytes (its progress posts the writes) and a
   // lane busy in that thread is not waited for: NCCL calls again (docs/nccl.md, "Lanes").
-  const PostMode mode = c->lane->helper.joinable() ? PostMode::handoff : PostMode::now;
-  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag), mode);
+  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag), c->lane->post_mode());
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;  // NCCL calls again
@@ -318,8 +317,8 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
   }
   Request* r = c->take(ReqKind::recv);
   if (r == nullptr) return ncclSuccess;
-  const PostMode mode = c->lane->helper.joinable() ? PostMode::handoff : PostMode::now;
-  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)), mode);
+  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)),
+                          c->lane->post_mode());
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;
@@ -376,7 +375,7 @@ ncclResult_t x_test(void* request, int* done, int* sizes) {
   }
   Result<Completion> c = Status(Code::internal, "");
   // With lanes, each lane's helper thread makes its progress: test() only looks.
-  const TestMode mode = r->comm->lane->helper.joinable() ? TestMode::observe : TestMode::progress;
+  const TestMode mode = r->comm->lane->test_mode();
   if (r->kind == ReqKind::send) {
     c = static_cast<SendComm*>(r->comm)->comm->test(r->req, mode);
   } else {

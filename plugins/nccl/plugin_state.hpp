@@ -47,6 +47,11 @@ struct Lane {
     }
   }
   void end(int n = 1) { active.fetch_sub(n); }
+  // Its helper thread makes its progress and moves its bytes: the proxy thread's calls only
+  // hand work over (PostMode::handoff) and look (TestMode::observe).
+  bool driven() const { return helper.joinable(); }
+  PostMode post_mode() const { return driven() ? PostMode::handoff : PostMode::now; }
+  TestMode test_mode() const { return driven() ? TestMode::observe : TestMode::progress; }
 
  private:
   void run();
