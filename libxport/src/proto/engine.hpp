@@ -266,6 +266,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Flusher flusher_{core_};
   PeerHealth health_{core_};
   uint32_t passes_ = 0;
+  uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
   // clock; a sleeping wait makes one pass per wake-up).
   std::atomic<bool> due_check_{false};
