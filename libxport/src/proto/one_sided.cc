@@ -70,6 +70,9 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
                        "window; call quiet()");
   }
   OutStream* s = streams_.find(w->stream);
+  if (n == 1 && signal == nullptr && op == fabric::OpType::put) {
+    if (std::optional<Ticket> t = inject_put(*w, *s, local, lbuf, len, remote, roff)) return *t;
+  }
   XPORT_ASSIGN_OR_RETURN(Ticket t, windows_.begin(*w, what));
   Status st = add_rma(*w, *s, t, op, local, lbuf, len, remote, roff, signal, what);
   if ((w = windows_.find(window)) == nullptr) return t;
@@ -82,6 +85,37 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
 }
 
 // ---- posting ----
+
+std::optional<Ticket> OneSided::inject_put(WindowState& w, OutStream& s,
+                                           const memory::RegionRef& local, uint8_t* lbuf,
+                                           size_t len, const RemoteKey& remote, size_t roff) {
+  // (As post_rma: never from GPU memory the provider registered, which the CPU cannot read.)
+  if (len == 0 || len > core_.inject_size || (local && local->cuda_device >= 0)) return {};
+  if (w.tickets.size() >= Windows::kMaxTickets || !streams_.can_post_now(s, 1)) return {};
+  const size_t rails = std::min({w.paths.size(), remote.keys.size(), size_t{kMaxRails}});
+  Core::RailList healthy;
+  const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
+  if (up == 0) return {};
+  const uint32_t rail = healthy[w.next_stripe % up];
+  pool::Channel* ch = w.paths[rail].data;
+  if (ch->failed()) return {};
+  const uint64_t seq = s.next_seq;
+  const uint64_t data =
+      encode_window_write(s.target, s.target_gen, seq, core_.cq_data_bytes, s.seq_bits);
+  if (!ch->ep->endpoint()
+           .inject_writedata(lbuf, len, data, ch->peer, Windows::remote_address(remote, roff),
+                             remote.keys[rail])
+           .ok()) {
+    return {};
+  }
+  w.next_stripe += 1;
+  s.next_seq = seq + 1;
+  const Ticket t = w.next_ticket++;
+  w.tickets.add(t).need_seq = seq + 1;  // locally complete; remotely once the target counts it
+  w.issued += 1;
+  w.completed += 1;
+  return t;
+}
 
 Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len,
                           uint64_t raddr, uint64_t key, uint64_t data, bool* injected) {

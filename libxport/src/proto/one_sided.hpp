@@ -9,6 +9,8 @@
 // notifications) and routes provider completions back to their windows.
 #pragma once
 
+#include <optional>
+
 #include "proto/atomic.hpp"
 #include "proto/signal.hpp"
 #include "proto/state.hpp"
@@ -44,6 +46,14 @@ class OneSided {
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,
                            const char* what) const;
+  // A put of one stripe that fits the provider's inject size, with nothing held before it on
+  // its stream: injected here and numbered as submit() would, locally complete when the call
+  // returns, without a window operation or a piece (most of libxport's instructions of an
+  // 8-byte put). nullopt when it does not apply or the provider refused: the general path then
+  // does what it does for any put (tries again, queues it, reports a failure).
+  std::optional<Ticket> inject_put(WindowState& w, OutStream& s, const memory::RegionRef& local,
+                                   uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                   size_t roff);
   // Adds a put or get (and a put_signal's signal) to ticket `t` and hands it to the stream.
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,

@@ -204,7 +204,11 @@ uint64_t Streams::min_uncounted(const OutStream& s) const {
   return m;
 }
 
-bool Streams::can_release(OutStream& s, const Piece& p) const {
+bool Streams::can_post_now(const OutStream& s, uint32_t seqs) const {
+  return s.held.empty() && s.phase == StreamPhase::ready && can_release(s, seqs, 0);
+}
+
+bool Streams::can_release(const OutStream& s, uint32_t seqs, uint64_t after_uncounted) const {
   // Credits count from the oldest number whose answer is still awaited (an emulated atomic's
   // slot is not reused before its win_result came, whatever overtook it).
   uint64_t base = s.done;
@@ -213,9 +217,9 @@ bool Streams::can_release(OutStream& s, const Piece& p) const {
       if (a.valid && a.seq < base) base = a.seq;
     }
   }
-  if (s.next_seq + p.seqs() > base + s.credits) return false;
+  if (s.next_seq + seqs > base + s.credits) return false;
   if (s.done < s.fence.counted) return false;
-  const uint64_t mark = std::max(s.fence.uncounted, p.after.uncounted);
+  const uint64_t mark = std::max(s.fence.uncounted, after_uncounted);
   return mark == 0 || min_uncounted(s) >= mark;
 }
 

@@ -70,6 +70,10 @@ class Streams {
   // Whether retry() has work: a stream with queued pieces or without windows (to close), or
   // operations waiting to be applied here. O(streams), no allocation: progress asks every pass.
   bool queued() const;
+  // Whether a piece of `seqs` counted numbers with no ordering mark of its own could go now
+  // (nothing held before it, credits, fences): what submit() asks, for a caller that posts it
+  // itself (OneSided's injected puts).
+  bool can_post_now(const OutStream& s, uint32_t seqs) const;
   void fail_peer(pool::Peer& p, const Status& why);
   bool waits_on(const pool::Peer* p) const;
   void shutdown();
@@ -77,7 +81,10 @@ class Streams {
  private:
   Result<OutStream*> make(pool::Peer* peer, CommState* via);
   Status request(OutStream& s, pool::Channel* ch);
-  bool can_release(OutStream& s, const Piece& p) const;
+  bool can_release(const OutStream& s, uint32_t seqs, uint64_t after_uncounted) const;
+  bool can_release(const OutStream& s, const Piece& p) const {
+    return can_release(s, p.seqs(), p.after.uncounted);
+  }
   uint64_t min_uncounted(const OutStream& s) const;
   void pump(OutStream& s, size_t& budget);
   void drop_held(OutStream& s, const Status& why);
