@@ -44,7 +44,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     r.group_n = static_cast<uint8_t>(n);
     r.posted_buf = buffers[i].buf;
     r.posted_cap = buffers[i].cap;
-    r.posted_region = buffers[i].region;
+    r.posted_region = *buffers[i].region;
     r.posted_tag = buffers[i].tag;
   }
   // One tag for the whole group (every plain receive): message i takes buffer i.
@@ -118,13 +118,13 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
 }
 
 void Matching::assign(CommState& c, RecvSlot& r, uint8_t sub) {
-  const RecvSlot& b = slot(c, r.group_base + sub);
+  RecvSlot& b = slot(c, r.group_base + sub);
   r.assigned = true;
   r.sub = sub;
   r.want_tag = b.posted_tag;
   r.buf = b.posted_buf;
   r.cap = b.posted_cap;
-  r.region = b.posted_region;
+  r.region = std::move(b.posted_region);  // (each posted buffer takes one message)
 }
 
 bool Matching::on_tag(CommState& c, RecvSlot& r, uint32_t tag, bool rts) {

@@ -25,7 +25,7 @@ class Matching {
   struct Buffer {
     uint8_t* buf = nullptr;
     size_t cap = 0;
-    RegionRef region;
+    const RegionRef* region = nullptr;  // the caller's, copied once into the slot
     uint32_t tag = 0;
   };
   // Posts a group at c.next_seq (the caller checked the communicator and the buffers): places

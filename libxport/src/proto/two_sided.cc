@@ -101,7 +101,7 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
     XPORT_RETURN_IF_ERROR(
         check_local(b.region, b.buf, b.len,
                     buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
-    group[i] = {static_cast<uint8_t*>(b.buf), b.len, *b.region.region, b.tag};
+    group[i] = {static_cast<uint8_t*>(b.buf), b.len, b.region.region, b.tag};
   }
   XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
   const uint64_t seq = c->next_seq;
@@ -164,10 +164,13 @@ bool Engine::pending_locked(CommId comm, uint64_t seq) const {
 
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
   {
-    // A request done already (an injected send) needs no progress pass first.
+    // A request done already (an injected send) needs no progress pass first; one still
+    // pending (most receives of a ping-pong) builds no Result for it.
     Lock l(core_);
-    XPORT_ASSIGN_OR_RETURN(Completion done, test_locked(comm, seq));
-    if (done.done) return done.bytes;
+    if (!pending_locked(comm, seq)) {
+      XPORT_ASSIGN_OR_RETURN(Completion done, test_locked(comm, seq));
+      if (done.done) return done.bytes;
+    }
   }
   WaitState w;
   for (uint32_t spin = 0;; ++spin) {
