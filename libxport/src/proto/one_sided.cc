@@ -64,15 +64,15 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
   if (w == nullptr) return err;
   XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
   if (signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *signal, what));
+  if (signal == nullptr && op == fabric::OpType::put && !w->free.empty()) {
+    if (std::optional<Ticket> t = inject_put(*w, local, lbuf, len, remote, roff)) return *t;
+  }
   XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(*w, remote, len, what));
   if (w->free.size() < n) {
     return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
                        "window; call quiet()");
   }
   OutStream* s = streams_.find(w->stream);
-  if (n == 1 && signal == nullptr && op == fabric::OpType::put) {
-    if (std::optional<Ticket> t = inject_put(*w, *s, local, lbuf, len, remote, roff)) return *t;
-  }
   XPORT_ASSIGN_OR_RETURN(Ticket t, windows_.begin(*w, what));
   Status st = add_rma(*w, *s, t, op, local, lbuf, len, remote, roff, signal, what);
   if ((w = windows_.find(window)) == nullptr) return t;
@@ -86,16 +86,21 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
 
 // ---- posting ----
 
-std::optional<Ticket> OneSided::inject_put(WindowState& w, OutStream& s,
-                                           const memory::RegionRef& local, uint8_t* lbuf,
-                                           size_t len, const RemoteKey& remote, size_t roff) {
+std::optional<Ticket> OneSided::inject_put(WindowState& w, const memory::RegionRef& local,
+                                           uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                           size_t roff) {
   // (As post_rma: never from GPU memory the provider registered, which the CPU cannot read.)
   if (len == 0 || len > core_.inject_size || (local && local->cuda_device >= 0)) return {};
-  if (w.tickets.size() >= Windows::kMaxTickets || !streams_.can_post_now(s, 1)) return {};
+  OutStream* found = streams_.find(w.stream);
+  if (found == nullptr || w.tickets.size() >= Windows::kMaxTickets ||
+      !streams_.can_post_now(*found, 1)) {
+    return {};
+  }
+  OutStream& s = *found;
   const size_t rails = std::min({w.paths.size(), remote.keys.size(), size_t{kMaxRails}});
   Core::RailList healthy;
   const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
-  if (up == 0) return {};
+  if (up == 0 || stripe_count(core_.config.stripe, len, up) != 1) return {};
   const uint32_t rail = healthy[w.next_stripe % up];
   pool::Channel* ch = w.paths[rail].data;
   if (ch->failed()) return {};

@@ -51,9 +51,8 @@ class OneSided {
   // returns, without a window operation or a piece (most of libxport's instructions of an
   // 8-byte put). nullopt when it does not apply or the provider refused: the general path then
   // does what it does for any put (tries again, queues it, reports a failure).
-  std::optional<Ticket> inject_put(WindowState& w, OutStream& s, const memory::RegionRef& local,
-                                   uint8_t* lbuf, size_t len, const RemoteKey& remote,
-                                   size_t roff);
+  std::optional<Ticket> inject_put(WindowState& w, const memory::RegionRef& local, uint8_t* lbuf,
+                                   size_t len, const RemoteKey& remote, size_t roff);
   // Adds a put or get (and a put_signal's signal) to ticket `t` and hands it to the stream.
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,
