@@ -1,8 +1,9 @@
 // One-sided windows between two processes (docs/semantics.md, "One-sided"): every operation with
-// its completion level checked at the target, a put_signal stream whose signal always finds its
-// data, fetch-adds from 8 threads of each of 2 processes on one word, waits that end at their
-// deadline or when the peer dies, bad input refused before anything is sent, and windows opened
-// from a handle or a key alone. The peer (one_sided_peer.cc) answers commands on its stdin.
+// its completion level checked at the target, small (injected) puts that keep their place behind
+// fences and held puts, a put_signal stream whose signal always finds its data, fetch-adds from
+// 8 threads of each of 2 processes on one word, waits that end at their deadline or when the
+// peer dies, bad input refused before anything is sent, and windows opened from a handle or a
+// key alone. The peer (one_sided_peer.cc) answers commands on its stdin.
 // Runs over shm, tcp;ofi_rxm and sockets; meson runs it again with XPORT_ATOMICS=emulated, with
 // the strict provider hiding FI_ATOMIC (4-byte CQ data, reordered and delayed completions), and
 // with the sequence space narrowed (XPORT_TEST_SEQ_BITS).
@@ -294,6 +295,47 @@ TEST_P(OneSided, SmallPutsAreCompleteWhenIssuedAndStillDelivered) {
   Status q = w.quiet(in(20s));
   ASSERT_TRUE(q.ok()) << q.to_string();
   EXPECT_EQ(ask(t.proc, "CHECK 21 0 " + std::to_string(each * kPuts), "OK"), "");
+  bye(t);
+}
+
+// Puts within the inject size go straight to the provider unless something is held before them
+// on their stream: a fence, or a larger put still waiting for credits. Every 8-byte put here
+// rewrites one word behind a fence, and larger puts held behind the same fences go between them;
+// the word must end with the last value (a small put that overtook a fence or a held put would
+// leave an earlier one there on providers that reorder: the strict one, several rails).
+TEST_P(OneSided, SmallPutsKeepTheirPlaceBehindFencesAndHeldPuts) {
+  const size_t inject = ctx_->provider().caps.inject_size;
+  if (inject < 8) GTEST_SKIP() << "the provider injects " << inject << " bytes";
+  constexpr int kRounds = 300;
+  constexpr size_t kBig = 256 * 1024;  // above every provider's inject size: the general path
+  Target t = target(kBig);
+  ASSERT_TRUE(t.win);
+  Window& w = *t.win;
+  std::vector<uint64_t> values(kRounds);
+  std::vector<uint8_t> big(kBig);
+  test::fill(big.data(), big.size(), 27);
+  auto vreg = dev_->register_memory(values.data(), values.size() * sizeof(uint64_t));
+  auto breg = dev_->register_memory(big.data(), big.size());
+  ASSERT_TRUE(vreg.ok() && breg.ok());
+  for (int i = 0; i < kRounds; ++i) {
+    values[static_cast<size_t>(i)] = static_cast<uint64_t>(i) + 1;
+    if (i % 7 == 3) {
+      auto tk = issue(w, [&] { return w.put(*breg, 0, t.data, 0, kBig); });
+      ASSERT_TRUE(tk.ok()) << "large put in round " << i << ": " << tk.status().to_string();
+    }
+    auto tk = issue(w, [&] {
+      return w.put(*vreg, static_cast<size_t>(i) * sizeof(uint64_t), t.signals, 0,
+                   sizeof(uint64_t));
+    });
+    ASSERT_TRUE(tk.ok()) << "put " << i << ": " << tk.status().to_string();
+    Status f = w.fence();
+    ASSERT_TRUE(f.ok()) << "fence " << i << ": " << f.to_string();
+  }
+  Status q = w.quiet(in(30s));
+  ASSERT_TRUE(q.ok()) << q.to_string();
+  EXPECT_EQ(value(t, "READ", 0), static_cast<uint64_t>(kRounds))
+      << "the word holds an earlier put's value: a put overtook a fence";
+  EXPECT_EQ(ask(t.proc, "CHECK 27 0 " + std::to_string(kBig), "OK"), "");
   bye(t);
 }
 
