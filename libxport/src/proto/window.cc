@@ -217,14 +217,6 @@ void Windows::on_stream(OutStream& s) {
     });
     for (Ticket t : ready) {
       if ((w = find(id)) == nullptr) break;
-      // Most of them (a window of puts): done at both ends, nothing to count or report, and
-      // the window stays: erased here without settle()'s lookups.
-      if (const TicketState* ts = w->tickets.find(t);
-          ts != nullptr && ts->local_done() && ts->results_left == 0 && ts->error.ok() &&
-          ts->counter == nullptr && !w->closed) {
-        w->tickets.erase(t);
-        continue;
-      }
       settle(*w, t);
     }
   }
