@@ -10,6 +10,8 @@
 // NCCL error codes and a message, never a crash.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -216,8 +218,12 @@ std::string rank_main(Plugin& p, int rank, uint32_t seed, Exchange exchange, Bar
     return "regMrSym (signals): " + warned_since(0);
   }
   std::string e = run_rank(k, seed);
-  // Neither closes while the other may still need its progress.
-  std::string b = barrier(e.empty() ? "OK" : "FAILED");
+  // Neither closes while the other may still need its progress, and both keep driving it while
+  // they wait for the other: a rank whose last signals arrived may still owe the peer the
+  // acknowledgements of the peer's last puts, sent by a later pass (NCCL's proxy thread calls
+  // ginProgress until it finalizes). Waiting without progress here hung about one run in 20
+  // on shm: the peer's test() saw nothing for 30 s and declared this rank lost.
+  std::string b = barrier(e.empty() ? "OK" : "FAILED", [&] { (void)g->ginProgress(k.coll); });
   if (e.empty() && b != "OK") e = "the peer: " + b;
   for (void* mh : {k.src_mh, k.data_mh, k.sig_mh}) {
     if (g->deregMrSym(k.coll, mh) != ncclSuccess && e.empty()) e = "deregMrSym: " + warned_since(0);
@@ -238,8 +244,16 @@ int gin_peer_main(uint32_t seed) {
     if (!std::getline(std::cin, line) || line.rfind("HANDLE ", 0) != 0) return std::vector<uint8_t>();
     return xport::test::from_hex(line.substr(7));
   };
-  auto barrier = [](const std::string& mine) {
+  auto barrier = [](const std::string& mine, const std::function<void()>& idle) {
     std::cout << "RESULT " << mine << std::endl;
+    // The parent writes its RESULT line in one write: once stdin is readable, the line is whole.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+    while (std::cin.rdbuf()->in_avail() <= 0) {
+      pollfd in{0, POLLIN, 0};
+      if (poll(&in, 1, 1) > 0) break;
+      if (std::chrono::steady_clock::now() > until) return std::string("no RESULT within 150 s");
+      idle();
+    }
     std::string line;
     if (!std::getline(std::cin, line) || line.rfind("RESULT ", 0) != 0) return std::string("gone");
     return line.substr(7);
@@ -341,9 +355,9 @@ TEST_P(GinTest, TwoRanksPutAndSignalInOrderEveryByteVerified) {
     child.write_line("HANDLE " + xport::test::to_hex(mine));
     return xport::test::from_hex(line.substr(7));
   };
-  auto barrier = [&](const std::string& mine) {
+  auto barrier = [&](const std::string& mine, const std::function<void()>& idle) {
     child.write_line("RESULT " + mine);
-    std::string line = child.read_line(150000, &err);
+    std::string line = child.read_line(150000, &err, idle);
     return line.rfind("RESULT ", 0) == 0 ? line.substr(7) : "'" + line + "' " + err;
   };
   const std::string e = rank_main(p_, 0, seed, exchange, barrier);
