@@ -165,6 +165,15 @@ void Control::repost(rail::RailEndpoint* ep, memory::Buffer* b) {
   }
 }
 
+void Control::repost_later(rail::RailEndpoint* ep, memory::Buffer* b) {
+  if (ep->failed) return;
+  if (ep->posted_rx * 2 < ep->rx().count()) {
+    repost(ep, b);
+    return;
+  }
+  core_.pending_rx.push_back({ep, b});
+}
+
 Status Control::post_receives(rail::RailEndpoint* ep) {
   for (size_t i = 0; i < ep->rx().count(); ++i) {
     memory::Buffer* b = ep->rx().take();

@@ -28,6 +28,10 @@ class Control {
 
   // Receive buffers: (re)posted, or queued for progress when the provider or the CQ is full.
   void repost(rail::RailEndpoint* ep, memory::Buffer* b);
+  // A buffer whose completion was just handled: reposted at the start of the next progress
+  // pass (off the path from a completion to the caller), or now when fewer than half of the
+  // endpoint's buffers are posted.
+  void repost_later(rail::RailEndpoint* ep, memory::Buffer* b);
   Status post_receives(rail::RailEndpoint* ep);
   void retry_receives();
 

@@ -571,6 +571,9 @@ size_t Engine::poll_cqs() {
 void Engine::progress_locked() {
   if (core_.in_progress || shut_down_) return;
   core_.in_progress = true;
+  // Receive buffers handled in the previous pass (Control::repost_later), and posts the
+  // provider refused, go back before the CQs are read.
+  if (!core_.pending_rx.empty()) control_.retry_receives();
   // A bounded batch from every rail's CQ per pass: no rail starves another. Threads asleep in
   // a blocking wait are woken when it handled something (theirs may be among it).
   if (poll_cqs() > 0) {
@@ -590,7 +593,6 @@ void Engine::progress_locked() {
     }
   }
   // Posts queued for a retry (most passes have none).
-  if (!core_.pending_rx.empty()) control_.retry_receives();
   if (!core_.pending_control.empty()) control_.retry();
   if (!core_.pending_eager.empty()) eager_.retry();
   if (!core_.pending_stripes.empty()) rendezvous_.retry();
@@ -926,7 +928,9 @@ void Engine::on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_d
   } else {
     on_message(ep, b, e.len, &hold);
   }
-  if (!hold) control_.repost(ep, b);
+  // The buffer goes back to the provider at the next pass (the bare loops repost after they
+  // answered, too): the completion's caller sees it one provider call sooner.
+  if (!hold) control_.repost_later(ep, b);
 }
 
 void Engine::on_error(void* context, Status status, int err) {
