@@ -82,6 +82,13 @@ for prov, extra in providers:
     del os.environ["XPORT_WAIT"]
     check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
           f"{prov} send --gap-us 300: two points with latencies {pts}")
+    # A device opened without the engine lock (--single-thread, both processes), checked.
+    for op in ("send", "put"):
+        pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", "8,64K",
+                              "--iterations", "50", "--warmup", "2", "--single-thread",
+                              "--check", "--json"), f"{prov} {op} --single-thread")
+        check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
+              f"{prov} {op} --single-thread: two checked points {pts}")
     # Puts and gets with a sliding window (no --check: slots are reused in flight).
     for op in ("put", "get"):
         pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", "8,64K",
@@ -272,6 +279,8 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--initiator", "device", "--op", "put", "--memory", "cuda", "--comms", "2"],
                      "no --comms above 1"),
                     (["--op", "put", "--device-scope", "warp"], "--device-scope belongs to"),
+                    (["--initiator", "device", "--op", "put", "--memory", "cuda",
+                      "--single-thread"], "--single-thread and --initiator device"),
                     (["--initiator", "device", "--op", "put-signal", "--memory", "cuda",
                       "--device-scope", "block"], "--device-scope belongs to"),
                     (["--op", "put", "--round-trip"], "--round-trip belongs to --op put-signal"),

@@ -36,6 +36,7 @@ Result<Opened> open_device(const Options& opt, bool peers_on_host) {
   ContextOptions co;
   co.provider = opt.provider;
   co.peers_on_host = peers_on_host;
+  co.thread_safe = !opt.single_thread;
   Opened o;
   XPORT_ASSIGN_OR_RETURN(o.ctx, Context::open(co));
   DeviceOptions d;
@@ -364,6 +365,7 @@ int run(const Options& opt, int argc, char** argv) {
                                 std::to_string(opt.timeout_s)};
   if (!opt.provider.empty()) args.insert(args.end(), {"--provider", opt.provider});
   if (opt.groups >= 0) args.insert(args.end(), {"--groups", std::to_string(opt.groups)});
+  if (opt.single_thread) args.push_back("--single-thread");
   // libxport refuses gets and atomics on a peer's GPU memory (docs/semantics.md, "GPU memory"):
   // for those the peer's buffers stay host memory.
   if (opt.cuda && opt.op != Op::get && opt.op != Op::atomic) {

@@ -68,6 +68,7 @@ int run_ranks(const Options& opt, int rank, int n) {
   MPI_Comm_free(&node);
   ContextOptions co;
   co.provider = opt.provider;
+  co.thread_safe = !opt.single_thread;
   co.peers_on_host = node_size == n;  // shm is the first choice only when every rank is here
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Device> dev;

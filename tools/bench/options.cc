@@ -169,6 +169,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "ping, so that a peer with XPORT_WAIT=block is asleep when it comes (what a "
                  "wake-up costs: compare with XPORT_WAIT=spin)")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("--single-thread", opt->single_thread,
+               "open the device with ContextOptions::thread_safe = false (one thread drives it: "
+               "no engine lock, as a single-threaded runtime would; telemetry not published). "
+               "Local mode gives the peer the same; a two-host server takes its own");
   app.add_flag("--sliding", opt->sliding,
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
@@ -253,6 +257,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   if (opt->device_initiator && opt->op != Op::put && opt->op != Op::put_signal) {
     return usage("--initiator device belongs to --op put and --op put-signal, not --op " +
                  std::string(to_string(opt->op)));
+  }
+  if (opt->device_initiator && opt->single_thread) {
+    return usage("--single-thread and --initiator device exclude each other (the GPU proxy's "
+                 "thread drives the device beside the caller's)");
   }
   if (opt->device_initiator && !opt->cuda) {
     return usage("--initiator device needs --memory cuda (kernels put from and wait on GPU "

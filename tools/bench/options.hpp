@@ -40,6 +40,7 @@ struct Options {
   bool warmup_set = false;
   int depth = 0;    // 0: the op's default (default_depth)
   int comms = 1;    // communicators per peer and direction; traffic goes round-robin over them
+  bool single_thread = false;  // --single-thread: ContextOptions::thread_safe = false
   int groups = -1;  // --groups: XPORT_POOL_GROUPS for this run; -1: as the environment says
   bool check = false;
   bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
