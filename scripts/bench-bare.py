@@ -4,6 +4,7 @@
   scripts/bench-bare.py [--build build] [--rounds 5] [--providers shm,tcp;ofi_rxm]
                         [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
                         [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
+                        [--xport-args "--single-thread"] [--variant NAME=BUILD[:ARGS]]...
 
 The rows of issue 14, each run once with xport-bench and once with fi-bare-loop per round (the
 order alternating round by round), so slow phases of the machine hit both:
@@ -20,6 +21,10 @@ one quiet, to delivery, ends the phase and is timed), fi-bare-loop's fi_write/fi
 figure of a put row is the better of its fi_write and fi_writedata loops in that round
 (--bare-put). Each tool's figure is the one its --json reports (lat_us_p50 or lat_us_mean,
 msg_per_s, bw_bytes_per_s); FI_TCP_IFACE defaults to lo for both.
+--xport-args adds arguments to every xport-bench run (e.g. --single-thread: a device opened
+with ContextOptions::thread_safe = false). --variant (repeatable) compares libxport builds or
+arguments in the same rounds: each NAME runs BUILD/tools/xport-bench with ARGS (space-separated)
+in turn with the others and the bare loop (from --build), and gets its own rows in the table.
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio, each tool's min-max across rounds, the issue's target, met or not.
 """
@@ -113,10 +118,23 @@ def main():
                    "data), or both, the better one counting (default; libxport's puts are "
                    "writes with CQ data, and neither loop is the faster at every size)")
     p.add_argument("--quick", action="store_true", help="a fifth of the iterations")
+    p.add_argument("--xport-args", default="", help="more xport-bench arguments, space-separated")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=BUILD[:ARGS]: a libxport build (and arguments) to run beside the "
+                        "others (repeatable; default: libxport=--build)")
     a = p.parse_args()
-    bench = os.path.join(a.build, "tools", "xport-bench")
     bare = os.path.join(a.build, "tools", "fi-bare-loop")
-    for tool in (bench, bare):
+    variants = []  # (name, xport-bench, extra arguments)
+    for v in a.variant or [f"libxport={a.build}"]:
+        name, sep, rest = v.partition("=")
+        if not sep or not name or name.startswith("bare"):
+            sys.exit(f"--variant {v}: NAME=BUILD[:ARGS] (a name not starting with 'bare')")
+        build, _, vargs = rest.partition(":")
+        variants.append((name, os.path.join(build, "tools", "xport-bench"),
+                         vargs.split() + a.xport_args.split()))
+    if len({n for n, _, _ in variants}) != len(variants):
+        sys.exit("--variant: each NAME once")
+    for tool in [b for _, b, _ in variants] + [bare]:
         if not os.access(tool, os.X_OK):
             sys.exit(f"{tool} is missing: ninja -C {a.build} tools/xport-bench tools/fi-bare-loop")
     picks = [r for r in a.rows.split(",") if r]
@@ -136,34 +154,44 @@ def main():
                 bare_cmd = [bare, "--mode", mode, "--window", str(window)] + common
                 if a.bare_no_inject:
                     bare_cmd.append("--no-inject")
-                cmds = [("libxport", [bench] + xargs + common), ("bare", bare_cmd)]
+                cmds = [(vn, [vb] + xargs + common + va) for vn, vb, va in variants]
+                bare_cmds = [("bare", bare_cmd)]
                 if mode.startswith("put") and a.bare_put != "write":
                     wd = ("bare-writedata", bare_cmd + ["--writedata"])
-                    cmds = cmds[:1] + [wd] if a.bare_put == "writedata" else cmds + [wd]
+                    bare_cmds = [wd] if a.bare_put == "writedata" else bare_cmds + [wd]
+                # The order alternates round by round (and the variants rotate), so slow
+                # phases of the machine hit every tool.
+                k = r % len(cmds)
+                cmds = cmds[k:] + cmds[:k] + bare_cmds
                 got = {}
                 for tool, cmd in (cmds if r % 2 == 0 else cmds[::-1]):
                     got[tool] = run(cmd, a.taskset, env, f"{name} {prov} {tool}")
-                bares = [(figure(v, key, a.latency), v) for t, v in got.items() if t != "libxport"]
+                bares = [(figure(v, key, a.latency), v) for t, v in got.items()
+                         if t.startswith("bare")]
                 b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
-                x = figure(got["libxport"], key, a.latency)
-                results.setdefault((name, prov), (kind, []))[1].append((x, b))
                 unit = {"lat": "us", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
                 flight = best["in_flight"] or "inject"
                 also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
-                print(f"round {r + 1} {prov:12} {name:12} libxport {x:9.3f} {unit} "
-                      f"(depth {got['libxport']['depth']})  bare {b:9.3f} {unit} "
-                      f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}", flush=True)
-    print("\n| row | provider | libxport median | bare median | libxport / bare | "
-          "libxport min–max | bare min–max | target | met |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for (name, prov), (kind, runs) in results.items():
+                for vn, _, _ in variants:
+                    x = figure(got[vn], key, a.latency)
+                    results.setdefault((name, prov, vn), (kind, []))[1].append((x, b))
+                    print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
+                          f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
+                          f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}",
+                          flush=True)
+    many = len(variants) > 1
+    print("\n| row | provider |" + (" variant |" if many else "") + " libxport median | "
+          "bare median | libxport / bare | libxport min–max | bare min–max | target | met |")
+    print("|---|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|")
+    for (name, prov, vn), (kind, runs) in results.items():
         xs, bs = [x for x, _ in runs], [b for _, b in runs]
         mx, mb = statistics.median(xs), statistics.median(bs)
         bound, at_most = target_of(name, kind)
         ratio = mx / mb
         met = ratio <= bound if at_most else ratio >= bound
         unit = {"lat": f"µs ({a.latency})", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
-        print(f"| {name} | {prov} | {mx:.3f} {unit} | {mb:.3f} {unit} | {ratio:.3f} | "
+        print(f"| {name} | {prov} |" + (f" {vn} |" if many else "") +
+              f" {mx:.3f} {unit} | {mb:.3f} {unit} | {ratio:.3f} | "
               f"{min(xs):.3f}–{max(xs):.3f} | {min(bs):.3f}–{max(bs):.3f} | "
               f"{'≤' if at_most else '≥'} {bound} | {'yes' if met else 'no'} |")
 
