@@ -61,16 +61,8 @@ Result<Ctl> ask(Session& s, const Ctl& c) {
 
 }  // namespace
 
-namespace {
-// The send ping-pong keeps the next round trip's receive posted at both ends: pings land in
-// two slots in turn, pongs in two slots past pong_offset.
-// (The ping-pong phase runs at every depth: a streaming point measures latency first.)
-bool ping_pong(const Plan& p) { return p.op == Op::send; }
-size_t pong_slots(const Plan& p) { return ping_pong(p) ? 2 : 1; }
-}  // namespace
-
 size_t pong_offset(const Plan& p) {
-  const size_t slots = p.size * std::max(static_cast<size_t>(p.slots), pong_slots(p));
+  const size_t slots = p.size * static_cast<size_t>(p.slots);
   return (slots + 4095) / 4096 * 4096;
 }
 
@@ -92,18 +84,19 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
   // One clock read per round trip (each iteration's end is the next one's start) and a deadline
   // refreshed every 1024 iterations: per-iteration clock reads would add a few percent to an
   // 8-byte round trip that the bare loop, which we are compared with, does not pay.
-  // Pings go from the first slot, pongs land in two slots past pong_offset in turn, as the bare
-  // loop keeps separate send and receive buffers: sending from the buffer the peer just wrote
-  // would first pull every line back from the other core's cache (1 MiB on shm: ~120 us a
-  // write instead of ~50). The receive of round trip i + 1 is posted once ping i is out, while
-  // its pong travels (the bare loop keeps its receives posted likewise): no receive is posted
-  // between a pong's arrival and the next ping.
+  // Pings go from the first slot, pongs land past pong_offset, as the bare loop keeps separate
+  // send and receive buffers: sending from the buffer the peer just wrote would first pull
+  // every line back from the other core's cache (1 MiB on shm: ~120 us a write instead of
+  // ~50). The receive of round trip i + 1 is posted once ping i is out, while its pong travels
+  // (the bare loop keeps its receives posted likewise): no receive is posted between a pong's
+  // arrival and the next ping. Both receives name the same buffer, as the bare loop's do: pong
+  // i + 1 cannot come before ping i + 1, which goes out once pong i was read.
   uint8_t* const ping = s.buf;
-  auto pong = [&](int i) { return s.buf + pong_offset(p) + static_cast<size_t>(i % 2) * p.size; };
+  uint8_t* const pong = s.buf + pong_offset(p);
   Clock::time_point start = Clock::now();
   Clock::time_point t0 = start;
   Deadline dl = s.deadline();
-  XPORT_ASSIGN_OR_RETURN(Request rx, s.rx[s.comm_of(0)]->irecv(pong(0), p.size, s.data));
+  XPORT_ASSIGN_OR_RETURN(Request rx, s.rx[s.comm_of(0)]->irecv(pong, p.size, s.data));
   for (int i = 0; i < n; ++i) {
     if (i % 1024 == 0) dl = s.deadline();
     if (p.gap_us > 0) {  // idle, not measured: the round trip starts after the gap
@@ -118,7 +111,7 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     XPORT_ASSIGN_OR_RETURN(Request tx, tx_comm.isend(ping, p.size, s.data));
     Request next{};
     if (i + 1 < n) {
-      XPORT_ASSIGN_OR_RETURN(next, s.rx[s.comm_of(i + 1)]->irecv(pong(i + 1), p.size, s.data));
+      XPORT_ASSIGN_OR_RETURN(next, s.rx[s.comm_of(i + 1)]->irecv(pong, p.size, s.data));
     }
     XPORT_RETURN_IF_ERROR(tx_comm.wait(tx, dl).status());
     XPORT_ASSIGN_OR_RETURN(size_t got, rx_comm.wait(rx, dl));
@@ -131,8 +124,8 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
     t0 = t1;
     if (got != p.size) return Status(Code::protocol, "pong of " + std::to_string(got) + " bytes");
     if (p.check) {
-      const size_t at = static_cast<size_t>(pong(i) - s.buf);
-      XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, at, p.size, seed_of(p.size, i, kPong)));
+      XPORT_ASSIGN_OR_RETURN(size_t off,
+                             verify_at(s, pong_offset(p), p.size, seed_of(p.size, i, kPong)));
       if (off < p.size) return check_failed(p, i, off, "initiator");
     }
   }
@@ -186,23 +179,25 @@ Result<Measured> send_initiate(Session& s, const Plan& p) {
 Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
   const int n = p.warmup + p.iterations;
   Deadline dl = s.deadline();
-  // Pings land in two slots in turn, pongs go from pong_offset (as in send_initiate: separate
+  // Pings land in the first slot, pongs go from pong_offset (as in send_initiate: separate
   // receive and send buffers). Two receives are posted ahead, as the bare loop keeps its
   // receives posted: ping i + 1's was posted a round trip before it comes (a large one finds
   // its clear-to-send instead of asking for it first), and pong i goes out before ping i + 2's
-  // receive is posted. Round trip i on comm i % comms, as the initiator sends it.
+  // receive is posted. Both name the same buffer, as the bare loop's do: ping i + 1 cannot
+  // come before pong i, which goes out once ping i was read. Round trip i on comm i % comms,
+  // as the initiator sends it.
+  uint8_t* const ping = s.buf;
   uint8_t* const pong = s.buf + pong_offset(p);
-  auto slot = [&](int i) { return static_cast<size_t>(i % 2) * p.size; };
   std::array<Request, 2> rx{};
   for (int i = 0; i < std::min(n, 2); ++i) {
-    XPORT_ASSIGN_OR_RETURN(rx[i % 2], s.rx[s.comm_of(i)]->irecv(s.buf + slot(i), p.size, s.data));
+    XPORT_ASSIGN_OR_RETURN(rx[i % 2], s.rx[s.comm_of(i)]->irecv(ping, p.size, s.data));
   }
   for (int i = 0; i < n; ++i) {
     if (i % 1024 == 0) dl = s.deadline();  // as in send_initiate: no clock read per message
     const size_t c = s.comm_of(i);
     XPORT_ASSIGN_OR_RETURN(size_t got, s.rx[c]->wait(rx[i % 2], dl));
     if (p.check) {
-      XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, slot(i), p.size, seed_of(p.size, i, kPing)));
+      XPORT_ASSIGN_OR_RETURN(size_t off, verify_at(s, 0, p.size, seed_of(p.size, i, kPing)));
       if (got != p.size || off < p.size) bad->note(i, std::min(off, got));
       XPORT_RETURN_IF_ERROR(
           fill_at(s, p, pong_offset(p), seed_of(p.size, i, kPong), UINT64_MAX));
@@ -210,7 +205,7 @@ Status send_serve(Session& s, const Plan& p, Mismatch* bad) {
     XPORT_ASSIGN_OR_RETURN(Request tx, s.tx[c]->isend(pong, p.size, s.data));
     if (i + 2 < n) {
       XPORT_ASSIGN_OR_RETURN(rx[i % 2],
-                             s.rx[s.comm_of(i + 2)]->irecv(s.buf + slot(i), p.size, s.data));
+                             s.rx[s.comm_of(i + 2)]->irecv(ping, p.size, s.data));
     }
     XPORT_RETURN_IF_ERROR(s.tx[c]->wait(tx, dl).status());
   }
@@ -529,9 +524,7 @@ size_t buffer_bytes(const std::vector<Plan>& plans) {
   size_t b = 8;
   // (put-signal and atomic use the word at pong_offset: at least 8 bytes there; round trips
   // the `size` bytes there)
-  for (const auto& p : plans) {
-    b = std::max(b, pong_offset(p) + std::max<size_t>(p.size, 8) * pong_slots(p));
-  }
+  for (const auto& p : plans) b = std::max(b, pong_offset(p) + std::max<size_t>(p.size, 8));
   return b;
 }
 
@@ -548,7 +541,6 @@ Result<Measured> run_point(Session& s, const Plan& p) {
   const auto initiate = initiator_of(p);
   const bool word = p.op == Op::put_signal || p.op == Op::atomic;
   if (p.size * static_cast<size_t>(p.slots) > s.len || p.size > s.remote.length() ||
-      (ping_pong(p) && pong_offset(p) + 2 * p.size > s.len) ||
       (word && pong_offset(p) + std::max<size_t>(p.round_trip ? p.size : 0, 8) >
                    std::min<size_t>(s.len, s.remote.length()))) {
     return Status(Code::internal, "size " + std::to_string(p.size) + " does not fit the buffers");
