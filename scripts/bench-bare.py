@@ -24,13 +24,15 @@ msg_per_s, bw_bytes_per_s); FI_TCP_IFACE defaults to lo for both.
 --xport-args adds arguments to every xport-bench run (e.g. --single-thread: a device opened
 with ContextOptions::thread_safe = false). --variant (repeatable) compares libxport builds or
 arguments in the same rounds: each NAME runs BUILD/tools/xport-bench with ARGS (space-separated)
-in turn with the others and the bare loop (from --build), and gets its own rows in the table.
+in turn with the others and the bare loop (from --build), and gets its own rows in the table;
+words of ARGS of the form XPORT_NAME=VALUE are that variant's environment (knobs), not arguments.
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio, each tool's min-max across rounds, the issue's target, met or not.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -120,21 +122,25 @@ def main():
     p.add_argument("--quick", action="store_true", help="a fifth of the iterations")
     p.add_argument("--xport-args", default="", help="more xport-bench arguments, space-separated")
     p.add_argument("--variant", action="append", default=[],
-                   help="NAME=BUILD[:ARGS]: a libxport build (and arguments) to run beside the "
-                        "others (repeatable; default: libxport=--build)")
+                   help="NAME=BUILD[:ARGS]: a libxport build (and arguments; XPORT_KNOB=VALUE words "
+                        "set knobs) to run beside the others (repeatable; default: "
+                        "libxport=--build)")
     a = p.parse_args()
     bare = os.path.join(a.build, "tools", "fi-bare-loop")
-    variants = []  # (name, xport-bench, extra arguments)
+    variants = []  # (name, xport-bench, extra arguments, environment)
     for v in a.variant or [f"libxport={a.build}"]:
         name, sep, rest = v.partition("=")
         if not sep or not name or name.startswith("bare"):
             sys.exit(f"--variant {v}: NAME=BUILD[:ARGS] (a name not starting with 'bare')")
         build, _, vargs = rest.partition(":")
+        words = vargs.split() + a.xport_args.split()
+        venv = dict(w.split("=", 1) for w in words if re.fullmatch(r"XPORT_[A-Z0-9_]+=.*", w))
         variants.append((name, os.path.join(build, "tools", "xport-bench"),
-                         vargs.split() + a.xport_args.split()))
-    if len({n for n, _, _ in variants}) != len(variants):
+                         [w for w in words if not re.fullmatch(r"XPORT_[A-Z0-9_]+=.*", w)],
+                         venv))
+    if len({v[0] for v in variants}) != len(variants):
         sys.exit("--variant: each NAME once")
-    for tool in [b for _, b, _ in variants] + [bare]:
+    for tool in [v[1] for v in variants] + [bare]:
         if not os.access(tool, os.X_OK):
             sys.exit(f"{tool} is missing: ninja -C {a.build} tools/xport-bench tools/fi-bare-loop")
     picks = [r for r in a.rows.split(",") if r]
@@ -154,25 +160,25 @@ def main():
                 bare_cmd = [bare, "--mode", mode, "--window", str(window)] + common
                 if a.bare_no_inject:
                     bare_cmd.append("--no-inject")
-                cmds = [(vn, [vb] + xargs + common + va) for vn, vb, va in variants]
-                bare_cmds = [("bare", bare_cmd)]
+                cmds = [(vn, [vb] + xargs + common + va, ve) for vn, vb, va, ve in variants]
+                bare_cmds = [("bare", bare_cmd, {})]
                 if mode.startswith("put") and a.bare_put != "write":
-                    wd = ("bare-writedata", bare_cmd + ["--writedata"])
+                    wd = ("bare-writedata", bare_cmd + ["--writedata"], {})
                     bare_cmds = [wd] if a.bare_put == "writedata" else bare_cmds + [wd]
                 # The order alternates round by round (and the variants rotate), so slow
                 # phases of the machine hit every tool.
                 k = r % len(cmds)
                 cmds = cmds[k:] + cmds[:k] + bare_cmds
                 got = {}
-                for tool, cmd in (cmds if r % 2 == 0 else cmds[::-1]):
-                    got[tool] = run(cmd, a.taskset, env, f"{name} {prov} {tool}")
+                for tool, cmd, venv in (cmds if r % 2 == 0 else cmds[::-1]):
+                    got[tool] = run(cmd, a.taskset, {**env, **venv}, f"{name} {prov} {tool}")
                 bares = [(figure(v, key, a.latency), v) for t, v in got.items()
                          if t.startswith("bare")]
                 b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
                 unit = {"lat": "us", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
                 flight = best["in_flight"] or "inject"
                 also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
-                for vn, _, _ in variants:
+                for vn, *_ in variants:
                     x = figure(got[vn], key, a.latency)
                     results.setdefault((name, prov, vn), (kind, []))[1].append((x, b))
                     print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
