@@ -86,6 +86,23 @@ class TicketTable {
   }
   // The lowest ticket not yet complete (not empty()).
   Ticket lowest() const { return base_; }
+  // Erases every ticket for which p(ticket, state) is true, in one sweep, lowest first (p may
+  // not add or erase).
+  template <typename P>
+  void erase_if(P&& p) {
+    for (size_t i = 0; i < span_; ++i) {
+      Entry& e = at(i);
+      if (e.ticket == 0 || !p(e.ticket, e.state)) continue;
+      e.ticket = 0;
+      e.state = TicketState{};  // (lets its counter region go)
+      --live_;
+    }
+    while (span_ > 0 && at(0).ticket == 0) {
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --span_;
+      ++base_;
+    }
+  }
   // f(ticket, state) for every ticket not yet complete, lowest first. f may not add or erase.
   template <typename F>
   void for_each(F&& f) {

@@ -203,22 +203,34 @@ void Windows::settle(WindowState& w, Ticket t) {
 }
 
 void Windows::on_stream(OutStream& s) {
-  // (By id: settling may erase a closed window.)
-  std::vector<uint32_t> ids;
-  for (auto& [id, w] : core_.windows) {
-    if (w->stream == s.id && !w->tickets.empty()) ids.push_back(id);
-  }
-  for (uint32_t id : ids) {
-    WindowState* w = find(id);
-    if (w == nullptr) continue;
-    std::vector<Ticket> ready;
-    w->tickets.for_each([&](Ticket t, const TicketState& ts) {
-      if (ts.need_seq <= s.done || !ts.error.ok()) ready.push_back(t);
+  // One sweep per window: tickets that only waited for the target's count (most: puts, gets,
+  // signals) leave at once, their counters counted; failed ones go through settle(), which
+  // records their error. (By id afterwards: settling and erasing may erase a closed window.)
+  std::vector<std::pair<uint32_t, Ticket>> failed;
+  std::vector<uint32_t> closed;
+  for (auto& [id, wp] : core_.windows) {
+    WindowState& w = *wp;
+    if (w.stream != s.id || w.tickets.empty()) continue;
+    const uint32_t wid = id;
+    w.tickets.erase_if([&](Ticket t, TicketState& ts) {
+      if (!ts.error.ok()) {
+        failed.emplace_back(wid, t);
+        return false;
+      }
+      if (ts.need_seq > s.done || !ts.local_done() || ts.results_left > 0) return false;
+      if (ts.counter != nullptr) {
+        // The counter counts remote completion: the caller waits on it (wait_counter).
+        std::atomic_ref<uint64_t>(*ts.counter).fetch_add(1, std::memory_order_release);
+      }
+      return true;
     });
-    for (Ticket t : ready) {
-      if ((w = find(id)) == nullptr) break;
-      settle(*w, t);
-    }
+    if (w.closed) closed.push_back(id);
+  }
+  for (auto [id, t] : failed) {
+    if (WindowState* w = find(id)) settle(*w, t);
+  }
+  for (uint32_t id : closed) {
+    if (WindowState* w = find(id)) maybe_erase(*w);
   }
 }
 
