@@ -97,6 +97,15 @@ for prov, extra in providers:
         check(len(pts) == 2 and all(p["sliding"] is True and p["msg_per_s"] > 0 and
                                     p["depth"] == 8 for p in pts),
               f"{prov} {op} --sliding: two points, sliding, with a rate {pts}")
+        # The device's progress counters over the run (the same in every point): each of the
+        # 2 x 200 timed operations was handed to the provider, and a poll that found
+        # something read at least one completion.
+        g = pts[0]["progress"]
+        check(all(p["progress"] == g for p in pts) and g["posts"] >= 400 and
+              g["cq_completions"] > 0 and
+              0 < g["cq_polls"] - g["cq_empty_polls"] <= g["cq_completions"] and
+              g["window_ops_held"] <= g["posts"],
+              f"{prov} {op} --sliding: progress counters {g}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",

@@ -240,6 +240,7 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
   const bool alltoall = opt.pattern == "alltoall";
   std::vector<Point> points;
   PoolStats pool;
+  RunInfo::Progress progress;
   uint64_t peer_link = 0;
   int rc = kExitOk;
   {
@@ -277,7 +278,9 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
           if (!m.ok()) return m.status().with_context("size " + std::to_string(p.size));
           points.push_back(summarize(p, *m));
         }
-        pool = o.dev->stats().pool;  // with the comms still open
+        const xport::Stats st = o.dev->stats();  // with the comms still open
+        pool = st.pool;
+        progress = progress_of(st);
         XPORT_RETURN_IF_ERROR(say_bye(*s));
         return expect_line(ch, "DONE", opt, o.dev.get())
             .status()
@@ -296,7 +299,9 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
         XPORT_ASSIGN_OR_RETURN(Point theirs, parse_result(*line));
         points.push_back(aggregate({(*mine)[0], theirs}));
       }
-      pool = o.dev->stats().pool;
+      const xport::Stats st = o.dev->stats();
+      pool = st.pool;
+      progress = progress_of(st);
       // Each side has every message of the other once both finished their points.
       XPORT_RETURN_IF_ERROR(ch.send("DONE"));
       return expect_line(ch, "DONE", opt, o.dev.get())
@@ -312,6 +317,7 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
   if (rc != kExitOk) return rc;
   RunInfo info = describe_run(opt, *o.dev, mode);
   info.pool = pool;
+  info.progress = progress;
   if (alltoall) {  // data arrives on both sides' rails
     info.link_bits_per_s = info.link_bits_per_s && peer_link ? info.link_bits_per_s + peer_link : 0;
   }

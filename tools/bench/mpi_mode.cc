@@ -170,7 +170,8 @@ int run_ranks(const Options& opt, int rank, int n) {
       points.push_back(aggregate(streams));
     }
   }
-  const PoolStats pool = dev->stats().pool;  // with every comm still open
+  const Stats stats = dev->stats();  // with every comm still open
+  const PoolStats pool = stats.pool;
   MPI_Barrier(MPI_COMM_WORLD);               // nobody closes a session its peer still uses
   out.clear();
   in.clear();
@@ -178,6 +179,7 @@ int run_ranks(const Options& opt, int rank, int n) {
   RunInfo run = describe_run(opt, *dev, "mpi");
   run.ranks = n;
   run.pool = pool;
+  run.progress = progress_of(stats);
   // The fraction is of the links data arrives on: every target rank's rails (0: some unknown).
   std::vector<bool> is_target(n, false);
   if (opt.pattern == "pairwise") {

@@ -147,6 +147,22 @@ RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::st
   return r;
 }
 
+RunInfo::Progress progress_of(const xport::Stats& s) {
+  RunInfo::Progress g;
+  for (const auto& c : s.cqs) {
+    g.cq_polls += c.polls;
+    g.cq_empty_polls += c.empty_polls;
+    g.cq_completions += c.completions;
+  }
+  for (const auto& e : s.endpoints) {
+    g.posts += e.posted;
+    g.eagain_retries += e.eagain_retries;
+  }
+  g.window_ops_held = s.window_ops_held;
+  g.deferred_posts = s.deferred_posts;
+  return g;
+}
+
 void print_report(const RunInfo& run, const std::vector<Point>& points, Format format) {
   const std::string op(to_string(run.op));
   if (format == Format::json) {
@@ -181,10 +197,17 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
       std::printf(
           ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
           "\"cqs\":%llu,\"comms_attached\":%llu,\"primaries\":%llu,\"secondaries\":%llu,"
-          "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}}\n",
+          "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}",
           run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs),
           ull(q.comms_attached), ull(q.primaries), ull(q.secondaries), ull(q.routing_misses),
           ull(q.channel_ops), ull(q.busiest_channel_ops));
+      const RunInfo::Progress& g = run.progress;
+      std::printf(
+          ",\"progress\":{\"cq_polls\":%llu,\"cq_empty_polls\":%llu,\"cq_completions\":%llu,"
+          "\"posts\":%llu,\"eagain_retries\":%llu,\"window_ops_held\":%llu,"
+          "\"deferred_posts\":%llu}}\n",
+          ull(g.cq_polls), ull(g.cq_empty_polls), ull(g.cq_completions), ull(g.posts),
+          ull(g.eagain_retries), ull(g.window_ops_held), ull(g.deferred_posts));
     }
     std::fflush(stdout);
     return;
@@ -284,6 +307,13 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
       q.groups, q.channels_per_group, q.groups == 0 ? " (0: no sharing)" : "", ull(q.channels),
       ull(q.cqs), ull(q.comms_attached), ull(q.primaries), ull(q.secondaries),
       ull(q.routing_misses), ull(q.channel_ops), ull(q.busiest_channel_ops));
+  const RunInfo::Progress& g = run.progress;
+  std::printf(
+      "progress (this process's device, the whole run): CQ polls %llu (empty %llu), "
+      "completions %llu, posts %llu, -FI_EAGAIN retries %llu, window operations held %llu, "
+      "posts deferred %llu\n",
+      ull(g.cq_polls), ull(g.cq_empty_polls), ull(g.cq_completions), ull(g.posts),
+      ull(g.eagain_retries), ull(g.window_ops_held), ull(g.deferred_posts));
   std::fflush(stdout);
 }
 

@@ -50,7 +50,16 @@ struct RunInfo {
   // This process's device's channel pool, read after the last point with its comms still open
   // (Device::stats().pool).
   xport::PoolStats pool;
+  // This process's device's progress counters over the whole run (warm-ups, latency phases and
+  // the bootstrap's messages included), read with the pool: summed over its CQs and endpoints.
+  struct Progress {
+    uint64_t cq_polls = 0, cq_empty_polls = 0, cq_completions = 0;
+    uint64_t posts = 0, eagain_retries = 0;
+    uint64_t window_ops_held = 0, deferred_posts = 0;
+  } progress;
 };
+// RunInfo::Progress from a Stats snapshot.
+RunInfo::Progress progress_of(const xport::Stats& s);
 RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode);
 
 void print_report(const RunInfo& run, const std::vector<Point>& points, Format format);
