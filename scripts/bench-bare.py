@@ -5,6 +5,7 @@
                         [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
                         [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
                         [--xport-args "--single-thread"] [--variant NAME=BUILD[:ARGS]]...
+                        [--progress]
 
 The rows of issue 14, each run once with xport-bench and once with fi-bare-loop per round (the
 order alternating round by round), so slow phases of the machine hit both:
@@ -26,6 +27,8 @@ with ContextOptions::thread_safe = false). --variant (repeatable) compares libxp
 arguments in the same rounds: each NAME runs BUILD/tools/xport-bench with ARGS (space-separated)
 in turn with the others and the bare loop (from --build), and gets its own rows in the table;
 words of ARGS of the form XPORT_NAME=VALUE are that variant's environment (knobs), not arguments.
+--progress adds each xport-bench run's progress counters to its line (whole-run totals of its
+device: CQ polls, posts, -FI_EAGAIN retries, window operations held).
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio, each tool's min-max across rounds, the issue's target, met or not.
 """
@@ -120,6 +123,9 @@ def main():
                    "data), or both, the better one counting (default; libxport's puts are "
                    "writes with CQ data, and neither loop is the faster at every size)")
     p.add_argument("--quick", action="store_true", help="a fifth of the iterations")
+    p.add_argument("--progress", action="store_true",
+                   help="print each xport-bench run's progress counters (its device's CQ polls, "
+                   "posts, -FI_EAGAIN retries, window operations held: whole-run totals)")
     p.add_argument("--xport-args", default="", help="more xport-bench arguments, space-separated")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=BUILD[:ARGS]: a libxport build (and arguments; XPORT_KNOB=VALUE words "
@@ -181,10 +187,14 @@ def main():
                 for vn, *_ in variants:
                     x = figure(got[vn], key, a.latency)
                     results.setdefault((name, prov, vn), (kind, []))[1].append((x, b))
+                    g = got[vn].get("progress", {})
+                    counters = (f"  [polls {g['cq_polls']} (empty {g['cq_empty_polls']}), "
+                                f"posts {g['posts']}, eagain {g['eagain_retries']}, "
+                                f"held {g['window_ops_held']}]" if a.progress and g else "")
                     print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
                           f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
-                          f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}",
-                          flush=True)
+                          f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}"
+                          f"{counters}", flush=True)
     many = len(variants) > 1
     print("\n| row | provider |" + (" variant |" if many else "") + " libxport median | "
           "bare median | libxport / bare | libxport min–max | bare min–max | target | met |")
