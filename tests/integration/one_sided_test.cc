@@ -483,6 +483,44 @@ TEST_P(OneSided, WaitsEndAtTheirDeadlineOrWhenThePeerDies) {
             << " ms after the kill: " << a.to_string() << std::endl;
 }
 
+// Window::wait_local answers a ticket under the engine's mark (every ticket below it locally
+// complete without error) with no engine call: a small put is locally complete once injected,
+// but when its peer dies before the target acknowledged it, the put fails, and wait_local must
+// say so (before quiet() takes the error) on every call, not just on the calls the window sends
+// to the engine.
+TEST_P(OneSided, AnInjectedPutThatFailsLaterIsReportedByWaitLocal) {
+  const size_t inject = ctx_->provider().caps.inject_size;
+  if (inject < 8) GTEST_SKIP() << "the provider injects " << inject << " bytes";
+  Target t = target(4096);
+  ASSERT_TRUE(t.win);
+  Window& w = *t.win;
+  alignas(8) uint64_t words[2] = {42, 0};
+  auto reg = dev_->register_memory(words, sizeof(words));
+  ASSERT_TRUE(reg.ok());
+  auto tk = issue(w, [&] { return w.put(*reg, 0, t.data, 0, 8); });
+  ASSERT_TRUE(tk.ok()) << tk.status().to_string();
+  // (the provider may have refused the inject: then the put went from the retry queue)
+  Status first = w.wait_local(*tk, in(10s));
+  ASSERT_TRUE(first.ok()) << first.to_string();
+  for (int i = 0; i < 40; ++i) {
+    Status l = w.wait_local(*tk, Deadline::now());
+    ASSERT_TRUE(l.ok()) << "call " << i << ": a locally complete put: " << l.to_string();
+  }
+  EXPECT_TRUE(t.proc.kill_parked()) << "the target never parked";
+  EXPECT_NE(t.proc.wait_exit(10000), 0);
+  // Nobody will set this word: the wait ends when the peer is declared lost (5 s of silence).
+  Status lost = w.wait_signal(*reg, 8, 1, in(60s));
+  ASSERT_EQ(lost.code(), Code::peer_lost) << lost.to_string();
+  for (int i = 0; i < 40; ++i) {
+    Status l = w.wait_local(*tk, Deadline::now());
+    EXPECT_FALSE(l.ok()) << "call " << i << ": the put failed with its peer, yet wait_local "
+                         << "answered success";
+    if (l.ok()) break;
+  }
+  Status q = w.quiet(in(10s));
+  EXPECT_FALSE(q.ok()) << "quiet() after the peer was lost: " << q.to_string();
+}
+
 TEST_P(OneSided, BadInputIsRefusedAndNothingIsSent) {
   Target t = target(4096);
   Target other = target(4096);

@@ -7,6 +7,7 @@
 // region, an unaligned word) is refused before anything is sent.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -131,6 +132,10 @@ class Window {
   std::shared_ptr<proto::Engine> engine_;
   uint32_t id_ = 0;
   std::shared_ptr<api::StagedArrivals> staged_;  // gets into staged GPU memory, by ticket
+  // The engine's mark under which every ticket is locally complete without error: wait_local
+  // answers those without an engine call (but every 16th, which makes a progress pass).
+  std::shared_ptr<const std::atomic<uint64_t>> local_clear_;
+  std::atomic<uint32_t> quick_{0};
 };
 
 }  // namespace xport

@@ -167,7 +167,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
                             const std::vector<uint8_t>& notification);
   Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
-  Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline);
+  // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local
+  // answers most calls itself and sends every 16th here for its pass)
+  Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass = false);
   // 1 once the ticket is complete (delivered, applied), 0 while not, or its error.
   Result<int> check(uint32_t window, uint64_t ticket);
   // Waits until the local word at `offset` of `region` reaches `value` (wrap-safe), driving
@@ -178,6 +180,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   std::vector<std::vector<uint8_t>> take_notifications(uint32_t window);
   bool native_atomics() const { return core_.native_atomics; }
   uint64_t window_issued(uint32_t window) const;
+  // The window's local-completion mark (WindowState::local_clear), for Window::wait_local to
+  // read without the engine lock; nullptr for a window not open.
+  std::shared_ptr<const std::atomic<uint64_t>> local_clear(uint32_t window);
   uint64_t window_completed(uint32_t window) const;
 
   Status progress();

@@ -258,8 +258,8 @@ Status Engine::quiet(uint32_t window, Deadline deadline) {
   return one_sided_.windows().take_error(*w, target);
 }
 
-Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline) {
-  {
+Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass) {
+  if (!pass) {
     // Locally complete already (an injected put, a sliding window's oldest): answered without
     // a progress pass, which on tcp;ofi_rxm is a system call per put; but one such call in 16
     // makes its pass, which reads the target's credit grants before the window runs dry (with
@@ -270,7 +270,12 @@ Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline) {
         ticket < w->next_ticket && w->failed.empty()) {
       // (local_state()'s answer 1, without building its Result: settled, or locally done)
       const TicketState* ts = w->tickets.find(ticket);
-      if (ts == nullptr || (ts->error.ok() && ts->local_done())) return Status::success();
+      if (ts == nullptr || (ts->error.ok() && ts->local_done())) {
+        if (ticket >= w->local_clear->load(std::memory_order_relaxed)) {
+          one_sided_.windows().advance_clear(*w);
+        }
+        return Status::success();
+      }
     }
   }
   Status outcome;
@@ -296,6 +301,7 @@ Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline) {
           outcome = r.status();
           return true;
         }
+        if (*r == 1) one_sided_.windows().advance_clear(*w);
         return *r == 1;
       },
       "wait_local");
@@ -383,6 +389,13 @@ std::vector<std::vector<uint8_t>> Engine::take_notifications(uint32_t window) {
   Lock l(core_);
   progress_locked();
   return one_sided_.transfers().take(window);
+}
+
+std::shared_ptr<const std::atomic<uint64_t>> Engine::local_clear(uint32_t window) {
+  Lock l(core_);
+  WindowState* w = one_sided_.windows().find(window);
+  if (w == nullptr || w->closed) return nullptr;
+  return w->local_clear;
 }
 
 uint64_t Engine::window_issued(uint32_t window) const {

@@ -117,6 +117,9 @@ std::optional<Ticket> OneSided::inject_put(WindowState& w, const memory::RegionR
   s.next_seq = seq + 1;
   const Ticket t = w.next_ticket++;
   w.tickets.add(t).need_seq = seq + 1;  // locally complete; remotely once the target counts it
+  if (w.local_clear->load(std::memory_order_relaxed) == t) {
+    w.local_clear->store(t + 1, std::memory_order_release);
+  }
   w.issued += 1;
   w.completed += 1;
   return t;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -150,6 +151,11 @@ struct WindowState {
   std::vector<pool::Path> paths;
   uint32_t stream = 0;         // its OutStream
   uint32_t next_stripe = 0;
+  // Every ticket below it is locally complete without error (0: no claim). Written under the
+  // engine lock; read without it by Window::wait_local (api), which answers a ticket below it
+  // with no engine call. Lowered when a ticket fails and when the window closes or the device
+  // shuts down, moved up over tickets found locally complete (Windows::advance_clear).
+  std::shared_ptr<std::atomic<uint64_t>> local_clear = std::make_shared<std::atomic<uint64_t>>(1);
   Ticket next_ticket = 1;      // issued operations are numbered from 1
   uint64_t completed = 0;      // provider operations completed
   uint64_t issued = 0;         // provider operations issued

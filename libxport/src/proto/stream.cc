@@ -376,8 +376,9 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
   for (auto& [id, ws] : core_.windows) {
     WindowState* w = ws.get();  // (a lambda may not capture a structured binding before C++20)
     if (w->stream != s.id) continue;
-    w->tickets.for_each([&](Ticket, TicketState& ts) {
+    w->tickets.for_each([&](Ticket t, TicketState& ts) {
       if (ts.need_seq > s.done && ts.error.ok()) {
+        Windows::lower_clear(*w, t);
         ts.error = why;
         if (w->first_error.ok()) w->first_error = why;
       }
@@ -469,6 +470,8 @@ bool Streams::waits_on(const pool::Peer* p) const {
 }
 
 void Streams::shutdown() {
+  // (wait_local's answers without the engine stop: it says what a closed device says)
+  for (auto& [id, w] : core_.windows) w->local_clear->store(0, std::memory_order_release);
   for (auto& [id, s] : core_.out_streams) {
     if (s->phase != StreamPhase::ready) continue;
     MsgHeader h = window_header(MsgType::win_close);

@@ -76,6 +76,7 @@ void Windows::close(uint32_t id) {
   WindowState* w = find(id);
   if (w == nullptr) return;
   w->closed = true;
+  w->local_clear->store(0, std::memory_order_release);
   maybe_erase(*w);
 }
 
@@ -178,6 +179,7 @@ void Windows::piece_sent(WindowState& w, Ticket t) {
 void Windows::fail(WindowState& w, Ticket t, const Status& why) {
   TicketState* ts = ticket(w, t);
   if (ts == nullptr) return;
+  lower_clear(w, t);
   if (ts->error.ok()) ts->error = why;
   if (w.first_error.ok()) w.first_error = why;
 }
@@ -224,7 +226,11 @@ void Windows::on_stream(OutStream& s) {
       }
       return true;
     });
-    if (w.closed) closed.push_back(id);
+    if (w.closed) {
+      closed.push_back(id);
+    } else {
+      advance_clear(w);
+    }
   }
   for (auto [id, t] : failed) {
     if (WindowState* w = find(id)) settle(*w, t);
@@ -232,6 +238,22 @@ void Windows::on_stream(OutStream& s) {
   for (uint32_t id : closed) {
     if (WindowState* w = find(id)) maybe_erase(*w);
   }
+}
+
+void Windows::advance_clear(WindowState& w) {
+  if (w.closed) return;
+  uint64_t c = w.local_clear->load(std::memory_order_relaxed);
+  if (c == 0) return;  // (closed, or the device shut down)
+  const uint64_t start = c;
+  while (c < w.next_ticket) {
+    if (const TicketState* ts = w.tickets.find(c)) {
+      if (!ts->error.ok() || !ts->local_done()) break;
+    } else if (!w.failed.empty() && w.failed.count(c) != 0) {
+      break;  // settled with an error that quiet() has not taken yet
+    }
+    ++c;
+  }
+  if (c != start) w.local_clear->store(c, std::memory_order_release);
 }
 
 bool Windows::quiet_done(const WindowState& w, Ticket target) const {

@@ -47,6 +47,15 @@ class Windows {
   void piece_sent(WindowState& w, Ticket t);
   // Ticket `t` failed (all its other parts still settle).
   void fail(WindowState& w, Ticket t, const Status& why);
+  // WindowState::local_clear, the mark under which wait_local answers without the engine:
+  // lowered to `t` (a ticket that failed), or moved up over the tickets now locally complete
+  // without error (the lowest one not stops it).
+  static void lower_clear(WindowState& w, Ticket t) {
+    if (t < w.local_clear->load(std::memory_order_relaxed)) {
+      w.local_clear->store(t, std::memory_order_release);
+    }
+  }
+  void advance_clear(WindowState& w);
   // Completes `t` if every part of it is done at every level (counting its counter).
   void settle(WindowState& w, Ticket t);
   // The stream's done mark moved (or it failed): settle what waited on it.
