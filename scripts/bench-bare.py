@@ -5,7 +5,7 @@
                         [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
                         [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
                         [--xport-args "--single-thread"] [--variant NAME=BUILD[:ARGS]]...
-                        [--progress]
+                        [--progress] [--pin A,B]
 
 The rows of issue 14, each run once with xport-bench and once with fi-bare-loop per round (the
 order alternating round by round), so slow phases of the machine hit both:
@@ -27,6 +27,8 @@ with ContextOptions::thread_safe = false). --variant (repeatable) compares libxp
 arguments in the same rounds: each NAME runs BUILD/tools/xport-bench with ARGS (space-separated)
 in turn with the others and the bare loop (from --build), and gets its own rows in the table;
 words of ARGS of the form XPORT_NAME=VALUE are that variant's environment (knobs), not arguments.
+--pin A,B runs the initiator on CPU A and the target on CPU B in both tools (with --taskset, inside
+it): rounds then differ by the machine, not by where the scheduler put the two processes.
 --progress adds each xport-bench run's progress counters to its line (whole-run totals of its
 device: CQ polls, posts, -FI_EAGAIN retries, window operations held).
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
@@ -123,6 +125,10 @@ def main():
                    "data), or both, the better one counting (default; libxport's puts are "
                    "writes with CQ data, and neither loop is the faster at every size)")
     p.add_argument("--quick", action="store_true", help="a fifth of the iterations")
+    p.add_argument("--pin", default="",
+                   help="A,B: the initiator on CPU A, the target on CPU B, in both tools "
+                   "(xport-bench --cpu A --peer-cpu B, fi-bare-loop --cpus A,B), so that rounds "
+                   "do not differ by where the scheduler put the two processes")
     p.add_argument("--progress", action="store_true",
                    help="print each xport-bench run's progress counters (its device's CQ polls, "
                    "posts, -FI_EAGAIN retries, window operations held: whole-run totals)")
@@ -132,6 +138,8 @@ def main():
                         "set knobs) to run beside the others (repeatable; default: "
                         "libxport=--build)")
     a = p.parse_args()
+    if a.pin and (len(a.pin.split(",")) != 2 or not all(x.isdigit() for x in a.pin.split(","))):
+        sys.exit(f"--pin {a.pin}: A,B (two CPU numbers)")
     bare = os.path.join(a.build, "tools", "fi-bare-loop")
     variants = []  # (name, xport-bench, extra arguments, environment)
     for v in a.variant or [f"libxport={a.build}"]:
@@ -163,10 +171,14 @@ def main():
                 n, warmup = counts(kind, size, a.quick)
                 common = ["--provider", prov, "--size", str(size), "--iterations", str(n),
                           "--warmup", str(warmup), "--json"]
-                bare_cmd = [bare, "--mode", mode, "--window", str(window)] + common
+                bare_cmd = [bare, "--mode", mode, "--window", str(window)] + common + (
+                    ["--cpus", a.pin] if a.pin else [])
                 if a.bare_no_inject:
                     bare_cmd.append("--no-inject")
-                cmds = [(vn, [vb] + xargs + common + va, ve) for vn, vb, va, ve in variants]
+                pin = (["--cpu", a.pin.split(",")[0], "--peer-cpu", a.pin.split(",")[1]]
+                       if a.pin else [])
+                cmds = [(vn, [vb] + xargs + common + pin + va, ve)
+                        for vn, vb, va, ve in variants]
                 bare_cmds = [("bare", bare_cmd, {})]
                 if mode.startswith("put") and a.bare_put != "write":
                     wd = ("bare-writedata", bare_cmd + ["--writedata"], {})

@@ -13,6 +13,8 @@
 //              inject_size, then one fi_read (read after write is ordered) ends the phase.
 //              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
 //              and acks when it has them all.
+// --cpus A,B: the initiator runs on CPU A, the target on CPU B (sched_setaffinity; each
+// process's threads too), so that rounds do not differ by where the scheduler put the two.
 // --threads N (rate and bandwidth modes): N independent loops at once, each with its own fabric,
 // domain, endpoint, CQs and registration and its own thread in both processes (what a runtime
 // with a progress thread per NIC or per device does); the figures are the sum over the loops,
@@ -24,13 +26,14 @@
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
-//                [--threads N]
+//                [--threads N] [--cpus A,B]
 // --gap-us US (pingpong): the initiator idles US µs (busy, unmeasured) before each ping;
 // --block (pingpong): CQs get a wait object (FI_WAIT_FD) and the target waits for each ping
 // asleep in poll(2) on its file descriptor. With --gap-us: what a wake-up costs the bare
 // fabric (xport-bench --gap-us with XPORT_WAIT=block gives libxport's figure).
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -81,6 +84,7 @@ struct Args {
   long gap_us = 0;     // pingpong: the initiator idles (busy) this long before each ping
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
   int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
+  int cpu_initiator = -1, cpu_target = -1;  // --cpus A,B
 };
 
 const char* g_role = "initiator";
@@ -842,7 +846,7 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json] [--threads N]\n",
+               "[--json] [--threads N] [--cpus A,B]\n",
                why);
   std::exit(2);
 }
@@ -902,6 +906,18 @@ Args parse(int argc, char** argv) {
       a.block = true;
     } else if (k == "--json") {
       a.json = true;
+    } else if (k == "--cpus") {
+      const char* v = value();
+      char* end = nullptr;
+      const long x = std::strtol(v, &end, 10);
+      if (end == v || *end != ',') usage("--cpus wants A,B (the initiator's CPU, the target's)");
+      const char* w = end + 1;
+      const long y = std::strtol(w, &end, 10);
+      if (end == w || *end != '\0' || x < 0 || y < 0 || x >= CPU_SETSIZE || y >= CPU_SETSIZE) {
+        usage("--cpus wants A,B (the initiator's CPU, the target's)");
+      }
+      a.cpu_initiator = static_cast<int>(x);
+      a.cpu_target = static_cast<int>(y);
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
       if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
@@ -919,8 +935,32 @@ Args parse(int argc, char** argv) {
 
 }  // namespace
 
+// --cpus: this process (the calling thread, and the threads it starts later) on one CPU.
+void pin_to(int cpu, const char* who) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "fi-bare-loop (%s): --cpus: CPU %d: %s\n", who, cpu,
+                 std::strerror(errno));
+    std::exit(2);
+  }
+}
+
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  if (a.cpu_initiator >= 0) {  // both CPUs usable here, before the target is forked
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) die("sched_getaffinity", -FI_EIO);
+    for (int cpu : {a.cpu_initiator, a.cpu_target}) {
+      if (!CPU_ISSET(cpu, &allowed)) {
+        usage(("--cpus: CPU " + std::to_string(cpu) + " is not one this process may run on")
+                  .c_str());
+      }
+    }
+  }
   int up[2], down[2];
   if (pipe(up) != 0 || pipe(down) != 0) die("pipe", -FI_EIO);
   const pid_t pid = fork();
@@ -928,8 +968,10 @@ int main(int argc, char** argv) {
   if (pid == 0) {
     close(up[0]);
     close(down[1]);
+    pin_to(a.cpu_target, "target");
     return target(a, up[1], down[0]);
   }
+  pin_to(a.cpu_initiator, "initiator");
   g_peer = pid;
   close(up[1]);
   close(down[0]);

@@ -89,6 +89,15 @@ for prov, extra in providers:
                               "--check", "--json"), f"{prov} {op} --single-thread")
         check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
               f"{prov} {op} --single-thread: two checked points {pts}")
+    # Both processes pinned (--cpu, --peer-cpu: the first and the last CPU this test may use),
+    # every byte checked.
+    cpus = sorted(os.sched_getaffinity(0))
+    pts = json_points(run("--provider", prov, *extra, "--op", "put", "--size", "8,64K",
+                          "--iterations", "20", "--warmup", "2", "--check", "--cpu",
+                          str(cpus[0]), "--peer-cpu", str(cpus[-1]), "--json"),
+                      f"{prov} put --cpu {cpus[0]} --peer-cpu {cpus[-1]}")
+    check(len(pts) == 2 and all(p["lat_us_p50"] > 0 for p in pts),
+          f"{prov} put, pinned: two checked points {pts}")
     # Puts and gets with a sliding window (no --check: slots are reused in flight).
     for op in ("put", "get"):
         pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", "8,64K",
@@ -295,6 +304,12 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--op", "put", "--round-trip"], "--round-trip belongs to --op put-signal"),
                     (["--memory", "cuda", "--pattern", "alltoall"], "not with --pattern"),
                     (["--peer-gpu", "1"], "--peer-gpu belongs to local mode"),
+                    (["--cpu", "0"], "--cpu in local mode needs --peer-cpu too"),
+                    (["--cpu", "0", "--peer-cpu", "0", "--connect", "127.0.0.1:18515"],
+                     "--peer-cpu belongs to local mode"),
+                    (["--cpu", "4095", "--peer-cpu", "0"],
+                     "CPU 4095 is not one this process may run on"),
+                    (["--cpu", "4096", "--peer-cpu", "0"], "--cpu"),
                     (["--memory", "cuda", "--peer-gpu", "1", "--server"],
                      "--peer-gpu belongs to local mode")):
     r = run(*args)

@@ -1,7 +1,11 @@
 // xport-bench: acceptance figures of libxport (docs/tools.md). This file picks the mode (local,
 // two-host server or client, MPI) and runs the initiator or the target side of a session.
+#include <sched.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -336,6 +340,32 @@ int run(const Options& opt, int argc, char** argv) {
   // inherits the environment, and gets --groups too).
   if (opt.groups >= 0) ::setenv("XPORT_POOL_GROUPS", std::to_string(opt.groups).c_str(), 1);
   if (mpi_mode(opt)) return run_mpi(opt, argc, argv);
+  // --cpu, --peer-cpu: before any thread starts (the ones started later inherit the mask).
+  if (opt.cpu >= 0 || opt.peer_cpu >= 0) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+      std::fprintf(stderr, "xport-bench: --cpu: sched_getaffinity: %s\n", std::strerror(errno));
+      return kExitUsage;
+    }
+    for (int c : {opt.cpu, opt.peer_cpu}) {
+      // (the peer inherits the pinned initiator's mask: the initiator checked its CPU)
+      if (c >= 0 && !CPU_ISSET(c, &allowed) && opt.role != "peer") {
+        std::fprintf(stderr, "xport-bench: --cpu/--peer-cpu: CPU %d is not one this process may "
+                     "run on\n", c);
+        return kExitUsage;
+      }
+    }
+    if (opt.cpu >= 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(opt.cpu, &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+        std::fprintf(stderr, "xport-bench: --cpu %d: %s\n", opt.cpu, std::strerror(errno));
+        return kExitUsage;
+      }
+    }
+  }
   const bool local = opt.connect.empty() && !opt.server;
   const int peer_gpu = opt.peer_gpu >= 0 ? opt.peer_gpu : opt.gpu;
   if (opt.cuda && opt.role != "peer") {
@@ -372,6 +402,7 @@ int run(const Options& opt, int argc, char** argv) {
   if (!opt.provider.empty()) args.insert(args.end(), {"--provider", opt.provider});
   if (opt.groups >= 0) args.insert(args.end(), {"--groups", std::to_string(opt.groups)});
   if (opt.single_thread) args.push_back("--single-thread");
+  if (opt.peer_cpu >= 0) args.insert(args.end(), {"--cpu", std::to_string(opt.peer_cpu)});
   // libxport refuses gets and atomics on a peer's GPU memory (docs/semantics.md, "GPU memory"):
   // for those the peer's buffers stay host memory.
   if (opt.cuda && opt.op != Op::get && opt.op != Op::atomic) {

@@ -173,6 +173,14 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                "open the device with ContextOptions::thread_safe = false (one thread drives it: "
                "no engine lock, as a single-threaded runtime would; telemetry not published). "
                "Local mode gives the peer the same; a two-host server takes its own");
+  app.add_option("--cpu", opt->cpu,
+                 "run this process (and every thread it starts) on this CPU only "
+                 "(sched_setaffinity), so that runs do not differ by where the scheduler put it; "
+                 "a two-host server takes its own")
+      ->check(CLI::Range(0, 4095));
+  app.add_option("--peer-cpu", opt->peer_cpu,
+                 "local mode: the peer process on this CPU only (--cpu in local mode needs it)")
+      ->check(CLI::Range(0, 4095));
   app.add_flag("--sliding", opt->sliding,
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
@@ -282,6 +290,18 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   if (opt->peer_gpu >= 0 && (!opt->cuda || opt->server || !opt->connect.empty())) {
     return usage("--peer-gpu belongs to local mode with --memory cuda (a two-host server takes "
                  "--gpu)");
+  }
+  if ((opt->cpu >= 0 || opt->peer_cpu >= 0) && mpi_mode(*opt)) {
+    return usage("--cpu and --peer-cpu pin the processes of local and two-host modes (under "
+                 "mpirun, the launcher's binding options place the ranks)");
+  }
+  if (opt->cpu >= 0 && opt->peer_cpu < 0 && !opt->server && opt->connect.empty() &&
+      opt->role != "peer") {
+    return usage("--cpu in local mode needs --peer-cpu too (the peer would inherit this "
+                 "process's CPU)");
+  }
+  if (opt->peer_cpu >= 0 && (opt->server || !opt->connect.empty())) {
+    return usage("--peer-cpu belongs to local mode (in two-host mode each side takes --cpu)");
   }
   if (opt->sliding && ((opt->op != Op::put && opt->op != Op::get) || opt->check)) {
     return usage("--sliding belongs to --op put and get, without --check (a sliding window "

@@ -41,6 +41,8 @@ struct Options {
   int depth = 0;    // 0: the op's default (default_depth)
   int comms = 1;    // communicators per peer and direction; traffic goes round-robin over them
   bool single_thread = false;  // --single-thread: ContextOptions::thread_safe = false
+  int cpu = -1;                // --cpu: this process on that CPU (sched_setaffinity)
+  int peer_cpu = -1;           // --peer-cpu: local mode's peer on that CPU
   int groups = -1;  // --groups: XPORT_POOL_GROUPS for this run; -1: as the environment says
   bool check = false;
   bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
