@@ -766,18 +766,15 @@ Status Window::wait_local(Ticket ticket, Deadline deadline) {
   // sliding window's oldest): no lock, no engine call. Every 16th such call goes to the engine
   // all the same, whose progress pass reads the target's credit grants before the window runs
   // dry. (quick_: a relaxed count; concurrent callers may lose increments, never correctness.)
-  bool pass = false;
+  bool answered = false, pass = false;
   if (local_clear_ != nullptr && ticket != 0 &&
       ticket < local_clear_->load(std::memory_order_acquire)) {
     const uint32_t q = quick_.load(std::memory_order_relaxed);
     quick_.store(q + 1, std::memory_order_relaxed);
-    if ((q & 15) != 15) {
-      if (!staged_->expects(ticket)) return Status::success();
-      return staged_->arrived_wait(ticket, {});
-    }
-    pass = true;
+    answered = (q & 15) != 15;
+    pass = !answered;
   }
-  XPORT_RETURN_IF_ERROR(engine_->wait_local(id_, ticket, deadline, pass));
+  if (!answered) XPORT_RETURN_IF_ERROR(engine_->wait_local(id_, ticket, deadline, pass));
   if (!staged_->expects(ticket)) return Status::success();
   return staged_->arrived_wait(ticket, {});
 }

@@ -75,15 +75,8 @@ class TicketTable {
   const TicketState* find(Ticket t) const { return const_cast<TicketTable*>(this)->find(t); }
   void erase(Ticket t) {
     if (find(t) == nullptr) return;
-    Entry& e = at(static_cast<size_t>(t - base_));
-    e.ticket = 0;
-    e.state = TicketState{};  // (lets its counter region go)
-    --live_;
-    while (span_ > 0 && at(0).ticket == 0) {
-      head_ = (head_ + 1) & (ring_.size() - 1);
-      --span_;
-      ++base_;
-    }
+    vacate(at(static_cast<size_t>(t - base_)));
+    trim_front();
   }
   // The lowest ticket not yet complete (not empty()).
   Ticket lowest() const { return base_; }
@@ -93,16 +86,9 @@ class TicketTable {
   void erase_if(P&& p) {
     for (size_t i = 0; i < span_; ++i) {
       Entry& e = at(i);
-      if (e.ticket == 0 || !p(e.ticket, e.state)) continue;
-      e.ticket = 0;
-      e.state = TicketState{};  // (lets its counter region go)
-      --live_;
+      if (e.ticket != 0 && p(e.ticket, e.state)) vacate(e);
     }
-    while (span_ > 0 && at(0).ticket == 0) {
-      head_ = (head_ + 1) & (ring_.size() - 1);
-      --span_;
-      ++base_;
-    }
+    trim_front();
   }
   // f(ticket, state) for every ticket not yet complete, lowest first. f may not add or erase.
   template <typename F>
@@ -126,6 +112,20 @@ class TicketTable {
     TicketState state;
   };
   Entry& at(size_t i) { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  // A live entry becomes a hole.
+  void vacate(Entry& e) {
+    e.ticket = 0;
+    e.state = TicketState{};  // (lets its counter region go)
+    --live_;
+  }
+  // The holes at the low end leave the span (the lowest ticket moves up).
+  void trim_front() {
+    while (span_ > 0 && at(0).ticket == 0) {
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --span_;
+      ++base_;
+    }
+  }
   void push(Ticket t) {
     if (span_ == ring_.size()) grow();
     Entry& e = at(span_++);
