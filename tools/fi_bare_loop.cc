@@ -26,7 +26,11 @@
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
-//                [--threads N] [--cpus A,B]
+//                [--threads N] [--cpus A,B] [--work I,T]
+// --work I,T (put-rate, send-rate; a diagnostic): I steps of a dependent multiply-add chain
+// (about 4 cycles each, no memory touched) after each write or send the initiator posts, and T
+// after each write's data or receive the target reads: how the rate moves with either side's
+// CPU time per message locates what bounds it (docs/benchmarks.md, ninth pass).
 // --gap-us US (pingpong): the initiator idles US µs (busy, unmeasured) before each ping;
 // --block (pingpong): CQs get a wait object (FI_WAIT_FD) and the target waits for each ping
 // asleep in poll(2) on its file descriptor. With --gap-us: what a wake-up costs the bare
@@ -81,6 +85,8 @@ struct Args {
   bool writedata = false;
   bool inject = true;  // --no-inject: fi_send / fi_write at every size
   bool json = false;
+  uint32_t work_initiator = 0;  // --work: steps of burn() per message posted
+  uint32_t work_target = 0;     // ... and per message or write's data the target reads
   long gap_us = 0;     // pingpong: the initiator idles (busy) this long before each ping
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
   int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
@@ -291,6 +297,18 @@ Hello exchange(Fabric& f, int out, int in) {
   return theirs;
 }
 
+// --work: a dependent multiply-add chain of `steps` steps, its result kept so that it is not
+// optimised away. No memory is touched: only this CPU's time.
+uint64_t g_burn_sink = 0;
+void burn(uint32_t steps) {
+  uint64_t x = g_burn_sink | 1;
+  for (uint32_t i = 0; i < steps; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));
+  }
+  g_burn_sink = x;
+}
+
 // The two CQs of one side. Receive completions repost their receive at once; RMA-with-data
 // completions at the target are counted apart (they consume no posted receive here).
 struct Queues {
@@ -302,6 +320,7 @@ struct Queues {
   uint64_t received = 0;    // receive completions
   uint64_t rma_data = 0;    // FI_REMOTE_CQ_DATA completions of writes
   uint64_t tx_pending = 0;  // sends, writes and reads posted and not completed
+  uint32_t work = 0;        // --work: burn() steps per receive or write's data read
   fi_context rx_ctx{};
   fi_context tx_ctx{};
   fi_cq_data_entry e[64];
@@ -366,6 +385,7 @@ struct Queues {
       for (ssize_t i = 0; i < n; ++i) {
         if (e[i].flags & FI_RECV) {
           ++received;
+          burn(work);
           const int ret = repost_due > 0 ? -FI_EAGAIN : post_recv();
           if (ret == -FI_EAGAIN) {
             ++repost_due;
@@ -374,6 +394,7 @@ struct Queues {
           }
         } else if (e[i].flags & FI_REMOTE_CQ_DATA) {
           ++rma_data;
+          burn(work);
         }
       }
       seen += static_cast<size_t>(n);
@@ -533,6 +554,7 @@ int target_threads(const Args& a, int to_initiator, int from_initiator) {
   }
   for (size_t i = 0; i < fs.size(); ++i) {
     qs[i].f = &fs[i];
+    qs[i].work = a.work_target;
     target_prepare(a, fs[i], qs[i], to_initiator, from_initiator);
   }
   std::atomic<bool> done{false};
@@ -558,6 +580,7 @@ int target(const Args& a, int to_initiator, int from_initiator) {
   Fabric f = open_fabric(a.provider.c_str(), a.block);
   Queues q;
   q.f = &f;
+  q.work = a.work_target;
   const uint64_t warmup = warmup_of(a);
   const uint64_t total = warmup + static_cast<uint64_t>(a.iterations);
   const bool inject = a.inject && a.size <= f.inject_size;
@@ -642,6 +665,7 @@ Result send_rate(const Args& a, Fabric& f, Queues& q) {
     for (const uint64_t end = sent + count; sent < end; ++sent) {
       if (!r.inject) q.wait_tx_below(send_window(a), "keeping the window of sends");
       q.send(f.buf + (sent % slots) * a.size, a.size, r.inject);
+      burn(a.work_initiator);
     }
     q.wait(&q.received, acks, what);
   };
@@ -680,6 +704,7 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
           q.post("fi_inject_write",
                  [&] { return fi_inject_write(f.ep, src, a.size, f.peer, dst, target.key); });
         }
+        burn(a.work_initiator);
         continue;
       }
       q.wait_tx_below(a.window, "keeping the window of writes");
@@ -694,6 +719,7 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
         });
       }
       ++q.tx_pending;
+      burn(a.work_initiator);
     }
     if (a.writedata) {  // the target saw every write's data
       q.wait(&q.received, ++acks, what);
@@ -846,7 +872,7 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json] [--threads N] [--cpus A,B]\n",
+               "[--json] [--threads N] [--cpus A,B] [--work I,T]\n",
                why);
   std::exit(2);
 }
@@ -918,6 +944,20 @@ Args parse(int argc, char** argv) {
       }
       a.cpu_initiator = static_cast<int>(x);
       a.cpu_target = static_cast<int>(y);
+    } else if (k == "--work") {
+      const char* v = value();
+      char* end = nullptr;
+      const unsigned long x = std::strtoul(v, &end, 10);
+      if (end == v || *end != ',') {
+        usage("--work wants I,T (burn steps per message: initiator, target)");
+      }
+      const char* w = end + 1;
+      const unsigned long y = std::strtoul(w, &end, 10);
+      if (end == w || *end != '\0' || x > 1000000 || y > 1000000) {
+        usage("--work wants I,T, each 0..1000000 (burn steps per message: initiator, target)");
+      }
+      a.work_initiator = static_cast<uint32_t>(x);
+      a.work_target = static_cast<uint32_t>(y);
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
       if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
@@ -928,6 +968,9 @@ Args parse(int argc, char** argv) {
   if (a.writedata && a.mode != Mode::put) usage("--writedata goes with put-rate and put-bw");
   if ((a.gap_us > 0 || a.block) && a.mode != Mode::pingpong) {
     usage("--gap-us and --block go with --mode pingpong");
+  }
+  if ((a.work_initiator > 0 || a.work_target > 0) && a.mode == Mode::pingpong) {
+    usage("--work goes with the rate and bandwidth modes");
   }
   if (a.threads > 1 && a.mode == Mode::pingpong) usage("--threads goes with the rate and bandwidth modes");
   return a;
