@@ -6,7 +6,7 @@ import re
 root = pathlib.Path(__file__).resolve().parent.parent
 table = "\n".join(l for l in (root / "libxport/src/core/knob_table.inc").read_text().splitlines() if not l.lstrip().startswith("//"))
 types = {"boolean": "bool", "integer": "int", "size": "size", "string": "string",
-         "duration_ms": "duration_ms"}
+         "duration_ms": "duration_ms", "auto_integer": "int or auto"}
 rows = []
 for m in re.finditer(r'XPORT_KNOB\(\s*(\w+),\s*(\w+),\s*"([^"]+)",\s*"([^"]*)",\s*((?:"[^"]*"\s*)+)\)', table):
     _, typ, name, default, desc = m.groups()

@@ -11,7 +11,7 @@ namespace xport {
 
 struct KnobInfo {
   std::string name;           // XPORT_...
-  std::string type;           // bool, int, size, string, duration_ms
+  std::string type;           // bool, int, size, string, duration_ms, int or auto
   std::string default_value;  // as text
   std::string value;          // current value, as text
   std::string source;         // "default" or "environment"

@@ -50,6 +50,7 @@ const char* type_name(KnobType t) {
     case KnobType::size: return "size";
     case KnobType::string: return "string";
     case KnobType::duration_ms: return "duration_ms";
+    case KnobType::auto_integer: return "int or auto";
   }
   return "?";
 }
@@ -71,10 +72,16 @@ std::string parse(KnobType type, const std::string& text, int64_t* out) {
     return "expected a boolean (1/0, true/false, yes/no, on/off)";
   }
   if (text.empty()) return "empty value";
+  if (type == KnobType::auto_integer && text == "auto") {
+    *out = -1;
+    return {};
+  }
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || errno == ERANGE) return "expected a number";
+  if (end == text.c_str() || errno == ERANGE) {
+    return type == KnobType::auto_integer ? "expected auto or a number" : "expected a number";
+  }
   std::string suffix(end);
   int64_t mult = 1;
   if (type == KnobType::size) {

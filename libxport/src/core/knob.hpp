@@ -9,7 +9,8 @@
 
 namespace xport::core {
 
-enum class KnobType { boolean, integer, size, string, duration_ms };
+// auto_integer: "auto" (read as -1: the code picks) or a non-negative integer.
+enum class KnobType { boolean, integer, size, string, duration_ms, auto_integer };
 
 enum class KnobId : int {
 #define XPORT_KNOB(id, type, name, def, desc) id,
@@ -18,7 +19,7 @@ enum class KnobId : int {
   count
 };
 
-int64_t knob_int(KnobId id);  // integer, size, duration_ms
+int64_t knob_int(KnobId id);  // integer, size, duration_ms, auto_integer (-1: auto)
 bool knob_bool(KnobId id);
 const std::string& knob_string(KnobId id);
 bool knob_from_environment(KnobId id);

@@ -65,6 +65,7 @@ EngineConfig EngineConfig::from_knobs() {
                                                               0, 32));
   c.block_waits = core::knob_string(KnobId::wait) == "block";
   c.wait_spin = std::chrono::microseconds(std::max<int64_t>(knob_int(KnobId::wait_spin_us), 0));
+  c.spin_gather_knob = knob_int(KnobId::spin_gather_ns);
   const std::string& ce = core::knob_string(KnobId::control_endpoint);
   c.control_endpoint = ce == "shared"     ? EngineConfig::ControlEndpoint::shared
                        : ce == "separate" ? EngineConfig::ControlEndpoint::separate
@@ -84,6 +85,20 @@ bool EngineConfig::separate_control(std::string_view provider) const {
   // measurable (1.49 µs either way), and with one endpoint for everything, control messages to
   // a dead shm peer held up other peers' (the strict provider's killed-peer tests).
   return provider != "tcp;ofi_rxm";
+}
+
+std::chrono::nanoseconds EngineConfig::spin_gather_for(std::string_view provider) const {
+  if (spin_gather_knob >= 0) {
+    return std::chrono::nanoseconds(std::min<int64_t>(spin_gather_knob, 100000));
+  }
+  // shm's progress takes spin locks in the shared region its peers write their commands into
+  // (about three per poll, callgrind), so a target that polls flat out slows the writers down:
+  // the bare loop's 8-byte write rate rose by 40-65% when its target spent a fifth of a
+  // microsecond on each completion. A microsecond after each productive pass lifted libxport's
+  // 8-byte put rate by half and 64 KiB puts and sends by a third, and left ping-pongs as they
+  // were (docs/benchmarks.md, ninth pass). On tcp;ofi_rxm, whose waiter moves the bytes itself
+  // (manual progress), it slowed puts: none there.
+  return provider == "shm" ? std::chrono::nanoseconds(1000) : std::chrono::nanoseconds(0);
 }
 
 rail::RailConfig EngineConfig::rail_config(std::string_view provider) const {
@@ -158,6 +173,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   if (c.config.eager_max > info->ep_attr->max_msg_size - sizeof(MsgHeader)) {
     c.config.eager_max = info->ep_attr->max_msg_size - sizeof(MsgHeader);
   }
+  c.config.spin_gather = c.config.spin_gather_for(caps.provider);
   const rail::RailConfig rc = c.config.rail_config(caps.provider);
   std::vector<memory::Registry::Rail> targets;
   for (const fi_info* r : rails) {
@@ -577,7 +593,8 @@ void Engine::progress_locked() {
   // A bounded batch from every rail's CQ per pass: no rail starves another. Threads asleep in
   // a blocking wait are woken when it handled something (theirs may be among it).
   if (poll_cqs() > 0) {
-    ++handled_gen_;
+    handled_gen_.store(handled_gen_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
     if (waker_.sleepers().load(std::memory_order_relaxed) != 0) waker_.ring();
   }
   if (core_.connected_endpoints()) {
@@ -610,6 +627,18 @@ void Engine::progress_locked() {
 }
 
 bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
+  if (core_.config.spin_gather.count() > 0 && !w.sleeping) {
+    // A pass that handled completions (any thread's) and did not end this wait: the peer's
+    // next messages gather before the next poll (XPORT_SPIN_GATHER_NS).
+    const uint64_t gen = handled_gen_.load(std::memory_order_relaxed);
+    if (w.paused_gen != UINT64_MAX && gen != w.paused_gen) {
+      const auto until = Clock::now() + core_.config.spin_gather;
+      do {
+        for (int i = 0; i < 4; ++i) cpu_relax();
+      } while (Clock::now() < until);
+    }
+    w.paused_gen = gen;
+  }
   // Spinning, the clock is read every kSpinsPerYield passes; asleep, one pass per wake-up (64
   // passes after each 10 ms sleep were most of an idle wait's CPU on tcp;ofi_rxm).
   // Not after the first pass either: most waits of a ping-pong end within a few passes, and
@@ -664,14 +693,14 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
     open_waker_locked();
     if (waker_failed_ || shut_down_) {
       can_sleep = false;
-    } else if (w.seen_gen != handled_gen_) {
+    } else if (w.seen_gen != handled_gen_.load(std::memory_order_relaxed)) {
       // Completions were handled since this wait last looked: one more pass first, and after
       // a wake-up by traffic a spin again (more may follow at once).
       if (w.seen_gen != UINT64_MAX) {
         w.sleeping = false;
         w.sleep_after = Clock::now() + core_.config.wait_spin;
       }
-      w.seen_gen = handled_gen_;
+      w.seen_gen = handled_gen_.load(std::memory_order_relaxed);
       w.idle_sleeps = 0;
       can_sleep = false;
     } else {

@@ -38,6 +38,15 @@ namespace xport::proto {
 // deadline, and yields the CPU once the wait has lasted kYieldAfter (a yield is a system call:
 // on shm one per pass cost more than the message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
 inline constexpr uint32_t kSpinsPerYield = 64;
+
+// One spin-wait hint to the CPU (XPORT_SPIN_GATHER_NS): x86 PAUSE, Arm YIELD, else nothing.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 inline constexpr std::chrono::microseconds kYieldAfter{20};
 inline constexpr uint32_t kPassesPerCheck = 16;
 
@@ -214,6 +223,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
     Clock::time_point sleep_after{};
     bool sleeping = false;  // past the spin: sleeps between single passes
     uint64_t seen_gen = UINT64_MAX;
+    uint64_t paused_gen = UINT64_MAX;  // XPORT_SPIN_GATHER_NS: handled_gen_ at the last pass
     // Sleeps since something was last handled: each sleep's limit doubles with them (sleep_once).
     uint32_t idle_sleeps = 0;
   };
@@ -285,7 +295,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   bool shut_down_ = false;
   // Blocking waits: completions handled so far (a wait sleeps only when none came since its
   // last look), and what they sleep on.
-  uint64_t handled_gen_ = 0;
+  // (written under the lock; between_passes reads it without)
+  std::atomic<uint64_t> handled_gen_{0};
   Waker waker_;
   bool waker_failed_ = false;
   bool eq_watched_ = false;

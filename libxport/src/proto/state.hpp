@@ -66,6 +66,11 @@ struct EngineConfig {
   // or spin; rails' CQs get a wait object (FI_WAIT_FD) only where waits block by default.
   bool block_waits = false;
   std::chrono::microseconds wait_spin{50};
+  // XPORT_SPIN_GATHER_NS (between_passes): the knob (-1: auto), and what the engine's
+  // provider gets from it (spin_gather_for).
+  int64_t spin_gather_knob = -1;
+  std::chrono::nanoseconds spin_gather{0};
+  std::chrono::nanoseconds spin_gather_for(std::string_view provider) const;
   // XPORT_CONTROL_ENDPOINT: RDM rails' control messages on an endpoint of their own or on the
   // data endpoint (separate_control() decides auto for a provider).
   enum class ControlEndpoint : uint8_t { automatic, shared, separate };

@@ -18,6 +18,7 @@ class KnobEnv : public ::testing::Test {
     unsetenv("XPORT_EAGER_MAX");
     unsetenv("XPORT_TIMEOUT_MS");
     unsetenv("XPORT_PROVIDER");
+    unsetenv("XPORT_SPIN_GATHER_NS");
     core::reload_knobs();
   }
 };
@@ -69,6 +70,36 @@ TEST_F(KnobEnv, BadValuesAreNamedAndFallBackToDefault) {
   setenv("XPORT_EAGER_MAX", "-5", 1);
   core::reload_knobs();
   EXPECT_NE(validate_knobs().message().find("negative"), std::string::npos);
+}
+
+// An "int or auto" knob: auto (its default) reads as -1, a number as itself; anything else is
+// refused with the variable named.
+TEST_F(KnobEnv, AutoOrNumberKnobsTakeAutoOrANonNegativeNumber) {
+  core::reload_knobs();
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), -1);
+  setenv("XPORT_SPIN_GATHER_NS", "250", 1);
+  core::reload_knobs();
+  EXPECT_TRUE(validate_knobs().ok());
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), 250);
+  EXPECT_TRUE(core::knob_from_environment(core::KnobId::spin_gather_ns));
+  setenv("XPORT_SPIN_GATHER_NS", "auto", 1);
+  core::reload_knobs();
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), -1);
+  setenv("XPORT_SPIN_GATHER_NS", "soon", 1);
+  core::reload_knobs();
+  Status s = validate_knobs();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("XPORT_SPIN_GATHER_NS='soon'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("expected auto or a number"), std::string::npos) << s.message();
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), -1);
+  setenv("XPORT_SPIN_GATHER_NS", "-3", 1);
+  core::reload_knobs();
+  EXPECT_NE(validate_knobs().message().find("negative"), std::string::npos);
+  for (const KnobInfo& k : knob_list()) {
+    if (k.name == "XPORT_SPIN_GATHER_NS") {
+      EXPECT_EQ(k.type, "int or auto");
+    }
+  }
 }
 
 // knob_list() names every rejected value (xport-probe reports them all, not only the first).

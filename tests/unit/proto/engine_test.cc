@@ -24,6 +24,7 @@ class EngineTest : public ::testing::Test {
   // it while the other may still send or read there): tests with two engines use tcp;ofi_rxm.
   virtual const char* provider() const { return "shm"; }
   virtual uint32_t pool_channels() const { return 4; }
+  virtual int64_t spin_gather_ns() const { return -1; }  // auto
   void SetUp() override {
     fabric::ProviderRequest req;
     req.provider = provider();
@@ -39,6 +40,7 @@ class EngineTest : public ::testing::Test {
     cfg.max_requests = 8;
     cfg.eager_max = 4096;
     cfg.pool_channels = pool_channels();
+    cfg.spin_gather_knob = spin_gather_ns();
     auto e = Engine::open({sel_.info.get()}, sel_.report.caps, cfg);
     EXPECT_TRUE(e.ok()) << e.status().to_string();
     return e.ok() ? std::move(e).value() : nullptr;
@@ -211,6 +213,53 @@ TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
   auto sb = a_->wait(send_, *s, soon());
   ASSERT_TRUE(sb.ok()) << sb.status().to_string();
   EXPECT_EQ(in, out);
+}
+
+// XPORT_SPIN_GATHER_NS: auto gathers on shm only; a number is taken as it is, within 100 µs.
+TEST(EngineConfigTest, SpinGatherIsAMicrosecondOnShmAndNoneElsewhereUnlessSet) {
+  EngineConfig c;
+  c.spin_gather_knob = -1;
+  EXPECT_EQ(c.spin_gather_for("shm"), std::chrono::nanoseconds(1000));
+  EXPECT_EQ(c.spin_gather_for("tcp;ofi_rxm"), std::chrono::nanoseconds(0));
+  EXPECT_EQ(c.spin_gather_for("sockets"), std::chrono::nanoseconds(0));
+  EXPECT_EQ(c.spin_gather_for("tcp"), std::chrono::nanoseconds(0));
+  c.spin_gather_knob = 0;
+  EXPECT_EQ(c.spin_gather_for("shm"), std::chrono::nanoseconds(0));
+  c.spin_gather_knob = 250;
+  EXPECT_EQ(c.spin_gather_for("tcp;ofi_rxm"), std::chrono::nanoseconds(250));
+  c.spin_gather_knob = 5'000'000'000;
+  EXPECT_EQ(c.spin_gather_for("shm"), std::chrono::nanoseconds(100000));
+}
+
+// A gather far longer than any message's handling (50 µs after every productive pass): eager,
+// rendezvous and zero-byte messages still arrive intact and in order, and every wait ends.
+class GatheringEngine : public EngineTest {
+ protected:
+  int64_t spin_gather_ns() const override { return 50000; }
+};
+
+TEST_F(GatheringEngine, MessagesArriveIntactWhileWaitsGatherAfterEachProductivePass) {
+  connect_self();
+  const size_t sizes[] = {8, 0, 4096, 64 * 1024, 8, 200 * 1024};
+  std::vector<uint8_t> out(256 * 1024), in(256 * 1024);
+  LocalBuffer lo = local(out), li = local(in);
+  for (int i = 0; i < 120; ++i) {
+    const size_t n = sizes[i % 6];
+    for (size_t k = 0; k < n; ++k) out[k] = static_cast<uint8_t>(k * 7 + i);
+    std::fill(in.begin(), in.end(), 0xee);
+    auto r = a_->irecv(recv_, in.data(), in.size(), li);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto s = a_->isend(send_, out.data(), n, lo);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto got = a_->wait(recv_, *r, soon());
+    ASSERT_TRUE(got.ok()) << "message " << i << " (" << n << " bytes): " << got.status().to_string();
+    ASSERT_EQ(*got, n) << "message " << i;
+    auto sent = a_->wait(send_, *s, soon());
+    ASSERT_TRUE(sent.ok()) << "message " << i << ": " << sent.status().to_string();
+    ASSERT_TRUE(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), in.begin()))
+        << "message " << i << " (" << n << " bytes) arrived altered";
+    ASSERT_EQ(in[n], 0xee) << "message " << i << " wrote past its " << n << " bytes";
+  }
 }
 
 TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
