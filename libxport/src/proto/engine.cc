@@ -91,13 +91,13 @@ std::chrono::nanoseconds EngineConfig::spin_gather_for(std::string_view provider
   if (spin_gather_knob >= 0) {
     return std::chrono::nanoseconds(std::min<int64_t>(spin_gather_knob, 100000));
   }
-  // shm's progress takes spin locks in the shared region its peers write their commands into
-  // (about three per poll, callgrind), so a target that polls flat out slows the writers down:
-  // the bare loop's 8-byte write rate rose by 40-65% when its target spent a fifth of a
-  // microsecond on each completion. A microsecond after each productive pass lifted libxport's
-  // 8-byte put rate by half and 64 KiB puts and sends by a third, and left ping-pongs as they
-  // were (docs/benchmarks.md, ninth pass). On tcp;ofi_rxm, whose waiter moves the bytes itself
-  // (manual progress), it slowed puts: none there.
+  // shm's progress locks the endpoint's shared region at every poll, the lock a peer takes to
+  // queue a command there, so a target that polls flat out slows its writers down (the bare
+  // loop's 8-byte write rate rose by 40-65% when its target spent 0.15 µs per completion). A
+  // microsecond after each productive pass took libxport's 8-byte put rate from 0.91 to 1.32
+  // M/s (medians; slowest runs 1.09 against 0.76 in another call), and left the ping-pongs as
+  // they were (docs/benchmarks.md, ninth pass). On tcp;ofi_rxm, whose waiter moves the bytes
+  // itself (manual progress), it slowed puts: none there.
   return provider == "shm" ? std::chrono::nanoseconds(1000) : std::chrono::nanoseconds(0);
 }
 
