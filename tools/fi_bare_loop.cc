@@ -13,6 +13,9 @@
 //              inject_size, then one fi_read (read after write is ordered) ends the phase.
 //              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
 //              and acks when it has them all.
+//   pingpong --writedata: each side fi_writedata's SIZE bytes into the other's registered
+//              buffer and waits for the other's write by its CQ data (what libxport's
+//              rendezvous moves a large message with), instead of sends and receives.
 // --cpus A,B: the initiator runs on CPU A, the target on CPU B (sched_setaffinity; each
 // process's threads too), so that rounds do not differ by where the scheduler put the two.
 // --threads N (rate and bandwidth modes): N independent loops at once, each with its own fabric,
@@ -463,6 +466,21 @@ struct Queues {
     }
   }
 
+  // One write of `len` bytes from `buf` into the peer's region at `dst` with CQ data `data`
+  // (pingpong --writedata): fi_inject_writedata where it fits, else fi_writedata.
+  void write(const void* buf, size_t len, uint64_t data, uint64_t dst, uint64_t key,
+             bool inject) {
+    if (inject) {
+      post("fi_inject_writedata",
+           [&] { return fi_inject_writedata(f->ep, buf, len, data, f->peer, dst, key); });
+      return;
+    }
+    post("fi_writedata", [&] {
+      return fi_writedata(f->ep, buf, len, f->desc, data, f->peer, dst, key, &tx_ctx);
+    });
+    ++tx_pending;
+  }
+
   // One send of `len` bytes from `buf`: fi_inject where it fits (no completion), else fi_send.
   void send(const void* buf, size_t len, bool inject) {
     if (inject) {
@@ -587,16 +605,21 @@ int target(const Args& a, int to_initiator, int from_initiator) {
   if (a.mode == Mode::pingpong) {
     register_buffer(f, a.size, a.size);
     q.rx_size = a.size;
-    exchange(f, to_initiator, from_initiator);
+    const Hello peer = exchange(f, to_initiator, from_initiator);
     q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
     for (uint64_t i = 0; i < total; ++i) {
+      uint64_t* seen = a.writedata ? &q.rma_data : &q.received;
       if (a.block) {
-        q.wait_blocking(&q.received, i + 1, "waiting for a ping (fi_cq_sread)");
+        q.wait_blocking(seen, i + 1, "waiting for a ping (fi_cq_sread)");
       } else {
-        q.wait(&q.received, i + 1, "waiting for a ping");
+        q.wait(seen, i + 1, a.writedata ? "waiting for a ping's write" : "waiting for a ping");
       }
       q.wait_tx_below(64, "sending pongs");
-      q.send(f.buf, a.size, inject);
+      if (a.writedata) {
+        q.write(f.buf, a.size, i, peer.rx, peer.key, inject);
+      } else {
+        q.send(f.buf, a.size, inject);
+      }
     }
   } else {
     target_prepare(a, f, q, to_initiator, from_initiator);
@@ -620,7 +643,10 @@ struct Result {
   Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
 };
 
-Result pingpong(const Args& a, Fabric& f, Queues& q) {
+// --writedata: each side writes the SIZE bytes into the other's region (fi_writedata, the
+// primitive libxport's rendezvous moves a large message with) and waits for the other's write
+// by its CQ data, instead of sends into pre-posted receives.
+Result pingpong(const Args& a, Fabric& f, Queues& q, const Hello& peer) {
   Result r;
   r.inject = a.inject && a.size <= f.inject_size;
   const uint64_t warmup = warmup_of(a);
@@ -640,8 +666,13 @@ Result pingpong(const Args& a, Fabric& f, Queues& q) {
       t0 = Clock::now();
       if (i == warmup) start = t0;
     }
-    q.send(f.buf, a.size, r.inject);
-    q.wait(&q.received, i + 1, "waiting for a pong");
+    if (a.writedata) {
+      q.write(f.buf, a.size, i, peer.rx, peer.key, r.inject);
+      q.wait(&q.rma_data, i + 1, "waiting for a pong's write");
+    } else {
+      q.send(f.buf, a.size, r.inject);
+      q.wait(&q.received, i + 1, "waiting for a pong");
+    }
     const auto t1 = Clock::now();
     if (i == warmup && a.gap_us == 0) start = t0;
     if (i >= warmup)
@@ -750,9 +781,9 @@ double percentile(const std::vector<double>& sorted, double p) {  // as xport-be
 }
 
 void report(const Args& a, const Fabric& f, Result& r) {
-  const char* op = a.mode == Mode::pingpong || a.mode == Mode::send ? "send"
-                   : a.writedata                                    ? "writedata"
-                                                                    : "put";
+  const char* op = a.writedata                                          ? "writedata"
+                   : a.mode == Mode::pingpong || a.mode == Mode::send ? "send"
+                                                                      : "put";
   const double bw = r.seconds > 0 ? r.messages * static_cast<double>(a.size) / r.seconds : 0;
   const double rate = r.seconds > 0 ? r.messages / r.seconds : 0;
   std::sort(r.lat_us.begin(), r.lat_us.end());
@@ -782,7 +813,9 @@ void report(const Args& a, const Fabric& f, Result& r) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
         "mean_us %.2f\n",
-        prov, a.mode_name.c_str(), r.inject ? "fi_inject" : "fi_send", a.size, a.iterations, p50,
+        prov, a.mode_name.c_str(), a.writedata ? (r.inject ? "fi_inject_writedata" : "fi_writedata")
+                    : (r.inject ? "fi_inject" : "fi_send"),
+        a.size, a.iterations, p50,
         p99, mean);
   } else {
     std::printf(
@@ -847,8 +880,8 @@ int initiator(const Args& a, int to_target, int from_target) {
     if (a.mode == Mode::pingpong) {
       register_buffer(f, a.size, a.size);
       q.rx_size = a.size;
-      exchange(f, to_target, from_target);
-      r = pingpong(a, f, q);
+      const Hello peer = exchange(f, to_target, from_target);
+      r = pingpong(a, f, q, peer);
     } else {
       const Hello target = initiator_prepare(a, f, q, to_target, from_target);
       r = rate_loop(a, f, q, target);
@@ -965,7 +998,9 @@ Args parse(int argc, char** argv) {
       usage(("unknown option " + k).c_str());
     }
   }
-  if (a.writedata && a.mode != Mode::put) usage("--writedata goes with put-rate and put-bw");
+  if (a.writedata && a.mode == Mode::send) {
+    usage("--writedata goes with pingpong, put-rate and put-bw");
+  }
   if ((a.gap_us > 0 || a.block) && a.mode != Mode::pingpong) {
     usage("--gap-us and --block go with --mode pingpong");
   }
