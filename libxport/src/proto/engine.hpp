@@ -38,6 +38,8 @@ namespace xport::proto {
 // deadline, and yields the CPU once the wait has lasted kYieldAfter (a yield is a system call:
 // on shm one per pass cost more than the message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
 inline constexpr uint32_t kSpinsPerYield = 64;
+inline constexpr std::chrono::microseconds kYieldAfter{20};
+inline constexpr uint32_t kPassesPerCheck = 16;
 
 // One spin-wait hint to the CPU (XPORT_SPIN_GATHER_NS): x86 PAUSE, Arm YIELD, else nothing.
 inline void cpu_relax() {
@@ -47,8 +49,6 @@ inline void cpu_relax() {
   asm volatile("yield" ::: "memory");
 #endif
 }
-inline constexpr std::chrono::microseconds kYieldAfter{20};
-inline constexpr uint32_t kPassesPerCheck = 16;
 
 // A caller's buffer as the public API names it: inside the range of a Region.
 struct LocalBuffer {
