@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Runs the built fi-bare-loop (the bare libfabric loops docs/benchmarks.md compares libxport
+with) in the modes the benchmarks use: send and fi_writedata ping-pongs on shm and tcp;ofi_rxm
+(inject-sized and not), the 8-byte write rate with --work on either side, and the exit code (2)
+and message of bad usage. Short runs: this checks that each loop runs and reports, not how fast.
+Every run has a timeout (the tool's own watchdog ends a stalled wait after 10 s)."""
+import json
+import os
+import subprocess
+import sys
+
+tool = sys.argv[1]
+failures = []
+
+
+def run(*args, timeout=120):
+    env = dict(os.environ)
+    env.setdefault("FI_TCP_IFACE", "lo")
+    try:
+        return subprocess.run([tool, *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, -1, "", f"no exit within {timeout} s")
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, flush=True)
+    return cond
+
+
+def report(where, *args):
+    r = run(*args, "--json")
+    if not check(r.returncode == 0, f"{where}: exit 0 (got {r.returncode}: {r.stderr.strip()})"):
+        return {}
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        check(False, f"{where}: no JSON line in {r.stdout!r}")
+        return {}
+
+
+for provider in ("shm", "tcp;ofi_rxm"):
+    # Sizes under and over the provider's inject size (4 KiB on shm; 64 KiB is never injected).
+    for size, n in (("8", "400"), ("64K", "100"), ("1M", "20")):
+        for writedata in (False, True):
+            where = f"{provider} pingpong {size}" + (" --writedata" if writedata else "")
+            args = ["--provider", provider, "--mode", "pingpong", "--size", size,
+                    "--iterations", n, "--warmup", "4"] + (["--writedata"] if writedata else [])
+            p = report(where, *args)
+            if not p:
+                continue
+            check(p.get("op") == ("writedata" if writedata else "send"),
+                  f"{where}: op {p.get('op')!r}")
+            check(p.get("lat_us_p50", 0) > 0, f"{where}: no latency ({p})")
+            check(p.get("iterations") == int(n), f"{where}: iterations {p.get('iterations')}")
+            if size == "64K":
+                check(p.get("inject") is False, f"{where}: a 64 KiB message injected ({p})")
+
+# --work: CPU time per message on either side; the loop still counts every write.
+for work in ("0,0", "50,0", "0,50"):
+    where = f"shm put-rate --writedata --work {work}"
+    p = report(where, "--provider", "shm", "--mode", "put-rate", "--writedata", "--size", "8",
+               "--iterations", "20000", "--work", work)
+    if p:
+        check(p.get("msg_per_s", 0) > 0 and p.get("op") == "writedata", f"{where}: {p}")
+p = report("shm send-rate --work 20,20", "--mode", "send-rate", "--size", "8",
+           "--iterations", "20000", "--work", "20,20")
+if p:
+    check(p.get("msg_per_s", 0) > 0, f"send-rate --work: {p}")
+
+# Bad usage: exit 2 and a message naming what was wrong.
+for args, says in (
+        (["--mode", "put-rate", "--work", "5"], "--work wants I,T"),
+        (["--mode", "put-rate", "--work", "1,x"], "--work wants I,T"),
+        (["--mode", "put-rate", "--work", "2000000,0"], "0..1000000"),
+        (["--mode", "pingpong", "--work", "1,1"], "--work goes with the rate and bandwidth"),
+        (["--mode", "send-rate", "--writedata"], "--writedata goes with pingpong, put-rate"),
+        (["--mode", "put-rate", "--cpus", "1"], "--cpus wants A,B")):
+    r = run(*args)
+    check(r.returncode == 2, f"{args}: exit 2 (got {r.returncode})")
+    check(says in r.stderr, f"{args}: stderr names the problem ({says!r}): {r.stderr.strip()!r}")
+
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print("fi-bare-loop: every loop ran and reported; bad usage refused")
