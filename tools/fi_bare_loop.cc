@@ -30,7 +30,7 @@
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
 //                [--threads N] [--cpus A,B] [--work I,T]
-// --work I,T (put-rate, send-rate; a diagnostic): I steps of a dependent multiply-add chain
+// --work I,T (rate and bandwidth modes; a diagnostic): I steps of a dependent multiply-add chain
 // (about 4 cycles each, no memory touched) after each write or send the initiator posts, and T
 // after each write's data or receive the target reads: how the rate moves with either side's
 // CPU time per message locates what bounds it (docs/benchmarks.md, ninth pass).
@@ -607,8 +607,8 @@ int target(const Args& a, int to_initiator, int from_initiator) {
     q.rx_size = a.size;
     const Hello peer = exchange(f, to_initiator, from_initiator);
     q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
+    const uint64_t* seen = a.writedata ? &q.rma_data : &q.received;  // pings, or their writes
     for (uint64_t i = 0; i < total; ++i) {
-      uint64_t* seen = a.writedata ? &q.rma_data : &q.received;
       if (a.block) {
         q.wait_blocking(seen, i + 1, "waiting for a ping (fi_cq_sread)");
       } else {
@@ -813,10 +813,10 @@ void report(const Args& a, const Fabric& f, Result& r) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
         "mean_us %.2f\n",
-        prov, a.mode_name.c_str(), a.writedata ? (r.inject ? "fi_inject_writedata" : "fi_writedata")
+        prov, a.mode_name.c_str(),
+        a.writedata ? (r.inject ? "fi_inject_writedata" : "fi_writedata")
                     : (r.inject ? "fi_inject" : "fi_send"),
-        a.size, a.iterations, p50,
-        p99, mean);
+        a.size, a.iterations, p50, p99, mean);
   } else {
     std::printf(
         "provider %s  %s %s%s %zu B  threads %d  in flight %zu  iterations %ld  msg_per_s %.0f  "
@@ -921,6 +921,16 @@ size_t parse_size(const char* s) {
   return static_cast<size_t>(v << shift);
 }
 
+// "X,Y", each a number in 0..most (--cpus, --work).
+bool parse_pair(const char* v, long most, long* x, long* y) {
+  char* end = nullptr;
+  *x = std::strtol(v, &end, 10);
+  if (end == v || *end != ',') return false;
+  const char* w = end + 1;
+  *y = std::strtol(w, &end, 10);
+  return end != w && *end == '\0' && *x >= 0 && *y >= 0 && *x <= most && *y <= most;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -966,27 +976,15 @@ Args parse(int argc, char** argv) {
     } else if (k == "--json") {
       a.json = true;
     } else if (k == "--cpus") {
-      const char* v = value();
-      char* end = nullptr;
-      const long x = std::strtol(v, &end, 10);
-      if (end == v || *end != ',') usage("--cpus wants A,B (the initiator's CPU, the target's)");
-      const char* w = end + 1;
-      const long y = std::strtol(w, &end, 10);
-      if (end == w || *end != '\0' || x < 0 || y < 0 || x >= CPU_SETSIZE || y >= CPU_SETSIZE) {
+      long x = 0, y = 0;
+      if (!parse_pair(value(), CPU_SETSIZE - 1, &x, &y)) {
         usage("--cpus wants A,B (the initiator's CPU, the target's)");
       }
       a.cpu_initiator = static_cast<int>(x);
       a.cpu_target = static_cast<int>(y);
     } else if (k == "--work") {
-      const char* v = value();
-      char* end = nullptr;
-      const unsigned long x = std::strtoul(v, &end, 10);
-      if (end == v || *end != ',') {
-        usage("--work wants I,T (burn steps per message: initiator, target)");
-      }
-      const char* w = end + 1;
-      const unsigned long y = std::strtoul(w, &end, 10);
-      if (end == w || *end != '\0' || x > 1000000 || y > 1000000) {
+      long x = 0, y = 0;
+      if (!parse_pair(value(), 1000000, &x, &y)) {
         usage("--work wants I,T, each 0..1000000 (burn steps per message: initiator, target)");
       }
       a.work_initiator = static_cast<uint32_t>(x);
