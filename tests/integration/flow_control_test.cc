@@ -22,8 +22,9 @@ Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
 class FlowControl : public test::ProviderTest {
  protected:
   std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
-    return {{"XPORT_MAX_REQUESTS", std::to_string(kDepth)}};
+    return {{"XPORT_MAX_REQUESTS", std::to_string(depth())}};
   }
+  virtual int depth() const { return kDepth; }
   void SetUp() override {
     ProviderTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
@@ -238,6 +239,97 @@ TEST_P(FlowControl, MessagesSentBeforeCloseAreStillReceived) {
   EXPECT_EQ(last.code(), Code::closed) << last.to_string();
   EXPECT_NE(last.message().find("after 5 messages"), std::string::npos) << last.message();
 }
+
+// A depth that is not a power of two: slots are sequence numbers modulo the depth, a mask only
+// where the depth is a power of two (the default). Messages of every protocol, some before their
+// receive, wrap the slot ring many times and arrive intact and in order; the credit bound is
+// the odd depth.
+class OddDepth : public FlowControl {
+ protected:
+  int depth() const override { return 6; }
+};
+
+TEST_P(OddDepth, MessagesWrapTheSlotRingIntactAndCreditsAreTheDepth) {
+  constexpr int kOdd = 6;
+  // Credit: kOdd eager messages complete with no receive posted; the next one waits.
+  std::vector<Request> early;
+  for (int i = 0; i <= kOdd; ++i) {
+    src_[i] = static_cast<uint8_t>(0xA0 + i);
+    auto s = send_->isend(src_.data() + i, 1, src_reg_);
+    ASSERT_TRUE(s.ok()) << "message " << i << ": " << s.status().to_string();
+    if (i < kOdd) {
+      auto w = send_->wait(*s, soon());
+      ASSERT_TRUE(w.ok()) << "eager message " << i << " within the credit: "
+                          << w.status().to_string();
+    }
+    early.push_back(*s);
+  }
+  EXPECT_FALSE(done_within(*send_, early[kOdd], std::chrono::milliseconds(200)))
+      << "message " << kOdd << " was sent beyond a depth of " << kOdd;
+  for (int i = 0; i <= kOdd; ++i) {
+    auto r = recv_->irecv(dst_.data() + i, 1, dst_reg_);
+    ASSERT_TRUE(r.ok()) << "receive " << i << ": " << r.status().to_string();
+    auto got = recv_->wait(*r, soon());
+    ASSERT_TRUE(got.ok()) << "receive " << i << ": " << got.status().to_string();
+    EXPECT_EQ(dst_[i], static_cast<uint8_t>(0xA0 + i)) << "early message " << i;
+  }
+  ASSERT_TRUE(send_->wait(early[kOdd], soon()).ok());
+
+  // 150 messages (0 bytes, 8 bytes, 4 KiB, and 96 KiB by rendezvous), up to kOdd receives and
+  // kOdd sends outstanding, receives posted before or after their messages.
+  const size_t sizes[] = {8, 0, 4096, 96 * 1024, 8, 4096};
+  constexpr int kMessages = 150;
+  constexpr size_t kStride = 128 * 1024;
+  std::vector<uint8_t> src(kOdd * kStride), dst(kOdd * kStride);
+  auto sr = dev_->register_memory(src.data(), src.size());
+  auto dr = dev_->register_memory(dst.data(), dst.size());
+  ASSERT_TRUE(sr.ok() && dr.ok());
+  std::vector<Request> sends(kMessages), recvs(kMessages);
+  int next_send = 0, next_recv = 0, done_send = 0, done_recv = 0;
+  auto fill = [&](int m) {
+    uint8_t* p = src.data() + (m % kOdd) * kStride;
+    for (size_t k = 0; k < sizes[m % 6]; ++k) p[k] = static_cast<uint8_t>(m * 31 + k);
+  };
+  while (done_recv < kMessages) {
+    // Receives run ahead of sends on odd rounds, behind on even ones.
+    const bool recv_first = (done_recv / kOdd) % 2 == 1;
+    for (int pass = 0; pass < 2; ++pass) {
+      if ((pass == 0) == recv_first) {
+        while (next_recv < kMessages && next_recv - done_recv < kOdd) {
+          auto r = recv_->irecv(dst.data() + (next_recv % kOdd) * kStride, kStride, *dr);
+          ASSERT_TRUE(r.ok()) << "receive " << next_recv << ": " << r.status().to_string();
+          recvs[next_recv++] = *r;
+        }
+      } else {
+        while (next_send < kMessages && next_send - done_send < kOdd &&
+               next_send - done_recv < kOdd) {
+          fill(next_send);
+          auto s = send_->isend(src.data() + (next_send % kOdd) * kStride, sizes[next_send % 6],
+                                *sr);
+          ASSERT_TRUE(s.ok()) << "message " << next_send << ": " << s.status().to_string();
+          sends[next_send++] = *s;
+        }
+      }
+    }
+    ASSERT_LT(done_recv, next_recv);
+    auto got = recv_->wait(recvs[done_recv], soon());
+    ASSERT_TRUE(got.ok()) << "message " << done_recv << ": " << got.status().to_string();
+    ASSERT_EQ(*got, sizes[done_recv % 6]) << "message " << done_recv;
+    const uint8_t* p = dst.data() + (done_recv % kOdd) * kStride;
+    for (size_t k = 0; k < *got; ++k) {
+      ASSERT_EQ(p[k], static_cast<uint8_t>(done_recv * 31 + k))
+          << "message " << done_recv << ", byte " << k;
+    }
+    ++done_recv;
+    while (done_send < next_send && done_send < done_recv) {
+      auto w = send_->wait(sends[done_send], soon());
+      ASSERT_TRUE(w.ok()) << "send " << done_send << ": " << w.status().to_string();
+      ++done_send;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OddDepth, test::all_providers(), test::provider_param_name);
 
 INSTANTIATE_TEST_SUITE_P(Providers, FlowControl, test::all_providers(),
                          test::provider_param_name);

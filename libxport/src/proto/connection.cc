@@ -188,7 +188,7 @@ Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16
   }
   c->id = id;
   c->is_send = is_send;
-  c->depth = depth;
+  c->set_depth(depth);
   c->eager_max = core_.config.eager_max;
   c->plan = core_.config.stripe;
   c->peer = peer;
@@ -608,7 +608,7 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
     return;
   }
   c.peer_comm = {h.src_comm, static_cast<uint8_t>(h.src_gen & pool::kCommGenMask)};
-  c.depth = std::min<uint16_t>(c.depth, ack.body.depth);
+  c.set_depth(std::min<uint16_t>(c.depth, ack.body.depth));
   c.sends.resize(c.depth);
   c.early_cts.resize(c.depth);
   c.credit_limit = c.depth;

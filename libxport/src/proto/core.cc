@@ -56,7 +56,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       for (const SendSlot& s : c->sends) {
         if (!s.active || s.finished || s.eager || !s.rts_sent || s.cts_consumed) continue;
         h.type = static_cast<uint8_t>(MsgType::rts);
-        h.slot = static_cast<uint16_t>(s.seq % c->depth);
+        h.slot = c->slot_of(s.seq);
         h.seq = s.seq;
         h.length = s.len;
         h.aux2 = s.tag;
@@ -67,7 +67,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
     for (const RecvSlot& r : c->recvs) {
       if (!r.active || r.finished || !r.cts_sent) continue;
       h.type = static_cast<uint8_t>(MsgType::cts);
-      h.slot = static_cast<uint16_t>(r.seq % c->depth);
+      h.slot = c->slot_of(r.seq);
       h.seq = r.seq;
       h.length = r.cap;
       h.aux = r.region->remote_address(r.buf);
@@ -208,7 +208,7 @@ void Core::settle(CommState& c, SendSlot& s) {
   a.dst_gen = c.peer_comm.gen;
   a.src_comm = c.id.index;
   a.src_gen = c.id.gen;
-  a.slot = static_cast<uint16_t>(s.seq % c.depth);
+  a.slot = c.slot_of(s.seq);
   a.seq = s.seq;
   a.length = s.len;
   // too large / failed at the sender / another tag than the receive buffer's

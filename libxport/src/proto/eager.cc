@@ -16,6 +16,18 @@ Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
   return Status::success();
 }
 
+bool Eager::try_inject(CommState& c, uint64_t seq, uint16_t slot, const void* buf, size_t len,
+                       uint32_t tag) {
+  if (seq >= c.credit_limit || !c.credit_wait.empty()) return false;
+  pool::Channel* ch = core_.data_path(c);
+  if (ch->failed()) return false;
+  const uint64_t data =
+      encode_cq_data({c.peer_comm.index, slot, c.peer_comm.gen, eager_high(seq, tag)}, 8);
+  if (!ch->ep->endpoint().injectdata(buf, len, data, ch->peer).ok()) return false;
+  ++ch->ops;
+  return true;
+}
+
 void Eager::grant_credit(CommState& c, uint64_t posted_through) {
   c.credit_limit = std::max(c.credit_limit, posted_through + 1 + c.depth);
   while (!c.credit_wait.empty()) {
@@ -27,7 +39,7 @@ void Eager::grant_credit(CommState& c, uint64_t posted_through) {
     if (s.seq >= c.credit_limit) break;
     c.credit_wait.pop_front();
     s.waiting_credit = false;
-    Status st = post(c, s, static_cast<uint16_t>(s.seq % c.depth), core_.data_path(c), nullptr,
+    Status st = post(c, s, c.slot_of(s.seq), core_.data_path(c), nullptr,
                      false);
     if (!st.ok()) {
       core_.fail_send(c, s, std::move(st).with_context(core::str("eager send of message ", s.seq)));
@@ -224,7 +236,7 @@ Status Eager::report_posted(CommState& c, uint64_t last) {
   g.dst_gen = c.peer_comm.gen;
   g.src_comm = c.id.index;
   g.src_gen = c.id.gen;
-  g.slot = static_cast<uint16_t>(last % c.depth);
+  g.slot = c.slot_of(last);
   g.seq = last;
   XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), g, nullptr, &c, Dependent{}));
   c.reported_next = last + 1;
@@ -247,7 +259,7 @@ void Eager::drop_unexpected(Unexpected& u) {
 void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold) {
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
-  if (h.slot != h.seq % c->depth) {
+  if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
@@ -273,7 +285,7 @@ void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t da
     return;
   }
   const uint64_t seq = widen_seq(eager_seq_low(d.high), c->next_seq, kEagerSeqBits);
-  if (seq % c->depth != d.slot) {
+  if (c->slot_of(seq) != d.slot) {
     core_.miss();
     return;
   }

@@ -14,6 +14,11 @@ class Eager {
 
   // Sender: the message goes now if its credit allows, else waits for credit in order.
   Status start(CommState& c, SendSlot& s, uint16_t slot);
+  // isend's common case, tried before its slot is filled: message `seq` (host memory, within
+  // the inject size, headerless, credit in hand) injected from the caller's buffer. True: it is
+  // done; false: nothing was posted (take the general path, which queues or reports).
+  bool try_inject(CommState& c, uint64_t seq, uint16_t slot, const void* buf, size_t len,
+                  uint32_t tag);
   // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
   void grant_credit(CommState& c, uint64_t posted_through);
   void on_credit(const MsgHeader& h);

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -132,9 +133,10 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
   // test() without its progress pass, under the lock.
   Result<Completion> test_locked(CommId comm, uint64_t seq);
-  // Under the lock: true while test_locked would answer "not done" (the request is
-  // outstanding, nothing failed), found without building that answer (a wait's pass).
-  bool pending_locked(CommId comm, uint64_t seq) const;
+  // Under the lock, a wait's look at its request: nothing while it is outstanding (nothing
+  // failed), else what wait() returns for it (its bytes, or its error), the request retired.
+  // One lookup, and no Completion built for a send or a one-buffer receive.
+  std::optional<Result<size_t>> finish_locked(CommId comm, uint64_t seq);
   Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
   Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
                Deadline deadline);

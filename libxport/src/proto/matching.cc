@@ -16,7 +16,7 @@ enum RefuseReason : uint64_t { kNoBufferLeft = 1, kOtherTag = 2 };
 std::string tag_list(const CommState& c, const RecvSlot& head) {
   std::string out;
   for (uint32_t i = 0; i < head.group_n; ++i) {
-    out += core::str(i == 0 ? "" : ", ", c.recvs[(head.group_base + i) % c.depth].posted_tag);
+    out += core::str(i == 0 ? "" : ", ", c.recvs[c.slot_of(head.group_base + i)].posted_tag);
   }
   return out;
 }
@@ -57,7 +57,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   std::array<bool, kMaxGroup> cts{};
   for (uint32_t i = 0; i < n; ++i) {
     RecvSlot& r = slot(c, base + i);
-    const EarlyRts& e = c.early_rts[r.seq % c.depth];
+    const EarlyRts& e = c.early_rts[c.slot_of(r.seq)];
     const bool asked = e.valid && e.seq == r.seq;
     cts[i] = r.assigned && (asked ? e.tag == r.want_tag : r.cap > c.eager_max);
   }
@@ -76,7 +76,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   c.next_seq += n;
   for (uint32_t i = 0; i < n; ++i) {
     RecvSlot& r = slot(c, base + i);
-    const auto s = static_cast<uint16_t>(r.seq % c.depth);
+    const auto s = c.slot_of(r.seq);
     EarlyRts& e = c.early_rts[s];
     if (e.valid && e.seq == r.seq) {
       e.valid = false;
@@ -173,7 +173,7 @@ void Matching::resolve(CommState& c, uint64_t base) {
 }
 
 void Matching::start(CommState& c, RecvSlot& r) {
-  const auto s = static_cast<uint16_t>(r.seq % c.depth);
+  const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
   if (u.valid && u.seq == r.seq) {
     core_.eager->take_unexpected(c, r, u);
@@ -188,7 +188,7 @@ void Matching::start(CommState& c, RecvSlot& r) {
 }
 
 void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, Status why) {
-  const auto s = static_cast<uint16_t>(r.seq % c.depth);
+  const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
   if (u.valid && u.seq == r.seq) core_.eager->drop_unexpected(u);
   if (r.rts_pending) {

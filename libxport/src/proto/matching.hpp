@@ -53,7 +53,7 @@ class Matching {
     return false;
   }
 
-  RecvSlot& slot(CommState& c, uint64_t seq) const { return c.recvs[seq % c.depth]; }
+  RecvSlot& slot(CommState& c, uint64_t seq) const { return c.recvs[c.slot_of(seq)]; }
 
  private:
   void assign(CommState& c, RecvSlot& r, uint8_t sub);

@@ -48,7 +48,7 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
 void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
-  if (h.slot != h.seq % c->depth) {
+  if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
@@ -290,7 +290,7 @@ Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
 void Rendezvous::on_rts(const MsgHeader& h) {
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
-  if (h.slot != h.seq % c->depth) {
+  if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
@@ -314,7 +314,7 @@ void Rendezvous::on_rts(const MsgHeader& h) {
 void Rendezvous::on_refuse(const MsgHeader& h) {
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
-  if (h.slot != h.seq % c->depth) {
+  if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
@@ -331,7 +331,7 @@ void Rendezvous::on_refuse(const MsgHeader& h) {
 void Rendezvous::on_abort(const MsgHeader& h) {
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
-  RecvSlot& r = c->recvs[h.seq % c->depth];
+  RecvSlot& r = c->recvs[c->slot_of(h.seq)];
   if (!r.active || r.seq != h.seq || r.finished) return;
   core_.fail_recv(*c, r,
                   h.aux == kTooLarge

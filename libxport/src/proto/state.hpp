@@ -244,7 +244,19 @@ struct CommState {
   uint32_t next_control = 0;  // round-robin over paths for control messages
   uint32_t next_stripe = 0;   // rotating first rail of striped writes
   StripePlan plan;            // the sending side's striping parameters
-  uint16_t depth = 0;         // outstanding requests agreed with the peer
+  uint16_t depth = 0;         // outstanding requests agreed with the peer (set_depth)
+  uint16_t depth_mask = 0;    // depth - 1 where depth is a power of two, else 0
+  bool depth_pow2 = false;
+  void set_depth(uint16_t d) {
+    depth = d;
+    depth_pow2 = d != 0 && (d & (d - 1)) == 0;
+    depth_mask = depth_pow2 ? static_cast<uint16_t>(d - 1) : 0;
+  }
+  // The slot of sequence number `seq` (seq % depth): a mask where depth is a power of two (the
+  // default 64), a division otherwise; several run per message, on its critical path.
+  uint16_t slot_of(uint64_t seq) const {
+    return static_cast<uint16_t>(depth_pow2 ? (seq & depth_mask) : seq % depth);
+  }
   size_t eager_max = 0;       // largest eager message (min of both sides)
   uint64_t next_seq = 0;
   std::vector<SendSlot> sends;

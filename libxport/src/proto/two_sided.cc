@@ -1,5 +1,6 @@
 // Engine: the two-sided calls of the public API (isend, grouped irecv, test and wait, flush and
 // iflush), checked here and carried out by the eager, rendezvous, matching and flush parts.
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -42,11 +43,29 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
                        "of length)");
   }
   const uint64_t seq = c->next_seq;
-  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  const uint16_t slot = c->slot_of(seq);
   SendSlot& s = c->sends[slot];
   if (s.active) {
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
+  }
+  // The common small message: injected at once, done before isend returns, so its slot holds
+  // no reference to the Region (what the general path below does with it, in fewer steps).
+  if (core_.headerless_eager && tag <= kMaxCqDataTag && len <= core_.inject_size &&
+      len <= c->eager_max && (*region.region)->cuda_device < 0 &&
+      eager_.try_inject(*c, seq, slot, buf, len, tag)) {
+    EarlyCts& e = c->early_cts[slot];
+    if (e.valid && e.cts.seq == seq) e.valid = false;
+    s.reset();
+    s.active = true;
+    s.seq = seq;
+    s.buf = static_cast<const uint8_t*>(buf);
+    s.len = len;
+    s.tag = tag;
+    s.eager = true;
+    s.finished = true;
+    c->next_seq += 1;
+    return seq;
   }
   s.reset();
   if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
@@ -135,7 +154,7 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
     XPORT_ASSIGN_OR_RETURN(GroupOutcome g, matching_.take(*c, seq));
     return Completion{g.done, g.bytes, g.count, g.sizes};
   }
-  const uint16_t slot = static_cast<uint16_t>(seq % c->depth);
+  const uint16_t slot = c->slot_of(seq);
   SendSlot& s = c->sends[slot];
   if (!s.active || s.seq != seq) {
     return core::error(Code::invalid_argument, "test: request ", seq,
@@ -154,36 +173,53 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
   return out;
 }
 
-bool Engine::pending_locked(CommId comm, uint64_t seq) const {
+std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
   CommState* c = core_.comm(comm);
-  if (c == nullptr || c->user_closed || c->depth == 0) return false;
-  if (!c->is_send) return matching_.pending(*c, seq);
-  const SendSlot& s = c->sends[seq % c->depth];
-  return s.active && s.seq == seq && !s.done();
+  if (c != nullptr && !c->user_closed && c->depth != 0) {
+    if (c->is_send) {
+      SendSlot& s = c->sends[c->slot_of(seq)];
+      if (s.active && s.seq == seq) {
+        if (!s.done()) return std::nullopt;
+        s.active = false;
+        s.region.reset();
+        if (!s.error.ok()) return Result<size_t>(std::exchange(s.error, Status()));
+        return Result<size_t>(s.len);
+      }
+    } else {
+      RecvSlot& r = c->recvs[c->slot_of(seq)];
+      if (r.active && r.seq == seq && r.group_base == seq && r.group_n == 1) {
+        // A one-buffer receive: Matching::take's outcome without its loops over the group.
+        if (!r.finished) return std::nullopt;
+        r.active = false;
+        r.region.reset();
+        r.posted_region.reset();
+        if (!r.error.ok()) return Result<size_t>(std::exchange(r.error, Status()));
+        return Result<size_t>(r.assigned ? r.bytes : 0);
+      }
+      if (matching_.pending(*c, seq)) return std::nullopt;
+    }
+  }
+  // A group, or a request that is not outstanding (test_locked says which), or a closed
+  // communicator.
+  Result<Completion> t = test_locked(comm, seq);
+  if (!t.ok()) return Result<size_t>(t.status());
+  if (!t->done) return std::nullopt;
+  return Result<size_t>(t->bytes);
 }
 
 Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
-  {
-    // A request done already (an injected send) needs no progress pass first; one still
-    // pending (most receives of a ping-pong) builds no Result for it.
-    Lock l(core_);
-    if (!pending_locked(comm, seq)) {
-      XPORT_ASSIGN_OR_RETURN(Completion done, test_locked(comm, seq));
-      if (done.done) return done.bytes;
-    }
-  }
   WaitState w;
   for (uint32_t spin = 0;; ++spin) {
-    // test(), with its answer built only once there is one: a pass that finds the request
-    // still pending (most of a spinning wait's) builds no Result.
     refresh_links();
     {
       Lock l(core_);
-      progress_locked();
-      if (!pending_locked(comm, seq)) {
-        XPORT_ASSIGN_OR_RETURN(Completion done, test_locked(comm, seq));
-        if (done.done) return done.bytes;
+      // A request done already (an injected send) needs no progress pass first; a pending one
+      // (most receives of a ping-pong) goes to its pass under the same lock.
+      if (spin == 0) {
+        if (auto done = finish_locked(comm, seq)) return std::move(*done);
       }
+      progress_locked();
+      if (auto done = finish_locked(comm, seq)) return std::move(*done);
     }
     if (!between_passes(spin, deadline, w)) {
       return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
@@ -235,7 +271,7 @@ bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
   Lock l(core_);
   CommState* c = core_.comm(comm);
   if (c == nullptr || !c->is_send || c->depth == 0) return false;
-  const EarlyCts& e = c->early_cts[seq % c->depth];
+  const EarlyCts& e = c->early_cts[c->slot_of(seq)];
   return e.valid && e.cts.seq == seq;
 }
 
