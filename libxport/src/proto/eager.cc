@@ -39,8 +39,7 @@ void Eager::grant_credit(CommState& c, uint64_t posted_through) {
     if (s.seq >= c.credit_limit) break;
     c.credit_wait.pop_front();
     s.waiting_credit = false;
-    Status st = post(c, s, c.slot_of(s.seq), core_.data_path(c), nullptr,
-                     false);
+    Status st = post(c, s, c.slot_of(s.seq), core_.data_path(c), nullptr, false);
     if (!st.ok()) {
       core_.fail_send(c, s, std::move(st).with_context(core::str("eager send of message ", s.seq)));
     }
