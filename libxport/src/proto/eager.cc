@@ -16,15 +16,27 @@ Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
   return Status::success();
 }
 
-bool Eager::try_inject(CommState& c, uint64_t seq, uint16_t slot, const void* buf, size_t len,
-                       uint32_t tag) {
-  if (seq >= c.credit_limit || !c.credit_wait.empty()) return false;
+bool Eager::headerless(uint32_t tag) const {
+  return core_.headerless_eager && tag <= kMaxCqDataTag;
+}
+
+bool Eager::injectable(size_t len, const RegionRef& region) const {
+  return len <= core_.inject_size && !(region && region->cuda_device >= 0);
+}
+
+bool Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region) {
+  if (!headerless(s.tag) || !injectable(s.len, region) || s.len > c.eager_max ||
+      s.seq >= c.credit_limit || !c.credit_wait.empty()) {
+    return false;
+  }
   pool::Channel* ch = core_.data_path(c);
   if (ch->failed()) return false;
   const uint64_t data =
-      encode_cq_data({c.peer_comm.index, slot, c.peer_comm.gen, eager_high(seq, tag)}, 8);
-  if (!ch->ep->endpoint().injectdata(buf, len, data, ch->peer).ok()) return false;
+      encode_cq_data({c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
+  if (!ch->ep->endpoint().injectdata(s.buf, s.len, data, ch->peer).ok()) return false;
   ++ch->ops;
+  s.eager = true;
+  s.finished = true;
   return true;
 }
 
@@ -58,12 +70,11 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
   rail::Rail& rail = *core_.rails[ch->rail];
   Status st;
   fabric::OpContext* ctx = nullptr;
-  if (core_.headerless_eager && s.tag <= kMaxCqDataTag) {
+  if (headerless(s.tag)) {
     // Straight from the caller's buffer (registered on every rail), routed by the CQ data.
     const uint64_t data = encode_cq_data(
         {c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
-    // Never an inject from GPU memory the provider registered (FI_HMEM): the CPU reads it.
-    if (s.len <= core_.inject_size && !(s.region && s.region->cuda_device >= 0)) {
+    if (injectable(s.len, s.region)) {
       st = ep.endpoint().injectdata(s.buf, s.len, data, ch->peer);
       if (st.ok()) {
         ++ch->ops;

@@ -14,11 +14,11 @@ class Eager {
 
   // Sender: the message goes now if its credit allows, else waits for credit in order.
   Status start(CommState& c, SendSlot& s, uint16_t slot);
-  // isend's common case, tried before its slot is filled: message `seq` (host memory, within
-  // the inject size, headerless, credit in hand) injected from the caller's buffer. True: it is
-  // done; false: nothing was posted (take the general path, which queues or reports).
-  bool try_inject(CommState& c, uint64_t seq, uint16_t slot, const void* buf, size_t len,
-                  uint32_t tag);
+  // isend's common case, tried once its slot holds the message: host memory, within the inject
+  // size and the eager limit, headerless, credit in hand, injected from the caller's buffer.
+  // True: it is done (eager, finished); false: nothing was posted and the slot is as it was
+  // (the general path, which queues or reports).
+  bool try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region);
   // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
   void grant_credit(CommState& c, uint64_t posted_through);
   void on_credit(const MsgHeader& h);
@@ -42,6 +42,11 @@ class Eager {
   // bounce buffers are full. `buffer`: the bounce buffer a queued headered message is in.
   Status post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
               memory::Buffer* buffer, bool queued);
+  // Sent with no header, routed by the CQ data alone (where the provider carries 8 bytes).
+  bool headerless(uint32_t tag) const;
+  // Injected from the caller's buffer: within the inject size, and not GPU memory the provider
+  // registered (FI_HMEM: the CPU reads an inject's source).
+  bool injectable(size_t len, const RegionRef& region) const;
   void accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
               uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);

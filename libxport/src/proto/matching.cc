@@ -232,12 +232,7 @@ Result<GroupOutcome> Matching::take(CommState& c, uint64_t base) {
       out.bytes += r.bytes;
     }
   }
-  for (uint32_t i = 0; i < n; ++i) {
-    RecvSlot& r = slot(c, base + i);
-    r.active = false;
-    r.region.reset();
-    r.posted_region.reset();
-  }
+  for (uint32_t i = 0; i < n; ++i) slot(c, base + i).retire();
   if (!error.ok()) return error;
   return out;
 }

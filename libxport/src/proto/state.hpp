@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fabric/op_context.hpp"
@@ -109,6 +110,12 @@ struct SendSlot {
   Status error;
   std::vector<fabric::OpContext> ctx;  // one per stripe; eager messages use ctx[0]
   bool done() const { return finished && outstanding == 0; }
+  // test() or wait() reported it: the slot is free again, the Region let go; its error, if any.
+  Status retire() {
+    active = false;
+    region.reset();
+    return std::exchange(error, Status());
+  }
   // Back to a fresh slot, keeping ctx's storage (sized per rail once); a no-op error is not
   // reassigned (this runs on every isend).
   void reset() {
@@ -161,6 +168,13 @@ struct RecvSlot {
   bool finished = false;
   Status error;
   bool done() const { return finished; }
+  // Its group was reported: the slot is free again, both Regions let go (the error is taken
+  // by whoever reports it).
+  void retire() {
+    active = false;
+    region.reset();
+    posted_region.reset();
+  }
   // Back to a fresh slot (this runs on every irecv: a no-op error is not reassigned).
   void reset() {
     active = false;

@@ -49,44 +49,34 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
-  // The common small message: injected at once, done before isend returns, so its slot holds
-  // no reference to the Region (what the general path below does with it, in fewer steps).
-  if (core_.headerless_eager && tag <= kMaxCqDataTag && len <= core_.inject_size &&
-      len <= c->eager_max && (*region.region)->cuda_device < 0 &&
-      eager_.try_inject(*c, seq, slot, buf, len, tag)) {
-    EarlyCts& e = c->early_cts[slot];
-    if (e.valid && e.cts.seq == seq) e.valid = false;
-    s.reset();
-    s.active = true;
-    s.seq = seq;
-    s.buf = static_cast<const uint8_t*>(buf);
-    s.len = len;
-    s.tag = tag;
-    s.eager = true;
-    s.finished = true;
-    c->next_seq += 1;
-    return seq;
-  }
   s.reset();
-  if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
   s.active = true;
   s.seq = seq;
   s.buf = static_cast<const uint8_t*>(buf);
   s.len = len;
   s.tag = tag;
-  s.region = *region.region;
-  // A headered eager message from GPU memory the provider registered (FI_HMEM) needs a send
-  // that gathers two buffers (Eager::post); without one, rendezvous writes it from the Region.
-  const bool headered = !core_.headerless_eager || tag > kMaxCqDataTag;
-  const bool device_source = s.region && s.region->cuda_device >= 0;
-  s.eager = len <= c->eager_max && !(device_source && headered && len > 0 && core_.iov_limit < 2);
+  // The common small message is injected at once and done before isend returns, so its slot
+  // holds no reference to the Region.
+  const bool injected = eager_.try_inject(*c, s, slot, *region.region);
+  if (!injected) {
+    if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
+    s.region = *region.region;
+    // A headered eager message from GPU memory the provider registered (FI_HMEM) needs a send
+    // that gathers two buffers (Eager::post); without one, rendezvous writes it from the Region.
+    const bool headered = !core_.headerless_eager || tag > kMaxCqDataTag;
+    const bool device_source = s.region && s.region->cuda_device >= 0;
+    s.eager =
+        len <= c->eager_max && !(device_source && headered && len > 0 && core_.iov_limit < 2);
+  }
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
     // posted, and credits bound how many it may have to hold.
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
   }
-  Status st = s.eager ? eager_.start(*c, s, slot) : rendezvous_.start(*c, s, slot, handoff);
+  Status st = injected  ? Status::success()
+              : s.eager ? eager_.start(*c, s, slot)
+                        : rendezvous_.start(*c, s, slot, handoff);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
@@ -162,9 +152,7 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
                        " (completed already, or never issued)");
   }
   if (!s.done()) return Completion{};
-  s.active = false;
-  s.region.reset();
-  if (!s.error.ok()) return std::exchange(s.error, Status());
+  if (Status e = s.retire(); !e.ok()) return e;
   Completion out;
   out.done = true;
   out.bytes = s.len;
@@ -180,9 +168,7 @@ std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
       SendSlot& s = c->sends[c->slot_of(seq)];
       if (s.active && s.seq == seq) {
         if (!s.done()) return std::nullopt;
-        s.active = false;
-        s.region.reset();
-        if (!s.error.ok()) return Result<size_t>(std::exchange(s.error, Status()));
+        if (Status e = s.retire(); !e.ok()) return Result<size_t>(std::move(e));
         return Result<size_t>(s.len);
       }
     } else {
@@ -190,9 +176,7 @@ std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
       if (r.active && r.seq == seq && r.group_base == seq && r.group_n == 1) {
         // A one-buffer receive: Matching::take's outcome without its loops over the group.
         if (!r.finished) return std::nullopt;
-        r.active = false;
-        r.region.reset();
-        r.posted_region.reset();
+        r.retire();
         if (!r.error.ok()) return Result<size_t>(std::exchange(r.error, Status()));
         return Result<size_t>(r.assigned ? r.bytes : 0);
       }
