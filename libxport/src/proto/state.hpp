@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/word_mutex.hpp"
 #include "fabric/op_context.hpp"
 #include "memory/registry.hpp"
 #include "pool/channel.hpp"
@@ -428,7 +429,7 @@ class Core {
   size_t iov_limit = 1;           // buffers one send may gather (tx_attr->iov_limit)
   bool rx_cq_data_mode = false;   // writes with data consume a posted receive
 
-  std::mutex mu;
+  core::WordMutex mu;
   // The thread holding mu (none by default). Atomic: any thread asks whether it is the holder
   // (only the holder itself can find its own id there, so relaxed order is enough).
   std::atomic<std::thread::id> holder{};
