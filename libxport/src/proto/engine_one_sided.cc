@@ -29,7 +29,10 @@ Result<uint32_t> Engine::finish_open(uint32_t stream, CommId comm, Deadline dead
       "and progressing?)");
   Lock l(core_);
   OutStream* s = one_sided_.streams().find(stream);
-  if (s != nullptr && s->openers > 0) s->openers -= 1;
+  if (s != nullptr && s->openers > 0) {
+    s->openers -= 1;
+    one_sided_.streams().note_work();  // the last opener gone: idle unless it has a window
+  }
   if (!st.ok()) {
     one_sided_.streams().abandon(stream, st);
     return st;

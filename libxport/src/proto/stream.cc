@@ -61,6 +61,7 @@ Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
   s->opened = Clock::now();
   OutStream* out = s.get();
   core_.out_streams[index] = std::move(s);
+  work_ = true;  // no window yet: retry() closes it unless an opener comes
   return out;
 }
 
@@ -190,6 +191,7 @@ void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
 
 void Streams::release(OutStream& s) {
   if (s.windows > 0) s.windows -= 1;  // (closed by retry() once idle: callers may hold `s`)
+  work_ = true;
 }
 
 uint64_t Streams::min_uncounted(const OutStream& s) const {
@@ -232,6 +234,7 @@ void Streams::submit(OutStream& s, Piece&& p) {
   }
   ++core_.counters.window_ops_held;
   s.held.push_back(std::move(p));
+  work_ = true;
   request_ack(s, s.next_seq);  // credits and fences move with the target's answers
 }
 
@@ -245,6 +248,7 @@ void Streams::fence(OutStream& s) {
   f.kind = PieceKind::fence;
   f.after.uncounted = s.next_uncounted;
   s.held.push_back(std::move(f));
+  work_ = true;
 }
 
 void Streams::pump(OutStream& s, size_t& budget) {
@@ -402,7 +406,7 @@ void Streams::erase_out(OutStream& s) {
 
 // ---- progress, failures, teardown ----
 
-bool Streams::queued() const {
+bool Streams::scan() const {
   for (const auto& [id, s] : core_.out_streams) {
     if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
   }
@@ -444,6 +448,7 @@ void Streams::retry() {
     drain(*s, apply);
     maybe_ack(*s);
   }
+  work_ = scan();  // what a budget or a credit left for a later pass
 }
 
 void Streams::fail_peer(pool::Peer& p, const Status& why) {

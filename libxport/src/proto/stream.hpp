@@ -67,9 +67,12 @@ class Streams {
   // Progress: queued pieces released, waiting operations applied (bounded per pass), idle
   // streams closed.
   void retry();
-  // Whether retry() has work: a stream with queued pieces or without windows (to close), or
-  // operations waiting to be applied here. O(streams), no allocation: progress asks every pass.
-  bool queued() const;
+  // Whether retry() may have work: a stream with queued pieces or without windows (to close),
+  // or operations waiting to be applied here. O(1): progress asks every pass. Set where a stream
+  // is made, gains a held piece or a waiting operation, or loses a window or an opener (note_work
+  // for callers outside); retry() sets it to what remains.
+  bool queued() const { return work_; }
+  void note_work() { work_ = true; }
   // Whether a piece of `seqs` counted numbers with no ordering mark of its own could go now
   // (nothing held before it, credits, fences): what submit() asks, for a caller that posts it
   // itself (OneSided's injected puts).
@@ -101,8 +104,11 @@ class Streams {
   std::vector<RailAddresses> local_addresses() const;
   Core& core_;
   OneSided& os_;
+  // What queued() found by looking at every stream (retry() keeps work_ to it).
+  bool scan() const;
   size_t in_live_ = 0;
-  size_t copies_inflight_ = 0;  // operations waiting for their copy on to GPU memory  // streams in core_.in_streams (queued() stops after the last)
+  size_t copies_inflight_ = 0;  // operations waiting for their copy on to GPU memory
+  bool work_ = false;           // queued()
 };
 
 }  // namespace xport::proto

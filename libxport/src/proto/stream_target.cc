@@ -257,6 +257,7 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
       op.early = os_.signals().prepare(h, op.operand.operand);
     }
     s->waiting.push_back(std::move(op));
+    note_work();
   }
   size_t budget = core_.config.progress_batch;
   drain(*s, budget);
