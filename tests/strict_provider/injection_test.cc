@@ -231,6 +231,74 @@ TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
   EXPECT_EQ(data_sends(), at_close) << "sends were posted after their communicator closed";
 }
 
+// A small send the provider refuses (-FI_EAGAIN) is queued for progress, not offered to the busy
+// provider again inside the same isend: each isend makes one provider call at most. With the
+// provider refusing every other post, the messages still all arrive, intact and in order.
+TEST(StrictEagain, RefusedInjectIsQueuedNotRetriedAtOnce) {
+  setenv("XPORT_PROVIDER", "strict", 1);
+  setenv("STRICT_FI_EAGAIN_EVERY", "2", 1);
+  ContextOptions o;
+  o.peers_on_host = true;
+  auto ctx = Context::open(o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  auto dev = (*ctx)->open_device();
+  unsetenv("STRICT_FI_EAGAIN_EVERY");
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  const size_t inject = (*ctx)->provider().caps.inject_size;
+  ASSERT_GE(inject, 8u) << "the strict provider offers no inject: the test proves nothing";
+  auto listener = (*dev)->listen();
+  ASSERT_TRUE(listener.ok());
+  auto send = (*dev)->connect((*listener)->handle(), Deadline::after(std::chrono::seconds(20)));
+  ASSERT_TRUE(send.ok()) << send.status().to_string();
+  auto recv = (*listener)->accept(Deadline::after(std::chrono::seconds(20)));
+  ASSERT_TRUE(recv.ok()) << recv.status().to_string();
+  constexpr int kMessages = 40;
+  constexpr size_t kLen = 8;
+  std::vector<uint8_t> out(kMessages * kLen), in(kMessages * kLen, 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + 1);
+  auto out_reg = (*dev)->register_memory(out.data(), out.size());
+  auto in_reg = (*dev)->register_memory(in.data(), in.size());
+  ASSERT_TRUE(out_reg.ok() && in_reg.ok());
+  std::vector<Request> rx;
+  for (int i = 0; i < kMessages; ++i) {
+    auto r = (*recv)->irecv(in.data() + i * kLen, kLen, *in_reg);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    rx.push_back(*r);
+  }
+  // Provider calls on the data endpoints: posts it took, and posts it refused.
+  auto data_calls = [&] {
+    uint64_t n = 0;
+    for (const auto& e : (*dev)->stats().endpoints) {
+      if (e.name.find(" data") != std::string::npos) n += e.ops[0] + e.eagain_retries;
+    }
+    return n;
+  };
+  const uint64_t deferred_before = (*dev)->stats().deferred_posts;
+  std::vector<Request> tx;
+  for (int i = 0; i < kMessages; ++i) {
+    const uint64_t before = data_calls();
+    auto s = (*send)->isend(out.data() + i * kLen, kLen, *out_reg);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_LE(data_calls() - before, 1u)
+        << "isend of message " << i << " called the provider " << data_calls() - before
+        << " times: a refused inject was offered to the busy provider again at once";
+    tx.push_back(*s);
+  }
+  EXPECT_GT((*dev)->stats().deferred_posts, deferred_before)
+      << "no isend met -FI_EAGAIN: the test proves nothing";
+  const Deadline d = Deadline::after(std::chrono::seconds(30));
+  for (int i = 0; i < kMessages; ++i) {
+    auto w = (*send)->wait(tx[i], d);
+    ASSERT_TRUE(w.ok()) << "send " << i << ": " << w.status().to_string();
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    auto w = (*recv)->wait(rx[i], d);
+    ASSERT_TRUE(w.ok()) << "receive " << i << ": " << w.status().to_string();
+    EXPECT_EQ(*w, kLen) << "message " << i;
+  }
+  EXPECT_EQ(in, out) << "messages arrived damaged or out of order";
+}
+
 }  // namespace
 }  // namespace xport
 

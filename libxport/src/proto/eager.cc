@@ -24,20 +24,37 @@ bool Eager::injectable(size_t len, const RegionRef& region) const {
   return len <= core_.inject_size && !(region && region->cuda_device >= 0);
 }
 
-bool Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region) {
+Eager::Inject Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot,
+                               const RegionRef& region) {
   if (!headerless(s.tag) || !injectable(s.len, region) || s.len > c.eager_max ||
       s.seq >= c.credit_limit || !c.credit_wait.empty()) {
-    return false;
+    return Inject::no;
   }
   pool::Channel* ch = core_.data_path(c);
-  if (ch->failed()) return false;
+  if (ch->failed()) return Inject::no;
   const uint64_t data =
       encode_cq_data({c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
-  if (!ch->ep->endpoint().injectdata(s.buf, s.len, data, ch->peer).ok()) return false;
+  Status st = ch->ep->endpoint().injectdata(s.buf, s.len, data, ch->peer);
+  if (!st.ok()) return st.code() == Code::again ? Inject::busy : Inject::no;
   ++ch->ops;
   s.eager = true;
   s.finished = true;
-  return true;
+  return Inject::done;
+}
+
+Status Eager::defer(CommState& c, SendSlot& s, uint16_t slot) {
+  pool::Channel* ch = core_.data_path(c);
+  if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
+  queue(c, s, slot, ch, nullptr);
+  return Status::success();
+}
+
+void Eager::queue(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
+                  memory::Buffer* buffer) {
+  s.queued = true;
+  core_.hold(c, s);
+  ++core_.counters.deferred_posts;
+  core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
 }
 
 void Eager::grant_credit(CommState& c, uint64_t posted_through) {
@@ -159,10 +176,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     // The provider is busy (or still connecting), or buffers or CQ room are short: progress
     // posts it later; the request stays open and its wait() deadline bounds the caller.
     if (queued) return st;  // stays queued (retry() keeps it)
-    s.queued = true;
-    core_.hold(c, s);
-    ++core_.counters.deferred_posts;
-    core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
+    queue(c, s, slot, ch, buffer);
     return Status::success();
   }
   if (buffer != nullptr) ep.tx().give_back(buffer);

@@ -16,9 +16,14 @@ class Eager {
   Status start(CommState& c, SendSlot& s, uint16_t slot);
   // isend's common case, tried once its slot holds the message: host memory, within the inject
   // size and the eager limit, headerless, credit in hand, injected from the caller's buffer.
-  // True: it is done (eager, finished); false: nothing was posted and the slot is as it was
-  // (the general path, which queues or reports).
-  bool try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region);
+  // done: it is done (eager, finished). busy: the provider refused it (-FI_EAGAIN); nothing
+  // was posted, and the caller queues it (defer) rather than asking the busy provider again.
+  // no: not such a message, or the provider failed it; nothing was posted and the slot is as it
+  // was (the general path, which queues or reports).
+  enum class Inject { done, busy, no };
+  Inject try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region);
+  // Queues eager message s for progress to post (Eager::retry), on the data path's channel.
+  Status defer(CommState& c, SendSlot& s, uint16_t slot);
   // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
   void grant_credit(CommState& c, uint64_t posted_through);
   void on_credit(const MsgHeader& h);
@@ -47,6 +52,8 @@ class Eager {
   // Injected from the caller's buffer: within the inject size, and not GPU memory the provider
   // registered (FI_HMEM: the CPU reads an inject's source).
   bool injectable(size_t len, const RegionRef& region) const;
+  // Queues message s (and its bounce buffer, if any) for a later pass: the provider is busy.
+  void queue(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch, memory::Buffer* buffer);
   void accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
               uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);

@@ -57,8 +57,8 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   s.tag = tag;
   // The common small message is injected at once and done before isend returns, so its slot
   // holds no reference to the Region.
-  const bool injected = eager_.try_inject(*c, s, slot, *region.region);
-  if (!injected) {
+  const Eager::Inject inject = eager_.try_inject(*c, s, slot, *region.region);
+  if (inject != Eager::Inject::done) {
     if (s.ctx.size() < c->paths.size()) s.ctx.resize(c->paths.size());
     s.region = *region.region;
     // A headered eager message from GPU memory the provider registered (FI_HMEM) needs a send
@@ -74,9 +74,11 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     EarlyCts& e = c->early_cts[slot];
     if (e.valid && e.cts.seq == seq) e.valid = false;
   }
-  Status st = injected  ? Status::success()
-              : s.eager ? eager_.start(*c, s, slot)
-                        : rendezvous_.start(*c, s, slot, handoff);
+  // (A refused inject is queued for progress: the busy provider is not asked again at once.)
+  Status st = inject == Eager::Inject::done   ? Status::success()
+              : inject == Eager::Inject::busy ? eager_.defer(*c, s, slot)
+              : s.eager                       ? eager_.start(*c, s, slot)
+                                              : rendezvous_.start(*c, s, slot, handoff);
   if (!st.ok()) {
     // Nothing of it was posted: the request never existed.
     s.active = false;
