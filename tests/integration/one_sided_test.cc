@@ -298,6 +298,42 @@ TEST_P(OneSided, SmallPutsAreCompleteWhenIssuedAndStillDelivered) {
   bye(t);
 }
 
+// A window's stream outlives its last window only until what it sent is acknowledged: closing
+// the window closes the stream (progress does it, with nothing else to prompt it), and a window
+// opened afterwards over the same communicator gets a new stream that works.
+TEST_P(OneSided, ClosingTheLastWindowClosesItsStream) {
+  Target t = target(4096);
+  ASSERT_TRUE(t.win);
+  std::vector<uint8_t> local(64);
+  auto reg = dev_->register_memory(local.data(), local.size());
+  ASSERT_TRUE(reg.ok());
+  test::fill(local.data(), local.size(), 31);
+  auto tk = issue(*t.win, [&] { return t.win->put(*reg, 0, t.data, 0, local.size()); });
+  ASSERT_TRUE(tk.ok()) << tk.status().to_string();
+  ASSERT_TRUE(t.win->quiet(in(20s)).ok());
+  // (window_streams counts this device's streams and those its peers opened to it: the
+  // target's window to this process stays open.)
+  const uint64_t open = dev_->stats().window_streams;
+  ASSERT_GE(open, 1u) << "an open window has a stream";
+  t.win.reset();
+  const Deadline d = in(20s);
+  while (dev_->stats().window_streams != open - 1 && !d.expired()) {
+    Status p = dev_->progress();
+    ASSERT_TRUE(p.ok()) << p.to_string();
+  }
+  ASSERT_EQ(dev_->stats().window_streams, open - 1)
+      << "the stream of a closed window was still open 20 s later: progress never closed it";
+  auto again = Window::open(*t.comm, in(20s));
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  t.win = std::move(again).value();
+  test::fill(local.data(), local.size(), 32);
+  tk = issue(*t.win, [&] { return t.win->put(*reg, 0, t.data, 0, local.size()); });
+  ASSERT_TRUE(tk.ok()) << tk.status().to_string();
+  ASSERT_TRUE(t.win->quiet(in(20s)).ok());
+  EXPECT_EQ(ask(t.proc, "CHECK 32 0 " + std::to_string(local.size()), "OK"), "");
+  bye(t);
+}
+
 // Puts within the inject size go straight to the provider unless something is held before them
 // on their stream: a fence, or a larger put still waiting for credits. Every 8-byte put here
 // rewrites one word behind a fence, and larger puts held behind the same fences go between them;
