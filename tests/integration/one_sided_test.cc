@@ -298,6 +298,42 @@ TEST_P(OneSided, SmallPutsAreCompleteWhenIssuedAndStillDelivered) {
   bye(t);
 }
 
+// A caller that only issues puts (no wait, no quiet) is not left without credits: the put that
+// finds its stream short of them makes a progress pass, which reads the target's grants. 300
+// puts are more than the stream's credits (XPORT_WINDOW_CREDITS, 128 by default) and fewer than
+// those plus the window's operation contexts, which puts held for credit take (256): none is
+// refused whether or not grants are read.
+TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
+  const size_t inject = ctx_->provider().caps.inject_size;
+  if (inject < 8) GTEST_SKIP() << "the provider injects " << inject << " bytes";
+  constexpr int kPuts = 300;
+  constexpr size_t kEach = 8;
+  Target t = target(kEach * kPuts);
+  ASSERT_TRUE(t.win);
+  Window& w = *t.win;
+  std::vector<uint8_t> local(kEach * kPuts);
+  auto reg = dev_->register_memory(local.data(), local.size());
+  ASSERT_TRUE(reg.ok());
+  test::fill(local.data(), local.size(), 41);
+  auto polls = [&] {
+    uint64_t n = 0;
+    for (const auto& c : dev_->stats().cqs) n += c.polls;
+    return n;
+  };
+  const uint64_t before = polls();
+  for (int i = 0; i < kPuts; ++i) {
+    const size_t off = static_cast<size_t>(i) * kEach;
+    auto tk = w.put(*reg, off, t.data, off, kEach);
+    ASSERT_TRUE(tk.ok()) << "put " << i << ": " << tk.status().to_string();
+  }
+  EXPECT_GT(polls(), before) << kPuts << " puts issued with no wait made no progress pass: "
+                             << "the target's credit grants were never read";
+  Status q = w.quiet(in(20s));
+  ASSERT_TRUE(q.ok()) << q.to_string();
+  EXPECT_EQ(ask(t.proc, "CHECK 41 0 " + std::to_string(kEach * kPuts), "OK"), "");
+  bye(t);
+}
+
 // A window's stream outlives its last window only until what it sent is acknowledged: closing
 // the window closes the stream (progress does it, with nothing else to prompt it), and a window
 // opened afterwards over the same communicator gets a new stream that works.

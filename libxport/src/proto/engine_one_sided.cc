@@ -150,11 +150,16 @@ Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuff
   }
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
   XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
-  if (signal == nullptr) {
-    return one_sided_.rma(window, op, *local.region, p, len, remote, roff, nullptr);
+  Signals::Spec spec;
+  if (signal != nullptr) {
+    XPORT_ASSIGN_OR_RETURN(spec, signal_spec(*signal, what));
   }
-  XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(*signal, what));
-  return one_sided_.rma(window, op, *local.region, p, len, remote, roff, &spec);
+  Result<uint64_t> t = one_sided_.rma(window, op, *local.region, p, len, remote, roff,
+                                      signal != nullptr ? &spec : nullptr);
+  // A stream running short of credit: one pass reads the target's acknowledgements now, so
+  // that a caller who only issues (Window::wait_local passes rarely) is not held back.
+  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();
+  return t;
 }
 
 Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t loff,
@@ -172,7 +177,9 @@ Result<uint64_t> Engine::signal(uint32_t window, const SignalRequest& signal) {
   const char* what = signal.counter != nullptr ? "signal_counter" : "signal";
   Lock l(core_);
   XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(signal, what));
-  return one_sided_.signals().signal(window, spec, what);
+  Result<uint64_t> t = one_sided_.signals().signal(window, spec, what);
+  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  return t;
 }
 
 Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
@@ -183,7 +190,10 @@ Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const Remote
   }
   if (remote.device) return device_word("atomic");
   Lock l(core_);
-  return one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
+  Result<uint64_t> t =
+      one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
+  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  return t;
 }
 
 Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferItem>& items,

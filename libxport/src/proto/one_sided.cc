@@ -84,6 +84,12 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
   return t;
 }
 
+bool OneSided::short_of_credit(uint32_t window) {
+  const WindowState* w = windows_.find(window);
+  const OutStream* s = w != nullptr ? streams_.find(w->stream) : nullptr;
+  return s != nullptr && !streams_.can_post_now(*s, std::max<uint32_t>(1, s->credits / 4));
+}
+
 // ---- posting ----
 
 std::optional<Ticket> OneSided::inject_put(WindowState& w, const memory::RegionRef& local,

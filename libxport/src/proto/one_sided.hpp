@@ -67,6 +67,9 @@ class OneSided {
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
   bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
+  // Whether the window's stream could not take another quarter of its credits now (the
+  // target's acknowledgements, which only a progress pass reads, are due).
+  bool short_of_credit(uint32_t window);
   // Target: staged GPU copies of operations (proto/signal.cc, Signals::stage).
   bool copying() const { return streams_.copying(); }
   void poll_copies() { streams_.poll_copies(); }
