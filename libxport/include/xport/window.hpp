@@ -133,7 +133,7 @@ class Window {
   uint32_t id_ = 0;
   std::shared_ptr<api::StagedArrivals> staged_;  // gets into staged GPU memory, by ticket
   // The engine's mark under which every ticket is locally complete without error: wait_local
-  // answers those without an engine call (but every 64th, which makes a progress pass).
+  // answers those without an engine call (but every 16th, which makes a progress pass).
   std::shared_ptr<const std::atomic<uint64_t>> local_clear_;
   std::atomic<uint32_t> quick_{0};
 };

@@ -179,7 +179,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
   // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local
-  // answers most calls itself and sends every 64th here for its pass)
+  // answers most calls itself and sends every 16th here for its pass)
   Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass = false);
   // 1 once the ticket is complete (delivered, applied), 0 while not, or its error.
   Result<int> check(uint32_t window, uint64_t ticket);
