@@ -157,7 +157,7 @@ Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuff
   Result<uint64_t> t = one_sided_.rma(window, op, *local.region, p, len, remote, roff,
                                       signal != nullptr ? &spec : nullptr);
   // A stream running short of credit: one pass reads the target's acknowledgements now, so
-  // that a caller who only issues (Window::wait_local passes rarely) is not held back.
+  // that a caller who only issues (no wait, or wait_local's quick answers) is not held back.
   if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();
   return t;
 }
