@@ -16,9 +16,10 @@ doc = """# Knobs
 
 Every `XPORT_*` environment variable libxport reads. Each is typed, has a default, and reports
 where its current value came from (`default` or `environment`): `xport::knob_list()` returns
-them, and `xport-probe` prints those in effect. A value that does not parse makes
-`Context::open` fail with an error naming the variable; an unknown `XPORT_*` name is logged as a
-warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or `s`.
+them, and `xport-probe` prints those in effect. A value that does not parse, or one past a bound
+its description states as refused, makes `Context::open` fail with an error naming the variable;
+other numeric knobs are held to their working range without a word (`XPORT_RX_BUFFERS` at least
+16, for example). An unknown `XPORT_*` name is logged as a warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or `s`.
 
 This file is generated from `libxport/src/core/knob_table.inc` by `scripts/gen-knobs-md.py`;
 a unit test fails when a knob is missing here.

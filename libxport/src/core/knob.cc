@@ -32,6 +32,16 @@ constexpr KnobDef kDefs[] = {
 constexpr int kCount = static_cast<int>(KnobId::count);
 static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
 
+// Upper bounds of knobs whose documented range has one (docs/knobs.md): a value past it is
+// refused like one that does not parse, naming the bound.
+struct KnobMax {
+  KnobId id;
+  int64_t max;
+};
+constexpr KnobMax kMaxima[] = {
+    {KnobId::spin_gather_ns, 100000},
+};
+
 struct KnobValue {
   int64_t number = 0;
   std::string text;
@@ -117,6 +127,11 @@ void load(KnobState& s) {
     if (env == nullptr) continue;
     std::string text(env);
     std::string problem = parse(d.type, text, &n);
+    for (const KnobMax& m : kMaxima) {
+      if (problem.empty() && static_cast<int>(m.id) == i && n > m.max) {
+        problem = str("at most ", m.max, " is allowed");
+      }
+    }
     if (!problem.empty()) {
       v.error = problem;
       continue;

@@ -102,6 +102,22 @@ TEST_F(KnobEnv, AutoOrNumberKnobsTakeAutoOrANonNegativeNumber) {
   }
 }
 
+// A value past the knob's documented range is refused, naming the range (it was clamped to
+// 100000 without a word).
+TEST_F(KnobEnv, SpinGatherAboveItsRangeIsRefused) {
+  setenv("XPORT_SPIN_GATHER_NS", "100000", 1);
+  core::reload_knobs();
+  EXPECT_TRUE(validate_knobs().ok()) << validate_knobs().message();
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), 100000);
+  setenv("XPORT_SPIN_GATHER_NS", "100001", 1);
+  core::reload_knobs();
+  Status s = validate_knobs();
+  ASSERT_FALSE(s.ok()) << "100001 ns is past XPORT_SPIN_GATHER_NS's 0..100000";
+  EXPECT_NE(s.message().find("XPORT_SPIN_GATHER_NS='100001'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("at most 100000"), std::string::npos) << s.message();
+  EXPECT_EQ(core::knob_int(core::KnobId::spin_gather_ns), -1) << "a refused value keeps the default";
+}
+
 // knob_list() names every rejected value (xport-probe reports them all, not only the first).
 TEST_F(KnobEnv, KnobListCarriesEachRejectedValue) {
   setenv("XPORT_EAGER_MAX", "12X", 1);
