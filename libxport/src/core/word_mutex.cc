@@ -1,24 +1,15 @@
 // WordMutex's contended path (the uncontended one is inline in the header).
 #include "core/word_mutex.hpp"
 
+#include "core/cpu_relax.hpp"
+
 namespace xport::core {
-namespace {
-
-inline void pause_hint() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 void WordMutex::lock_contended() {
   // A holder's critical section is short (one progress pass, one post): a brief spin takes the
   // lock without a system call most of the time.
   for (int i = 0; i < 128; ++i) {
-    pause_hint();
+    cpu_relax();
     int expected = kFree;
     if (word_.load(std::memory_order_relaxed) == kFree &&
         word_.compare_exchange_weak(expected, kHeld, std::memory_order_acquire,

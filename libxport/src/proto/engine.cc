@@ -634,7 +634,7 @@ bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
     if (w.paused_gen != UINT64_MAX && gen != w.paused_gen) {
       const auto until = Clock::now() + core_.config.spin_gather;
       do {
-        for (int i = 0; i < 4; ++i) cpu_relax();
+        for (int i = 0; i < 4; ++i) core::cpu_relax();
       } while (Clock::now() < until);
     }
     w.paused_gen = gen;

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "core/cpu_relax.hpp"
 #include "proto/connection.hpp"
 #include "proto/control.hpp"
 #include "proto/eager.hpp"
@@ -41,15 +42,6 @@ namespace xport::proto {
 inline constexpr uint32_t kSpinsPerYield = 64;
 inline constexpr std::chrono::microseconds kYieldAfter{20};
 inline constexpr uint32_t kPassesPerCheck = 16;
-
-// One spin-wait hint to the CPU (XPORT_SPIN_GATHER_NS): x86 PAUSE, Arm YIELD, else nothing.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 // A caller's buffer as the public API names it: inside the range of a Region.
 struct LocalBuffer {
