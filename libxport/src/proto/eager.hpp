@@ -24,6 +24,8 @@ class Eager {
   Inject try_inject(CommState& c, SendSlot& s, uint16_t slot, const RegionRef& region);
   // Queues eager message s for progress to post (Eager::retry), on the data path's channel.
   Status defer(CommState& c, SendSlot& s, uint16_t slot);
+  // Sent with no header, routed by the CQ data alone (where the provider carries 8 bytes).
+  bool headerless(uint32_t tag) const;
   // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
   void grant_credit(CommState& c, uint64_t posted_through);
   void on_credit(const MsgHeader& h);
@@ -47,8 +49,6 @@ class Eager {
   // bounce buffers are full. `buffer`: the bounce buffer a queued headered message is in.
   Status post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
               memory::Buffer* buffer, bool queued);
-  // Sent with no header, routed by the CQ data alone (where the provider carries 8 bytes).
-  bool headerless(uint32_t tag) const;
   // Injected from the caller's buffer: within the inject size, and not GPU memory the provider
   // registered (FI_HMEM: the CPU reads an inject's source).
   bool injectable(size_t len, const RegionRef& region) const;

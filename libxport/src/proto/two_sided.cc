@@ -63,7 +63,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     s.region = *region.region;
     // A headered eager message from GPU memory the provider registered (FI_HMEM) needs a send
     // that gathers two buffers (Eager::post); without one, rendezvous writes it from the Region.
-    const bool headered = !core_.headerless_eager || tag > kMaxCqDataTag;
+    const bool headered = !eager_.headerless(tag);
     const bool device_source = s.region && s.region->cuda_device >= 0;
     s.eager =
         len <= c->eager_max && !(device_source && headered && len > 0 && core_.iov_limit < 2);
