@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../integration/harness.hpp"
@@ -186,47 +188,67 @@ TEST_F(Injection, DeadDomainGivesErrorsNotHangs) {
 namespace xport {
 namespace {
 
-// Sends that a close cancels are never posted afterwards: with the provider refusing every
-// other post (-FI_EAGAIN), eager sends wait in the engine's queue; closing the communicator
-// cancels them, and no progress pass posts them later from a buffer the caller was told is free.
-TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
+// A device on the strict provider refusing every other post (-FI_EAGAIN) from the moment it
+// is open, and a connected communicator pair on it.
+struct RefusingPair {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+};
+
+void open_refusing_pair(RefusingPair* p) {
   setenv("XPORT_PROVIDER", "strict", 1);
   setenv("STRICT_FI_EAGAIN_EVERY", "2", 1);
   ContextOptions o;
   o.peers_on_host = true;
   auto ctx = Context::open(o);
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  auto dev = (*ctx)->open_device();
+  p->ctx = std::move(ctx).value();
+  auto dev = p->ctx->open_device();
   unsetenv("STRICT_FI_EAGAIN_EVERY");
   ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-  auto listener = (*dev)->listen();
+  p->dev = std::move(dev).value();
+  auto listener = p->dev->listen();
   ASSERT_TRUE(listener.ok());
-  auto send = (*dev)->connect((*listener)->handle(), Deadline::after(std::chrono::seconds(20)));
+  p->listener = std::move(listener).value();
+  auto send = p->dev->connect(p->listener->handle(), Deadline::after(std::chrono::seconds(20)));
   ASSERT_TRUE(send.ok()) << send.status().to_string();
-  auto recv = (*listener)->accept(Deadline::after(std::chrono::seconds(20)));
+  p->send = std::move(send).value();
+  auto recv = p->listener->accept(Deadline::after(std::chrono::seconds(20)));
   ASSERT_TRUE(recv.ok()) << recv.status().to_string();
+  p->recv = std::move(recv).value();
+}
+
+// Sends that a close cancels are never posted afterwards: with the provider refusing every
+// other post (-FI_EAGAIN), eager sends wait in the engine's queue; closing the communicator
+// cancels them, and no progress pass posts them later from a buffer the caller was told is free.
+TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
+  RefusingPair p;
+  ASSERT_NO_FATAL_FAILURE(open_refusing_pair(&p));
   // Above shm's inject size: each is one post from the caller's buffer, queued when refused.
   constexpr size_t kLen = 6000;
   std::vector<uint8_t> buf(30 * kLen);
-  auto reg = (*dev)->register_memory(buf.data(), buf.size());
+  auto reg = p.dev->register_memory(buf.data(), buf.size());
   ASSERT_TRUE(reg.ok());
   for (int i = 0; i < 30; ++i) {
-    auto s = (*send)->isend(buf.data() + i * kLen, kLen, *reg);
+    auto s = p.send->isend(buf.data() + i * kLen, kLen, *reg);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
   }
   auto data_sends = [&] {
     uint64_t n = 0;
-    for (const auto& e : (*dev)->stats().endpoints) {
+    for (const auto& e : p.dev->stats().endpoints) {
       if (e.name.find(" data") != std::string::npos) n += e.ops[0];
     }
     return n;
   };
-  const uint64_t deferred = (*dev)->stats().deferred_posts;
+  const uint64_t deferred = p.dev->stats().deferred_posts;
   ASSERT_GT(deferred, 0u) << "no send met -FI_EAGAIN: the test proves nothing";
-  send->reset();  // closes: the queued sends are cancelled
+  p.send.reset();  // closes: the queued sends are cancelled
   const uint64_t at_close = data_sends();
   for (auto d = Deadline::after(std::chrono::milliseconds(500)); !d.expired();) {
-    (void)(*dev)->progress();
+    (void)p.dev->progress();
   }
   EXPECT_EQ(data_sends(), at_close) << "sends were posted after their communicator closed";
 }
@@ -235,64 +257,51 @@ TEST(StrictClosing, SendsCancelledByCloseAreNeverPostedLater) {
 // provider again inside the same isend: each isend makes one provider call at most. With the
 // provider refusing every other post, the messages still all arrive, intact and in order.
 TEST(StrictEagain, RefusedInjectIsQueuedNotRetriedAtOnce) {
-  setenv("XPORT_PROVIDER", "strict", 1);
-  setenv("STRICT_FI_EAGAIN_EVERY", "2", 1);
-  ContextOptions o;
-  o.peers_on_host = true;
-  auto ctx = Context::open(o);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  auto dev = (*ctx)->open_device();
-  unsetenv("STRICT_FI_EAGAIN_EVERY");
-  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-  const size_t inject = (*ctx)->provider().caps.inject_size;
+  RefusingPair p;
+  ASSERT_NO_FATAL_FAILURE(open_refusing_pair(&p));
+  const size_t inject = p.ctx->provider().caps.inject_size;
   ASSERT_GE(inject, 8u) << "the strict provider offers no inject: the test proves nothing";
-  auto listener = (*dev)->listen();
-  ASSERT_TRUE(listener.ok());
-  auto send = (*dev)->connect((*listener)->handle(), Deadline::after(std::chrono::seconds(20)));
-  ASSERT_TRUE(send.ok()) << send.status().to_string();
-  auto recv = (*listener)->accept(Deadline::after(std::chrono::seconds(20)));
-  ASSERT_TRUE(recv.ok()) << recv.status().to_string();
   constexpr int kMessages = 40;
   constexpr size_t kLen = 8;
   std::vector<uint8_t> out(kMessages * kLen), in(kMessages * kLen, 0);
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + 1);
-  auto out_reg = (*dev)->register_memory(out.data(), out.size());
-  auto in_reg = (*dev)->register_memory(in.data(), in.size());
+  auto out_reg = p.dev->register_memory(out.data(), out.size());
+  auto in_reg = p.dev->register_memory(in.data(), in.size());
   ASSERT_TRUE(out_reg.ok() && in_reg.ok());
   std::vector<Request> rx;
   for (int i = 0; i < kMessages; ++i) {
-    auto r = (*recv)->irecv(in.data() + i * kLen, kLen, *in_reg);
+    auto r = p.recv->irecv(in.data() + i * kLen, kLen, *in_reg);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     rx.push_back(*r);
   }
   // Provider calls on the data endpoints: posts it took, and posts it refused.
   auto data_calls = [&] {
     uint64_t n = 0;
-    for (const auto& e : (*dev)->stats().endpoints) {
+    for (const auto& e : p.dev->stats().endpoints) {
       if (e.name.find(" data") != std::string::npos) n += e.ops[0] + e.eagain_retries;
     }
     return n;
   };
-  const uint64_t deferred_before = (*dev)->stats().deferred_posts;
+  const uint64_t deferred_before = p.dev->stats().deferred_posts;
   std::vector<Request> tx;
   for (int i = 0; i < kMessages; ++i) {
     const uint64_t before = data_calls();
-    auto s = (*send)->isend(out.data() + i * kLen, kLen, *out_reg);
+    auto s = p.send->isend(out.data() + i * kLen, kLen, *out_reg);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_LE(data_calls() - before, 1u)
         << "isend of message " << i << " called the provider " << data_calls() - before
         << " times: a refused inject was offered to the busy provider again at once";
     tx.push_back(*s);
   }
-  EXPECT_GT((*dev)->stats().deferred_posts, deferred_before)
+  EXPECT_GT(p.dev->stats().deferred_posts, deferred_before)
       << "no isend met -FI_EAGAIN: the test proves nothing";
   const Deadline d = Deadline::after(std::chrono::seconds(30));
   for (int i = 0; i < kMessages; ++i) {
-    auto w = (*send)->wait(tx[i], d);
+    auto w = p.send->wait(tx[i], d);
     ASSERT_TRUE(w.ok()) << "send " << i << ": " << w.status().to_string();
   }
   for (int i = 0; i < kMessages; ++i) {
-    auto w = (*recv)->wait(rx[i], d);
+    auto w = p.recv->wait(rx[i], d);
     ASSERT_TRUE(w.ok()) << "receive " << i << ": " << w.status().to_string();
     EXPECT_EQ(*w, kLen) << "message " << i;
   }
