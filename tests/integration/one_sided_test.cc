@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "harness.hpp"
@@ -301,8 +302,11 @@ TEST_P(OneSided, SmallPutsAreCompleteWhenIssuedAndStillDelivered) {
 // A caller that only issues puts (no wait, no quiet) is not left without credits: the put that
 // finds its stream short of them makes a progress pass, which reads the target's grants. 300
 // puts are more than the stream's credits (XPORT_WINDOW_CREDITS, 128 by default) and fewer than
-// those plus the window's operation contexts, which puts held for credit take (256): none is
-// refused whether or not grants are read.
+// those plus the window's operation contexts, which puts held for credit take (256). On a loaded
+// host the provider may also refuse injections while the target is not running; puts it refused
+// wait in the window too, and a put can then find all 256 contexts taken and be told to try
+// again. That is the documented answer, so the test quiets and goes on, but the pass must have
+// been made before it: the polls are counted at the first refusal.
 TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
   const size_t inject = ctx_->provider().caps.inject_size;
   if (inject < 8) GTEST_SKIP() << "the provider injects " << inject << " bytes";
@@ -321,13 +325,24 @@ TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
     return n;
   };
   const uint64_t before = polls();
+  std::optional<uint64_t> at_refusal;
+  int refused_at = kPuts;
   for (int i = 0; i < kPuts; ++i) {
     const size_t off = static_cast<size_t>(i) * kEach;
-    auto tk = w.put(*reg, off, t.data, off, kEach);
+    auto put = [&] { return w.put(*reg, off, t.data, off, kEach); };
+    auto tk = put();
+    if (!tk.ok() && tk.status().code() == Code::again) {
+      if (!at_refusal) {
+        at_refusal = polls();
+        refused_at = i;
+      }
+      tk = issue(w, put);
+    }
     ASSERT_TRUE(tk.ok()) << "put " << i << ": " << tk.status().to_string();
   }
-  EXPECT_GT(polls(), before) << kPuts << " puts issued with no wait made no progress pass: "
-                             << "the target's credit grants were never read";
+  EXPECT_GT(at_refusal.value_or(polls()), before)
+      << refused_at << " puts issued with no wait made no progress pass: "
+      << "the target's credit grants were never read";
   Status q = w.quiet(in(20s));
   ASSERT_TRUE(q.ok()) << q.to_string();
   EXPECT_EQ(ask(t.proc, "CHECK 41 0 " + std::to_string(kEach * kPuts), "OK"), "");
