@@ -349,6 +349,56 @@ TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
   bye(t);
 }
 
+// wait_local for a ticket that is locally complete makes no progress pass while the window has
+// nothing in flight at the provider (only injected puts, each complete when issued): such a pass
+// would have nothing to move, and on tcp;ofi_rxm it is a system call. 32 puts stay clear of
+// the credit pass (a quarter of XPORT_WINDOW_CREDITS' 128); each ticket is then waited for 8
+// times, 256 calls, of which 16 used to make a pass. Puts the provider refused for a while (a
+// loaded host) are waited for first, so that every operation context is free when counting.
+TEST_P(OneSided, WaitLocalForInjectedPutsMakesNoProgressPass) {
+  const size_t inject = ctx_->provider().caps.inject_size;
+  if (inject < 8) GTEST_SKIP() << "the provider injects " << inject << " bytes";
+  constexpr int kPuts = 32;
+  constexpr size_t kEach = 8;
+  Target t = target(kEach * kPuts);
+  ASSERT_TRUE(t.win);
+  Window& w = *t.win;
+  std::vector<uint8_t> local(kEach * kPuts);
+  auto reg = dev_->register_memory(local.data(), local.size());
+  ASSERT_TRUE(reg.ok());
+  test::fill(local.data(), local.size(), 51);
+  std::vector<Ticket> tickets;
+  for (int i = 0; i < kPuts; ++i) {
+    const size_t off = static_cast<size_t>(i) * kEach;
+    auto tk = issue(w, [&] { return w.put(*reg, off, t.data, off, kEach); });
+    ASSERT_TRUE(tk.ok()) << "put " << i << ": " << tk.status().to_string();
+    tickets.push_back(*tk);
+  }
+  for (Ticket tk : tickets) {
+    Status l = w.wait_local(tk, in(20s));
+    ASSERT_TRUE(l.ok()) << "ticket " << tk << ": " << l.to_string();
+  }
+  ASSERT_EQ(w.completed(), w.issued()) << "operations still in flight after wait_local";
+  auto polls = [&] {
+    uint64_t n = 0;
+    for (const auto& c : dev_->stats().cqs) n += c.polls;
+    return n;
+  };
+  const uint64_t before = polls();
+  for (int round = 0; round < 8; ++round) {
+    for (Ticket tk : tickets) {
+      Status l = w.wait_local(tk, in(20s));
+      ASSERT_TRUE(l.ok()) << "ticket " << tk << ": " << l.to_string();
+    }
+  }
+  EXPECT_EQ(polls(), before) << 8 * kPuts << " wait_local calls for locally complete tickets, "
+                             << "with nothing in flight, polled the completion queues";
+  Status q = w.quiet(in(20s));
+  ASSERT_TRUE(q.ok()) << q.to_string();
+  EXPECT_EQ(ask(t.proc, "CHECK 51 0 " + std::to_string(kEach * kPuts), "OK"), "");
+  bye(t);
+}
+
 // A window's stream outlives its last window only until what it sent is acknowledged: closing
 // the window closes the stream (progress does it, with nothing else to prompt it), and a window
 // opened afterwards over the same communicator gets a new stream that works.

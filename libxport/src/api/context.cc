@@ -764,10 +764,11 @@ Status Window::quiet(Deadline deadline) {
 Status Window::wait_local(Ticket ticket, Deadline deadline) {
   // A ticket under the engine's mark is locally complete without error (an injected put, a
   // sliding window's oldest): no lock, no engine call. Every 16th such call goes to the engine
-  // all the same for a progress pass: on a provider with manual progress that pass is what moves
-  // the bytes of larger puts, and it reads the target's credit grants (as a put that finds its
-  // stream short of them does: Engine::rma). (quick_: a relaxed count; concurrent callers may
-  // lose increments, never correctness.)
+  // all the same, which makes a progress pass if the window has provider operations in flight:
+  // on a provider with manual progress that pass is what moves the bytes of larger puts (the
+  // target's credit grants are read by the put that finds its stream short of them:
+  // Engine::rma). (quick_: a relaxed count; concurrent callers may lose increments, never
+  // correctness.)
   bool answered = false, pass = false;
   if (local_clear_ != nullptr && ticket != 0 &&
       ticket < local_clear_->load(std::memory_order_acquire)) {

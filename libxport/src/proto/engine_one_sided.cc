@@ -272,15 +272,19 @@ Status Engine::quiet(uint32_t window, Deadline deadline) {
 }
 
 Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass) {
-  if (!pass) {
+  {
     // Locally complete already (an injected put, a sliding window's oldest): answered without
-    // a progress pass, which on tcp;ofi_rxm is a system call per put; but one such call in 16
-    // makes its pass, which reads the target's credit grants before the window runs dry (with
-    // none, shm's 8-byte put rate fell 10-30%: the initiator stalled on credits).
+    // a progress pass, which on tcp;ofi_rxm is a system call per put. One such call in 16 (and
+    // each that Window::wait_local sends with `pass`) makes its pass all the same while the
+    // window has provider operations in flight: on a provider with manual progress, passes are
+    // what move larger puts' bytes. With none in flight (injected puts only) there is nothing
+    // for it to move: the target's credit grants, the other thing it read, are read by the put
+    // that finds its stream short of them (rma).
     Lock l(core_);
     if (WindowState* w = one_sided_.windows().find(window);
-        w != nullptr && !w->closed && (++quick_local_ & 15) != 0 && ticket != 0 &&
-        ticket < w->next_ticket && w->failed.empty()) {
+        w != nullptr && !w->closed && ticket != 0 && ticket < w->next_ticket &&
+        w->failed.empty() &&
+        (w->free.size() == w->ops.size() || (!pass && (++quick_local_ & 15) != 0))) {
       // (local_state()'s answer 1, without building its Result: settled, or locally done)
       const TicketState* ts = w->tickets.find(ticket);
       if (ts == nullptr || (ts->error.ok() && ts->local_done())) {
