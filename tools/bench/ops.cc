@@ -340,12 +340,16 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   const auto phase = Clock::now();
   if (p.sliding) {
     // --sliding (never with --check): `depth` operations in flight; each new one waits for the
-    // oldest to be locally complete (fi-bare-loop's window); one quiet ends the phase.
+    // oldest to be locally complete (fi-bare-loop's window); one quiet ends the phase. The
+    // deadline is refreshed every 1024 puts (as in send_initiate): the bare loop reads no
+    // clock per write.
     std::vector<std::pair<Window*, Ticket>> ring(static_cast<size_t>(p.depth));
     const auto t0 = Clock::now();
+    Deadline dl = s.deadline();
     for (int i = 0; i < p.iterations; ++i, ++it) {
+      if (i % 1024 == 0) dl = s.deadline();
       auto& [ow, ot] = ring[static_cast<size_t>(i) % ring.size()];
-      if (ow != nullptr) XPORT_RETURN_IF_ERROR(ow->wait_local(ot, s.deadline()));
+      if (ow != nullptr) XPORT_RETURN_IF_ERROR(ow->wait_local(ot, dl));
       Window& w = window_of(s, it);
       const size_t off = static_cast<size_t>(i % p.slots) * p.size;
       Result<Ticket> t = kPut ? w.put(s.data, off, s.remote, off, p.size)

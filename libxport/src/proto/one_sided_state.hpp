@@ -50,6 +50,19 @@ struct TicketState {
   uint64_t* counter = nullptr;
   Status error;
   bool local_done() const { return local_left == 0 && (!fetch || results_left == 0); }
+  // Back to a new ticket's state: what TicketState{} assigned would give, without building one
+  // per ticket (the region and the error are released only where set).
+  void reset() {
+    local_left = 0;
+    need_seq = 0;
+    results_left = 0;
+    fetch = false;
+    transfer = false;
+    result = nullptr;
+    if (counter_region) counter_region.reset();
+    counter = nullptr;
+    if (!error.ok() || !error.message().empty()) error = Status();
+  }
 };
 
 // A window's tickets not yet complete. Tickets are numbered in issue order, so a ring indexed by
@@ -115,7 +128,7 @@ class TicketTable {
   // A live entry becomes a hole.
   void vacate(Entry& e) {
     e.ticket = 0;
-    e.state = TicketState{};  // (lets its counter region go)
+    e.state.reset();  // (lets its counter region go)
     --live_;
   }
   // The holes at the low end leave the span (the lowest ticket moves up).

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -68,6 +70,43 @@ TEST(TicketTable, AnOldTicketStuckWhileThousandsPassKeepsItsState) {
   table.add(5000).need_seq = 7;  // after emptying: starts again at the next number
   EXPECT_EQ(table.lowest(), 5000u);
   EXPECT_EQ(table.find(5000)->need_seq, 7u);
+}
+
+// An erased ticket's entry is reused for a later one (the ring wraps): the later ticket starts
+// as a new TicketState, and the erased one's counter region is let go at once.
+TEST(TicketTable, AReusedEntryStartsAsANewTicketAndLetsTheOldRegionGo) {
+  TicketTable table;
+  auto region = std::make_shared<memory::RegionState>();
+  uint64_t word = 0, value = 0;
+  for (Ticket t = 1; t <= 64; ++t) {
+    TicketState& ts = table.add(t);
+    ts.local_left = 3;
+    ts.need_seq = 99;
+    ts.results_left = 2;
+    ts.fetch = true;
+    ts.transfer = true;
+    ts.result = &value;
+    ts.counter_region = region;
+    ts.counter = &word;
+    ts.error = Status(Code::peer_lost, "ticket " + std::to_string(t) + " failed");
+  }
+  EXPECT_EQ(region.use_count(), 65);
+  for (Ticket t = 1; t <= 64; ++t) table.erase(t);
+  EXPECT_EQ(region.use_count(), 1) << "erased tickets still hold their counter region";
+  for (Ticket t = 65; t <= 200; ++t) {
+    const TicketState& ts = table.add(t);
+    EXPECT_EQ(ts.local_left, 0u) << t;
+    EXPECT_EQ(ts.need_seq, 0u) << t;
+    EXPECT_EQ(ts.results_left, 0u) << t;
+    EXPECT_FALSE(ts.fetch) << t;
+    EXPECT_FALSE(ts.transfer) << t;
+    EXPECT_EQ(ts.result, nullptr) << t;
+    EXPECT_EQ(ts.counter_region, nullptr) << t;
+    EXPECT_EQ(ts.counter, nullptr) << t;
+    EXPECT_TRUE(ts.error.ok()) << t << ": " << ts.error.to_string();
+    EXPECT_TRUE(ts.error.message().empty()) << t;
+    table.erase(t);
+  }
 }
 
 }  // namespace
