@@ -16,10 +16,14 @@ doc = """# Knobs
 
 Every `XPORT_*` environment variable libxport reads. Each is typed, has a default, and reports
 where its current value came from (`default` or `environment`): `xport::knob_list()` returns
-them, and `xport-probe` prints those in effect. A value that does not parse, or one past a bound
-its description states as refused, makes `Context::open` fail with an error naming the variable;
-other numeric knobs are held to their working range without a word (`XPORT_RX_BUFFERS` at least
-16, for example). An unknown `XPORT_*` name is logged as a warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or `s`.
+them, and `xport-probe` prints those in effect. A value that does not parse, or one outside the
+range its description states, makes `Context::open` fail with an error naming the variable and
+the bound (`XPORT_RX_BUFFERS='8': at least 16 is allowed`). Two bounds depend on something else
+and hold the value to them instead, as their descriptions say: `XPORT_WINDOW_CREDITS` past the
+provider's sequence space, `XPORT_STRIPE_MIN` under twice `XPORT_STRIPE_ALIGN`. The NCCL
+plugin's knobs are checked by the plugin when NCCL loads it. An unknown `XPORT_*` name is
+logged as a warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or
+`s`.
 
 This file is generated from `libxport/src/core/knob_table.inc` by `scripts/gen-knobs-md.py`;
 a unit test fails when a knob is missing here.

@@ -32,15 +32,50 @@ constexpr KnobDef kDefs[] = {
 constexpr int kCount = static_cast<int>(KnobId::count);
 static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
 
-// Upper bounds of knobs whose documented range has one (docs/knobs.md): a value past it is
-// refused like one that does not parse, naming the bound.
-struct KnobMax {
+// The range of each numeric knob that has one (docs/knobs.md states it): a value outside it is
+// refused like one that does not parse, naming the bound. (These were clamped without a word;
+// the engine still clamps what it reads, for configurations built in code.) `auto` (-1) of an
+// auto_integer knob is not a number and is not checked.
+struct KnobRange {
   KnobId id;
+  int64_t min;
   int64_t max;
+  bool power_of_two = false;
 };
-constexpr KnobMax kMaxima[] = {
-    {KnobId::spin_gather_ns, 100000},
+constexpr int64_t kNoMax = INT64_MAX;
+constexpr KnobRange kRanges[] = {
+    {KnobId::max_requests, 1, 4096},  // request slots fit 12 bits (proto/wire.hpp kMaxSlots)
+    {KnobId::rx_buffers, 16, kNoMax},
+    {KnobId::tx_buffers, 16, kNoMax},
+    {KnobId::cq_batch, 1, kNoMax},
+    {KnobId::cq_entries, 64, kNoMax},
+    {KnobId::keepalive_ms, 1, kNoMax},
+    {KnobId::max_comms, 1, 65535},
+    {KnobId::pool_groups, 0, 1024},
+    {KnobId::pool_channels, 1, 1024},
+    {KnobId::pool_depth_multiplier, 1, 64},
+    {KnobId::listen_backlog, 1, kNoMax},
+    {KnobId::stripe_align, 1, int64_t{1} << 30, true},
+    {KnobId::stripe_rails, 0, 32},  // proto/wire.hpp kMaxRails
+    {KnobId::window_credits, 8, int64_t{1} << 30},
+    {KnobId::progress_batch, 1, kNoMax},
+    {KnobId::test_seq_bits, 0, 32},
+    {KnobId::spin_gather_ns, 0, 100000},
+    {KnobId::telemetry_interval_ms, 10, 60000},
 };
+
+// What is wrong with `n` for knob `i`, or an empty string.
+std::string out_of_range(int i, KnobType type, int64_t n) {
+  if (type == KnobType::auto_integer && n == -1) return {};
+  for (const KnobRange& r : kRanges) {
+    if (static_cast<int>(r.id) != i) continue;
+    const char* unit = type == KnobType::duration_ms ? " ms" : "";
+    if (n < r.min) return str("at least ", r.min, unit, " is allowed");
+    if (n > r.max) return str("at most ", r.max, unit, " is allowed");
+    if (r.power_of_two && (n & (n - 1)) != 0) return "a power of two is required";
+  }
+  return {};
+}
 
 struct KnobValue {
   int64_t number = 0;
@@ -127,11 +162,7 @@ void load(KnobState& s) {
     if (env == nullptr) continue;
     std::string text(env);
     std::string problem = parse(d.type, text, &n);
-    for (const KnobMax& m : kMaxima) {
-      if (problem.empty() && static_cast<int>(m.id) == i && n > m.max) {
-        problem = str("at most ", m.max, " is allowed");
-      }
-    }
+    if (problem.empty()) problem = out_of_range(i, d.type, n);
     if (!problem.empty()) {
       v.error = problem;
       continue;
