@@ -17,7 +17,8 @@ order alternating round by round), so slow phases of the machine hit both:
                             flight at the 64 MiB of slots / size: one at 64 MiB)
 Both keep a sliding window of that many writes: xport-bench's puts with --sliding (each new put
 waits for the oldest to be locally complete; puts within the inject size are complete at once;
-one quiet, to delivery, ends the phase and is timed), fi-bare-loop's fi_write/fi_writedata
+one quiet, to delivery, ends the phase and is timed; the --warmup puts before it are not),
+fi-bare-loop's fi_write/fi_writedata
 (fi_inject_write, without a window, where it fits; one fi_read ends its phase). The bare
 figure of a put row is the better of its fi_write and fi_writedata loops in that round
 (--bare-put). Each tool's figure is the one its --json reports (lat_us_p50 or lat_us_mean,

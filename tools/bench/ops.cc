@@ -341,12 +341,18 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
   if (p.sliding) {
     // --sliding (never with --check): `depth` operations in flight; each new one waits for the
     // oldest to be locally complete (fi-bare-loop's window); one quiet ends the phase. The
-    // deadline is refreshed every 1024 puts (as in send_initiate): the bare loop reads no
-    // clock per write.
+    // first --warmup operations are not timed: issued the same way, then quieted before the
+    // clock starts, as fi-bare-loop's warm-up writes end with an acknowledgement. The deadline
+    // is refreshed every 1024 operations (as in send_initiate): the bare loop reads no clock
+    // per write.
     std::vector<std::pair<Window*, Ticket>> ring(static_cast<size_t>(p.depth));
-    const auto t0 = Clock::now();
+    auto t0 = Clock::now();
     Deadline dl = s.deadline();
-    for (int i = 0; i < p.iterations; ++i, ++it) {
+    for (int i = 0; i < p.warmup + p.iterations; ++i, ++it) {
+      if (i == p.warmup && p.warmup > 0) {
+        XPORT_RETURN_IF_ERROR(quiet_all(s));
+        t0 = Clock::now();
+      }
       if (i % 1024 == 0) dl = s.deadline();
       auto& [ow, ot] = ring[static_cast<size_t>(i) % ring.size()];
       if (ow != nullptr) XPORT_RETURN_IF_ERROR(ow->wait_local(ot, dl));
