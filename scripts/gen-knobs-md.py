@@ -18,10 +18,11 @@ Every `XPORT_*` environment variable libxport reads. Each is typed, has a defaul
 where its current value came from (`default` or `environment`): `xport::knob_list()` returns
 them, and `xport-probe` prints those in effect. A value that does not parse, or one outside the
 range its description states, makes `Context::open` fail with an error naming the variable and
-the bound (`XPORT_RX_BUFFERS='8': at least 16 is allowed`). Two bounds depend on something else
-and hold the value to them instead, as their descriptions say: `XPORT_WINDOW_CREDITS` past the
-provider's sequence space, `XPORT_STRIPE_MIN` under twice `XPORT_STRIPE_ALIGN`. The NCCL
-plugin's knobs are checked by the plugin when NCCL loads it. An unknown `XPORT_*` name is
+the bound (`XPORT_RX_BUFFERS='8': at least 16 is allowed`). Three knobs hold the value to
+their range instead, as their descriptions say: `XPORT_WINDOW_CREDITS` and
+`XPORT_TELEMETRY_INTERVAL_MS` (clamped, as they always were), and `XPORT_STRIPE_MIN`, raised to
+twice `XPORT_STRIPE_ALIGN`. The NCCL plugin's knobs are checked by the plugin when NCCL loads
+it. An unknown `XPORT_*` name is
 logged as a warning. Sizes accept `K`, `M`, `G` (binary) suffixes; durations accept `ms` or
 `s`.
 

@@ -34,7 +34,9 @@ static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
 
 // The range of each numeric knob that has one (docs/knobs.md states it): a value outside it is
 // refused like one that does not parse, naming the bound. (These were clamped without a word;
-// the engine still clamps what it reads, for configurations built in code.) `auto` (-1) of an
+// the engine still clamps what it reads, for configurations built in code.) Knobs whose
+// descriptions have always said they are clamped (XPORT_WINDOW_CREDITS,
+// XPORT_TELEMETRY_INTERVAL_MS) keep that contract and are not here. `auto` (-1) of an
 // auto_integer knob is not a number and is not checked.
 struct KnobRange {
   KnobId id;
@@ -57,11 +59,9 @@ constexpr KnobRange kRanges[] = {
     {KnobId::listen_backlog, 1, kNoMax},
     {KnobId::stripe_align, 1, int64_t{1} << 30, true},
     {KnobId::stripe_rails, 0, 32},  // proto/wire.hpp kMaxRails
-    {KnobId::window_credits, 8, int64_t{1} << 30},
     {KnobId::progress_batch, 1, kNoMax},
     {KnobId::test_seq_bits, 0, 32},
     {KnobId::spin_gather_ns, 0, 100000},
-    {KnobId::telemetry_interval_ms, 10, 60000},
 };
 
 // What is wrong with `n` for knob `i`, or an empty string.
