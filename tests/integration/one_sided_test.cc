@@ -112,6 +112,13 @@ class OneSided : public test::ProviderTest {
     EXPECT_EQ(t.proc.wait_exit(20000), 0);
   }
 
+  // CQ polls this device has made so far, over all its CQs: how tests see progress passes.
+  uint64_t cq_polls() {
+    uint64_t n = 0;
+    for (const auto& c : dev_->stats().cqs) n += c.polls;
+    return n;
+  }
+
   // Issues `f` (a Result<Ticket>), quieting while the window's slots are all in flight.
   template <typename F>
   Result<Ticket> issue(Window& w, F f) {
@@ -319,12 +326,7 @@ TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
   auto reg = dev_->register_memory(local.data(), local.size());
   ASSERT_TRUE(reg.ok());
   test::fill(local.data(), local.size(), 41);
-  auto polls = [&] {
-    uint64_t n = 0;
-    for (const auto& c : dev_->stats().cqs) n += c.polls;
-    return n;
-  };
-  const uint64_t before = polls();
+  const uint64_t before = cq_polls();
   std::optional<uint64_t> at_refusal;
   int refused_at = kPuts;
   for (int i = 0; i < kPuts; ++i) {
@@ -333,14 +335,14 @@ TEST_P(OneSided, PutsIssuedAloneReadTheTargetsCreditsAsTheyGo) {
     auto tk = put();
     if (!tk.ok() && tk.status().code() == Code::again) {
       if (!at_refusal) {
-        at_refusal = polls();
+        at_refusal = cq_polls();
         refused_at = i;
       }
       tk = issue(w, put);
     }
     ASSERT_TRUE(tk.ok()) << "put " << i << ": " << tk.status().to_string();
   }
-  EXPECT_GT(at_refusal.value_or(polls()), before)
+  EXPECT_GT(at_refusal.value_or(cq_polls()), before)
       << refused_at << " puts issued with no wait made no progress pass: "
       << "the target's credit grants were never read";
   Status q = w.quiet(in(20s));
@@ -379,19 +381,14 @@ TEST_P(OneSided, WaitLocalForInjectedPutsMakesNoProgressPass) {
     ASSERT_TRUE(l.ok()) << "ticket " << tk << ": " << l.to_string();
   }
   ASSERT_EQ(w.completed(), w.issued()) << "operations still in flight after wait_local";
-  auto polls = [&] {
-    uint64_t n = 0;
-    for (const auto& c : dev_->stats().cqs) n += c.polls;
-    return n;
-  };
-  const uint64_t before = polls();
+  const uint64_t before = cq_polls();
   for (int round = 0; round < 8; ++round) {
     for (Ticket tk : tickets) {
       Status l = w.wait_local(tk, in(20s));
       ASSERT_TRUE(l.ok()) << "ticket " << tk << ": " << l.to_string();
     }
   }
-  EXPECT_EQ(polls(), before) << 8 * kPuts << " wait_local calls for locally complete tickets, "
+  EXPECT_EQ(cq_polls(), before) << 8 * kPuts << " wait_local calls for locally complete tickets, "
                              << "with nothing in flight, polled the completion queues";
   Status q = w.quiet(in(20s));
   ASSERT_TRUE(q.ok()) << q.to_string();
