@@ -33,8 +33,9 @@ constexpr int kCount = static_cast<int>(KnobId::count);
 static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
 
 // The range of each numeric knob that has one (docs/knobs.md states it): a value outside it is
-// refused like one that does not parse, naming the bound. (These were clamped without a word;
-// the engine still clamps what it reads, for configurations built in code.) Knobs whose
+// refused like one that does not parse, naming the bound, and the knob keeps its default, so
+// readers (EngineConfig::from_knobs) take the value as it is. (These were clamped without a
+// word.) Two bounds are proto/wire.hpp's kMaxSlots and kMaxRails (engine.cc asserts them). Knobs whose
 // descriptions have always said they are clamped (XPORT_WINDOW_CREDITS,
 // XPORT_TELEMETRY_INTERVAL_MS) keep that contract and are not here. `auto` (-1) of an
 // auto_integer knob is not a number and is not checked.

@@ -23,35 +23,38 @@ std::mutex g_engines_mu;
 std::vector<std::weak_ptr<Engine>> g_engines;
 }  // namespace
 
+// core/knob.cc's ranges hold XPORT_MAX_REQUESTS to 1..4096 and XPORT_STRIPE_RAILS to 0..32
+// (core cannot include proto): these keep the two in step.
+static_assert(kMaxSlots == 4096, "XPORT_MAX_REQUESTS's range in core/knob.cc (kRanges)");
+static_assert(kMaxRails == 32, "XPORT_STRIPE_RAILS's range in core/knob.cc (kRanges)");
+
 EngineConfig EngineConfig::from_knobs() {
   using core::KnobId;
   using core::knob_int;
   EngineConfig c;
   c.eager_max = static_cast<size_t>(knob_int(KnobId::eager_max));
   c.headerless_eager = core::knob_bool(KnobId::eager_in_cq_data);
-  c.max_requests =
-      static_cast<uint16_t>(std::clamp<int64_t>(knob_int(KnobId::max_requests), 1, kMaxSlots));
-  c.rx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::rx_buffers), 16));
-  c.tx_buffers = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::tx_buffers), 16));
-  c.cq_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_batch), 1));
-  c.cq_entries = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::cq_entries), 64));
-  c.max_comms = static_cast<size_t>(std::clamp<int64_t>(knob_int(KnobId::max_comms), 1, 65535));
-  c.pool_groups = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::pool_groups), 0, 1024));
-  c.pool_channels =
-      static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::pool_channels), 1, 1024));
-  c.pool_depth_multiplier = static_cast<uint32_t>(
-      std::clamp<int64_t>(knob_int(KnobId::pool_depth_multiplier), 1, 64));
-  c.listen_backlog = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::listen_backlog), 1));
+  // Ranged knobs hold an in-range value: one outside its range is refused where knobs are read
+  // (core/knob.cc, kRanges) and the knob keeps its default.
+  c.max_requests = static_cast<uint16_t>(knob_int(KnobId::max_requests));  // 1..kMaxSlots
+  c.rx_buffers = static_cast<size_t>(knob_int(KnobId::rx_buffers));
+  c.tx_buffers = static_cast<size_t>(knob_int(KnobId::tx_buffers));
+  c.cq_batch = static_cast<size_t>(knob_int(KnobId::cq_batch));
+  c.cq_entries = static_cast<size_t>(knob_int(KnobId::cq_entries));
+  c.max_comms = static_cast<size_t>(knob_int(KnobId::max_comms));
+  c.pool_groups = static_cast<uint32_t>(knob_int(KnobId::pool_groups));
+  c.pool_channels = static_cast<uint32_t>(knob_int(KnobId::pool_channels));
+  c.pool_depth_multiplier = static_cast<uint32_t>(knob_int(KnobId::pool_depth_multiplier));
+  c.listen_backlog = static_cast<size_t>(knob_int(KnobId::listen_backlog));
   c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
-  c.keepalive = std::chrono::milliseconds(std::max<int64_t>(knob_int(KnobId::keepalive_ms), 1));
+  c.keepalive = std::chrono::milliseconds(knob_int(KnobId::keepalive_ms));
   c.peer_timeout = std::chrono::milliseconds(knob_int(KnobId::peer_timeout_ms));
   c.close_linger = std::chrono::milliseconds(knob_int(KnobId::close_linger_ms));
   c.stripe.threshold = static_cast<uint64_t>(knob_int(KnobId::stripe_threshold));
-  c.stripe.align = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_align), 1, 1 << 30));
-  if ((c.stripe.align & (c.stripe.align - 1)) != 0) c.stripe.align = 4096;
+  c.stripe.align = static_cast<uint32_t>(knob_int(KnobId::stripe_align));  // a power of two
   // Each stripe spans at least two alignment units, so rounding never empties one.
   c.stripe.min = std::max<uint64_t>(knob_int(KnobId::stripe_min), 2ull * c.stripe.align);
-  c.stripe.max_rails = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::stripe_rails), 0, kMaxRails));
+  c.stripe.max_rails = static_cast<uint32_t>(knob_int(KnobId::stripe_rails));  // 0..kMaxRails
   c.rail_check = std::chrono::milliseconds(knob_int(KnobId::rail_check_ms));
   c.rail_retry = std::chrono::milliseconds(knob_int(KnobId::rail_retry_ms));
   const std::string& atomics = core::knob_string(KnobId::atomics);
@@ -60,9 +63,8 @@ EngineConfig EngineConfig::from_knobs() {
                                       : EngineConfig::Atomics::automatic;
   c.window_credits = static_cast<uint32_t>(std::clamp<int64_t>(knob_int(KnobId::window_credits),
                                                                8, 1 << 30));
-  c.progress_batch = static_cast<size_t>(std::max<int64_t>(knob_int(KnobId::progress_batch), 1));
-  c.test_seq_bits = static_cast<unsigned>(std::clamp<int64_t>(knob_int(KnobId::test_seq_bits),
-                                                              0, 32));
+  c.progress_batch = static_cast<size_t>(knob_int(KnobId::progress_batch));
+  c.test_seq_bits = static_cast<unsigned>(knob_int(KnobId::test_seq_bits));
   c.block_waits = core::knob_string(KnobId::wait) == "block";
   c.wait_spin = std::chrono::microseconds(std::max<int64_t>(knob_int(KnobId::wait_spin_us), 0));
   c.spin_gather_knob = knob_int(KnobId::spin_gather_ns);
