@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -29,10 +30,25 @@ enum class Code : uint8_t {
 
 std::string_view to_string(Code code);
 
+// An ok Status is two words and no allocation (a null message): it is built, moved and
+// dropped at every layer of every call, the hot ones included. A failure's message lives on
+// the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message)
+      : code_(code),
+        message_(message.empty() ? nullptr : std::make_unique<std::string>(std::move(message))) {}
+  Status(const Status& other)
+      : code_(other.code_),
+        message_(other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr) {}
+  Status(Status&& other) noexcept = default;
+  Status& operator=(const Status& other) {
+    if (this != &other) *this = Status(other);
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept = default;
+  ~Status() = default;
 
   static Status success() { return Status(); }
 
@@ -40,7 +56,7 @@ class [[nodiscard]] Status {
   // `if (status)` reads as "if it succeeded", as with std::expected.
   explicit operator bool() const { return ok(); }
   Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return message_ ? *message_ : kNoMessage; }
 
   // "timeout: waiting for clear-to-send of message 7 on comm 3"
   std::string to_string() const;
@@ -50,8 +66,10 @@ class [[nodiscard]] Status {
   Status with_context(std::string_view where) &&;
 
  private:
+  static inline const std::string kNoMessage{};
+
   Code code_ = Code::ok;
-  std::string message_;
+  std::unique_ptr<std::string> message_;  // null: no message
 };
 
 // A value or the Status that explains why there is none.

@@ -25,9 +25,9 @@ std::string_view to_string(Code code) {
 std::string Status::to_string() const {
   if (ok()) return "ok";
   std::string s(xport::to_string(code_));
-  if (!message_.empty()) {
+  if (message_) {
     s += ": ";
-    s += message_;
+    s += *message_;
   }
   return s;
 }
@@ -41,8 +41,8 @@ Status Status::with_context(std::string_view where) && {
   if (ok()) return std::move(*this);
   std::string m(where);
   m += ": ";
-  m += message_;
-  message_ = std::move(m);
+  m += message();
+  message_ = std::make_unique<std::string>(std::move(m));
   return std::move(*this);
 }
 

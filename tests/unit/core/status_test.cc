@@ -36,6 +36,33 @@ TEST(Status, OkByDefaultAndCarriesMessages) {
   EXPECT_TRUE(Status().with_context("x").ok());
 }
 
+// An ok Status is two words with no message to hold; a failure's message is its own: copies
+// do not share it, a move leaves an ok-looking empty message behind, and self-assignment keeps
+// it.
+TEST(Status, CopiesOwnTheirMessagesAndOkStatusesAreSmall) {
+  static_assert(sizeof(Status) <= 2 * sizeof(void*));
+  EXPECT_TRUE(Status().message().empty());
+  EXPECT_TRUE(Status(Code::timeout, "").message().empty());
+  Status a = fails();
+  Status b = a;
+  b = std::move(b).with_context("b");
+  EXPECT_EQ(a.message(), "waiting for 3 things");
+  EXPECT_EQ(b.message(), "b: waiting for 3 things");
+  Status c;
+  c = a;
+  EXPECT_EQ(c.to_string(), a.to_string());
+  Status& same = c;
+  c = same;
+  EXPECT_EQ(c.to_string(), "timeout: waiting for 3 things");
+  Status d = std::move(c);
+  EXPECT_EQ(d.message(), "waiting for 3 things");
+  EXPECT_TRUE(c.message().empty());  // NOLINT(bugprone-use-after-move): moved-from, still valid
+  d = Status();
+  EXPECT_TRUE(d.ok());
+  EXPECT_TRUE(d.message().empty());
+  EXPECT_EQ(Status(Code::ok, "noted").message(), "noted");
+}
+
 TEST(Result, HoldsValueOrStatus) {
   auto a = quarter(8);
   ASSERT_TRUE(a.ok());
