@@ -62,8 +62,7 @@ void StagedArrivals::expect(uint64_t key, std::vector<Target> targets) {
   count_held();
 }
 
-bool StagedArrivals::expects(uint64_t key) const {
-  if (empty()) return false;
+bool StagedArrivals::expects_held(uint64_t key) const {
   std::lock_guard<std::mutex> g(mu_);
   return entries_.count(key) != 0;
 }

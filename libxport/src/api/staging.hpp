@@ -40,7 +40,7 @@ class StagedArrivals {
     size_t capacity = 0;  // the buffer's length (the copy is of what arrived, at most this)
   };
   void expect(uint64_t key, std::vector<Target> targets);
-  bool expects(uint64_t key) const;
+  bool expects(uint64_t key) const { return !empty() && expects_held(key); }
   uint64_t last_key() const;  // the largest key expected now (0: none)
   // The engine's completion of a receive, kept while its copies run (the engine reports a
   // request done once).
@@ -71,6 +71,7 @@ class StagedArrivals {
     std::optional<Completion> completion;
   };
   Status start(Entry& e, std::span<const size_t> sizes);
+  bool expects_held(uint64_t key) const;  // (expects(), under the lock)
   // Entries and followers held (written under mu_ after every change): most requests and
   // tickets never touch staged memory, and their calls (every wait, test, check and quiet)
   // answer from this word without the lock. A key expected by another thread is seen once

@@ -153,9 +153,10 @@ class Endpoint {
   Status result(ssize_t ret, const char* what);
   template <typename F>
   Status post(OpKind op, size_t bytes, const char* what, F&& fn) {
-    Status s = result(fn(), what);
-    if (s.ok()) counters_.count_post(op, bytes);
-    return s;
+    const ssize_t ret = fn();
+    if (ret != 0) return result(ret, what);
+    counters_.count_post(op, bytes);
+    return Status();
   }
 
   Owned<fid_ep> ep_;

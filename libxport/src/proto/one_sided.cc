@@ -64,9 +64,6 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
   if (w == nullptr) return err;
   XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
   if (signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *signal, what));
-  if (signal == nullptr && op == fabric::OpType::put && !w->free.empty()) {
-    if (std::optional<Ticket> t = inject_put(*w, local, lbuf, len, remote, roff)) return *t;
-  }
   XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(*w, remote, len, what));
   if (w->free.size() < n) {
     return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
@@ -92,17 +89,26 @@ bool OneSided::short_of_credit(uint32_t window) {
 
 // ---- posting ----
 
-std::optional<Ticket> OneSided::inject_put(WindowState& w, const memory::RegionRef& local,
+std::optional<Ticket> OneSided::inject_put(uint32_t window, const memory::RegionRef& local,
                                            uint8_t* lbuf, size_t len, const RemoteKey& remote,
-                                           size_t roff) {
+                                           size_t roff, bool* short_after) {
   // (As post_rma: never from GPU memory the provider registered, which the CPU cannot read.)
-  if (len == 0 || len > core_.inject_size || (local && local->cuda_device >= 0)) return {};
-  OutStream* found = streams_.find(w.stream);
-  if (found == nullptr || w.tickets.size() >= Windows::kMaxTickets ||
-      !streams_.can_post_now(*found, 1)) {
+  if (len == 0 || len > core_.inject_size || local->cuda_device >= 0) return {};
+  // What rma() checks (Windows::usable, check_remote), and what its general path needs.
+  WindowState* wp = windows_.find(window);
+  if (wp == nullptr || wp->closed || wp->free.empty() ||
+      wp->tickets.size() >= Windows::kMaxTickets) {
     return {};
   }
+  WindowState& w = *wp;
+  if (w.peer != nullptr && (w.peer->dead || remote.device_token != w.peer->token)) return {};
+  if (remote.keys.empty() || roff > remote.length || len > remote.length - roff) return {};
+  OutStream* found = streams_.find(w.stream);
+  if (found == nullptr || found->phase != StreamPhase::ready || !found->held.empty()) return {};
   OutStream& s = *found;
+  // Credit computed once: for this put, and for the quarter short_of_credit() asks after it.
+  const uint64_t limit = streams_.credit_limit(s);
+  if (s.next_seq >= limit || streams_.fenced(s, 0)) return {};
   const size_t rails = std::min({w.paths.size(), remote.keys.size(), size_t{kMaxRails}});
   Core::RailList healthy;
   const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
@@ -128,6 +134,7 @@ std::optional<Ticket> OneSided::inject_put(WindowState& w, const memory::RegionR
   }
   w.issued += 1;
   w.completed += 1;
+  *short_after = limit - s.next_seq < std::max<uint32_t>(1, s.credits / 4);
   return t;
 }
 

@@ -46,13 +46,18 @@ class OneSided {
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,
                            const char* what) const;
-  // A put of one stripe that fits the provider's inject size, with nothing held before it on
-  // its stream: injected here and numbered as submit() would, locally complete when the call
-  // returns, without a window operation or a piece (most of libxport's instructions of an
-  // 8-byte put). nullopt when it does not apply or the provider refused: the general path then
-  // does what it does for any put (tries again, queues it, reports a failure).
-  std::optional<Ticket> inject_put(WindowState& w, const memory::RegionRef& local, uint8_t* lbuf,
-                                   size_t len, const RemoteKey& remote, size_t roff);
+  // The common small put, in one pass over its state: a put (no signal) of one stripe that fits
+  // the provider's inject size, from host memory, on an open window whose stream has nothing
+  // held and credit for it. Injected here and numbered as submit() would, locally complete
+  // when the call returns, without a window operation or a piece. nullopt when anything about
+  // it is not plain (a check that would fail, no credit, a rail down) or the provider refused:
+  // the caller then takes rma(), which checks everything, names what is wrong, and otherwise
+  // does what it does for any put (tries again, queues it). `local` is a registration of this
+  // device and [lbuf, +len) inside the caller's Region (Engine::put checks both).
+  // *short_after: the stream is now short of credit, as short_of_credit() would answer.
+  std::optional<Ticket> inject_put(uint32_t window, const memory::RegionRef& local,
+                                   uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                   size_t roff, bool* short_after);
   // Adds a put or get (and a put_signal's signal) to ticket `t` and hands it to the stream.
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,

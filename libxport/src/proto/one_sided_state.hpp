@@ -124,7 +124,7 @@ class TicketTable {
     Ticket ticket = 0;  // 0: a hole
     TicketState state;
   };
-  Entry& at(size_t i) { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  Entry& at(size_t i) { return ring_[(head_ + i) & mask_]; }
   // A live entry becomes a hole.
   void vacate(Entry& e) {
     e.ticket = 0;
@@ -134,7 +134,7 @@ class TicketTable {
   // The holes at the low end leave the span (the lowest ticket moves up).
   void trim_front() {
     while (span_ > 0 && at(0).ticket == 0) {
-      head_ = (head_ + 1) & (ring_.size() - 1);
+      head_ = (head_ + 1) & mask_;
       --span_;
       ++base_;
     }
@@ -148,9 +148,11 @@ class TicketTable {
     std::vector<Entry> bigger(std::max<size_t>(16, ring_.size() * 2));
     for (size_t i = 0; i < span_; ++i) bigger[i] = std::move(at(i));
     ring_ = std::move(bigger);
+    mask_ = ring_.size() - 1;
     head_ = 0;
   }
   std::vector<Entry> ring_;  // a power of two long
+  size_t mask_ = 0;          // ring_.size() - 1 (not recomputed per lookup: Entry's size is odd)
   size_t head_ = 0;          // ring_ index of ticket base_
   size_t span_ = 0;          // entries from base_ (live or holes)
   Ticket base_ = 0;

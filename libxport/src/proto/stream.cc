@@ -211,18 +211,7 @@ bool Streams::can_post_now(const OutStream& s, uint32_t seqs) const {
 }
 
 bool Streams::can_release(const OutStream& s, uint32_t seqs, uint64_t after_uncounted) const {
-  // Credits count from the oldest number whose answer is still awaited (an emulated atomic's
-  // slot is not reused before its win_result came, whatever overtook it).
-  uint64_t base = s.done;
-  if (s.awaiting_count > 0) {
-    for (const auto& a : s.awaiting) {
-      if (a.valid && a.seq < base) base = a.seq;
-    }
-  }
-  if (s.next_seq + seqs > base + s.credits) return false;
-  if (s.done < s.fence.counted) return false;
-  const uint64_t mark = std::max(s.fence.uncounted, after_uncounted);
-  return mark == 0 || min_uncounted(s) >= mark;
+  return s.next_seq + seqs <= credit_limit(s) && !fenced(s, after_uncounted);
 }
 
 void Streams::submit(OutStream& s, Piece&& p) {

@@ -74,9 +74,26 @@ class Streams {
   bool queued() const { return work_; }
   void note_work() { work_ = true; }
   // Whether a piece of `seqs` counted numbers with no ordering mark of its own could go now
-  // (nothing held before it, credits, fences): what submit() asks, for a caller that posts it
-  // itself (OneSided's injected puts).
+  // (nothing held before it, credits, fences): what submit() asks.
   bool can_post_now(const OutStream& s, uint32_t seqs) const;
+  // The first sequence number the stream's credits do not cover: it may release numbers below
+  // it. Credits count from the oldest number whose answer is still awaited (an emulated
+  // atomic's slot is not reused before its win_result came, whatever overtook it).
+  uint64_t credit_limit(const OutStream& s) const {
+    uint64_t base = s.done;
+    if (s.awaiting_count > 0) {
+      for (const auto& a : s.awaiting) {
+        if (a.valid && a.seq < base) base = a.seq;
+      }
+    }
+    return base + s.credits;
+  }
+  // Whether a fence (or `after_uncounted`, a piece's own mark) holds what comes next back.
+  bool fenced(const OutStream& s, uint64_t after_uncounted) const {
+    if (s.done < s.fence.counted) return true;
+    const uint64_t mark = std::max(s.fence.uncounted, after_uncounted);
+    return mark != 0 && min_uncounted(s) < mark;
+  }
   void fail_peer(pool::Peer& p, const Status& why);
   bool waits_on(const pool::Peer* p) const;
   void shutdown();
