@@ -51,14 +51,21 @@ void set_log_sink(LogSink s) {
   sink() = std::move(s);
 }
 
-void set_log_level(LogLevel l) { level().store(static_cast<int>(l), std::memory_order_relaxed); }
+void set_log_level(LogLevel l) {
+  level().store(static_cast<int>(l), std::memory_order_relaxed);
+  core::log_level_seen.store(static_cast<int>(l), std::memory_order_relaxed);
+}
 
 LogLevel log_level() { return static_cast<LogLevel>(level().load(std::memory_order_relaxed)); }
 
 namespace core {
 
-bool log_enabled(LogLevel l) {
-  return static_cast<int>(l) <= level().load(std::memory_order_relaxed);
+bool log_enabled_first(LogLevel l) {
+  const int now = level().load(std::memory_order_relaxed);
+  // (a set_log_level() meanwhile has stored its level here already: that one stays)
+  int unset = -1;
+  log_level_seen.compare_exchange_strong(unset, now, std::memory_order_relaxed);
+  return static_cast<int>(l) <= now;
 }
 
 void log_write(LogLevel l, std::string_view message) {

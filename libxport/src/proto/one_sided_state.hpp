@@ -296,7 +296,10 @@ struct InStream {
   uint32_t credits = 0;
   unsigned seq_bits = 0;
   uint64_t done = 0;           // every operation below it is done
-  std::vector<uint8_t> landed; // credits flags: [done, done + credits) landed or applied
+  // credits flags, one per number in [done, done + credits): set where it landed or was applied
+  // while a number below it had not (mark(): in-order numbers only move done)
+  std::vector<uint8_t> landed;
+  uint32_t ahead = 0;          // flags set in landed
   std::deque<WaitingOp> waiting;
   uint64_t acked = 0;          // the done mark last sent
   uint64_t sync_wanted = 0;    // acknowledge once the done mark reaches it (win_sync, counters)

@@ -193,9 +193,18 @@ void Streams::reply(InStream& s, MsgHeader& h, bool ack) {
 }
 
 void Streams::mark(InStream& s, uint64_t seq) {
+  // In order with nothing ahead (most: one rail, or the stream's numbers arriving in turn):
+  // done moves past it, no flag to set and clear (and no division: credits need not be a
+  // power of two).
+  if (seq == s.done && s.ahead == 0) {
+    s.done += 1;
+    return;
+  }
   s.landed[seq % s.credits] = 1;
+  s.ahead += 1;
   while (s.landed[s.done % s.credits] != 0) {
     s.landed[s.done % s.credits] = 0;
+    s.ahead -= 1;
     s.done += 1;
   }
 }
@@ -218,15 +227,18 @@ void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
     return;
   }
   const uint64_t seq = widen_window_seq(w.seq_low & seq_mask(s->seq_bits), s->done, s->seq_bits);
-  if (seq >= s->done + s->credits || s->landed[seq % s->credits] != 0) {
+  // (no flag is set while none is ahead: mark())
+  if (seq >= s->done + s->credits || (s->ahead != 0 && s->landed[seq % s->credits] != 0)) {
     core_.miss();  // beyond the credits, or twice: not from this stream's initiator
     return;
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
   if (len != 0) core_.rails[rail]->bytes_in().add(len);
   mark(*s, seq);
-  size_t budget = core_.config.progress_batch;
-  drain(*s, budget);
+  if (!s->waiting.empty()) {
+    size_t budget = core_.config.progress_batch;
+    drain(*s, budget);
+  }
   maybe_ack(*s);
 }
 
