@@ -19,6 +19,8 @@ for P in shm "tcp;ofi_rxm"; do
   echo "== $P check"
   timeout 60 $B --provider "$P" $X --op put --memory cuda $G --initiator device --size 4K,1M --iterations 50 --check 2>&1 | tail -4
   timeout 60 $B --provider "$P" $X --op put-signal --memory cuda $G --initiator device --size 8,4K --iterations 50 --check 2>&1 | tail -4
+  # host-initiated from and into GPU memory, every byte checked (staging's copies both ways)
+  timeout 60 $B --provider "$P" $X --op put --memory cuda $G --size 8,4K,1M --iterations 200 --check 2>&1 | grep -E "^ +[0-9]|check failed"
   echo "== $P put bandwidth from GPU memory: host, then device"
   timeout 90 $B --provider "$P" $X --op put --memory cuda $G --size 1M,8M,64M 2>&1 | grep -E "^ +[0-9]"
   timeout 90 $B --provider "$P" $X --op put --memory cuda $G --initiator device --size 1M,8M,64M 2>&1 | grep -E "^ +[0-9]"

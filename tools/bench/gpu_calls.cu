@@ -168,7 +168,13 @@ void release(void* p) {
 }
 
 std::string copy_to_gpu(void* dst, const void* src, size_t n) {
+  // A cudaMemcpy from pageable memory returns once the bytes are staged for DMA, before they
+  // are in GPU memory; libxport copies a staged source into its shadow on a non-blocking stream
+  // of its own, ordered after nothing of ours, so a put issued next read the buffer's old tail
+  // (--check failed at 1 MiB from GPU memory). The copy is finished before this returns, as
+  // docs/semantics.md asks of a source's writer.
   cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
   return e == cudaSuccess ? "" : failed("cudaMemcpy to the GPU", e);
 }
 
