@@ -675,6 +675,7 @@ TEST_P(OneSided, BadInputIsRefusedAndNothingIsSent) {
   expect_bad(w.put_signal(*reg, 0, t.data, 0, 16, other.signals, 0, 1), "another");
   // Ranges outside the regions.
   expect_bad(w.put(*reg, 0, t.data, 4090, 16), "outside");
+  expect_bad(w.put(*reg, 8190, t.data, 0, 16), "outside");  // (an injected put's own checks)
   expect_bad(w.get(*reg, 8190, t.data, 0, 16), "outside");
   expect_bad(w.put_signal(*reg, 0, t.data, 0, 16, t.signals, 64 * 8, 1), "outside");
   expect_bad(w.signal(t.signals, 64 * 8 - 4, 1), "outside");
