@@ -28,11 +28,6 @@ int level_from_knob() {
   return static_cast<int>(LogLevel::warn);
 }
 
-std::atomic<int>& level() {
-  static std::atomic<int> l{level_from_knob()};
-  return l;
-}
-
 }  // namespace
 
 std::string_view to_string(LogLevel level) {
@@ -52,20 +47,19 @@ void set_log_sink(LogSink s) {
 }
 
 void set_log_level(LogLevel l) {
-  level().store(static_cast<int>(l), std::memory_order_relaxed);
-  core::log_level_seen.store(static_cast<int>(l), std::memory_order_relaxed);
+  core::log_level_now.store(static_cast<int>(l), std::memory_order_relaxed);
 }
 
-LogLevel log_level() { return static_cast<LogLevel>(level().load(std::memory_order_relaxed)); }
+LogLevel log_level() { return static_cast<LogLevel>(core::log_level_in_force()); }
 
 namespace core {
 
-bool log_enabled_first(LogLevel l) {
-  const int now = level().load(std::memory_order_relaxed);
-  // (a set_log_level() meanwhile has stored its level here already: that one stays)
-  int unset = -1;
-  log_level_seen.compare_exchange_strong(unset, now, std::memory_order_relaxed);
-  return static_cast<int>(l) <= now;
+int read_log_level() {
+  const int knob = level_from_knob();
+  // (a level stored meanwhile, by set_log_level() or another first reader, stays: the failed
+  // exchange leaves it in `now`)
+  int now = -1;
+  return log_level_now.compare_exchange_strong(now, knob, std::memory_order_relaxed) ? knob : now;
 }
 
 void log_write(LogLevel l, std::string_view message) {

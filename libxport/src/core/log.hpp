@@ -9,14 +9,16 @@
 
 namespace xport::core {
 
-// The level in force, once read (-1 before: the first call reads XPORT_LOG_LEVEL). A copy of
-// log.cc's, kept here so that the check inlines: XPORT_LOG sits on hot paths (every completion).
-inline std::atomic<int> log_level_seen{-1};
-bool log_enabled_first(LogLevel level);
-inline bool log_enabled(LogLevel level) {
-  const int seen = log_level_seen.load(std::memory_order_relaxed);
-  return seen < 0 ? log_enabled_first(level) : static_cast<int>(level) <= seen;
+// The level in force (-1 until the first reader takes XPORT_LOG_LEVEL's, or set_log_level() sets
+// one). Here rather than in log.cc so that the check inlines: XPORT_LOG sits on hot paths (every
+// completion).
+inline std::atomic<int> log_level_now{-1};
+int read_log_level();  // the first read: XPORT_LOG_LEVEL's level, unless one was set meanwhile
+inline int log_level_in_force() {
+  const int now = log_level_now.load(std::memory_order_relaxed);
+  return now < 0 ? read_log_level() : now;
 }
+inline bool log_enabled(LogLevel level) { return static_cast<int>(level) <= log_level_in_force(); }
 void log_write(LogLevel level, std::string_view message);
 
 }  // namespace xport::core

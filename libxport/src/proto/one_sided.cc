@@ -84,7 +84,7 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
 bool OneSided::short_of_credit(uint32_t window) {
   const WindowState* w = windows_.find(window);
   const OutStream* s = w != nullptr ? streams_.find(w->stream) : nullptr;
-  return s != nullptr && !streams_.can_post_now(*s, std::max<uint32_t>(1, s->credits / 4));
+  return s != nullptr && !streams_.can_post_now(*s, credit_reserve(*s));
 }
 
 // ---- posting ----
@@ -134,7 +134,7 @@ std::optional<Ticket> OneSided::inject_put(uint32_t window, const memory::Region
   }
   w.issued += 1;
   w.completed += 1;
-  *short_after = limit - s.next_seq < std::max<uint32_t>(1, s.credits / 4);
+  *short_after = limit - s.next_seq < credit_reserve(s);
   return t;
 }
 

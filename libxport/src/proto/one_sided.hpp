@@ -75,6 +75,10 @@ class OneSided {
   // Whether the window's stream could not take another quarter of its credits now (the
   // target's acknowledgements, which only a progress pass reads, are due).
   bool short_of_credit(uint32_t window);
+  // That quarter (at least one number): inject_put asks it too.
+  static uint32_t credit_reserve(const OutStream& s) {
+    return std::max<uint32_t>(1, s.credits / 4);
+  }
   // Target: staged GPU copies of operations (proto/signal.cc, Signals::stage).
   bool copying() const { return streams_.copying(); }
   void poll_copies() { streams_.poll_copies(); }

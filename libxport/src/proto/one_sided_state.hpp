@@ -51,7 +51,7 @@ struct TicketState {
   Status error;
   bool local_done() const { return local_left == 0 && (!fetch || results_left == 0); }
   // Back to a new ticket's state: what TicketState{} assigned would give, without building one
-  // per ticket (the region and the error are released only where set).
+  // per ticket (the region is released only where set; an ok Status holds nothing).
   void reset() {
     local_left = 0;
     need_seq = 0;
@@ -61,7 +61,7 @@ struct TicketState {
     result = nullptr;
     if (counter_region) counter_region.reset();
     counter = nullptr;
-    if (!error.ok() || !error.message().empty()) error = Status();
+    error = Status();
   }
 };
 
