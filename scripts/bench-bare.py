@@ -5,7 +5,7 @@
                         [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
                         [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
                         [--xport-args "--single-thread"] [--variant NAME=BUILD[:ARGS]]...
-                        [--progress] [--pin A,B]
+                        [--progress] [--os-counters] [--pin A,B]
 
 The rows of issue 14, each run once with xport-bench and once with fi-bare-loop per round (the
 order alternating round by round), so slow phases of the machine hit both:
@@ -32,16 +32,23 @@ words of ARGS of the form XPORT_NAME=VALUE are that variant's environment (knobs
 it): rounds then differ by the machine, not by where the scheduler put the two processes.
 --progress adds each xport-bench run's progress counters to its line (whole-run totals of its
 device: CQ polls, posts, -FI_EAGAIN retries, window operations held).
+--os-counters adds, per run of every tool, what the kernel saw of its two processes over the whole
+run (start-up included) per message sent (iterations + warm-up): user and system CPU µs,
+voluntary and involuntary context switches (getrusage of the waited-for children), and the
+host's TCP segments sent and TcpExt counters moved (/proc/net/snmp, /proc/net/netstat: on the
+quiet host, loopback traffic is the runs' own) — to tell what a row's fast and slow runs differ by.
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio (which the target is read against), the median and quartiles of
 the rounds' own ratios (each round's libxport run over that round's bare figure: a row whose
 runs fall in two modes moves the ratio of medians more than it moves these), each tool's
-min-max across rounds, the issue's target, met or not.
+min-max across rounds, the issue's target, met or not; and for put rows with both bare loops,
+libxport against each loop alone (median and quartiles of the per-round ratios).
 """
 import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -81,6 +88,39 @@ def counts(kind, size, quick):
     if quick:
         n = max(8, n // 5)
     return n, max(1, n // 10)
+
+
+TCP_EXT = ("TCPAutoCorking", "TCPRcvCoalesce", "TCPBacklogCoalesce", "DelayedACKs",
+           "TCPPureAcks", "TCPHPAcks")
+
+
+def os_counters():
+    """Cumulative: children's rusage and the host's TCP counters (name -> number)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"user_us": ru.ru_utime * 1e6, "sys_us": ru.ru_stime * 1e6,
+           "vcsw": float(ru.ru_nvcsw), "ivcsw": float(ru.ru_nivcsw)}
+    for path, want in (("/proc/net/snmp", {"Tcp": ("OutSegs", "InSegs")}),
+                       ("/proc/net/netstat", {"TcpExt": TCP_EXT})):
+        try:
+            lines = open(path).read().splitlines()
+        except OSError:
+            continue
+        for head, vals in zip(lines[::2], lines[1::2]):
+            names, nums = head.split(), vals.split()
+            group = names[0].rstrip(":")
+            for k, v in zip(names[1:], nums[1:]):
+                if k in want.get(group, ()):
+                    out[k] = float(v)
+    return out
+
+
+def os_line(before, after, messages):
+    short = {"user_us": "user µs", "sys_us": "sys µs", "vcsw": "vol cs", "ivcsw": "invol cs",
+             "OutSegs": "segs out", "InSegs": "segs in", "TCPAutoCorking": "autocork",
+             "TCPRcvCoalesce": "rcv coalesce", "TCPBacklogCoalesce": "backlog coalesce",
+             "DelayedACKs": "delayed acks", "TCPPureAcks": "pure acks", "TCPHPAcks": "hp acks"}
+    return ", ".join(f"{short[k]} {(after[k] - before.get(k, 0.0)) / messages:.3f}"
+                     for k in short if k in after)
 
 
 def run(cmd, taskset, env, what):
@@ -136,6 +176,9 @@ def main():
     p.add_argument("--progress", action="store_true",
                    help="print each xport-bench run's progress counters (its device's CQ polls, "
                    "posts, -FI_EAGAIN retries, window operations held: whole-run totals)")
+    p.add_argument("--os-counters", action="store_true",
+                   help="print, per run of every tool and per message, its processes' CPU time "
+                   "and context switches and the host's TCP counters (see above)")
     p.add_argument("--xport-args", default="", help="more xport-bench arguments, space-separated")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=BUILD[:ARGS]: a libxport build (and arguments; XPORT_KNOB=VALUE words "
@@ -191,9 +234,12 @@ def main():
                 # phases of the machine hit every tool.
                 k = r % len(cmds)
                 cmds = cmds[k:] + cmds[:k] + bare_cmds
-                got = {}
+                got, seen = {}, {}
                 for tool, cmd, venv in (cmds if r % 2 == 0 else cmds[::-1]):
+                    before = os_counters() if a.os_counters else None
                     got[tool] = run(cmd, a.taskset, {**env, **venv}, f"{name} {prov} {tool}")
+                    if a.os_counters:
+                        seen[tool] = os_line(before, os_counters(), n + warmup)
                 bares = [(figure(v, key, a.latency), v) for t, v in got.items()
                          if t.startswith("bare")]
                 b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
@@ -202,27 +248,33 @@ def main():
                 also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
                 for vn, *_ in variants:
                     x = figure(got[vn], key, a.latency)
-                    results.setdefault((name, prov, vn), (kind, []))[1].append((x, b))
+                    per_loop = {v["op"]: f for f, v in bares}
+                    results.setdefault((name, prov, vn), (kind, []))[1].append((x, b, per_loop))
                     g = got[vn].get("progress", {})
                     counters = (f"  [polls {g['cq_polls']} (empty {g['cq_empty_polls']}), "
                                 f"posts {g['posts']}, eagain {g['eagain_retries']}, "
-                                f"held {g['window_ops_held']}]" if a.progress and g else "")
+                                f"held {g['window_ops_held']}; bare eagain "
+                                f"{', '.join(str(v.get('eagain_retries', '?')) for _, v in bares)}]"
+                                if a.progress and g else "")
                     print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
                           f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
                           f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}"
                           f"{counters}", flush=True)
+                for tool, line in seen.items():
+                    x = figure(got[tool], key, a.latency)
+                    print(f"  os {tool:16} {x:9.3f} {unit}: per message {line}", flush=True)
     many = len(variants) > 1
     print("\n| row | provider |" + (" variant |" if many else "") + " libxport median | "
           "bare median | libxport / bare | per round: median (quartiles) | libxport min–max | "
           "bare min–max | target | met |")
     print("|---|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|---|")
     for (name, prov, vn), (kind, runs) in results.items():
-        xs, bs = [x for x, _ in runs], [b for _, b in runs]
+        xs, bs = [x for x, _, _ in runs], [b for _, b, _ in runs]
         mx, mb = statistics.median(xs), statistics.median(bs)
         bound, at_most = target_of(name, kind)
         ratio = mx / mb
         met = ratio <= bound if at_most else ratio >= bound
-        each = sorted(x / b for x, b in runs)
+        each = sorted(x / b for x, b, _ in runs)
         q = (statistics.quantiles(each, n=4, method="inclusive") if len(each) > 1
              else [each[0]] * 3)
         rounds = f"{statistics.median(each):.3f} ({q[0]:.3f}–{q[2]:.3f})"
@@ -231,6 +283,27 @@ def main():
               f" {mx:.3f} {unit} | {mb:.3f} {unit} | {ratio:.3f} | {rounds} | "
               f"{min(xs):.3f}–{max(xs):.3f} | {min(bs):.3f}–{max(bs):.3f} | "
               f"{'≤' if at_most else '≥'} {bound} | {'yes' if met else 'no'} |")
+
+    # Put rows with both bare loops: libxport against each loop alone (its puts are writes with
+    # CQ data, fi_writedata's kind), per-round ratios, so that the better-of-two maximum's pick
+    # of a noisy pair does not stand alone.
+    both = [(k, runs) for k, (kind, runs) in results.items() if len(runs[0][2]) > 1]
+    if both:
+        print("\n| row | provider |" + (" variant |" if many else "") +
+              " / fi_writedata per round: median (quartiles) | / fi_write per round: median "
+              "(quartiles) | fi_writedata / fi_write, medians |")
+        print("|---|---|" + ("---|" if many else "") + "---|---|---|")
+        for (name, prov, vn), runs in both:
+            cells = []
+            for op in ("writedata", "put"):
+                each = sorted(x / loops[op] for x, _, loops in runs)
+                q = (statistics.quantiles(each, n=4, method="inclusive") if len(each) > 1
+                     else [each[0]] * 3)
+                cells.append(f"{statistics.median(each):.3f} ({q[0]:.3f}–{q[2]:.3f})")
+            wd = statistics.median(loops["writedata"] for _, _, loops in runs)
+            wr = statistics.median(loops["put"] for _, _, loops in runs)
+            print(f"| {name} | {prov} |" + (f" {vn} |" if many else "") +
+                  f" {cells[0]} | {cells[1]} | {wd / wr:.3f} |")
 
 
 if __name__ == "__main__":

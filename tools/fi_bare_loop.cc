@@ -98,6 +98,10 @@ struct Args {
 
 const char* g_role = "initiator";
 
+// Sends and writes the provider refused with -FI_EAGAIN, each retried after a progress pass
+// (receive reposts are not counted): the JSON's eagain_retries, beside xport-bench's count.
+std::atomic<uint64_t> g_eagain{0};
+
 // --threads: the initiator's loops start their clocks together (after their warm-ups).
 std::atomic<int> g_unready{0};
 
@@ -438,6 +442,7 @@ struct Queues {
       beat();
       if (ret == 0) return;
       if (ret != -FI_EAGAIN) die(what, ret);
+      g_eagain.fetch_add(1, std::memory_order_relaxed);
       if (progress() > 0) stall.reset();
       stall.tick(what);
     }
@@ -806,9 +811,10 @@ void report(const Args& a, const Fabric& f, Result& r) {
     }
     std::printf(
         "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
-        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d}\n",
+        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d,\"eagain_retries\":%llu}\n",
         bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
-        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads);
+        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
+        static_cast<unsigned long long>(g_eagain.load()));
   } else if (a.mode == Mode::pingpong) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
