@@ -2,7 +2,8 @@
 """xport-bench next to fi-bare-loop (bare libfabric): latency, message rate, bandwidth; medians.
 
   scripts/bench-bare.py [--build build] [--rounds 5] [--providers shm,tcp;ofi_rxm]
-                        [--rows pingpong,send-rate,put-rate,put-bw,send-bw] [--taskset 2-5]
+                        [--rows pingpong,send-rate,put-rate,wakeup,put-bw,send-bw]
+                        [--taskset 2-5]
                         [--rate-window 64] [--bw-window 16] [--latency p50] [--quick]
                         [--xport-args "--single-thread"] [--variant NAME=BUILD[:ARGS]]...
                         [--progress] [--os-counters] [--pin A,B]
@@ -12,6 +13,11 @@ order alternating round by round), so slow phases of the machine hit both:
   pingpong-8, -4K, -1M      one-way latency (half the round trip; --latency: each run's p50 or
                             mean), xport-bench --op send vs fi-bare-loop --mode pingpong
   send-rate-8, put-rate-8   messages/s with --rate-window in flight (xport-bench --depth)
+  wakeup-8                  what a sleeping target's wake-up adds to an 8-byte round trip:
+                            2 x (p50 asleep - p50 spinning), the initiator idle 200 µs before
+                            each ping; xport-bench with XPORT_WAIT=spin and =block against
+                            fi-bare-loop without and with --block (providers whose CQs have a
+                            wait object: not shm); target under 10 µs, an absolute bound
   put-bw-64K, -1M, -64M     GB/s with --bw-window writes in flight
   send-bw-64K, -1M, -64M    GB/s with --bw-window sends in flight (both tools cap sends in
                             flight at the 64 MiB of slots / size: one at 64 MiB)
@@ -61,6 +67,10 @@ def size_name(size):
     return f"{size // M}M" if size >= M else f"{size // K}K" if size >= K else str(size)
 
 
+WAKE_GAP_US = 200  # the wake-up row's idle time before each ping
+WAKE_PROVIDERS = ("tcp;ofi_rxm", "tcp", "sockets")  # CQs with a wait object (shm has none)
+
+
 def rows(rate_window, bw_window):
     """(name, kind, size, window, xport-bench args, fi-bare-loop mode, what a run reports)."""
     out = [(f"pingpong-{size_name(s)}", "lat", s, 1, ["--op", "send"], "pingpong", "lat")
@@ -70,6 +80,11 @@ def rows(rate_window, bw_window):
     out.append(("put-rate-8", "rate", 8, rate_window,
                 ["--op", "put", "--depth", str(rate_window), "--sliding"], "put-rate",
                 "msg_per_s"))
+    # What a sleeping target's wake-up adds to a round trip: 2 x (block p50 - spin p50), each
+    # tool once spinning and once asleep on its CQ's wait object (libxport: XPORT_WAIT; the bare
+    # loop: --block), the initiator idle (--gap-us) before each ping so the target is asleep.
+    out.append(("wakeup-8", "wake", 8, 1, ["--op", "send", "--gap-us", str(WAKE_GAP_US)],
+                "pingpong", "lat"))
     for op in ("put", "send"):
         for s in (64 * K, M, 64 * M):
             out.append((f"{op}-bw-{size_name(s)}", "bw", s, bw_window,
@@ -80,7 +95,9 @@ def rows(rate_window, bw_window):
 
 def counts(kind, size, quick):
     """(iterations, warmup) of one run: seconds per run, not minutes, on a quiet machine."""
-    if kind == "lat":
+    if kind == "wake":
+        n = 5000
+    elif kind == "lat":
         n = 2000 if size >= M else 10000
     elif kind == "rate":
         n = 50000
@@ -144,7 +161,10 @@ def figure(result, key, latency):
 
 
 def target_of(name, kind):
-    """(bound, at_most): latency at most 1.3x bare (1.05x at 1 MiB), rate and bw at least 0.9x."""
+    """(bound, at_most): latency at most 1.3x bare (1.05x at 1 MiB), rate and bw at least 0.9x;
+    the wake-up under 10 µs (an absolute bound, not a ratio)."""
+    if kind == "wake":
+        return 10.0, True
     if kind == "lat":
         return (1.05 if name.endswith("-1M") else 1.3), True
     return 0.9, False
@@ -216,6 +236,11 @@ def main():
     for r in range(a.rounds):
         for prov in a.providers.split(","):
             for name, kind, size, window, xargs, mode, key in table:
+                if kind == "wake" and prov not in WAKE_PROVIDERS:
+                    if r == 0:
+                        print(f"({name} {prov}: skipped: the provider's CQs have no wait object "
+                              "to sleep on)", flush=True)
+                    continue
                 n, warmup = counts(kind, size, a.quick)
                 common = ["--provider", prov, "--size", str(size), "--iterations", str(n),
                           "--warmup", str(warmup), "--json"]
@@ -228,6 +253,13 @@ def main():
                 cmds = [(vn, [vb] + xargs + common + pin + va, ve)
                         for vn, vb, va, ve in variants]
                 bare_cmds = [("bare", bare_cmd, {})]
+                if kind == "wake":
+                    bare_cmd += ["--gap-us", str(WAKE_GAP_US)]
+                    cmds = ([(f"{vn}/spin", c, {**ve, "XPORT_WAIT": "spin"}) for vn, c, ve in cmds] +
+                            [(f"{vn}/block", c, {**ve, "XPORT_WAIT": "block"})
+                             for vn, c, ve in cmds])
+                    bare_cmds = [("bare/spin", bare_cmd, {}),
+                                 ("bare/block", bare_cmd + ["--block"], {})]
                 if mode.startswith("put") and a.bare_put != "write":
                     wd = ("bare-writedata", bare_cmd + ["--writedata"], {})
                     bare_cmds = [wd] if a.bare_put == "writedata" else bare_cmds + [wd]
@@ -241,6 +273,19 @@ def main():
                     got[tool] = run(cmd, a.taskset, {**env, **venv}, f"{name} {prov} {tool}")
                     if a.os_counters:
                         seen[tool] = os_line(before, os_counters(), n + warmup)
+                if kind == "wake":
+                    wake = {t: 2 * (figure(got[f"{t}/block"], key, a.latency) -
+                                    figure(got[f"{t}/spin"], key, a.latency))
+                            for t in [v[0] for v in variants] + ["bare"]}
+                    for vn, *_ in variants:
+                        x, b = wake[vn], wake["bare"]
+                        results.setdefault((name, prov, vn), (kind, []))[1].append((x, b, {}))
+                        each = "  ".join(f"{t} {figure(v, key, a.latency):.3f}"
+                                         for t, v in got.items())
+                        print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} us (wake-up "
+                              f"per round trip)  bare {b:9.3f} us  [one-way p50: {each}]",
+                              flush=True)
+                    continue
                 bares = [(figure(v, key, a.latency), v) for t, v in got.items()
                          if t.startswith("bare")]
                 b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
@@ -291,12 +336,17 @@ def main():
         bound, at_most = target_of(name, kind)
         ratio = mx / mb
         met = ratio <= bound if at_most else ratio >= bound
+        if kind == "wake":  # an absolute bound; a miss at or under the bare loop's own is noted
+            met = mx < bound or (mx <= mb and "at or under bare")
         rounds = spread(x / b for x, b in zip(xs, bs))
-        unit = {"lat": f"µs ({a.latency})", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
+        unit = {"lat": f"µs ({a.latency})", "rate": "Mmsg/s", "bw": "GB/s",
+                "wake": "µs"}[kind]
         print(f"| {name} | {prov} |" + (f" {vn} |" if many else "") +
               f" {mx:.3f} {unit} | {mb:.3f} {unit}{loop} | {ratio:.3f} | {rounds} | "
               f"{min(xs):.3f}–{max(xs):.3f} | {min(bs):.3f}–{max(bs):.3f} | "
-              f"{'≤' if at_most else '≥'} {bound} | {'yes' if met else 'no'} |")
+              f"{'<' if kind == 'wake' else '≤' if at_most else '≥'} {bound}"
+              f"{' µs' if kind == 'wake' else ''} | "
+              f"{met if isinstance(met, str) else 'yes' if met else 'no'} |")
 
     # Put rows with both bare loops: libxport against each loop alone (its puts are writes with
     # CQ data, fi_writedata's kind) and against the better run of each round, per-round ratios.

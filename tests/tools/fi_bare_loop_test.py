@@ -55,6 +55,8 @@ for provider in ("shm", "tcp;ofi_rxm"):
                   f"{where}: op {p.get('op')!r}")
             check(p.get("lat_us_p50", 0) > 0, f"{where}: no latency ({p})")
             check(p.get("iterations") == int(n), f"{where}: iterations {p.get('iterations')}")
+            check(isinstance(p.get("eagain_retries"), int) and p["eagain_retries"] >= 0,
+                  f"{where}: eagain_retries {p.get('eagain_retries')!r}")
             if size == "64K":
                 check(p.get("inject") is False, f"{where}: a 64 KiB message injected ({p})")
 
