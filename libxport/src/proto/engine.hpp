@@ -236,7 +236,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void housekeeping();
   // One sleep of a blocking wait: unless a completion was handled since it last looked, or a
   // CQ still holds entries (fi_trywait), until a wait object fires, another thread's progress
-  // rings, or a tick passes (10 ms; 1 to 8 ms where a CQ has no wait object).
+  // rings, or a tick passes (10 ms doubling to 50 ms while nothing is handled; 100 µs doubling
+  // to 8 ms where a CQ has no wait object).
   void sleep_once(const Deadline& d, WaitState& w);
   void open_waker_locked();
   size_t poll_cqs();  // a bounded batch from every rail's CQ; the entries handled
