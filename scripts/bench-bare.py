@@ -285,6 +285,9 @@ def main():
                         print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} us (wake-up "
                               f"per round trip)  bare {b:9.3f} us  [one-way p50: {each}]",
                               flush=True)
+                    for tool, line in seen.items():
+                        print(f"  os {tool:16} {figure(got[tool], key, a.latency):9.3f} us: "
+                              f"per message {line}", flush=True)
                     continue
                 bares = [(figure(v, key, a.latency), v) for t, v in got.items()
                          if t.startswith("bare")]
