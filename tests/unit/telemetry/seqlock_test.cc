@@ -57,8 +57,12 @@ TEST(Seqlock, ReaderNeverSeesATornSnapshot) {
 
   const FileIdentity id{static_cast<uint64_t>(::geteuid()), static_cast<uint64_t>(::getpid())};
   uint64_t good = 0, torn = 0, last_generation = 0;
+  // Reads go on until the writer has published its share as well (within the deadline): on a
+  // loaded machine the writer thread may not run at all while the reader finishes 2,000 reads
+  // (a full-suite run saw 0 writes), which would test nothing concurrent.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
-  while (std::chrono::steady_clock::now() < until && good < 2000) {
+  while (std::chrono::steady_clock::now() < until &&
+         (good < 2000 || written.load(std::memory_order_relaxed) <= 1000)) {
     DecodeResult r = read_segment_file(dir.path() + "/" + segment_file_name(id.uid, id.pid), id);
     attempts.fetch_add(1);
     if (r.reason == Reject::torn) {
