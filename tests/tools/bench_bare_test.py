@@ -10,15 +10,9 @@ import re
 import subprocess
 import sys
 
+from checks import check, failures
+
 script, build = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
 
 
 def run(*args, timeout=400):

@@ -9,8 +9,9 @@ import os
 import subprocess
 import sys
 
+from checks import check, failures
+
 tool = sys.argv[1]
-failures = []
 
 
 def run(*args, timeout=120):
@@ -21,13 +22,6 @@ def run(*args, timeout=120):
                               timeout=timeout)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(e.cmd, -1, "", f"no exit within {timeout} s")
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
 
 
 def report(where, *args):

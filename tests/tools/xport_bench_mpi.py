@@ -8,18 +8,12 @@ import os
 import subprocess
 import sys
 
+from checks import check, failures
+
 mpirun, bench = sys.argv[1], sys.argv[2]
-failures = []
 MPI = [mpirun, "--oversubscribe", "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
        "--mca", "oob_tcp_if_include", "lo", "--mca", "pml", "ob1", "--mca", "mtl", "^ofi"]
 STREAMS = {"pairwise": 2, "alltoall": 12, "fan-in": 3}  # initiator-target pairs among 4 ranks
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
 
 
 def run(ranks, *args, timeout=240):

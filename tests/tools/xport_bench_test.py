@@ -10,8 +10,9 @@ import os
 import subprocess
 import sys
 
+from checks import check, failures
+
 tool = sys.argv[1]
-failures = []
 FIELDS = {"op", "size", "rails", "provider", "lat_us_p50", "lat_us_p99", "bw_bytes_per_s",
           "msg_per_s", "lat_us_max", "lat_us_mean", "link_bits_per_s", "link_fraction",
           "iterations", "warmup", "depth", "check", "mode", "comms", "pool"}
@@ -33,13 +34,6 @@ def run(*args, timeout=180):
         failures.append(f"{args}: no exit within {timeout} s")
         print(f"FAIL: {args}: no exit within {timeout} s", flush=True)
         return subprocess.CompletedProcess(e.cmd, -1, "", "")
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
 
 
 def json_points(r, where):

@@ -11,19 +11,13 @@ import subprocess
 import sys
 import time
 
+from checks import check, failures
+
 bench = sys.argv[1]
 wrap = shlex.split(os.environ["XTEST_PEER_WRAP"])
 rails_a = os.environ["XTEST_IF_A"]
 rails_b = os.environ["XTEST_IF_B"]
 server_ip = "10.231.0.2"  # run_netns.sh's address of namespace B on the first rail
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
 
 
 def link_rate(ifaces):

@@ -13,17 +13,12 @@ import shutil
 import subprocess
 import sys
 
+from checks import check, failures
+
 tool = sys.argv[1]
-failures = []
 STATUSES = {"PASS", "WARN", "FAIL", "SKIP"}
 NODE_CHECKS = ["libfabric", "knobs", "topology", "provider", "capabilities", "progress",
                "memlock", "host-registration", "gpu-registration"]
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
 
 
 def netns_works():

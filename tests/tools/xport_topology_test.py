@@ -8,10 +8,11 @@ import pathlib
 import subprocess
 import sys
 
+from checks import check, failures
+
 tool = sys.argv[1]
 root = pathlib.Path(os.environ.get("XPORT_SOURCE_ROOT", "."))
 fixtures = root / ".." / "shared" / "fixtures" / "topology"
-failures = []
 
 
 def run(*args, env_extra=None):
@@ -19,12 +20,6 @@ def run(*args, env_extra=None):
     env.pop("XPORT_NICS", None)
     env.update(env_extra or {})
     return subprocess.run([tool, *args], capture_output=True, text=True, env=env, timeout=60)
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
 
 
 def shape(doc, where):
