@@ -38,11 +38,12 @@ words of ARGS of the form XPORT_NAME=VALUE are that variant's environment (knobs
 it): rounds then differ by the machine, not by where the scheduler put the two processes.
 --progress adds each xport-bench run's progress counters to its line (whole-run totals of its
 device: CQ polls, posts, -FI_EAGAIN retries, window operations held).
---os-counters adds, per run of every tool, what the kernel saw of its two processes over the whole
-run (start-up included) per message sent (iterations + warm-up): user and system CPU µs,
+--os-counters adds, per run of every tool, what the kernel saw of its two processes over the
+whole run (start-up included) per message sent (iterations + warm-up): user and system CPU µs,
 voluntary and involuntary context switches (getrusage of the waited-for children), and the
 host's TCP segments sent and TcpExt counters moved (/proc/net/snmp, /proc/net/netstat: on the
-quiet host, loopback traffic is the runs' own) — to tell what a row's fast and slow runs differ by.
+quiet host, loopback traffic is the runs' own), to tell what a row's fast and slow runs differ
+by.
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio (which the target is read against), the median and quartiles of
 the rounds' own ratios (each round's libxport run over that round's bare figure: a row whose
@@ -170,6 +171,17 @@ def target_of(name, kind):
     return 0.9, False
 
 
+def ratio_of(x, b):  # a wake-up row's bare figure can be 0 or below by noise
+    return x / b if b > 0 else float("nan")
+
+
+def spread(each):
+    each = sorted(each)
+    q = (statistics.quantiles(each, n=4, method="inclusive") if len(each) > 1
+         else [each[0]] * 3)
+    return f"{statistics.median(each):.3f} ({q[0]:.3f}–{q[2]:.3f})"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default="build")
@@ -255,9 +267,8 @@ def main():
                 bare_cmds = [("bare", bare_cmd, {})]
                 if kind == "wake":
                     bare_cmd += ["--gap-us", str(WAKE_GAP_US)]
-                    cmds = ([(f"{vn}/spin", c, {**ve, "XPORT_WAIT": "spin"}) for vn, c, ve in cmds] +
-                            [(f"{vn}/block", c, {**ve, "XPORT_WAIT": "block"})
-                             for vn, c, ve in cmds])
+                    cmds = [(f"{vn}/{how}", c, {**ve, "XPORT_WAIT": how})
+                            for how in ("spin", "block") for vn, c, ve in cmds]
                     bare_cmds = [("bare/spin", bare_cmd, {}),
                                  ("bare/block", bare_cmd + ["--block"], {})]
                 if mode.startswith("put") and a.bare_put != "write":
@@ -273,59 +284,49 @@ def main():
                     got[tool] = run(cmd, a.taskset, {**env, **venv}, f"{name} {prov} {tool}")
                     if a.os_counters:
                         seen[tool] = os_line(before, os_counters(), n + warmup)
+                unit = {"lat": "us", "rate": "Mmsg/s", "bw": "GB/s", "wake": "us"}[kind]
                 if kind == "wake":
                     wake = {t: 2 * (figure(got[f"{t}/block"], key, a.latency) -
                                     figure(got[f"{t}/spin"], key, a.latency))
                             for t in [v[0] for v in variants] + ["bare"]}
+                    each = "  ".join(f"{t} {figure(v, key, a.latency):.3f}"
+                                     for t, v in got.items())
                     for vn, *_ in variants:
                         x, b = wake[vn], wake["bare"]
                         results.setdefault((name, prov, vn), (kind, []))[1].append((x, b, {}))
-                        each = "  ".join(f"{t} {figure(v, key, a.latency):.3f}"
-                                         for t, v in got.items())
                         print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} us (wake-up "
                               f"per round trip)  bare {b:9.3f} us  [one-way p50: {each}]",
                               flush=True)
-                    for tool, line in seen.items():
-                        print(f"  os {tool:16} {figure(got[tool], key, a.latency):9.3f} us: "
-                              f"per message {line}", flush=True)
-                    continue
-                bares = [(figure(v, key, a.latency), v) for t, v in got.items()
-                         if t.startswith("bare")]
-                b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
-                unit = {"lat": "us", "rate": "Mmsg/s", "bw": "GB/s"}[kind]
-                flight = best["in_flight"] or "inject"
-                also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
-                for vn, *_ in variants:
-                    x = figure(got[vn], key, a.latency)
+                else:
+                    bares = [(figure(v, key, a.latency), v) for t, v in got.items()
+                             if t.startswith("bare")]
+                    b, best = (min if kind == "lat" else max)(bares, key=lambda fv: fv[0])
+                    flight = best["in_flight"] or "inject"
+                    also = "".join(f" [{v['op']} {f:.3f}]" for f, v in bares if len(bares) > 1)
                     per_loop = {v["op"]: f for f, v in bares}
-                    results.setdefault((name, prov, vn), (kind, []))[1].append((x, b, per_loop))
-                    g = got[vn].get("progress", {})
-                    counters = (f"  [polls {g['cq_polls']} (empty {g['cq_empty_polls']}), "
-                                f"posts {g['posts']}, eagain {g['eagain_retries']}, "
-                                f"held {g['window_ops_held']}; bare eagain "
-                                f"{', '.join(str(v.get('eagain_retries', '?')) for _, v in bares)}]"
-                                if a.progress and g else "")
-                    print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
-                          f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
-                          f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}"
-                          f"{counters}", flush=True)
+                    bare_eagain = ", ".join(str(v.get("eagain_retries", "?")) for _, v in bares)
+                    for vn, *_ in variants:
+                        x = figure(got[vn], key, a.latency)
+                        results.setdefault((name, prov, vn), (kind, []))[1].append(
+                            (x, b, per_loop))
+                        g = got[vn].get("progress", {})
+                        counters = (f"  [polls {g['cq_polls']} (empty {g['cq_empty_polls']}), "
+                                    f"posts {g['posts']}, eagain {g['eagain_retries']}, "
+                                    f"held {g['window_ops_held']}; bare eagain {bare_eagain}]"
+                                    if a.progress and g else "")
+                        print(f"round {r + 1} {prov:12} {name:12} {vn} {x:9.3f} {unit} "
+                              f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
+                              f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}"
+                              f"{counters}", flush=True)
                 for tool, line in seen.items():
                     x = figure(got[tool], key, a.latency)
                     print(f"  os {tool:16} {x:9.3f} {unit}: per message {line}", flush=True)
+
     many = len(variants) > 1
     print("\n| row | provider |" + (" variant |" if many else "") + " libxport median | "
           "bare median | libxport / bare | per round: median (quartiles) | libxport min–max | "
           "bare min–max | target | met |")
     print("|---|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|---|")
-    def ratio_of(x, b):  # a wake-up row's bare figure can be 0 or below by noise
-        return x / b if b > 0 else float("nan")
-
-    def spread(each):
-        each = sorted(each)
-        q = (statistics.quantiles(each, n=4, method="inclusive") if len(each) > 1
-             else [each[0]] * 3)
-        return f"{statistics.median(each):.3f} ({q[0]:.3f}–{q[2]:.3f})"
-
     for (name, prov, vn), (kind, runs) in results.items():
         xs = [x for x, _, _ in runs]
         # With two bare loops (put rows), the bare figure is the loop with the better median
@@ -335,15 +336,17 @@ def main():
         loop = ""
         if len(runs[0][2]) > 1:
             op = max(runs[0][2], key=lambda o: statistics.median(l[o] for _, _, l in runs))
-            bs, loop = [l[op] for _, _, l in runs], f" ({'fi_write' if op == 'put' else 'fi_' + op})"
+            bs = [l[op] for _, _, l in runs]
+            loop = f" ({'fi_write' if op == 'put' else 'fi_' + op})"
         else:
             bs = [b for _, b, _ in runs]
         mx, mb = statistics.median(xs), statistics.median(bs)
         bound, at_most = target_of(name, kind)
         ratio = ratio_of(mx, mb)
-        met = ratio <= bound if at_most else ratio >= bound
         if kind == "wake":  # an absolute bound; a miss at or under the bare loop's own is noted
-            met = mx < bound or (mx <= mb and "at or under bare")
+            verdict = "yes" if mx < bound else "at or under bare" if mx <= mb else "no"
+        else:
+            verdict = "yes" if (ratio <= bound if at_most else ratio >= bound) else "no"
         rounds = spread(ratio_of(x, b) for x, b in zip(xs, bs))
         unit = {"lat": f"µs ({a.latency})", "rate": "Mmsg/s", "bw": "GB/s",
                 "wake": "µs"}[kind]
@@ -352,7 +355,7 @@ def main():
               f"{min(xs):.3f}–{max(xs):.3f} | {min(bs):.3f}–{max(bs):.3f} | "
               f"{'<' if kind == 'wake' else '≤' if at_most else '≥'} {bound}"
               f"{' µs' if kind == 'wake' else ''} | "
-              f"{met if isinstance(met, str) else 'yes' if met else 'no'} |")
+              f"{verdict} |")
 
     # Put rows with both bare loops: libxport against each loop alone (its puts are writes with
     # CQ data, fi_writedata's kind) and against the better run of each round, per-round ratios.
