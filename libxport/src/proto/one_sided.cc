@@ -95,16 +95,13 @@ std::optional<Ticket> OneSided::inject_put(uint32_t window, const memory::Region
   // (As post_rma: never from GPU memory the provider registered, which the CPU cannot read.)
   if (len == 0 || len > core_.inject_size || local->cuda_device >= 0) return {};
   // What rma() checks (Windows::usable, check_remote), and what its general path needs.
-  WindowState* wp = windows_.find(window);
-  if (wp == nullptr || wp->closed || wp->free.empty() ||
-      wp->tickets.size() >= Windows::kMaxTickets) {
+  OutStream* found = nullptr;
+  WindowState* wp = windows_.ready(window, &found);
+  if (wp == nullptr || wp->free.empty() || wp->tickets.size() >= Windows::kMaxTickets ||
+      !found->held.empty() || !Windows::remote_fits(*wp, remote, roff, len)) {
     return {};
   }
   WindowState& w = *wp;
-  if (w.peer != nullptr && (w.peer->dead || remote.device_token != w.peer->token)) return {};
-  if (remote.keys.empty() || roff > remote.length || len > remote.length - roff) return {};
-  OutStream* found = streams_.find(w.stream);
-  if (found == nullptr || found->phase != StreamPhase::ready || !found->held.empty()) return {};
   OutStream& s = *found;
   // Credit computed once: for this put, and for the quarter short_of_credit() asks after it.
   const uint64_t limit = streams_.credit_limit(s);

@@ -40,7 +40,19 @@ WindowState* Windows::find(uint32_t id) const {
   return core_.last_window;
 }
 
+WindowState* Windows::ready(uint32_t id, OutStream** stream) const {
+  WindowState* w = find(id);
+  if (w == nullptr || w->closed || (w->peer != nullptr && w->peer->dead)) return nullptr;
+  OutStream* s = os_.streams().find(w->stream);
+  if (s == nullptr || s->phase != StreamPhase::ready) return nullptr;
+  *stream = s;
+  return w;
+}
+
 WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
+  OutStream* ready_stream = nullptr;
+  if (WindowState* w = ready(id, &ready_stream)) return w;
+  // Not usable: which of ready()'s conditions failed, named.
   WindowState* w = find(id);
   if (w == nullptr || w->closed) {
     *err = core::error(Code::invalid_argument, what, ": window ", id, " is not open");
@@ -50,14 +62,12 @@ WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
     *err = core::error(Code::peer_lost, what, ": the window's peer is lost (", w->peer->death, ")");
     return nullptr;
   }
-  OutStream* s = os_.streams().find(w->stream);
-  if (s == nullptr || s->phase != StreamPhase::ready) {
-    *err = s != nullptr && !s->error.ok()
-               ? s->error.with_context(what)
-               : core::error(Code::closed, what, ": the window's stream is closed");
-    return nullptr;
-  }
-  return w;
+  // (what is left: the stream is not ready)
+  const OutStream* s = os_.streams().find(w->stream);
+  *err = s != nullptr && !s->error.ok()
+             ? s->error.with_context(what)
+             : core::error(Code::closed, what, ": the window's stream is closed");
+  return nullptr;
 }
 
 void Windows::maybe_erase(WindowState& w) {
@@ -82,17 +92,17 @@ void Windows::close(uint32_t id) {
 
 Status Windows::check_remote(const WindowState& w, const RemoteKey& k, size_t off, size_t len,
                              const char* what) const {
+  if (remote_fits(w, k, off, len)) return Status::success();
+  // Which of remote_fits()'s conditions failed, named.
   if (w.peer != nullptr && k.device_token != w.peer->token) {
     return core::error(Code::invalid_argument, what, ": the remote key was exported by another "
                        "device (token ", std::hex, k.device_token, ") than this window's peer (",
                        w.peer->token, ")");
   }
   if (k.keys.empty()) return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
-  if (off > k.length || len > k.length - off) {
-    return core::error(Code::invalid_argument, what, ": remote range [", off, ", +", len,
-                       ") is outside the remote region of ", k.length, " bytes");
-  }
-  return Status::success();
+  // (what is left: the range is outside the key's)
+  return core::error(Code::invalid_argument, what, ": remote range [", off, ", +", len,
+                     ") is outside the remote region of ", k.length, " bytes");
 }
 
 Status Windows::check_remote_word(const WindowState& w, const RemoteKey& k, size_t off,

@@ -23,12 +23,21 @@ class Windows {
   void maybe_erase(WindowState& w);
   // An open window, or nullptr with *err naming what is wrong (closed, its stream failed).
   WindowState* usable(uint32_t id, const char* what, Status* err);
+  // What usable() accepts, without saying why not: the window, open, its peer alive, and its
+  // stream, ready (*stream); nullptr otherwise. The injected put's fast path asks this.
+  WindowState* ready(uint32_t id, OutStream** stream) const;
   WindowState* find(uint32_t id) const;
 
   // Checks of a remote range, or of an 8-byte word (signal, atomic), against the key and the
   // window's peer: nothing is issued when they fail.
   Status check_remote(const WindowState& w, const RemoteKey& k, size_t off, size_t len,
                       const char* what) const;
+  // What check_remote() accepts, without saying why not: the key is the window's peer's, not
+  // empty, and [off, off + len) is inside it.
+  static bool remote_fits(const WindowState& w, const RemoteKey& k, size_t off, size_t len) {
+    return (w.peer == nullptr || k.device_token == w.peer->token) && !k.keys.empty() &&
+           off <= k.length && len <= k.length - off;
+  }
   Status check_remote_word(const WindowState& w, const RemoteKey& k, size_t off,
                            const char* what) const;
   static uint64_t remote_address(const RemoteKey& k, size_t off) {
