@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
+#include <atomic>
 
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
@@ -238,6 +240,163 @@ TEST_P(FlowControl, MessagesSentBeforeCloseAreStillReceived) {
   }
   EXPECT_EQ(last.code(), Code::closed) << last.to_string();
   EXPECT_NE(last.message().find("after 5 messages"), std::string::npos) << last.message();
+}
+
+// An 8-byte send within credit is injected: done before isend returns, its slot free, and
+// reported from a ticket that test() and wait() read without the engine lock. What the caller
+// sees stays that of any send: reported done once, with its length; asked again, not
+// outstanding; and until reported it is one of the depth outstanding sends.
+TEST_P(FlowControl, InjectedSendsAreReportedOnceAndStayOutstandingUntilThen) {
+  std::vector<Request> sends;
+  for (int i = 0; i < kDepth; ++i) {
+    auto s = send_->isend(src_.data() + i * 8, 8, src_reg_);
+    ASSERT_TRUE(s.ok()) << "message " << i << ": " << s.status().to_string();
+    sends.push_back(*s);
+  }
+  // Every slot's send unreported: one more is refused, as for sends still in flight.
+  auto over = send_->isend(src_.data(), 8, src_reg_);
+  ASSERT_FALSE(over.ok()) << "a send beyond " << kDepth << " unreported ones was taken";
+  EXPECT_EQ(over.status().code(), Code::again) << over.status().to_string();
+  // Reported by test(), then by wait(), then by a test() that makes no progress pass.
+  auto t = send_->test(sends[3]);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_TRUE(t->done) << "an injected send is done when isend returns";
+  EXPECT_EQ(t->bytes, 8u);
+  EXPECT_EQ(t->count, 1u);
+  auto w = send_->wait(sends[5], soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(*w, 8u);
+  auto o = send_->test(sends[6], TestMode::observe);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_TRUE(o->done);
+  EXPECT_EQ(o->bytes, 8u);
+  // Asked again: not outstanding, by test() (both modes) and wait().
+  for (int k : {3, 5, 6}) {
+    auto again = send_->test(sends[k]);
+    ASSERT_FALSE(again.ok()) << "send " << k << " reported done twice";
+    EXPECT_EQ(again.status().code(), Code::invalid_argument);
+    EXPECT_NE(again.status().message().find("not outstanding"), std::string::npos)
+        << again.status().to_string();
+    EXPECT_FALSE(send_->test(sends[k], TestMode::observe).ok()) << "send " << k;
+    auto again_wait = send_->wait(sends[k], soon());
+    ASSERT_FALSE(again_wait.ok()) << "send " << k << " waited for twice";
+    EXPECT_EQ(again_wait.status().code(), Code::invalid_argument);
+  }
+  // Message kDepth takes slot 0, still held by unreported send 0; reporting send 3 frees
+  // slot 3, not slot 0.
+  over = send_->isend(src_.data(), 8, src_reg_);
+  ASSERT_FALSE(over.ok()) << "slot 0 was reused while send 0 was unreported";
+  EXPECT_EQ(over.status().code(), Code::again);
+  // Every other send reported once: then message kDepth is taken (and waits for credit).
+  for (int k : {0, 1, 2, 4, 7}) {
+    auto r = send_->wait(sends[k], soon());
+    ASSERT_TRUE(r.ok()) << "send " << k << ": " << r.status().to_string();
+    EXPECT_EQ(*r, 8u);
+  }
+  auto next = send_->isend(src_.data() + kDepth * 8, 8, src_reg_);
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  for (int i = 0; i <= kDepth; ++i) {
+    auto r = recv_->irecv(dst_.data() + i * 8, 8, dst_reg_);
+    ASSERT_TRUE(r.ok()) << "receive " << i << ": " << r.status().to_string();
+    auto got = recv_->wait(*r, soon());
+    ASSERT_TRUE(got.ok()) << "receive " << i << ": " << got.status().to_string();
+  }
+  ASSERT_TRUE(send_->wait(*next, soon()).ok());
+}
+
+// Threads asking about one injected send at once, 1,000 times: exactly one hears it is done,
+// the others that it is not outstanding (the lock-free report takes the ticket once), and the
+// messages all arrive.
+TEST_P(FlowControl, ThreadsTestingOneInjectedSendHearItDoneOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 1000;
+  std::vector<uint64_t> seqs(kRounds);
+  std::atomic<uint64_t> posted{0};  // rounds whose send is out (UINT64_MAX: stop)
+  std::atomic<int> answered{0}, done{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        const auto until = Deadline::after(std::chrono::seconds(20));
+        uint64_t p = 0;
+        while ((p = posted.load(std::memory_order_acquire)) <= uint64_t(round)) {
+          if (until.expired()) return;  // the main thread reports the round that stalled
+          std::this_thread::yield();
+        }
+        if (p == UINT64_MAX) return;
+        const Request req{seqs[round]};
+        // Threads ask by wait() or test() (each mode), a different mix each round; a test()
+        // that says "not done yet" (a send beyond the credit) is asked again.
+        Status st;
+        bool is_done = false;
+        const int how = (round + t) % 3;
+        if (how == 0) {
+          auto w = send_->wait(req, soon());
+          st = w.status();
+          is_done = w.ok();
+        } else {
+          for (;;) {
+            auto c = send_->test(req, how == 1 ? TestMode::progress : TestMode::observe);
+            st = c.status();
+            if (!c.ok() || c->done || until.expired()) {
+              is_done = c.ok() && c->done;
+              break;
+            }
+          }
+        }
+        if (is_done) {
+          done.fetch_add(1);
+          if (send_->test(req).ok()) other.fetch_add(1);  // never reported twice
+        } else if (st.code() == Code::invalid_argument) {
+          refused.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+        }
+        answered.fetch_add(1, std::memory_order_acq_rel);
+      }
+    });
+  }
+  bool stalled = false;
+  for (int round = 0; round < kRounds && !stalled; ++round) {
+    auto r = recv_->irecv(dst_.data(), 8, dst_reg_);
+    ASSERT_TRUE(r.ok()) << "receive " << round << ": " << r.status().to_string();
+    std::memcpy(src_.data(), &round, sizeof(round));
+    const int before = answered.load();
+    auto s = send_->isend(src_.data(), 8, src_reg_);
+    ASSERT_TRUE(s.ok()) << "message " << round << ": " << s.status().to_string();
+    seqs[round] = s->seq;
+    posted.store(uint64_t(round) + 1, std::memory_order_release);
+    const auto until = Deadline::after(std::chrono::seconds(20));
+    while (answered.load(std::memory_order_acquire) < before + kThreads) {
+      if (until.expired()) {
+        stalled = true;
+        ADD_FAILURE() << "round " << round << ": " << answered.load() - before << " of "
+                      << kThreads << " threads answered within 20 s";
+        break;
+      }
+      std::this_thread::yield();
+    }
+    auto got = recv_->wait(*r, soon());
+    if (!got.ok()) {
+      ADD_FAILURE() << "receive " << round << ": " << got.status().to_string();
+      stalled = true;
+      break;
+    }
+    int seen = -1;
+    std::memcpy(&seen, dst_.data(), sizeof(seen));
+    EXPECT_EQ(seen, round) << "message " << round;
+    if (done.load() != round + 1) {
+      ADD_FAILURE() << "round " << round << ": sends reported done " << done.load()
+                    << " times over " << round + 1 << " rounds";
+      stalled = true;
+    }
+  }
+  if (stalled) posted.store(UINT64_MAX);
+  for (auto& th : threads) th.join();
+  if (stalled) return;
+  EXPECT_EQ(done.load(), kRounds);
+  EXPECT_EQ(refused.load(), kRounds * (kThreads - 1));
+  EXPECT_EQ(other.load(), 0) << "answers neither done nor not outstanding, or done twice";
 }
 
 // A depth that is not a power of two: slots are sequence numbers modulo the depth, a mask only

@@ -379,13 +379,14 @@ Status not_a_message(const char* what) {
 
 Result<Completion> SendComm::test(Request r, TestMode mode) {
   if (r.kind != Request::Kind::message) return not_a_message("test");
-  XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq, mode == TestMode::progress));
+  XPORT_ASSIGN_OR_RETURN(auto c,
+                         engine_->test_send({id_, gen_}, r.seq, mode == TestMode::progress));
   return to_public(c);
 }
 
 Result<size_t> SendComm::wait(Request r, Deadline d) {
   if (r.kind != Request::Kind::message) return not_a_message("wait");
-  return engine_->wait({id_, gen_}, r.seq, d);
+  return engine_->wait_send({id_, gen_}, r.seq, d);
 }
 
 RecvComm::~RecvComm() {

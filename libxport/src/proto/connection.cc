@@ -197,6 +197,7 @@ Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16
     c->sends.resize(depth);
     c->early_cts.resize(depth);
     c->credit_limit = depth;
+    c->make_tickets(depth);
   } else {
     c->recvs.resize(depth);
     c->unexpected.resize(depth);

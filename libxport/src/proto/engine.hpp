@@ -125,6 +125,12 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
   // test() without its progress pass, under the lock.
   Result<Completion> test_locked(CommId comm, uint64_t seq);
+  // An injected send of `comm` not reported yet: reported now, without the engine lock (its
+  // length); nullopt for anything else, which the caller takes the locked way.
+  std::optional<size_t> take_injected(CommId comm, uint64_t seq, bool progress);
+  // test() and wait() of a send communicator: an injected send is reported without the lock.
+  Result<Completion> test_send(CommId comm, uint64_t seq, bool progress = true);
+  Result<size_t> wait_send(CommId comm, uint64_t seq, Deadline deadline);
   // Under the lock, a wait's look at its request: nothing while it is outstanding (nothing
   // failed), else what wait() returns for it (its bytes, or its error), the request retired.
   // One lookup, and no Completion built for a send or a one-buffer receive.

@@ -132,6 +132,16 @@ struct SendSlot {
   }
 };
 
+// An injected send: done before isend returned, so its SendSlot is free at once and what is left
+// is to report it, once, to test() or wait(), which do so without the engine lock
+// (CommState::take_injected). `seq1` is its sequence number + 1 while it waits to be reported,
+// 0 once it was (or while nothing was injected here); `len` its length. isend, under the lock,
+// fills a ticket only when it is 0 and counts a filled one as an outstanding send.
+struct InjectedTicket {
+  std::atomic<uint64_t> seq1{0};
+  std::atomic<uint64_t> len{0};
+};
+
 // The most buffers of one grouped receive (xport::kMaxGroupedRecvs).
 inline constexpr uint32_t kMaxGroup = 8;
 
@@ -275,6 +285,34 @@ struct CommState {
   size_t eager_max = 0;       // largest eager message (min of both sides)
   uint64_t next_seq = 0;
   std::vector<SendSlot> sends;
+  // Sender: one ticket per send slot, made with the communicator (depth only shrinks after it)
+  // and never moved, so test() and wait() may read them without the lock; seq % injected_n.
+  std::unique_ptr<InjectedTicket[]> injected;
+  uint16_t injected_n = 0;
+  uint16_t injected_mask = 0;  // injected_n - 1 where it is a power of two (the default 64)
+  std::atomic<uint32_t> quick_answers{0};  // lock-free reports: every 16th makes a pass all the same
+  void make_tickets(uint16_t n) {
+    injected = std::make_unique<InjectedTicket[]>(n);
+    injected_n = n;
+    injected_mask = n != 0 && (n & (n - 1)) == 0 ? static_cast<uint16_t>(n - 1) : 0;
+  }
+  InjectedTicket* ticket_of(uint64_t seq) const {
+    if (injected_n == 0) return nullptr;
+    return &injected[injected_mask != 0 || injected_n == 1 ? seq & injected_mask
+                                                           : seq % injected_n];
+  }
+  // Injected send `seq`, not reported yet: reported now (true, and its length), to one caller
+  // only however many threads ask. Safe without the engine lock.
+  bool take_injected(uint64_t seq, size_t* len) {
+    InjectedTicket* t = ticket_of(seq);
+    uint64_t want = seq + 1;
+    if (t == nullptr || t->seq1.load(std::memory_order_acquire) != want) return false;
+    // Read before the ticket is let go: once it is 0, isend may fill it again.
+    const uint64_t n = t->len.load(std::memory_order_relaxed);
+    if (!t->seq1.compare_exchange_strong(want, 0, std::memory_order_acq_rel)) return false;
+    *len = static_cast<size_t>(n);
+    return true;
+  }
   std::vector<RecvSlot> recvs;
   std::vector<EarlyCts> early_cts;
   std::vector<EarlyRts> early_rts;

@@ -20,6 +20,16 @@ CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err
 
 namespace {
 
+// A send's completion: one buffer of `len` bytes.
+Completion sent(size_t len) {
+  Completion out;
+  out.done = true;
+  out.bytes = len;
+  out.count = 1;
+  out.sizes[0] = len;
+  return out;
+}
+
 Status device_busy(const char* op) {
   return Status(Code::again, core::str(op, ": the device is busy (another thread holds it; "
                                        "PostMode::handoff does not wait): call again"));
@@ -45,7 +55,15 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   const uint64_t seq = c->next_seq;
   const uint16_t slot = c->slot_of(seq);
   SendSlot& s = c->sends[slot];
-  if (s.active) {
+  InjectedTicket* ticket = c->ticket_of(seq);
+  // An injected send not yet reported by test() or wait() is outstanding as well: its ticket,
+  // which this send needs free; and where the peer agreed to fewer slots than there are
+  // tickets, the slot's previous send, seq - depth, may be such a send.
+  const bool slot_busy =
+      s.active || (ticket != nullptr && ticket->seq1.load(std::memory_order_acquire) != 0) ||
+      (ticket != nullptr && c->injected_n != c->depth && seq >= c->depth &&
+       c->ticket_of(seq - c->depth)->seq1.load(std::memory_order_acquire) == seq - c->depth + 1);
+  if (slot_busy) {
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
@@ -84,6 +102,12 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
     s.active = false;
     s.region.reset();
     return st.with_context("isend");
+  }
+  if (inject == Eager::Inject::done && ticket != nullptr) {
+    // Done already: the slot is free, and test() or wait() report it from the ticket.
+    s.active = false;
+    ticket->len.store(len, std::memory_order_relaxed);
+    ticket->seq1.store(seq + 1, std::memory_order_release);
   }
   c->next_seq += 1;
   return seq;
@@ -125,6 +149,35 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
   return seq;
 }
 
+std::optional<size_t> Engine::take_injected(CommId comm, uint64_t seq, bool progress) {
+  // No lock: the communicator is open (its SendComm is the caller's) and its tickets stay put.
+  // With progress asked for, every 16th call goes the locked way all the same and makes its
+  // pass there, so a caller that only ever tests injected sends still moves a provider that
+  // progresses manually (as Window::wait_local does for puts). (A relaxed count: concurrent
+  // callers may lose increments, never correctness.)
+  CommState* c = core_.comm(comm);
+  if (c == nullptr) return std::nullopt;
+  if (progress) {
+    const uint32_t q = c->quick_answers.load(std::memory_order_relaxed);
+    c->quick_answers.store(q + 1, std::memory_order_relaxed);
+    if ((q & 15) == 15) return std::nullopt;
+  }
+  size_t len = 0;
+  if (!c->take_injected(seq, &len)) return std::nullopt;
+  return len;
+}
+
+Result<Completion> Engine::test_send(CommId comm, uint64_t seq, bool progress) {
+  if (std::optional<size_t> len = take_injected(comm, seq, progress)) return sent(*len);
+  return test(comm, seq, progress);
+}
+
+Result<size_t> Engine::wait_send(CommId comm, uint64_t seq, Deadline deadline) {
+  // A wait whose request is done makes no pass (wait() did none either: finish_locked first).
+  if (std::optional<size_t> len = take_injected(comm, seq, false)) return *len;
+  return wait(comm, seq, deadline);
+}
+
 Result<Completion> Engine::test(CommId comm, uint64_t seq, bool progress) {
   if (!progress) {
     Lock l(core_, std::try_to_lock);
@@ -148,6 +201,7 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
   }
   const uint16_t slot = c->slot_of(seq);
   SendSlot& s = c->sends[slot];
+  if (size_t len = 0; c->take_injected(seq, &len)) return sent(len);
   if (!s.active || s.seq != seq) {
     return core::error(Code::invalid_argument, "test: request ", seq,
                        " is not outstanding on communicator ", comm.index,
@@ -155,18 +209,14 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
   }
   if (!s.done()) return Completion{};
   if (Status e = s.retire(); !e.ok()) return e;
-  Completion out;
-  out.done = true;
-  out.bytes = s.len;
-  out.count = 1;
-  out.sizes[0] = s.len;
-  return out;
+  return sent(s.len);
 }
 
 std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
   CommState* c = core_.comm(comm);
   if (c != nullptr && !c->user_closed && c->depth != 0) {
     if (c->is_send) {
+      if (size_t len = 0; c->take_injected(seq, &len)) return Result<size_t>(len);
       SendSlot& s = c->sends[c->slot_of(seq)];
       if (s.active && s.seq == seq) {
         if (!s.done()) return std::nullopt;
