@@ -285,21 +285,15 @@ struct CommState {
   size_t eager_max = 0;       // largest eager message (min of both sides)
   uint64_t next_seq = 0;
   std::vector<SendSlot> sends;
-  // Sender: one ticket per send slot, made with the communicator (depth only shrinks after it)
-  // and never moved, so test() and wait() may read them without the lock; seq % injected_n.
+  // Sender: one ticket per send slot, by slot_of(seq), made with the communicator and never
+  // moved, so test() and wait() may read them without the lock. (They are made at the depth the
+  // connector asks for; the peer's answer may lower it, before the SendComm is handed out, so
+  // slot_of() never changes while a ticket can be read.)
   std::unique_ptr<InjectedTicket[]> injected;
-  uint16_t injected_n = 0;
-  uint16_t injected_mask = 0;  // injected_n - 1 where it is a power of two (the default 64)
   std::atomic<uint32_t> quick_answers{0};  // lock-free reports: every 16th makes a pass all the same
-  void make_tickets(uint16_t n) {
-    injected = std::make_unique<InjectedTicket[]>(n);
-    injected_n = n;
-    injected_mask = n != 0 && (n & (n - 1)) == 0 ? static_cast<uint16_t>(n - 1) : 0;
-  }
+  void make_tickets(uint16_t n) { injected = std::make_unique<InjectedTicket[]>(n); }
   InjectedTicket* ticket_of(uint64_t seq) const {
-    if (injected_n == 0) return nullptr;
-    return &injected[injected_mask != 0 || injected_n == 1 ? seq & injected_mask
-                                                           : seq % injected_n];
+    return injected ? &injected[slot_of(seq)] : nullptr;
   }
   // Injected send `seq`, not reported yet: reported now (true, and its length), to one caller
   // only however many threads ask. Safe without the engine lock.

@@ -56,14 +56,9 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   const uint16_t slot = c->slot_of(seq);
   SendSlot& s = c->sends[slot];
   InjectedTicket* ticket = c->ticket_of(seq);
-  // An injected send not yet reported by test() or wait() is outstanding as well: its ticket,
-  // which this send needs free; and where the peer agreed to fewer slots than there are
-  // tickets, the slot's previous send, seq - depth, may be such a send.
-  const bool slot_busy =
-      s.active || (ticket != nullptr && ticket->seq1.load(std::memory_order_acquire) != 0) ||
-      (ticket != nullptr && c->injected_n != c->depth && seq >= c->depth &&
-       c->ticket_of(seq - c->depth)->seq1.load(std::memory_order_acquire) == seq - c->depth + 1);
-  if (slot_busy) {
+  // The slot's previous send is outstanding while it is active, or injected and not yet
+  // reported by test() or wait() (its ticket held).
+  if (s.active || (ticket != nullptr && ticket->seq1.load(std::memory_order_acquire) != 0)) {
     return core::error(Code::again, "isend: ", c->depth, " sends are outstanding on communicator ",
                        comm.index, " (test() them, or raise XPORT_MAX_REQUESTS)");
   }
