@@ -166,8 +166,8 @@ Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t l
                              const RemoteKey& remote, size_t roff, size_t len,
                              const SignalRequest* signal) {
   if (signal == nullptr) {
-    // A put the provider injects at once (most small ones): one pass over its state
-    // (OneSided::inject_put), instead of rma()'s checks, then its plan, then the injection,
+    // A plain put (one stripe from host memory, most puts on one rail): one pass over its state
+    // (OneSided::plain_put), instead of rma()'s checks, then its plan and piece, then the post,
     // then short_of_credit()'s second look at the stream. Anything not plain goes to rma()
     // (which takes the lock again: this one is released first).
     if (loff <= local.view_length && len <= local.view_length - loff &&
@@ -175,7 +175,7 @@ Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t l
         (*local.region)->owner.get() == static_cast<memory::RegionOwner*>(this)) {
       Lock l(core_);
       bool short_after = false;
-      if (std::optional<Ticket> t = one_sided_.inject_put(
+      if (std::optional<Ticket> t = one_sided_.plain_put(
               window, *local.region, const_cast<uint8_t*>(local.view_base) + loff, len, remote,
               roff, &short_after)) {
         // (as rma: the target's acknowledgements read now, while the stream has credit left)

@@ -89,11 +89,13 @@ bool OneSided::short_of_credit(uint32_t window) {
 
 // ---- posting ----
 
-std::optional<Ticket> OneSided::inject_put(uint32_t window, const memory::RegionRef& local,
-                                           uint8_t* lbuf, size_t len, const RemoteKey& remote,
-                                           size_t roff, bool* short_after) {
-  // (As post_rma: never from GPU memory the provider registered, which the CPU cannot read.)
-  if (len == 0 || len > core_.inject_size || local->cuda_device >= 0) return {};
+std::optional<Ticket> OneSided::plain_put(uint32_t window, const memory::RegionRef& local,
+                                          uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                          size_t roff, bool* short_after) {
+  // (As post_rma: never injected from GPU memory the provider registered, which the CPU cannot
+  // read; posted from GPU memory, staged or not, it takes rma() and post().)
+  if (len == 0 || local->cuda_device >= 0) return {};
+  const bool inject = len <= core_.inject_size;
   // What rma() checks (Windows::usable, check_remote), and what its general path needs.
   OutStream* found = nullptr;
   WindowState* wp = windows_.ready(window, &found);
@@ -116,21 +118,45 @@ std::optional<Ticket> OneSided::inject_put(uint32_t window, const memory::Region
   const uint64_t seq = s.next_seq;
   const uint64_t data =
       encode_window_write(s.target, s.target_gen, seq, core_.cq_data_bytes, s.seq_bits);
-  if (!ch->ep->endpoint()
-           .inject_writedata(lbuf, len, data, ch->peer, Windows::remote_address(remote, roff),
-                             remote.keys[rail])
-           .ok()) {
-    return {};
+  const uint64_t raddr = Windows::remote_address(remote, roff);
+  fabric::Endpoint& ep = ch->ep->endpoint();
+  const Ticket t = w.next_ticket;
+  if (inject) {
+    if (!ep.inject_writedata(lbuf, len, data, ch->peer, raddr, remote.keys[rail]).ok()) return {};
+    w.tickets.add(t).need_seq = seq + 1;  // locally complete; remotely once the target counts it
+    if (w.local_clear->load(std::memory_order_relaxed) == t) {
+      w.local_clear->store(t + 1, std::memory_order_release);
+    }
+    w.completed += 1;
+  } else {
+    // As reserve() and post(): a window operation, its context naming the ticket and the rail,
+    // and a CQ entry of the rail held for its completion.
+    rail::Rail& r = *core_.rails[ch->rail];
+    if (!r.cq_take()) return {};
+    const uint32_t index = w.free.back();
+    WindowOp& o = w.ops[index];
+    o.ctx.type = fabric::OpType::put;
+    o.ctx.seq = t;
+    o.ctx.stripe = 0;
+    o.ctx.rail = static_cast<uint8_t>(rail);
+    if (!ep.writedata(lbuf, len, local->desc(rail), data, ch->peer, raddr, remote.keys[rail],
+                      &o.ctx)
+             .ok()) {
+      r.cq_give();
+      return {};
+    }
+    w.free.pop_back();
+    o.busy = true;
+    o.region = local;
+    o.uncounted = 0;
+    TicketState& ts = w.tickets.add(t);
+    ts.need_seq = seq + 1;
+    ts.local_left = 1;
   }
+  w.next_ticket = t + 1;
   w.next_stripe += 1;
   s.next_seq = seq + 1;
-  const Ticket t = w.next_ticket++;
-  w.tickets.add(t).need_seq = seq + 1;  // locally complete; remotely once the target counts it
-  if (w.local_clear->load(std::memory_order_relaxed) == t) {
-    w.local_clear->store(t + 1, std::memory_order_release);
-  }
   w.issued += 1;
-  w.completed += 1;
   *short_after = limit - s.next_seq < credit_reserve(s);
   return t;
 }

@@ -46,18 +46,21 @@ class OneSided {
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,
                            const char* what) const;
-  // The common small put, in one pass over its state: a put (no signal) of one stripe that fits
-  // the provider's inject size, from host memory, on an open window whose stream has nothing
-  // held and credit for it. Injected here and numbered as submit() would, locally complete
-  // when the call returns, without a window operation or a piece. nullopt when anything about
-  // it is not plain (a check that would fail, no credit, a rail down) or the provider refused:
-  // the caller then takes rma(), which checks everything, names what is wrong, and otherwise
-  // does what it does for any put (tries again, queues it). `local` is a registration of this
-  // device and [lbuf, +len) inside the caller's Region (Engine::put checks both).
-  // *short_after: the stream is now short of credit, as short_of_credit() would answer.
-  std::optional<Ticket> inject_put(uint32_t window, const memory::RegionRef& local,
-                                   uint8_t* lbuf, size_t len, const RemoteKey& remote,
-                                   size_t roff, bool* short_after);
+  // The common put, in one pass over its state: a put (no signal) of one stripe, from host
+  // memory, on an open window whose stream has nothing held and credit for it. Numbered as
+  // submit() would and handed to the provider here, without a piece: injected where it fits
+  // the provider's inject size (locally complete when the call returns, no window operation),
+  // else posted with a window operation of its own, as post() would (the provider's
+  // completion finishes it). nullopt when anything about it is not plain (a check that would
+  // fail, no credit or free operation, a rail down, the rail's CQ full) or the provider
+  // refused: nothing has changed, and the caller takes rma(), which checks everything, names
+  // what is wrong, and otherwise does what it does for any put (tries again, queues it).
+  // `local` is a registration of this device and [lbuf, +len) inside the caller's Region
+  // (Engine::put checks both). *short_after: the stream is now short of credit, as
+  // short_of_credit() would answer.
+  std::optional<Ticket> plain_put(uint32_t window, const memory::RegionRef& local,
+                                  uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                  size_t roff, bool* short_after);
   // Adds a put or get (and a put_signal's signal) to ticket `t` and hands it to the stream.
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,
@@ -75,7 +78,7 @@ class OneSided {
   // Whether the window's stream could not take another quarter of its credits now (the
   // target's acknowledgements, which only a progress pass reads, are due).
   bool short_of_credit(uint32_t window);
-  // That quarter (at least one number): inject_put asks it too.
+  // That quarter (at least one number): plain_put asks it too.
   static uint32_t credit_reserve(const OutStream& s) {
     return std::max<uint32_t>(1, s.credits / 4);
   }
