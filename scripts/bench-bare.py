@@ -44,6 +44,11 @@ voluntary and involuntary context switches (getrusage of the waited-for children
 host's TCP segments sent and TcpExt counters moved (/proc/net/snmp, /proc/net/netstat: on the
 quiet host, loopback traffic is the runs' own), to tell what a row's fast and slow runs differ
 by.
+--time-calls (a diagnostic; put bandwidth rows) has both tools read the clock around each posted
+write or put call and each wait for room in their window, in the timed phase, and prints each
+run's mean ns per write in both (xport-bench --time-calls, fi-bare-loop --time-calls), and
+their medians over the rounds at the end: whether a row's gap is in the calls or in the waits.
+The clock reads themselves cost both tools the same few tens of ns per write.
 --rows takes row names or their prefixes. Prints one line per run and, at the end, a markdown
 table: medians, their ratio (which the target is read against), the median and quartiles of
 the rounds' own ratios (each round's libxport run over that round's bare figure: a row whose
@@ -212,6 +217,9 @@ def main():
     p.add_argument("--os-counters", action="store_true",
                    help="print, per run of every tool and per message, its processes' CPU time "
                    "and context switches and the host's TCP counters (see above)")
+    p.add_argument("--time-calls", action="store_true",
+                   help="put bandwidth rows: print each run's ns per write in calls and in waits "
+                   "(see above)")
     p.add_argument("--xport-args", default="", help="more xport-bench arguments, space-separated")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=BUILD[:ARGS]: a libxport build (and arguments; XPORT_KNOB=VALUE words "
@@ -245,6 +253,7 @@ def main():
     env = dict(os.environ)
     env.setdefault("FI_TCP_IFACE", "lo")  # both tools on loopback, whatever the host's NICs
     results = {}
+    timed = {}  # (row, provider, tool) -> [(call_ns, wait_ns)], --time-calls
     for r in range(a.rounds):
         for prov in a.providers.split(","):
             for name, kind, size, window, xargs, mode, key in table:
@@ -260,6 +269,10 @@ def main():
                     ["--cpus", a.pin] if a.pin else [])
                 if a.bare_no_inject:
                     bare_cmd.append("--no-inject")
+                time_calls = a.time_calls and kind == "bw" and mode == "put-bw"
+                if time_calls:
+                    bare_cmd.append("--time-calls")
+                    xargs = xargs + ["--time-calls"]
                 pin = (["--cpu", a.pin.split(",")[0], "--peer-cpu", a.pin.split(",")[1]]
                        if a.pin else [])
                 cmds = [(vn, [vb] + xargs + common + pin + va, ve)
@@ -318,6 +331,15 @@ def main():
                               f"(depth {got[vn]['depth']})  bare {b:9.3f} {unit} "
                               f"({best['op']}, in flight {flight}){also}  ratio {x / b:.3f}"
                               f"{counters}", flush=True)
+                if time_calls:
+                    each = []
+                    for tool, v in got.items():
+                        t = v.get("time_calls")
+                        if t:
+                            timed.setdefault((name, prov, tool), []).append(
+                                (t["call_ns"], t["wait_ns"]))
+                            each.append(f"{tool} {t['call_ns']:.0f} + {t['wait_ns']:.0f}")
+                    print(f"  ns per write in calls + waits: {', '.join(each)}", flush=True)
                 for tool, line in seen.items():
                     x = figure(got[tool], key, a.latency)
                     print(f"  os {tool:16} {x:9.3f} {unit}: per message {line}", flush=True)
@@ -356,6 +378,16 @@ def main():
               f"{'<' if kind == 'wake' else '≤' if at_most else '≥'} {bound}"
               f"{' µs' if kind == 'wake' else ''} | "
               f"{verdict} |")
+
+    if timed:
+        print("\n| row | provider | tool | ns per write in calls: median (min–max) | "
+              "ns per write in waits: median (min–max) | runs |")
+        print("|---|---|---|---|---|---|")
+        for (name, prov, tool), v in timed.items():
+            cs, ws = [c for c, _ in v], [w for _, w in v]
+            print(f"| {name} | {prov} | {tool} | {statistics.median(cs):.0f} ({min(cs):.0f}–"
+                  f"{max(cs):.0f}) | {statistics.median(ws):.0f} ({min(ws):.0f}–{max(ws):.0f}) "
+                  f"| {len(v)} |")
 
     # Put rows with both bare loops: libxport against each loop alone (its puts are writes with
     # CQ data, fi_writedata's kind) and against the better run of each round, per-round ratios.

@@ -29,11 +29,14 @@
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
-//                [--threads N] [--cpus A,B] [--work I,T]
+//                [--threads N] [--cpus A,B] [--work I,T] [--time-calls]
 // --work I,T (rate and bandwidth modes; a diagnostic): I steps of a dependent multiply-add chain
 // (about 4 cycles each, no memory touched) after each write or send the initiator posts, and T
 // after each write's data or receive the target reads: how the rate moves with either side's
 // CPU time per message locates what bounds it (docs/benchmarks.md, ninth pass).
+// --time-calls (put modes, posted writes; a diagnostic): the timed phase reads the clock around
+// each post and each wait for room in the window; the JSON gives their mean ns per write
+// (time_calls), as xport-bench --sliding --time-calls does for its put calls and waits.
 // --gap-us US (pingpong): the initiator idles US µs (busy, unmeasured) before each ping;
 // --block (pingpong): CQs get a wait object (FI_WAIT_FD) and the target waits for each ping
 // asleep in poll(2) on its file descriptor. With --gap-us: what a wake-up costs the bare
@@ -90,6 +93,7 @@ struct Args {
   bool json = false;
   uint32_t work_initiator = 0;  // --work: steps of burn() per message posted
   uint32_t work_target = 0;     // ... and per message or write's data the target reads
+  bool time_calls = false;      // --time-calls (put modes, posted writes): clock posts and waits
   long gap_us = 0;     // pingpong: the initiator idles (busy) this long before each ping
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
   int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
@@ -646,6 +650,7 @@ struct Result {
   size_t in_flight = 1;
   bool inject = false;
   Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
+  double call_ns = -1, wait_ns = -1;  // --time-calls: mean ns per timed write, posting / waiting
 };
 
 // --writedata: each side writes the SIZE bytes into the other's region (fi_writedata, the
@@ -726,6 +731,8 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
   if (a.writedata) q.post_receives(kAckReceives);
   uint64_t issued = 0;
   uint64_t acks = 0;
+  bool timing = false;                   // --time-calls, in the timed phase
+  Clock::duration in_calls{}, in_waits{};
   auto phase = [&](uint64_t count, const char* what) {
     for (const uint64_t end = issued + count; issued < end; ++issued) {
       const size_t off = (issued % slots) * a.size;
@@ -743,7 +750,9 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
         burn(a.work_initiator);
         continue;
       }
+      const auto w0 = timing ? Clock::now() : Clock::time_point{};
       q.wait_tx_below(a.window, "keeping the window of writes");
+      const auto c0 = timing ? Clock::now() : Clock::time_point{};
       if (a.writedata) {
         q.post("fi_writedata", [&] {
           return fi_writedata(f.ep, src, a.size, f.desc, issued, f.peer, dst, target.key,
@@ -753,6 +762,11 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
         q.post("fi_write", [&] {
           return fi_write(f.ep, src, a.size, f.desc, f.peer, dst, target.key, &q.tx_ctx);
         });
+      }
+      if (timing) {
+        const auto c1 = Clock::now();
+        in_waits += c0 - w0;
+        in_calls += c1 - c0;
       }
       ++q.tx_pending;
       burn(a.work_initiator);
@@ -770,12 +784,17 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
   };
   if (warmup > 0) phase(warmup, "finishing the warm-up writes");
   if (a.threads > 1) start_together();
+  timing = a.time_calls && !r.inject;
   const auto t0 = Clock::now();
   phase(static_cast<uint64_t>(a.iterations), "finishing the writes");
   r.t0 = t0;
   r.t1 = Clock::now();
   r.seconds = std::chrono::duration<double>(r.t1 - t0).count();
   r.messages = static_cast<double>(a.iterations);
+  if (timing) {
+    r.call_ns = static_cast<double>(std::chrono::nanoseconds(in_calls).count()) / r.messages;
+    r.wait_ns = static_cast<double>(std::chrono::nanoseconds(in_waits).count()) / r.messages;
+  }
   return r;
 }
 
@@ -811,10 +830,14 @@ void report(const Args& a, const Fabric& f, Result& r) {
     }
     std::printf(
         "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
-        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d,\"eagain_retries\":%llu}\n",
+        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d,\"eagain_retries\":%llu",
         bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
         a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
         static_cast<unsigned long long>(g_eagain.load()));
+    if (r.call_ns >= 0) {
+      std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", r.call_ns, r.wait_ns);
+    }
+    std::printf("}\n");
   } else if (a.mode == Mode::pingpong) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
@@ -911,7 +934,7 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json] [--threads N] [--cpus A,B] [--work I,T]\n",
+               "[--json] [--threads N] [--cpus A,B] [--work I,T] [--time-calls]\n",
                why);
   std::exit(2);
 }
@@ -995,6 +1018,8 @@ Args parse(int argc, char** argv) {
       }
       a.work_initiator = static_cast<uint32_t>(x);
       a.work_target = static_cast<uint32_t>(y);
+    } else if (k == "--time-calls") {
+      a.time_calls = true;
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
       if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
@@ -1010,6 +1035,9 @@ Args parse(int argc, char** argv) {
   }
   if ((a.work_initiator > 0 || a.work_target > 0) && a.mode == Mode::pingpong) {
     usage("--work goes with the rate and bandwidth modes");
+  }
+  if (a.time_calls && (a.mode != Mode::put || a.threads > 1)) {
+    usage("--time-calls goes with put-rate and put-bw, one thread");
   }
   if (a.threads > 1 && a.mode == Mode::pingpong) usage("--threads goes with the rate and bandwidth modes");
   return a;

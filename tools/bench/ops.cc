@@ -348,24 +348,38 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     std::vector<std::pair<Window*, Ticket>> ring(static_cast<size_t>(p.depth));
     auto t0 = Clock::now();
     Deadline dl = s.deadline();
+    Clock::duration in_calls{}, in_waits{};  // --time-calls, timed operations only
     for (int i = 0; i < p.warmup + p.iterations; ++i, ++it) {
       if (i == p.warmup && p.warmup > 0) {
         XPORT_RETURN_IF_ERROR(quiet_all(s));
         t0 = Clock::now();
       }
       if (i % 1024 == 0) dl = s.deadline();
+      const bool timed = p.time_calls && i >= p.warmup;
       auto& [ow, ot] = ring[static_cast<size_t>(i) % ring.size()];
+      const auto w0 = timed ? Clock::now() : Clock::time_point{};
       if (ow != nullptr) XPORT_RETURN_IF_ERROR(ow->wait_local(ot, dl));
       Window& w = window_of(s, it);
       const size_t off = static_cast<size_t>(i % p.slots) * p.size;
+      const auto c0 = timed ? Clock::now() : Clock::time_point{};
       Result<Ticket> t = kPut ? w.put(s.data, off, s.remote, off, p.size)
                               : w.get(s.data, off, s.remote, off, p.size);
+      if (timed) {
+        const auto c1 = Clock::now();
+        in_waits += c0 - w0;
+        in_calls += c1 - c0;
+      }
       if (!t.ok()) return t.status();
       ow = &w;
       ot = *t;
     }
     XPORT_RETURN_IF_ERROR(quiet_all(s));
     finish_rate(m, p, phase, secs_since(t0), static_cast<double>(p.size));
+    if (p.time_calls && p.iterations > 0) {
+      const double n = static_cast<double>(p.iterations);
+      m.call_ns = static_cast<double>(std::chrono::nanoseconds(in_calls).count()) / n;
+      m.wait_ns = static_cast<double>(std::chrono::nanoseconds(in_waits).count()) / n;
+    }
     return m;
   }
   for (int left = p.iterations; left > 0;) {
@@ -522,6 +536,7 @@ Plan make_plan(const Options& opt, size_t size) {
       static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, static_cast<size_t>(p.depth)));
   p.check = opt.check;
   p.sliding = opt.sliding;
+  p.time_calls = opt.time_calls;
   p.corrupt = opt.corrupt;
   p.gap_us = opt.gap_us;
   p.device = opt.device_initiator;

@@ -25,6 +25,7 @@ struct Plan {
   bool check = false;
   bool sliding = false;  // put/get rate phase: `depth` in flight, each new op waits for the
                         // oldest to be locally complete; one quiet ends the phase
+  bool time_calls = false;  // sliding: clock each call and each wait (Measured::call_ns)
   int64_t corrupt = -1;  // tests of --check: the data source flips a byte in this iteration
   int gap_us = 0;        // send ping-pong: the initiator idles this long before each ping
   // put-signal: round trips (put_signal, the peer's wait_signal and reply put_signal, a
@@ -48,6 +49,9 @@ struct Measured {
   std::chrono::steady_clock::time_point phase_start, phase_end;  // of that phase
   double bytes = 0;
   double messages = 0;
+  // --time-calls: mean ns per timed operation inside the put/get call and inside the wait for
+  // the oldest operation (-1: not measured).
+  double call_ns = -1, wait_ns = -1;
 };
 
 // Where a Session's data buffer lives (--memory, --gpu).

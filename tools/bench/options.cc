@@ -185,6 +185,11 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
                "fi-bare-loop's window; default: --depth operations per quiet");
+  app.add_flag("--time-calls", opt->time_calls,
+               "with --sliding, a diagnostic: the rate phase reads the clock around each put or "
+               "get call and each wait for the oldest operation, and the JSON gives their mean "
+               "ns per operation (time_calls), as fi-bare-loop --time-calls does for its posts "
+               "and waits");
   std::string memory = "host", initiator = "host", scope = "thread";
   app.add_option("--memory", memory,
                  "host, or cuda: every buffer in GPU memory (cudaMalloc on --gpu, registered: "
@@ -307,6 +312,7 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
     return usage("--sliding belongs to --op put and get, without --check (a sliding window "
                  "reuses slots while earlier operations on them are in flight)");
   }
+  if (opt->time_calls && !opt->sliding) return usage("--time-calls goes with --sliding");
   if (!pattern.empty() && pattern != "alltoall" && (opt->server || !opt->connect.empty())) {
     return usage("--pattern " + pattern + " (MPI mode) excludes --server and --connect");
   }

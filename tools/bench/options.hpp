@@ -46,6 +46,7 @@ struct Options {
   int groups = -1;  // --groups: XPORT_POOL_GROUPS for this run; -1: as the environment says
   bool check = false;
   bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
+  bool time_calls = false;  // --time-calls (with --sliding): clock each put/get and each wait
   int gap_us = 0;  // --gap-us
   bool cuda = false;            // --memory cuda: data buffers in GPU memory
   int gpu = 0;                  // --gpu: this process's GPU

@@ -64,6 +64,8 @@ Point summarize(const Plan& plan, const Measured& m) {
   p.bytes = m.bytes;
   p.messages = m.messages;
   p.wall_s = m.wall_seconds;
+  p.call_ns = m.call_ns;
+  p.wait_ns = m.wait_ns;
   return p;
 }
 
@@ -201,6 +203,10 @@ void print_report(const RunInfo& run, const std::vector<Point>& points, Format f
           run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs),
           ull(q.comms_attached), ull(q.primaries), ull(q.secondaries), ull(q.routing_misses),
           ull(q.channel_ops), ull(q.busiest_channel_ops));
+      if (p.call_ns >= 0) {
+        std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", p.call_ns,
+                    p.wait_ns);
+      }
       const RunInfo::Progress& g = run.progress;
       std::printf(
           ",\"progress\":{\"cq_polls\":%llu,\"cq_empty_polls\":%llu,\"cq_completions\":%llu,"
