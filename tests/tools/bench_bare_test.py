@@ -51,6 +51,19 @@ if check(r.returncode == 0, f"exit 0 (got {r.returncode}: {r.stderr.strip()[-800
                     r"\| [\d.]+ \([\d.]+–[\d.]+\) \| [\d.]+ \|$", out, re.M) is not None,
           "second table: the put row against each loop and each round's better run")
 
+# --time-calls: each put bandwidth round prints both tools' ns per write in calls and waits,
+# and the end a table of their medians.
+r = run("--providers", "shm", "--rows", "put-bw-64K", "--rounds", "1", "--quick", "--time-calls")
+out = r.stdout
+if check(r.returncode == 0, f"--time-calls: exit 0 (got {r.returncode}: {r.stderr.strip()[-800:]})"):
+    check(re.search(r"^  ns per write in calls \+ waits: (?=.*libxport \d+ \+ \d+)"
+                    r"(?=.*bare \d+ \+ \d+)(?=.*bare-writedata \d+ \+ \d+)", out, re.M)
+          is not None, f"--time-calls: a line with each tool's split: {out!r}")
+    for tool in ("libxport", "bare", "bare-writedata"):
+        check(re.search(rf"^\| put-bw-64K \| shm \| {tool} \| \d+ \(\d+–\d+\) \| "
+                        r"\d+ \(\d+–\d+\) \| 1 \|$", out, re.M) is not None,
+              f"--time-calls: the medians table has {tool}")
+
 # The wake-up row: skipped (and said so) where the CQs have no wait object; on tcp;ofi_rxm a
 # figure for each tool asleep and spinning, and its absolute target in the table.
 r = run("--providers", "shm,tcp;ofi_rxm", "--rows", "wakeup", "--rounds", "1", "--quick")

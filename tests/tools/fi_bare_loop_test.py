@@ -66,6 +66,25 @@ p = report("shm send-rate --work 20,20", "--mode", "send-rate", "--size", "8",
 if p:
     check(p.get("msg_per_s", 0) > 0, f"send-rate --work: {p}")
 
+# --time-calls: the mean ns per posted write in the post and in the wait for room in the
+# window, both within the run's time per write; injected writes have no posts to time.
+for provider in ("shm", "tcp;ofi_rxm"):
+    for writedata in (False, True):
+        where = f"{provider} put-bw 64K --time-calls" + (" --writedata" if writedata else "")
+        p = report(where, "--provider", provider, "--mode", "put-bw", "--size", "64K",
+                   "--iterations", "200", "--window", "8", "--time-calls",
+                   *(["--writedata"] if writedata else []))
+        if p and check("time_calls" in p, f"{where}: time_calls reported ({p})"):
+            t, per_write_ns = p["time_calls"], 1e9 / p["msg_per_s"]
+            check(0 < t["call_ns"] and 0 <= t["wait_ns"] and
+                  t["call_ns"] + t["wait_ns"] <= per_write_ns * 1.01,
+                  f"{where}: {t} against {per_write_ns:.0f} ns per write")
+p = report("shm put-rate 8 --time-calls", "--provider", "shm", "--mode", "put-rate", "--size",
+           "8", "--iterations", "2000", "--time-calls")
+if p:
+    check(p.get("inject") is True and "time_calls" not in p,
+          f"injected writes: no time_calls ({p})")
+
 # Bad usage: exit 2 and a message naming what was wrong.
 for args, says in (
         (["--mode", "put-rate", "--work", "5"], "--work wants I,T"),
@@ -73,7 +92,9 @@ for args, says in (
         (["--mode", "put-rate", "--work", "2000000,0"], "0..1000000"),
         (["--mode", "pingpong", "--work", "1,1"], "--work goes with the rate and bandwidth"),
         (["--mode", "send-rate", "--writedata"], "--writedata goes with pingpong, put-rate"),
-        (["--mode", "put-rate", "--cpus", "1"], "--cpus wants A,B")):
+        (["--mode", "put-rate", "--cpus", "1"], "--cpus wants A,B"),
+        (["--mode", "send-bw", "--time-calls"], "--time-calls goes with put-rate and put-bw"),
+        (["--mode", "put-bw", "--threads", "2", "--time-calls"], "one thread")):
     r = run(*args)
     check(r.returncode == 2, f"{args}: exit 2 (got {r.returncode})")
     check(says in r.stderr, f"{args}: stderr names the problem ({says!r}): {r.stderr.strip()!r}")

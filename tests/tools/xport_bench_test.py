@@ -109,6 +109,21 @@ for prov, extra in providers:
               0 < g["cq_polls"] - g["cq_empty_polls"] <= g["cq_completions"] and
               g["window_ops_held"] <= g["posts"],
               f"{prov} {op} --sliding: progress counters {g}")
+    # --time-calls: the mean ns per operation in the put call and in the window's wait; the
+    # calls take time, and both means fit in the run's time per operation.
+    pts = json_points(run("--provider", prov, *extra, "--op", "put", "--size", "64K",
+                          "--depth", "8", "--iterations", "200", "--warmup", "2", "--sliding",
+                          "--time-calls", "--json"), f"{prov} put --sliding --time-calls")
+    if check(len(pts) == 1 and "time_calls" in pts[0], f"{prov} --time-calls: reported {pts}"):
+        t, per_op_ns = pts[0]["time_calls"], 1e9 / pts[0]["msg_per_s"]
+        check(0 < t["call_ns"] and 0 <= t["wait_ns"] and
+              t["call_ns"] + t["wait_ns"] <= per_op_ns * 1.01,
+              f"{prov} --time-calls: {t} against {per_op_ns:.0f} ns per put")
+    pts = json_points(run("--provider", prov, *extra, "--op", "put", "--size", "64K",
+                          "--depth", "8", "--iterations", "20", "--warmup", "2", "--sliding",
+                          "--json"), f"{prov} put --sliding")
+    check(len(pts) == 1 and "time_calls" not in pts[0],
+          f"{prov}: no time_calls without --time-calls {pts}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
@@ -279,6 +294,7 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--depth", "4", "--gap-us", "100"], "--gap-us belongs to the send ping-pong"),
                     (["--sliding"], "--sliding belongs to --op put and get"),
                     (["--op", "put", "--sliding", "--check"], "--sliding belongs to --op put and get"),
+                    (["--op", "put", "--time-calls"], "--time-calls goes with --sliding"),
                     (["--server", "--pattern", "alltoall"], "--pattern belongs to --connect"),
                     (["--connect", "127.0.0.1:18515", "--pattern", "fan-in"], "excludes --server"),
                     (["--memory", "gpu"], "--memory"), (["--initiator", "kernel"], "--initiator"),
