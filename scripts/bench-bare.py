@@ -269,7 +269,7 @@ def main():
                     ["--cpus", a.pin] if a.pin else [])
                 if a.bare_no_inject:
                     bare_cmd.append("--no-inject")
-                time_calls = a.time_calls and kind == "bw" and mode == "put-bw"
+                time_calls = a.time_calls and mode == "put-bw"
                 if time_calls:
                     bare_cmd.append("--time-calls")
                     xargs = xargs + ["--time-calls"]
