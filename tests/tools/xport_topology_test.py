@@ -12,7 +12,7 @@ from checks import check, failures
 
 tool = sys.argv[1]
 root = pathlib.Path(os.environ.get("XPORT_SOURCE_ROOT", "."))
-fixtures = root / ".." / "shared" / "fixtures" / "topology"
+fixtures = root / "tests" / "fixtures" / "topology"
 
 
 def run(*args, env_extra=None):

@@ -1,4 +1,4 @@
-// The recorded real machines in ../shared/fixtures/topology: nearest NIC sets and classes as
+// The recorded real machines in tests/fixtures/topology: nearest NIC sets and classes as
 // expected-nearest.json gives them, and a balanced plan for each.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 fs::path fixtures_dir() {
   const char* root = std::getenv("XPORT_SOURCE_ROOT");
-  return fs::path(root ? root : ".") / ".." / "shared" / "fixtures" / "topology";
+  return fs::path(root ? root : ".") / "tests" / "fixtures" / "topology";
 }
 
 std::string read_file(const fs::path& p) {
@@ -38,7 +38,7 @@ class TopologyFixtures : public ::testing::Test {
     ASSERT_TRUE(fs::exists(dir_ / "expected-nearest.json"))
         << "topology fixtures not found at " << dir_
         << " (XPORT_SOURCE_ROOT must point at the repository; fixtures live in "
-           "../shared/fixtures/topology)";
+           "tests/fixtures/topology)";
     expected_ = test::parse_json(read_file(dir_ / "expected-nearest.json"));
   }
   fs::path dir_;
