@@ -43,8 +43,13 @@ class [[nodiscard]] Status {
       : code_(other.code_),
         message_(other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr) {}
   Status(Status&& other) noexcept = default;
+  // (Member-wise, as in Result below: nvcc's front end warns of an assignment to a [[nodiscard]]
+  // type whose result is dropped, and CUDA code includes these headers.)
   Status& operator=(const Status& other) {
-    if (this != &other) *this = Status(other);
+    if (this != &other) {
+      code_ = other.code_;
+      message_ = other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr;
+    }
     return *this;
   }
   Status& operator=(Status&& other) noexcept = default;
@@ -84,9 +89,9 @@ class [[nodiscard]] Result {
   Result(U&& value) : has_value_(true) {
     new (&storage_) T(std::forward<U>(value));
   }
-  Result(Status status) : status_(std::move(status)) {
-    if (status_.ok()) status_ = Status(Code::internal, "Result built from an ok Status");
-  }
+  Result(Status status)
+      : status_(status.ok() ? Status(Code::internal, "Result built from an ok Status")
+                            : std::move(status)) {}
   Result(const Result& other) : status_(other.status_), has_value_(other.has_value_) {
     if (has_value_) new (&storage_) T(other.value_ref());
   }
@@ -95,7 +100,7 @@ class [[nodiscard]] Result {
   }
   Result& operator=(Result other) noexcept {
     destroy();
-    status_ = std::move(other.status_);
+    std::swap(status_, other.status_);
     has_value_ = other.has_value_;
     if (has_value_) new (&storage_) T(std::move(other.value_ref()));
     return *this;
