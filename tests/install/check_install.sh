@@ -7,7 +7,9 @@ build=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet
+# What a consumer installs: the library, headers, .pc and CMake package (devel) and the tools
+# and plugin (runtime).
+meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet --tags devel,runtime
 prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
 root="$tmp$prefix"
@@ -21,7 +23,8 @@ pc=$(find "$root" -name xport.pc | head -1)
 export PKG_CONFIG_PATH=$(dirname "$pc")
 flags=$(pkg-config --define-variable=prefix="$root" --static --cflags --libs xport)
 echo "pkg-config --static --cflags --libs xport: $flags"
-c++ -std=c++20 -Wall -Wextra -Werror $extra "$src/examples/hello_xport.cc" $flags -o "$tmp/hello-pc"
+# No -std: the compiler's default standard (C++17 for g++ 12); pkg-config must raise it.
+c++ -Wall -Wextra -Werror $extra "$src/examples/hello_xport.cc" $flags -o "$tmp/hello-pc"
 "$tmp/hello-pc" | tee "$tmp/out-pc"
 grep -q "received 20 bytes: hello over libxport" "$tmp/out-pc"
 cmake -S "$src/examples" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$root" -DCMAKE_CXX_FLAGS="$extra" \
