@@ -8,6 +8,7 @@
 #include <deque>
 #include <iostream>
 
+#include "common/tool.hpp"
 #include "exposition.hpp"
 #include "http_server.hpp"
 #include "node_scan.hpp"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-processes", max_processes,
                  "processes served; more are skipped and counted (reason limit)")
       ->check(CLI::Range(1, 100000));
+  xport::tool::add_version(app, "xport-exporter");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

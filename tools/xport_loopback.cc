@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tool.hpp"
 #include "xport/xport.hpp"
 
 namespace {
@@ -70,15 +71,7 @@ void add_phase(std::vector<Phase>& phases, const Phase& p) {
   phases.push_back(p);
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o;
-}
+using xport::tool::json_escape;
 
 // "pool: groups 1 x 4 channels, 2 channels, 1 CQ, 2 comms attached (1 primary, 1 secondary),
 // 0 routing misses, 1234 ops (busiest channel 800)"
@@ -343,6 +336,7 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", bytes, "largest transfer (e.g. 4M, 64K, 1000)");
   app.add_option("--iterations", opt.iterations, "transfers per size")->check(CLI::Range(1, 100000));
   app.add_flag("--json", opt.json, "one JSON object instead of tables");
+  xport::tool::add_version(app, "xport-loopback");
   app.add_option("--duration", opt.duration,
                  "seconds of steady load: repeat every phase (verified) until then, then the "
                  "summary")->check(CLI::Range(0.0, 86400.0));
@@ -369,5 +363,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.max_bytes = v;
-  return run(opt);
+  try {
+    return run(opt);
+  } catch (const Failure& f) {  // set-up failed (a failure of the traffic itself is reported)
+    return xport::tool::early_failure("xport-loopback", opt.json, f.what);
+  }
 }

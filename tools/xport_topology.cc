@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "common/tool.hpp"
 #include "xport/context.hpp"
 #include "xport/topology.hpp"
 
@@ -32,6 +33,7 @@ int run(int argc, char** argv) {
   auto* json_flag = app.add_flag("--json", json, "print JSON (shape in docs/tools.md)");
   app.add_flag("--dot", dot, "print a Graphviz graph of the PCI tree and the plan")
       ->excludes(json_flag);
+  xport::tool::add_version(app, "xport-topology");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,17 +51,11 @@ int run(int argc, char** argv) {
                                        : Format::automatic;
     topo = load_file(input, f);
   }
-  if (!topo.ok()) {
-    std::fprintf(stderr, "xport-topology: %s\n", topo.status().to_string().c_str());
-    return 1;
-  }
+  if (!topo.ok()) return xport::tool::early_failure("xport-topology", json, topo.status().to_string());
   PlanOptions options;
   options.nics = nics;
   auto p = plan(*topo, options);
-  if (!p.ok()) {
-    std::fprintf(stderr, "xport-topology: %s\n", p.status().to_string().c_str());
-    return 1;
-  }
+  if (!p.ok()) return xport::tool::early_failure("xport-topology", json, p.status().to_string());
   std::string out = json ? to_json(*topo, *p) : dot ? to_dot(*topo, *p) : to_text(*topo, *p);
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return 1;

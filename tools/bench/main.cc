@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bootstrap.hpp"
+#include "common/tool.hpp"
 #include "mpi_mode.hpp"
 #include "ops.hpp"
 #include "options.hpp"
@@ -26,10 +27,11 @@ using namespace xport;
 constexpr const char* kHello = "XPORT-BENCH 3 ";
 // Who speaks in error messages: in local mode both processes write to the same terminal.
 std::string g_who = "xport-bench";
+// --json on the initiator's side: a failure is also one JSON object on stdout.
+bool g_json = false;
 
 int fail(const std::string& where, const Status& s) {
-  std::fprintf(stderr, "%s: %s: %s\n", g_who.c_str(), where.c_str(), s.to_string().c_str());
-  return kExitFailed;
+  return xport::tool::early_failure(g_who, g_json, where + ": " + s.to_string());
 }
 
 struct Opened {
@@ -379,6 +381,7 @@ int run(const Options& opt, int argc, char** argv) {
       }
     }
   }
+  g_json = opt.format == Format::json && opt.role != "peer";
   if (opt.server) g_who = "xport-bench (server)";
   auto o = open_device(opt, local);
   if (!o.ok()) return fail("device", o.status());

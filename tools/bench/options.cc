@@ -1,5 +1,6 @@
 // Command-line parsing for xport-bench (CLI11) and the size-list grammar.
 #include "options.hpp"
+#include "common/tool.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -236,6 +237,7 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "pairwise, fan-in (MPI mode, under mpirun); alltoall (under mpirun: every rank "
                  "with every other; otherwise both sides of local or two-host mode send at once)")
       ->check(CLI::IsMember({"pairwise", "alltoall", "fan-in"}));
+  xport::tool::add_version(app, "xport-bench");
   app.add_option("--role", opt->role, "internal")->group("");
   app.add_option("--test-corrupt", opt->corrupt, "internal: corrupt one byte of this iteration")
       ->group("");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "checks.hpp"
+#include "common/tool.hpp"
 
 namespace probe {
 namespace {
@@ -277,6 +278,7 @@ int main(int argc, char** argv) {
                  "seconds each rail's loopback check may take (default 3; within --timeout)")
       ->check(CLI::Range(0.1, 600.0));
   app.add_flag("--skip-loopback", opt.skip_loopback, "do not run the loopback transfers");
+  xport::tool::add_version(app, "xport-probe");
   // Hidden, for tests/tools/xport_probe_test.py: make one check hang to prove the deadlines.
   app.add_option("--test-hang", opt.test_hang, "")->group("");
   try {
@@ -287,7 +289,6 @@ int main(int argc, char** argv) {
   try {
     return probe::run(opt);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "xport-probe: %s\n", e.what());
+    return xport::tool::early_failure("xport-probe", opt.json, e.what());
   }
-  return 1;
 }

@@ -19,5 +19,8 @@ namespace xport {
 
 // The library version, "major.minor.patch".
 const char* version();
+// `git describe --always --dirty` of the tree the library was built from ("unknown" when it was
+// not built from a git checkout).
+const char* build_id();
 
 }  // namespace xport
