@@ -86,6 +86,7 @@ class ChildProcess {
   ChildProcess& operator=(ChildProcess&&) = delete;
 
   bool started() const { return pid_ > 0; }
+  int pid() const { return pid_; }
   // A line from the child's stdout, or an empty string with `error` set at the deadline/EOF.
   // `idle`, when given, runs between short polls (a test that must keep driving progress while
   // it waits: with manual progress its last sends may still need it).

@@ -2,11 +2,14 @@
 // verified (eager and rendezvous), the reverse direction, put/get, a killed peer, error
 // completions and bad input. Runs once per provider and progress mode; skips (with the reason)
 // only where libfabric lacks the provider.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/knob.hpp"
 #include "harness.hpp"
@@ -234,6 +237,43 @@ TEST_P(Transfer, ErrorCompletionFailsOnlyItsOperation) {
   if (ok.ok()) ok = (*owin)->quiet(Deadline::after(std::chrono::seconds(10)));
   EXPECT_TRUE(ok.ok()) << ok.to_string();
   EXPECT_EQ(test::first_mismatch(local.data(), kSize, 1000), -1);
+}
+
+// The files a process keeps in /dev/shm (its shm provider regions, its stats segment) outlive a
+// SIGKILL; the next Context::open on the node removes them (XPORT_SHM_CLEANUP, on by default).
+TEST_P(Transfer, FilesOfAKilledPeerAreRemovedByTheNextContextOpen) {
+  auto victim = peer({"linger"});
+  ASSERT_TRUE(victim.started());
+  auto to_victim = connect_to(victim);
+  ASSERT_TRUE(to_victim);
+  expect_line(victim, "READY");
+  const std::string region = "xport_" + std::to_string(victim.pid()) + "_";
+  const std::string segment =
+      "xport-" + std::to_string(::geteuid()) + "-" + std::to_string(victim.pid());
+  auto files_of_victim = [&] {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.rfind(region, 0) == 0 || name == segment) out.push_back(name);
+      }
+      ::closedir(d);
+    }
+    return out;
+  };
+  // The segment is written by the peer's telemetry thread within its interval (200 ms).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (files_of_victim().size() < (std::string(GetParam().provider) == "shm" ? 2u : 1u) &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  ASSERT_FALSE(files_of_victim().empty()) << "the peer keeps no file in /dev/shm";
+  ASSERT_TRUE(victim.kill_parked()) << "the victim never parked";
+  EXPECT_NE(victim.wait_exit(10000), 0);
+  ASSERT_FALSE(files_of_victim().empty()) << "SIGKILL left nothing to clean up";
+  auto ctx = Context::open();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EXPECT_EQ(files_of_victim(), std::vector<std::string>{});
 }
 
 TEST_P(Transfer, KilledPeerGivesAnErrorWithinTheDeadline) {

@@ -3,6 +3,7 @@
 #include "xport/context.hpp"
 
 #include "api/staging.hpp"
+#include "api/shm_cleanup.hpp"
 #include "api/telemetry_hook.hpp"
 #include "core/knob.hpp"
 #include "core/log.hpp"
@@ -164,6 +165,10 @@ Result<std::unique_ptr<Context>> Context::open(const ContextOptions& options) {
   if (control != "auto" && control != "shared" && control != "separate") {
     return core::error(Code::invalid_argument, "XPORT_CONTROL_ENDPOINT='", control,
                        "': expected auto, shared or separate");
+  }
+  if (core::knob_bool(core::KnobId::shm_cleanup)) {
+    // Before our own endpoints exist: files of processes that died are never mistaken for ours.
+    api::remove_dead_shm_files("/dev/shm", core::knob_string(core::KnobId::telemetry_dir));
   }
   auto sel = fabric::select_provider(req);
   if (!sel) return sel.status().with_context("Context::open");

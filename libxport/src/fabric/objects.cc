@@ -9,12 +9,16 @@
 #include <chrono>
 #include <cctype>
 #include <cstring>
+#include <charconv>
+#include <limits>
 #include <string_view>
 
 #include "core/log.hpp"
 
 namespace xport::fabric {
 namespace {
+
+constexpr std::string_view kShmRegionPrefix = "xport_";
 
 // shm names its region in /dev/shm "<pid>:<domain>:<endpoint>" by default. A process killed
 // with SIGKILL leaves its regions behind; once its pid is reused, a new process's fi_enable can
@@ -29,7 +33,8 @@ std::string unique_shm_name() {
     return v;
   }();
   static std::atomic<uint32_t> next{0};
-  return core::str("xport_", getpid(), "_", std::hex, nonce, "_", std::dec, next.fetch_add(1));
+  return core::str(kShmRegionPrefix, getpid(), "_", std::hex, nonce, "_", std::dec,
+                   next.fetch_add(1));
 }
 
 bool is_shm(const fi_info* info) {
@@ -38,6 +43,28 @@ bool is_shm(const fi_info* info) {
 }
 
 }  // namespace
+
+bool parse_shm_region_name(std::string_view name, pid_t* pid) {
+  if (name.substr(0, kShmRegionPrefix.size()) != kShmRegionPrefix) return false;
+  name.remove_prefix(kShmRegionPrefix.size());
+  // <pid>_<hex nonce>_<n>: three fields, each all digits of its base, nothing else.
+  uint64_t fields[3] = {};
+  const int bases[3] = {10, 16, 10};
+  for (int i = 0; i < 3; ++i) {
+    const char* end = name.data() + name.size();
+    auto [at, ec] = std::from_chars(name.data(), end, fields[i], bases[i]);
+    if (ec != std::errc() || at == name.data()) return false;
+    name.remove_prefix(static_cast<size_t>(at - name.data()));
+    if (i < 2 && (name.empty() || name.front() != '_')) return false;
+    if (i < 2) name.remove_prefix(1);
+  }
+  if (!name.empty() || fields[0] == 0 ||
+      fields[0] > static_cast<uint64_t>(std::numeric_limits<pid_t>::max())) {
+    return false;
+  }
+  *pid = static_cast<pid_t>(fields[0]);
+  return true;
+}
 
 const char* op_name(OpKind op) {
   switch (op) {

@@ -78,6 +78,10 @@ class CompletionQueue {
   int wait_fd_ = -1;
 };
 
+// The shm provider's regions of libxport endpoints are /dev/shm/xport_<pid>_<nonce>_<n> (named
+// by Endpoint::open). True, with the owner's pid, for such a name; false for any other.
+bool parse_shm_region_name(std::string_view name, pid_t* pid);
+
 class AddressVector {
  public:
   static Result<std::unique_ptr<AddressVector>> open(Domain& domain);
