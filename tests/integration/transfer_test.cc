@@ -270,7 +270,8 @@ TEST_P(Transfer, FilesOfAKilledPeerAreRemovedByTheNextContextOpen) {
   ASSERT_FALSE(files_of_victim().empty()) << "the peer keeps no file in /dev/shm";
   ASSERT_TRUE(victim.kill_parked()) << "the victim never parked";
   EXPECT_NE(victim.wait_exit(10000), 0);
-  ASSERT_FALSE(files_of_victim().empty()) << "SIGKILL left nothing to clean up";
+  // (SIGKILL leaves them; any libxport process of this user that opens a Context from now on,
+  // another test's too, removes them: here, ours does at the latest.)
   auto ctx = Context::open();
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   EXPECT_EQ(files_of_victim(), std::vector<std::string>{});
