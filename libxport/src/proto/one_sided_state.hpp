@@ -174,11 +174,17 @@ struct WindowState {
   Ticket next_ticket = 1;      // issued operations are numbered from 1
   uint64_t completed = 0;      // provider operations completed
   uint64_t issued = 0;         // provider operations issued
-  Status first_error;          // since the last quiet
+  Status first_error;          // since the last quiet, which reports it (once)
+  uint64_t failures = 0;       // tickets settled with an error since the last quiet
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
   TicketTable tickets;                    // not yet complete
-  std::map<Ticket, Status> failed;        // failed since the last quiet
+  // Tickets settled with an error, each reported by check() and wait_local() every time they are
+  // asked for as long as the window is open (quiet() does not take them): the newest
+  // Windows::kMaxFailed; `forgotten` is the newest whose record was dropped to keep that bound
+  // (every ticket up to it and not under local_clear is answered "no longer known", never done).
+  std::map<Ticket, Status> failed;
+  Ticket forgotten = 0;
   uint32_t waiters = 0;        // calls waiting on a word it watches (the peer is waited on)
   bool closed = false;
   bool busy() const { return free.size() != ops.size() || !tickets.empty(); }
