@@ -1,9 +1,11 @@
 // A window operation that fails stays failed (docs/semantics.md, "One-sided", "Failed
 // operations"): check() and wait_local() of a failed ticket report its error every time they are
 // asked, never done, in any order with quiet(), which reports the window's failures since the
-// previous quiet once; a thread polling check() while another calls quiet() both hear it. One
-// process: a device's window to itself, operations with a forged key (an MR key nobody issued),
-// which providers that validate keys fail with an error completion.
+// previous quiet once; a thread polling check() while another calls quiet() both hear it. And a
+// transfer that needs more provider operations than a window has is refused by name, never
+// answered `again` for ever. One process: a device's window to itself, operations with a forged
+// key (an MR key nobody issued), which providers that validate keys fail with an error
+// completion.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -302,6 +304,33 @@ TEST_P(WindowFailure, AWindowKeepsTheErrorsOfItsLast16384FailedOperations) {
     Status l = win_->wait_local(t, Deadline::now());
     EXPECT_EQ(l.code(), c.status().code()) << l.to_string();
   }
+}
+
+// A transfer of more items than the window has operation contexts (256) can never be issued:
+// it is refused with invalid_argument naming the limit (it used to answer `again`, and "quiet
+// and retry" looped for ever). One within the limit goes.
+TEST_P(WindowFailure, ATransferLargerThanTheWindowIsRefusedByName) {
+  constexpr size_t kItems = 300;
+  std::vector<TransferItem> items(kItems);
+  for (size_t i = 0; i < kItems; ++i) {
+    items[i] = {TransferItem::Kind::put, src_reg_.get(), i * 8, &good_, i * 8, 8};
+  }
+  const uint64_t before = win_->issued();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto t = win_->post(items);
+    ASSERT_FALSE(t.ok()) << "a transfer of " << kItems << " operations was taken";
+    EXPECT_EQ(t.status().code(), Code::invalid_argument) << t.status().to_string();
+    EXPECT_NE(t.status().message().find("256"), std::string::npos) << t.status().to_string();
+    ASSERT_TRUE(win_->quiet(Deadline::after(20s)).ok());  // (what `again` asks for)
+  }
+  EXPECT_EQ(win_->issued(), before) << "nothing of a refused transfer may be issued";
+  items.resize(200);
+  auto t = win_->post(items);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  auto s = check_until_answered(*t);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(*s, TransferState::done);
+  EXPECT_EQ(dst_[199 * 8], 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, WindowFailure,

@@ -106,7 +106,10 @@ class Window {
   bool native_atomics() const;
 
   // A batch of puts and gets as one ticket, and an optional notification (at most 256 bytes)
-  // delivered to the peer after the transfer's data (take_notifications() there).
+  // delivered to the peer after the transfer's data (take_notifications() there). Code::again
+  // while too few of the window's 256 operation contexts are free (quiet and retry); a batch
+  // that needs more than 256 (one per item, one per stripe of a striped item) is refused with
+  // Code::invalid_argument: split it.
   Result<Ticket> post(const std::vector<TransferItem>& items,
                       const std::vector<uint8_t>& notification = {});
   // Without blocking: done once every part is delivered (gets: in place). A failed ticket's
