@@ -1,11 +1,11 @@
 // A window operation that fails stays failed (docs/semantics.md, "One-sided", "Failed
 // operations"): check() and wait_local() of a failed ticket report its error every time they are
 // asked, never done, in any order with quiet(), which reports the window's failures since the
-// previous quiet once; a thread polling check() while another calls quiet() both hear it. And a
-// transfer that needs more provider operations than a window has is refused by name, never
-// answered `again` for ever. One process: a device's window to itself, operations with a forged
-// key (an MR key nobody issued), which providers that validate keys fail with an error
-// completion.
+// previous quiet once; a thread polling check() while another calls quiet() both hear it; a
+// signal the target cannot apply fails its own ticket. And a transfer that needs more provider
+// operations than a window has is refused by name, never answered `again` for ever. One
+// process: a device's window to itself, operations with a forged key (an MR key nobody issued),
+// which providers that validate keys fail with an error completion.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -304,6 +304,59 @@ TEST_P(WindowFailure, AWindowKeepsTheErrorsOfItsLast16384FailedOperations) {
     Status l = win_->wait_local(t, Deadline::now());
     EXPECT_EQ(l.code(), c.status().code()) << l.to_string();
   }
+}
+
+// A signal the target cannot apply (its region was deregistered after the key was taken) fails
+// its own ticket, on every provider: check() and wait_local() report it, every time, and quiet()
+// once; the counter of put_signal_counter is not counted. (It used to reach quiet() only:
+// check() answered done.)
+TEST_P(WindowFailure, ASignalTheTargetCannotApplyFailsItsTicket) {
+  alignas(8) static uint64_t words[4];
+  alignas(8) static uint64_t counter[1];
+  words[0] = counter[0] = 0;
+  auto creg = dev_->register_memory(counter, sizeof(counter));
+  ASSERT_TRUE(creg.ok()) << creg.status().to_string();
+  RemoteRegion gone;
+  {
+    auto sreg = dev_->register_memory(words, sizeof(words));
+    ASSERT_TRUE(sreg.ok()) << sreg.status().to_string();
+    auto k = dev_->import_key(sreg->export_key());
+    ASSERT_TRUE(k.ok()) << k.status().to_string();
+    gone = std::move(k).value();
+  }  // (deregistered: the key's region is no more)
+  std::vector<Result<Ticket>> tickets;
+  tickets.push_back(win_->signal(gone, 0, 1));
+  tickets.push_back(win_->put_signal(*src_reg_, 0, good_, 0, 64, gone, 8, 1, SignalOp::set));
+  tickets.push_back(win_->signal_counter(gone, 16, 1, *creg, 0));
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    SCOPED_TRACE("operation " + std::to_string(i));
+    ASSERT_TRUE(tickets[i].ok()) << tickets[i].status().to_string();
+    auto c = check_until_answered(*tickets[i]);
+    ASSERT_FALSE(c.ok()) << "check() of a signal the target could not apply answered "
+                         << (*c == TransferState::done ? "done" : "pending");
+    EXPECT_NE(c.status().message().find("failed at the target"), std::string::npos)
+        << c.status().to_string();
+    EXPECT_FALSE(win_->wait_local(*tickets[i], Deadline::after(20s)).ok());
+  }
+  Status q = win_->quiet(Deadline::after(20s));
+  EXPECT_FALSE(q.ok()) << "quiet() after signals that failed at the target";
+  EXPECT_TRUE(win_->quiet(Deadline::after(20s)).ok()) << "reported once";
+  for (const auto& t : tickets) EXPECT_FALSE(win_->check(*t).ok()) << "after quiet()";
+  EXPECT_EQ(counter[0], 0u) << "the counter counted a signal that was not applied";
+  EXPECT_EQ(words[0], 0u);
+  // The window goes on: a signal into live memory is applied, and done.
+  alignas(8) static uint64_t live[1];
+  live[0] = 0;
+  auto lreg = dev_->register_memory(live, sizeof(live));
+  ASSERT_TRUE(lreg.ok());
+  auto lk = dev_->import_key(lreg->export_key());
+  ASSERT_TRUE(lk.ok());
+  auto t = win_->signal(*lk, 0, 5);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  auto c = check_until_answered(*t);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(*c, TransferState::done);
+  EXPECT_TRUE(win_->wait_signal(*lreg, 0, 5, Deadline::after(20s)).ok());
 }
 
 // A transfer of more items than the window has operation contexts (256) can never be issued:

@@ -277,6 +277,9 @@ struct OutStream {
   };
   std::vector<Awaiting> awaiting;
   uint32_t awaiting_count = 0;
+  // Signals sent (publishes included), by sequence number modulo credits: a target that cannot
+  // apply one (its region went) answers with its number, which fails that ticket.
+  std::vector<Awaiting> signalled;
 };
 
 // A message of a stream that arrived before its turn (copied out of its receive buffer).

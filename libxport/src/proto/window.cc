@@ -187,11 +187,32 @@ void Windows::piece_sent(WindowState& w, Ticket t) {
   }
 }
 
+void Windows::record_failure(WindowState& w, Ticket t, const Status& why) {
+  // Kept for check() and wait_local() (quiet() reports first_error): the newest kMaxFailed.
+  w.failed.emplace(t, why);
+  w.failures += 1;
+  if (w.failed.size() > kMaxFailed) {
+    w.forgotten = std::max(w.forgotten, w.failed.begin()->first);
+    w.failed.erase(w.failed.begin());
+  }
+}
+
 void Windows::fail(WindowState& w, Ticket t, const Status& why) {
   TicketState* ts = ticket(w, t);
   if (ts == nullptr) return;
   lower_clear(w, t);
   if (ts->error.ok()) ts->error = why;
+  if (w.first_error.ok()) w.first_error = why;
+}
+
+void Windows::fail_late(WindowState& w, Ticket t, const Status& why) {
+  if (ticket(w, t) != nullptr) {
+    fail(w, t, why);
+    return;
+  }
+  if (t == 0 || t >= w.next_ticket || !settled_clean(w, t)) return;  // (failed already)
+  lower_clear(w, t);
+  record_failure(w, t, why);
   if (w.first_error.ok()) w.first_error = why;
 }
 
@@ -209,13 +230,7 @@ void Windows::settle(WindowState& w, Ticket t) {
       std::atomic_ref<uint64_t>(*ts.counter).fetch_add(1, std::memory_order_release);
     }
   } else {
-    // Kept for check() and wait_local() (quiet() reports first_error): the newest kMaxFailed.
-    w.failed.emplace(t, ts.error);
-    w.failures += 1;
-    if (w.failed.size() > kMaxFailed) {
-      w.forgotten = std::max(w.forgotten, w.failed.begin()->first);
-      w.failed.erase(w.failed.begin());
-    }
+    record_failure(w, t, ts.error);
   }
   w.tickets.erase(t);
   maybe_erase(w);

@@ -57,6 +57,9 @@ class Windows {
   void piece_sent(WindowState& w, Ticket t);
   // Ticket `t` failed (all its other parts still settle).
   void fail(WindowState& w, Ticket t, const Status& why);
+  // ... also once it settled (a failure the target reports after its done mark covered it: the
+  // ticket's record turns failed, and the next quiet() reports it).
+  void fail_late(WindowState& w, Ticket t, const Status& why);
   // WindowState::local_clear, the mark under which wait_local answers without the engine:
   // lowered to `t` (a ticket that failed), or moved up over the tickets now locally complete
   // without error (the lowest one not stops it, and so does every ticket that failed: the mark
@@ -67,6 +70,8 @@ class Windows {
     }
   }
   void advance_clear(WindowState& w);
+  // A settled ticket's error, kept (WindowState::failed).
+  static void record_failure(WindowState& w, Ticket t, const Status& why);
   // Completes `t` if every part of it is done at every level (counting its counter).
   void settle(WindowState& w, Ticket t);
   // The stream's done mark moved (or it failed): settle what waited on it.
