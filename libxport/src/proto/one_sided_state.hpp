@@ -169,7 +169,8 @@ struct WindowState {
   // Every ticket below it is locally complete without error (0: no claim). Written under the
   // engine lock; read without it by Window::wait_local (api), which answers a ticket below it
   // with no engine call. Lowered when a ticket fails and when the window closes or the device
-  // shuts down, moved up over tickets found locally complete (Windows::advance_clear).
+  // shuts down, moved up over tickets found locally complete (Windows::advance_clear), never
+  // past a ticket that failed (so the lock-free answer cannot turn a failure into success).
   std::shared_ptr<std::atomic<uint64_t>> local_clear = std::make_shared<std::atomic<uint64_t>>(1);
   Ticket next_ticket = 1;      // issued operations are numbered from 1
   uint64_t completed = 0;      // provider operations completed
