@@ -8,6 +8,9 @@
 // data and every earlier operation to that peer are in the target's memory, GPU memory
 // included (docs/nccl.md, "GIN"). Operations a window cannot take yet (Code::again) wait in a
 // per-peer queue, in order, and are issued by later calls; nothing blocks for the network.
+// A failed operation: NCCL's proxy ignores test()'s return code and reads only the error flag
+// iput / iputSignal's return sets, so test() reports the failed request done (logged once, its
+// error returned for callers that read it) and every later iput / iputSignal of the comm fails.
 #include <cstring>
 #include <deque>
 #include <map>
@@ -70,6 +73,7 @@ struct GinRequest {
   bool issued = false;
   int peer = 0;
   Ticket ticket = 0;
+  Status error;  // issued from the queue and refused by its window: test() reports it
 };
 
 // One operation as NCCL gave it, kept while its window says "not now".
@@ -93,7 +97,7 @@ struct GinComm {
   std::map<const void*, std::shared_ptr<GinMem>> mems;
   std::vector<std::unique_ptr<GinRequest>> pool;
   std::vector<GinRequest*> free;
-  Status error;   // the first failed operation: every later iput reports it
+  Status error;   // the first failed operation: every later iput / iputSignal fails with it
   // Issuing is serialised (operations to a peer leave in NCCL's order); the queues are guarded
   // by it. Held across a put from staged GPU memory (its copy into the shadow), never across a
   // wait for the network.
@@ -178,6 +182,7 @@ GinRequest* take_request(GinComm& c) {
   r->busy = true;
   r->issued = false;
   r->ticket = 0;
+  r->error = Status();
   return r;
 }
 
@@ -192,9 +197,12 @@ void record_error(GinComm& c, const Status& s) {
   if (c.error.ok()) c.error = s;
 }
 
-// Posts op on its window: true when it went (or failed: recorded), false when the window said
-// "not now" (Code::again). Called with issue_mu held.
-bool post(GinComm& c, GinOp& op) {
+enum class Posted { ok, later, failed };
+
+// Posts op on its window: ok when it went; later when the window said "not now"
+// (Code::again); failed when it refused (op.req->error, and the comm's error: the next iput
+// fails). Called with issue_mu held.
+Posted post(GinComm& c, GinOp& op) {
   Window* w = c.team->window(op.peer);
   Result<Ticket> t = Status(Code::internal, "no operation");
   if (!op.has_signal) {
@@ -206,16 +214,16 @@ bool post(GinComm& c, GinOp& op) {
     t = w->put_signal(op.src->region.local, op.src_off, op.dst->region.remote[op.peer],
                       op.dst_off, op.size, op.sig->region.remote[op.peer], op.sig_off, op.value);
   }
-  if (!t.ok() && t.status().code() == Code::again) return false;
+  if (!t.ok() && t.status().code() == Code::again) return Posted::later;
   op.req->issued = true;
   if (!t.ok()) {
-    record_error(c, t.status().with_context(op.has_signal ? "GIN iputSignal" : "GIN iput"));
-    state().fail(t.status(), op.has_signal ? "GIN iputSignal to a rank" : "GIN iput to a rank");
+    op.req->error = t.status().with_context(op.has_signal ? "GIN iputSignal" : "GIN iput");
+    record_error(c, op.req->error);
     op.req->ticket = 0;
-    return true;
+    return Posted::failed;
   }
   op.req->ticket = *t;
-  return true;
+  return Posted::ok;
 }
 
 // Issues what waits, oldest first per peer, until a window says "not now" again.
@@ -223,7 +231,7 @@ void drain(GinComm& c) {
   std::lock_guard<std::mutex> l(c.issue_mu);
   if (c.queued == 0) return;
   for (auto& q : c.waiting) {
-    while (!q.empty() && post(c, q.front())) {
+    while (!q.empty() && post(c, q.front()) != Posted::later) {  // (failed: test() says so)
       q.pop_front();
       --c.queued;
     }
@@ -440,6 +448,8 @@ ncclResult_t start(void* collComm, uint64_t srcOff, void* srcMhandle, size_t siz
     return state().fail(ncclInvalidArgument, "%s: rank %u of %d", what, rank, c->nranks);
   }
   {
+    // NCCL's only channel for a failure (its proxy ignores test()'s return code): the next
+    // iput / iputSignal fails, which sets the GIN context's error flag.
     std::lock_guard<std::mutex> l(c->mu);
     if (!c->error.ok()) {
       return state().fail(c->error, "GIN: an earlier operation of this comm failed");
@@ -484,11 +494,17 @@ ncclResult_t start(void* collComm, uint64_t srcOff, void* srcMhandle, size_t siz
     std::lock_guard<std::mutex> l(c->issue_mu);
     auto& q = c->waiting[rank];
     // Behind what waits for this peer already (NCCL's order is the wire's), else now.
-    if (!q.empty() || !post(*c, op)) {
+    const Posted p = q.empty() ? post(*c, op) : Posted::later;
+    if (p == Posted::later) {
       q.push_back(std::move(op));
       ++c->queued;
       *request = q.back().req;
       return ncclSuccess;
+    }
+    if (p == Posted::failed) {  // refused now: this call says so (NCCL's channel)
+      Status why = std::move(op.req->error);
+      give_request(*c, op.req);
+      return state().fail(why, what);
     }
   }
   *request = op.req;
@@ -534,20 +550,21 @@ ncclResult_t x_test(void* collComm, void* request, int* done) {
       return ncclSuccess;
     }
   }
-  if (r->ticket != 0) {
+  Status failed = std::move(r->error);  // (refused when issued from the queue)
+  if (failed.ok() && r->ticket != 0) {
     // Done = delivered (puts) or applied (signals) at the target: NCCL counts its counters then.
     auto s = c->team->window(r->peer)->check(r->ticket);
+    if (s.ok() && *s != TransferState::done) return ncclSuccess;
     if (!s.ok()) {
-      record_error(*c, s.status());
-      return state().fail(s.status(), "GIN test");
+      failed = s.status();
+      record_error(*c, failed);  // the next iput / iputSignal fails: NCCL's channel
     }
-    if (*s != TransferState::done) return ncclSuccess;
-  } else {
-    std::lock_guard<std::mutex> l(c->mu);
-    if (!c->error.ok()) return state().fail(c->error, "GIN test: the operation failed");
   }
+  // Done, failed or not: NCCL tests a request until *done and ignores the return code, so a
+  // failed one is done too (its WARN logged here, once: the request is released).
   give_request(*c, r);
   *done = 1;
+  if (!failed.ok()) return state().fail(failed, "GIN test: the operation failed");
   return ncclSuccess;
 }
 

@@ -539,8 +539,15 @@ INSTANTIATE_TEST_SUITE_P(Providers, GinTest,
 
 }  // namespace
 
+namespace xport::nccl_test {
+int gin_failing_peer_main();  // gin_failure_test.cc
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--gin-peer") return gin_peer_main(std::stoul(argv[2]));
+  if (argc >= 2 && std::string(argv[1]) == "--gin-failing-peer") {
+    return xport::nccl_test::gin_failing_peer_main();
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

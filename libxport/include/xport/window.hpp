@@ -106,10 +106,15 @@ class Window {
   bool native_atomics() const;
 
   // A batch of puts and gets as one ticket, and an optional notification (at most 256 bytes)
-  // delivered to the peer after the transfer's data (take_notifications() there).
+  // delivered to the peer after the transfer's data (take_notifications() there). Code::again
+  // while too few of the window's 256 operation contexts are free (quiet and retry); a batch
+  // that needs more than 256 (one per item, one per stripe of a striped item) is refused with
+  // Code::invalid_argument: split it.
   Result<Ticket> post(const std::vector<TransferItem>& items,
                       const std::vector<uint8_t>& notification = {});
-  // Without blocking: done once every part is delivered (gets: in place); a failure's error.
+  // Without blocking: done once every part is delivered (gets: in place). A failed ticket's
+  // error every time it is asked, before or after quiet() (docs/semantics.md, "Failed
+  // operations"; beyond the window's last 16384 failures: invalid_argument, never done).
   Result<TransferState> check(Ticket ticket);
   // Notifications the window's peer sent to this device, oldest first.
   std::vector<std::vector<uint8_t>> take_notifications();
@@ -119,9 +124,11 @@ class Window {
   Status fence();
   // Drives progress until every operation issued on this window before the call is delivered
   // or applied (acknowledged by the target), or fails. Returns at once when nothing is
-  // outstanding; the first error since the last quiet, if any.
+  // outstanding; the first error since the last quiet, if any: each failure is reported by one
+  // quiet (the tickets keep theirs for check() and wait_local()).
   Status quiet(Deadline deadline);
-  // Drives progress until the operation is locally complete (or failed).
+  // Drives progress until the operation is locally complete, or failed: then its error, every
+  // time it is asked (as check()).
   Status wait_local(Ticket ticket, Deadline deadline);
 
   uint64_t issued() const;     // provider operations posted (stripes, reads, native atomics)

@@ -197,11 +197,18 @@ void Atomics::on_result(const MsgHeader& h) {
       os_.windows().settle(*w, a.ticket);
     }
   } else if (status != 0) {
-    // A signal the target could not apply: its window hears of it at quiet().
+    // A signal the target could not apply: its ticket fails (check(), wait_local() and quiet()
+    // report it; it used to reach quiet() alone, check() answering done).
     const Status why = core::error(Code::invalid_argument, "signal (operation ", h.seq,
                                    ") failed at the target: ", window_status_text(status));
-    for (auto& [id, w] : core_.windows) {
-      if (w->stream == s->id && w->first_error.ok()) w->first_error = why;
+    const OutStream::Awaiting& sig = s->signalled[h.seq % s->credits];
+    WindowState* w = sig.valid && sig.seq == h.seq ? os_.windows().find(sig.window) : nullptr;
+    if (w != nullptr) {
+      os_.windows().fail_late(*w, sig.ticket, why);
+    } else {
+      for (auto& [id, ws] : core_.windows) {
+        if (ws->stream == s->id && ws->first_error.ok()) ws->first_error = why;
+      }
     }
   }
   if ((s = os_.streams().find(h.dst_comm)) != nullptr) os_.streams().advance(*s, h.length);

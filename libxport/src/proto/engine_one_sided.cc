@@ -302,11 +302,12 @@ Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, b
     Lock l(core_);
     if (WindowState* w = one_sided_.windows().find(window);
         w != nullptr && !w->closed && ticket != 0 && ticket < w->next_ticket &&
-        w->failed.empty() &&
         (w->free.size() == w->ops.size() || (!pass && (++quick_local_ & 15) != 0))) {
-      // (local_state()'s answer 1, without building its Result: settled, or locally done)
+      // (local_state()'s answer 1, without building its Result: settled without error, or
+      // locally done; a failed ticket's error is answered below, every time it is asked)
       const TicketState* ts = w->tickets.find(ticket);
-      if (ts == nullptr || (ts->error.ok() && ts->local_done())) {
+      if (ts == nullptr ? Windows::settled_clean(*w, ticket)
+                        : (ts->error.ok() && ts->local_done())) {
         if (ticket >= w->local_clear->load(std::memory_order_relaxed)) {
           one_sided_.windows().advance_clear(*w);
         }

@@ -169,16 +169,23 @@ struct WindowState {
   // Every ticket below it is locally complete without error (0: no claim). Written under the
   // engine lock; read without it by Window::wait_local (api), which answers a ticket below it
   // with no engine call. Lowered when a ticket fails and when the window closes or the device
-  // shuts down, moved up over tickets found locally complete (Windows::advance_clear).
+  // shuts down, moved up over tickets found locally complete (Windows::advance_clear), never
+  // past a ticket that failed (so the lock-free answer cannot turn a failure into success).
   std::shared_ptr<std::atomic<uint64_t>> local_clear = std::make_shared<std::atomic<uint64_t>>(1);
   Ticket next_ticket = 1;      // issued operations are numbered from 1
   uint64_t completed = 0;      // provider operations completed
   uint64_t issued = 0;         // provider operations issued
-  Status first_error;          // since the last quiet
+  Status first_error;          // since the last quiet, which reports it (once)
+  uint64_t failures = 0;       // tickets settled with an error since the last quiet
   std::vector<WindowOp> ops;
   std::vector<uint32_t> free;
   TicketTable tickets;                    // not yet complete
-  std::map<Ticket, Status> failed;        // failed since the last quiet
+  // Tickets settled with an error, each reported by check() and wait_local() every time they are
+  // asked for as long as the window is open (quiet() does not take them): the newest
+  // Windows::kMaxFailed; `forgotten` is the newest whose record was dropped to keep that bound
+  // (every ticket up to it and not under local_clear is answered "no longer known", never done).
+  std::map<Ticket, Status> failed;
+  Ticket forgotten = 0;
   uint32_t waiters = 0;        // calls waiting on a word it watches (the peer is waited on)
   bool closed = false;
   bool busy() const { return free.size() != ops.size() || !tickets.empty(); }
@@ -271,6 +278,9 @@ struct OutStream {
   };
   std::vector<Awaiting> awaiting;
   uint32_t awaiting_count = 0;
+  // Signals sent (publishes included), by sequence number modulo credits: a target that cannot
+  // apply one (its region went) answers with its number, which fails that ticket.
+  std::vector<Awaiting> signalled;
 };
 
 // A message of a stream that arrived before its turn (copied out of its receive buffer).

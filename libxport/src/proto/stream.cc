@@ -185,6 +185,7 @@ void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
   s->credits = static_cast<uint32_t>(h.length);
   s->seq_bits = bits;
   s->awaiting.assign(s->credits, OutStream::Awaiting{});
+  s->signalled.assign(s->credits, OutStream::Awaiting{});
   s->phase = StreamPhase::ready;
   s->peer->last_heard = Clock::now();
 }

@@ -34,6 +34,13 @@ Result<Ticket> Transfers::post(uint32_t window, const std::vector<Item>& items,
     XPORT_ASSIGN_OR_RETURN(uint32_t n, os_.stripes(*w, *it.key, it.len, what));
     contexts += n;
   }
+  // More than the window has can never be free at once: `again` ("quiet and retry") would loop.
+  if (contexts > Windows::kOps) {
+    return core::error(Code::invalid_argument, "transfer: its ", items.size(), " items need ",
+                       contexts, " provider operations, more than a window has (",
+                       Windows::kOps, "): split it into transfers of at most ", Windows::kOps,
+                       " operations (one per item, one per stripe of an item striped over rails)");
+  }
   if (w->free.size() < contexts) {
     return core::error(Code::again, "transfer: needs ", contexts, " operations, ", w->free.size(),
                        " are free on the window; call quiet()");

@@ -1,6 +1,7 @@
 // Windows: lifetime, checks before issue, provider operations and tickets.
 #include "proto/window.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/log.hpp"
@@ -186,11 +187,32 @@ void Windows::piece_sent(WindowState& w, Ticket t) {
   }
 }
 
+void Windows::record_failure(WindowState& w, Ticket t, const Status& why) {
+  // Kept for check() and wait_local() (quiet() reports first_error): the newest kMaxFailed.
+  w.failed.emplace(t, why);
+  w.failures += 1;
+  if (w.failed.size() > kMaxFailed) {
+    w.forgotten = std::max(w.forgotten, w.failed.begin()->first);
+    w.failed.erase(w.failed.begin());
+  }
+}
+
 void Windows::fail(WindowState& w, Ticket t, const Status& why) {
   TicketState* ts = ticket(w, t);
   if (ts == nullptr) return;
   lower_clear(w, t);
   if (ts->error.ok()) ts->error = why;
+  if (w.first_error.ok()) w.first_error = why;
+}
+
+void Windows::fail_late(WindowState& w, Ticket t, const Status& why) {
+  if (ticket(w, t) != nullptr) {
+    fail(w, t, why);
+    return;
+  }
+  if (t == 0 || t >= w.next_ticket || !settled_clean(w, t)) return;  // (failed already)
+  lower_clear(w, t);
+  record_failure(w, t, why);
   if (w.first_error.ok()) w.first_error = why;
 }
 
@@ -208,7 +230,7 @@ void Windows::settle(WindowState& w, Ticket t) {
       std::atomic_ref<uint64_t>(*ts.counter).fetch_add(1, std::memory_order_release);
     }
   } else {
-    w.failed.emplace(t, ts.error);
+    record_failure(w, t, ts.error);
   }
   w.tickets.erase(t);
   maybe_erase(w);
@@ -258,8 +280,8 @@ void Windows::advance_clear(WindowState& w) {
   while (c < w.next_ticket) {
     if (const TicketState* ts = w.tickets.find(c)) {
       if (!ts->error.ok() || !ts->local_done()) break;
-    } else if (!w.failed.empty() && w.failed.count(c) != 0) {
-      break;  // settled with an error that quiet() has not taken yet
+    } else if (!settled_clean(w, c)) {
+      break;  // settled with an error (reported for as long as the window lives)
     }
     ++c;
   }
@@ -274,7 +296,14 @@ Status Windows::take_error(WindowState& w, Ticket target) {
   (void)target;
   Status e = std::move(w.first_error);
   w.first_error = Status();
-  w.failed.clear();
+  // Each failure is reported by one quiet; the tickets' own errors stay for check() and
+  // wait_local(), which used to answer "done" once a quiet had cleared them.
+  if (!e.ok() && w.failures > 1) {
+    e = Status(e.code(), core::str(e.message(), " (", w.failures, " operations of window ", w.id,
+                                   " failed since the previous quiet; check() and wait_local() "
+                                   "name each)"));
+  }
+  w.failures = 0;
   return e;
 }
 
@@ -284,7 +313,13 @@ Result<int> Windows::local_state(WindowState& w, Ticket t, bool remote) {
   }
   if (auto f = w.failed.find(t); f != w.failed.end()) return f->second;
   TicketState* ts = ticket(w, t);
-  if (ts == nullptr) return 1;
+  if (ts == nullptr) {
+    if (settled_clean(w, t)) return 1;
+    return core::error(Code::invalid_argument, "ticket ", t, " of window ", w.id, ": its outcome "
+                       "is no longer known (the window keeps the errors of its last ", kMaxFailed,
+                       " failed operations; ticket ", w.forgotten, " and those before it are "
+                       "forgotten)");
+  }
   // A failed ticket is reported once nothing of it is with the provider any more.
   if (!ts->error.ok()) return ts->local_left == 0 ? Result<int>(ts->error) : Result<int>(0);
   return remote ? 0 : (ts->local_done() ? 1 : 0);

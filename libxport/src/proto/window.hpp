@@ -16,6 +16,7 @@ class Windows {
   Windows(Core& core, OneSided& os) : core_(core), os_(os) {}
   static constexpr uint32_t kOps = 256;          // provider operations in flight per window
   static constexpr size_t kMaxTickets = 16384;   // operations not yet complete per window
+  static constexpr size_t kMaxFailed = 16384;    // failed tickets whose error a window keeps
 
   // A window on a stream that is ready (holding the stream, its peer, and the communicator).
   Result<uint32_t> make(OutStream& s, CommState* comm);
@@ -56,25 +57,39 @@ class Windows {
   void piece_sent(WindowState& w, Ticket t);
   // Ticket `t` failed (all its other parts still settle).
   void fail(WindowState& w, Ticket t, const Status& why);
+  // ... also once it settled (a failure the target reports after its done mark covered it: the
+  // ticket's record turns failed, and the next quiet() reports it).
+  void fail_late(WindowState& w, Ticket t, const Status& why);
   // WindowState::local_clear, the mark under which wait_local answers without the engine:
   // lowered to `t` (a ticket that failed), or moved up over the tickets now locally complete
-  // without error (the lowest one not stops it).
+  // without error (the lowest one not stops it, and so does every ticket that failed: the mark
+  // never passes a failure while the window lives).
   static void lower_clear(WindowState& w, Ticket t) {
     if (t < w.local_clear->load(std::memory_order_relaxed)) {
       w.local_clear->store(t, std::memory_order_release);
     }
   }
   void advance_clear(WindowState& w);
+  // A settled ticket's error, kept (WindowState::failed).
+  static void record_failure(WindowState& w, Ticket t, const Status& why);
   // Completes `t` if every part of it is done at every level (counting its counter).
   void settle(WindowState& w, Ticket t);
   // The stream's done mark moved (or it failed): settle what waited on it.
   void on_stream(OutStream& s);
 
-  // quiet(): the tickets below `target` are complete; then the first error since the last quiet.
+  // quiet(): the tickets below `target` are complete; then the first error since the last quiet
+  // (taken: the next quiet does not report it again; the tickets' own errors stay).
   bool quiet_done(const WindowState& w, Ticket target) const;
   Status take_error(WindowState& w, Ticket target);
-  // wait_local() and check(): 1 when done, 0 while not, an error when the ticket failed.
+  // wait_local() and check(): 1 when done, 0 while not, an error when the ticket failed (every
+  // time it is asked).
   Result<int> local_state(WindowState& w, Ticket t, bool remote);
+  // A ticket no longer outstanding completed without error: under the mark (which never passes
+  // a failure), or neither failed nor forgotten.
+  static bool settled_clean(const WindowState& w, Ticket t) {
+    if (t < w.local_clear->load(std::memory_order_relaxed)) return true;
+    return t > w.forgotten && (w.failed.empty() || w.failed.count(t) == 0);
+  }
 
  private:
   Core& core_;

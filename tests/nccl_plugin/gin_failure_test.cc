@@ -1,0 +1,207 @@
+// A failed GIN operation, driven as NCCL 2.28.9's GIN proxy drives the table
+// (src/gin/gin_host_proxy.cc): it calls test() on each request until *done and ignores what
+// test() returns; its only error channel is iput / iputSignal's return code (which sets the
+// context's error flag and ends its progress thread). So a request that failed must be reported
+// done, the log must say so once, and the next iput / iputSignal of the comm must fail. Two
+// processes (this one rank 0, a copy of it started with --gin-failing-peer rank 1): rank 1
+// deregisters its signal region after the keys were exchanged, so rank 0's signal into it fails
+// at the target.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "../integration/harness.hpp"
+#include "driver.hpp"
+
+namespace xport::nccl_test {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Rank `rank`'s side up to its registrations: listen, exchange handles (`exchange` sends this
+// rank's and returns the other's), connect as a collective, register 4 KiB of data and two
+// signal words. "" or what failed.
+template <typename Exchange>
+std::string join(Plugin& p, int rank, Exchange exchange, void** coll, std::vector<uint8_t>& data,
+                 std::vector<uint64_t>& sig, void** data_mh, void** sig_mh) {
+  ncclGin_v11_t* g = p.gin;
+  char mine[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  if (g->listen(p.gin_ctx, 0, mine, &listen) != ncclSuccess) return "listen: " + warned_since(0);
+  std::vector<uint8_t> other = exchange(std::vector<uint8_t>(mine, mine + sizeof(mine)));
+  if (other.size() != NCCL_NET_HANDLE_MAXSIZE) return "the peer's handle did not come";
+  void* handles[2];
+  handles[rank] = mine;
+  handles[1 - rank] = other.data();
+  if (g->connect(p.gin_ctx, handles, 2, rank, listen, coll) != ncclSuccess || *coll == nullptr) {
+    return "connect: " + warned_since(0);
+  }
+  if (g->closeListen(listen) != ncclSuccess) return "closeListen: " + warned_since(0);
+  data.assign(4096, 0);
+  sig.assign(2, 0);
+  void* gh = nullptr;
+  if (g->regMrSym(*coll, data.data(), data.size(), NCCL_PTR_HOST, 0, data_mh, &gh) != ncclSuccess ||
+      g->regMrSym(*coll, sig.data(), 16, NCCL_PTR_HOST, 0, sig_mh, &gh) != ncclSuccess) {
+    return "regMrSym: " + warned_since(0);
+  }
+  return "";
+}
+
+}  // namespace
+
+// Rank 1: joins, deregisters its signal words (its data stays registered), says so, and drives
+// progress until rank 0 says "bye".
+int gin_failing_peer_main() {
+  Plugin p;
+  if (!p.load_gin()) {
+    std::cout << "FAILED " << p.error << std::endl;
+    return 1;
+  }
+  auto exchange = [](const std::vector<uint8_t>& mine) {
+    std::cout << "HANDLE " << xport::test::to_hex(mine) << std::endl;
+    std::string line;
+    if (!std::getline(std::cin, line) || line.rfind("HANDLE ", 0) != 0) return std::vector<uint8_t>();
+    return xport::test::from_hex(line.substr(7));
+  };
+  void *coll = nullptr, *data_mh = nullptr, *sig_mh = nullptr;
+  std::vector<uint8_t> data;
+  std::vector<uint64_t> sig;
+  std::string e = join(p, 1, exchange, &coll, data, sig, &data_mh, &sig_mh);
+  if (e.empty() && p.gin->deregMrSym(coll, sig_mh) != ncclSuccess) e = "deregMrSym: " + warned_since(0);
+  std::cout << (e.empty() ? "DEREGISTERED" : "FAILED " + e) << std::endl;
+  if (!e.empty()) return 1;
+  // Progress (rank 0's signal is answered from here) until "bye", or 120 s.
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd in{0, POLLIN, 0};
+    if (poll(&in, 1, 0) > 0) break;
+    (void)p.gin->ginProgress(coll);
+  }
+  std::string line;
+  std::getline(std::cin, line);
+  (void)p.gin->deregMrSym(coll, data_mh);
+  (void)p.gin->closeColl(coll);
+  p.unload();
+  std::cout << "PASSED" << std::endl;
+  return 0;
+}
+
+namespace {
+
+class GinFailure : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    setenv("XPORT_PROVIDER", GetParam(), 1);
+    if (std::string(GetParam()) == "tcp;ofi_rxm") setenv("XPORT_DOMAIN", "lo", 1);
+    ASSERT_TRUE(p_.load_gin()) << p_.error;
+  }
+  void TearDown() override {
+    p_.unload();
+    unsetenv("XPORT_PROVIDER");
+    unsetenv("XPORT_DOMAIN");
+  }
+  Plugin p_;
+};
+
+// Number of WARN lines logged since `mark` that contain `what`.
+size_t warned_count(size_t mark, const std::string& what) {
+  std::lock_guard<std::mutex> l(g_log_mu);
+  size_t n = 0;
+  for (size_t i = mark; i < g_log.size(); ++i) {
+    if (g_log[i].rfind("WARN ", 0) == 0 && g_log[i].find(what) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
+  const char* self = std::getenv("XTEST_SELF");
+  ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
+  std::vector<std::string> env = {std::string("XPORT_PROVIDER=") + GetParam()};
+  if (std::string(GetParam()) == "tcp;ofi_rxm") env.push_back("XPORT_DOMAIN=lo");
+  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer"}, env);
+  ASSERT_TRUE(child.started());
+  std::string err;
+  auto exchange = [&](const std::vector<uint8_t>& mine) {
+    std::string line = child.read_line(30000, &err);
+    if (line.rfind("HANDLE ", 0) != 0) {
+      err = "the peer said '" + line + "' " + err;
+      return std::vector<uint8_t>();
+    }
+    child.write_line("HANDLE " + xport::test::to_hex(mine));
+    return xport::test::from_hex(line.substr(7));
+  };
+  ncclGin_v11_t* g = p_.gin;
+  void *coll = nullptr, *data_mh = nullptr, *sig_mh = nullptr;
+  std::vector<uint8_t> data;
+  std::vector<uint64_t> sig;
+  const std::string e = join(p_, 0, exchange, &coll, data, sig, &data_mh, &sig_mh);
+  ASSERT_EQ(e, "") << err;
+  ASSERT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "DEREGISTERED")
+      << err;
+  setenv("XTEST_QUIET_WARN", "1", 1);
+  const size_t mark = log_mark();
+  // An empty put (nothing to move) before the failure, tested only after it: its own outcome.
+  void* empty = nullptr;
+  ASSERT_EQ(g->iput(coll, 0, data_mh, 0, 0, data_mh, 1, &empty), ncclSuccess) << warned_since(0);
+  // A signal into rank 1's deregistered words: it fails at the target.
+  void* req = nullptr;
+  ASSERT_EQ(g->iputSignal(coll, 0, nullptr, 0, 0, nullptr, 1, 8, sig_mh, 5,
+                          NCCL_NET_SIGNAL_OP_ADD, &req), ncclSuccess) << warned_since(0);
+  ASSERT_NE(req, nullptr);
+  // NCCL's proxy: test() until done, its return code ignored, ginProgress between (here also
+  // until 1000 lines were logged: a request that never ends logs at every test).
+  int done = 0, tests = 0;
+  const auto until = Clock::now() + 30s;
+  while (!done && Clock::now() < until && log_mark() - mark < 1000) {
+    (void)g->test(coll, req, &done);
+    ++tests;
+    (void)g->ginProgress(coll);
+  }
+  EXPECT_EQ(done, 1) << "a failed request must be reported done (NCCL tests it until then), "
+                     << tests << " tests so far; " << warned_count(mark, "GIN")
+                     << " WARN lines, the last: " << warned_since(mark);
+  EXPECT_EQ(warned_count(mark, "failed at the target"), 1u)
+      << "the failure is logged once, over " << tests << " tests: " << warned_since(mark);
+  int empty_done = 0;
+  EXPECT_EQ(g->test(coll, empty, &empty_done), ncclSuccess)
+      << "the empty put's own outcome, not the comm's failure: " << warned_since(mark);
+  EXPECT_EQ(empty_done, 1);
+  // NCCL's channel: the next iputSignal (and iput) of the comm fails, naming the failure.
+  for (int i = 0; i < 2; ++i) {
+    const size_t before = log_mark();
+    void* next = nullptr;
+    const ncclResult_t r =
+        i == 0 ? g->iputSignal(coll, 0, data_mh, 8, 0, data_mh, 1, 0, sig_mh, 1,
+                               NCCL_NET_SIGNAL_OP_INC, &next)
+               : g->iput(coll, 0, data_mh, 8, 0, data_mh, 1, &next);
+    EXPECT_NE(r, ncclSuccess) << (i == 0 ? "iputSignal" : "iput") << " after a failed request";
+    EXPECT_EQ(next, nullptr);
+    EXPECT_NE(warned_since(before).find("failed at the target"), std::string::npos)
+        << warned_since(before);
+  }
+  bool has_error = false;
+  EXPECT_EQ(g->queryLastError(coll, &has_error), ncclSuccess);
+  EXPECT_TRUE(has_error);
+  unsetenv("XTEST_QUIET_WARN");
+  child.write_line("bye");
+  EXPECT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "PASSED") << err;
+  EXPECT_EQ(child.wait_exit(30000), 0);
+  EXPECT_EQ(g->deregMrSym(coll, data_mh), ncclSuccess);
+  EXPECT_EQ(g->deregMrSym(coll, sig_mh), ncclSuccess);
+  EXPECT_EQ(g->closeColl(coll), ncclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GinFailure, ::testing::Values("shm", "tcp;ofi_rxm"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "shm" ? "shm" : "tcp_ofi_rxm";
+                         });
+
+}  // namespace
+}  // namespace xport::nccl_test
