@@ -7,6 +7,7 @@
 # GPU machine's own (the plugin needs GLIBC <= 2.34); libstdc++ and libgcc_s go to compat/, used
 # there only when the machine's own are older than the plugin needs.
 #   scripts/nccl-gpu-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/nccl-gpu)]
+# With NCCL_TESTS_BUILD=<nccl-tests' build folder> also nccl-tests (scripts/nccl-tests-gpu.sh).
 # Then, with the device tool: carry PACK_DIR and run `scripts/nccl-gpu.sh PACK_DIR` or
 # `scripts/gin-gpu.sh PACK_DIR`.
 set -euo pipefail
@@ -61,6 +62,18 @@ if [ -x "$gin" ]; then
   binaries+=(xport-gin-nccl)
 else
   echo "nccl-gpu-pack: no $gin (needs nvcc and NCCL's headers under cuda-root): packed without it"
+fi
+
+# nccl-tests (scripts/nccl-tests-gpu.sh), when NCCL_TESTS_BUILD names its build folder: the tests
+# it runs, and the CUDA runtime they were linked with (libnccl.so.2 comes from the GPU machine).
+if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
+  mkdir -p "$pack/nccl-tests" "$pack/cudart"
+  for t in all_reduce all_gather reduce_scatter alltoall sendrecv; do
+    [ -x "$NCCL_TESTS_BUILD/${t}_perf" ] || die "$NCCL_TESTS_BUILD/${t}_perf is missing"
+    strip --strip-debug -o "$pack/nccl-tests/${t}_perf" "$NCCL_TESTS_BUILD/${t}_perf"
+  done
+  cudart=$(ldd "$NCCL_TESTS_BUILD/all_reduce_perf" | awk '/libcudart/ {print $3}')
+  [ -z "$cudart" ] || cp -L "$cudart" "$pack/cudart/"
 fi
 
 need_glibc=$(cd "$pack" && objdump -T "${binaries[@]}" lib/*.so* 2>/dev/null |
