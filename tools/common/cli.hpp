@@ -17,7 +17,7 @@ namespace xport::tool {
 namespace detail {
 inline std::string number_text(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
+  std::snprintf(b, sizeof b, v == std::floor(v) && std::fabs(v) < 1e15 ? "%.0f" : "%g", v);
   return b;
 }
 }  // namespace detail
@@ -42,6 +42,22 @@ inline CLI::Validator number_in(double min, double max, std::string_view unit = 
         return "";
       },
       "", "number_in");
+}
+
+// A number above 0, of `unit` ("GB/s").
+inline CLI::Validator positive(std::string_view unit) {
+  const std::string what = "a number above 0 (" + std::string(unit) + ")";
+  return CLI::Validator(
+      [what](std::string& text) -> std::string {
+        const char* s = text.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(s, &end);
+        if (text.empty() || end == s || *end != '\0' || !std::isfinite(v)) {
+          return "'" + text + "' is not a number: " + what;
+        }
+        return v > 0 ? "" : "'" + text + "' is out of range: " + what;
+      },
+      "", "positive");
 }
 
 // One of `words`. The error names them ("'gpu': expected host or cuda").
