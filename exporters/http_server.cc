@@ -53,7 +53,8 @@ std::string frame(const HttpResponse& r, bool head, bool gzipped = false) {
       core::str("HTTP/1.1 ", r.status, " ", reason_phrase(r.status),
                 "\r\nContent-Type: ", r.content_type, "\r\nContent-Length: ", r.body.size(),
                 gzipped ? "\r\nContent-Encoding: gzip" : "",
-                "\r\nVary: Accept-Encoding\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+                "\r\nVary: Accept-Encoding\r\nCache-Control: no-store\r\nConnection: "
+                "close\r\n\r\n");
   if (!head) out += r.body;
   return out;
 }
@@ -218,7 +219,8 @@ std::string HttpServer::respond(const std::string& request, const Handler& handl
   if (method != "GET" && !head) return frame(plain(405, "only GET and HEAD\n"), false);
   HttpRequest req;
   req.path = target.substr(0, target.find('?'));
-  req.accepts_gzip = takes_gzip(request.substr(eol == std::string::npos ? request.size() : eol + 2));
+  const size_t headers = eol == std::string::npos ? request.size() : eol + 2;
+  req.accepts_gzip = takes_gzip(request.substr(headers));
   HttpResponse r = handler(req);
   // Small bodies gain nothing from compression (a scrape of a busy node is ~100s of KiB).
   if (req.accepts_gzip && gzip_available() && r.body.size() >= 1024) {

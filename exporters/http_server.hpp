@@ -1,6 +1,7 @@
 // A small single-threaded HTTP/1.1 server for the exporter: GET (and HEAD) only, bounded
-// request size, one request per connection, idle connections closed, gzip when the client asks. prometheus-cpp's Exposer
-// cannot serve the status page, and civetweb's thread pool is more than a scrape target needs.
+// request size, one request per connection, idle connections closed, gzip when the client asks.
+// prometheus-cpp's Exposer cannot serve the status page, and civetweb's thread pool is more
+// than a scrape target needs.
 #pragma once
 
 #include <atomic>

@@ -34,8 +34,8 @@ double grew(double before, double after) { return after > before ? after - befor
 // processes in both (and accepted by `which`) of `deltas(before, after)`, over the step's time.
 using Deltas = std::function<std::vector<double>(const ProcessTotals&, const ProcessTotals&)>;
 template <typename Samples, typename Which>
-RateChart chart(const Samples& samples, const std::vector<std::string>& names,
-                const Deltas& deltas, const Which& which) {
+RateChart chart(const Samples& samples, const std::vector<std::string>& names, const Deltas& deltas,
+                const Which& which) {
   RateChart c;
   for (const auto& n : names) c.series.push_back({n, {}});
   if (samples.size() < 2) return c;
@@ -125,8 +125,8 @@ RateChart RateHistory::rails() const {
         std::vector<double> d;
         for (const auto& rail : names) {
           auto x = a.rail_bytes.find(rail), y = b.rail_bytes.find(rail);
-          d.push_back(x != a.rail_bytes.end() && y != b.rail_bytes.end() ? grew(x->second, y->second)
-                                                                          : 0);
+          d.push_back(
+              x != a.rail_bytes.end() && y != b.rail_bytes.end() ? grew(x->second, y->second) : 0);
         }
         return d;
       },

@@ -18,10 +18,10 @@ namespace xport::exporter {
 
 // What one process has counted so far, summed over its devices.
 struct ProcessTotals {
-  double out_bytes = 0;  // send + write
-  double in_bytes = 0;   // recv + read
-  double ops = 0;        // every endpoint op
-  double errors = 0;     // endpoint error completions + rail errors
+  double out_bytes = 0;                      // send + write
+  double in_bytes = 0;                       // recv + read
+  double ops = 0;                            // every endpoint op
+  double errors = 0;                         // endpoint error completions + rail errors
   std::map<std::string, double> rail_bytes;  // out + in, by rail
 };
 ProcessTotals totals_of(const telemetry::SegmentSnapshot& s);

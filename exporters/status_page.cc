@@ -24,12 +24,23 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -82,8 +93,8 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 void chart(std::ostream& os, const std::string& title, const RateChart& c, const char* unit) {
-  std::string data = "{\"title\":" + json_string(title) + ",\"unit\":" + json_string(unit) +
-                     ",\"ages\":[";
+  std::string data =
+      "{\"title\":" + json_string(title) + ",\"unit\":" + json_string(unit) + ",\"ages\":[";
   for (size_t i = 0; i < c.ages_s.size(); ++i) data += (i ? "," : "") + json_number(c.ages_s[i]);
   data += "],\"series\":[";
   for (size_t k = 0; k < c.series.size(); ++k) {
@@ -225,7 +236,7 @@ void node_totals(std::ostream& os, const ScanResult& now, const RateChart& node)
   }
   auto latest = [&](size_t k) {
     return k < node.series.size() && !node.series[k].values.empty() ? node.series[k].values.back()
-                                                                     : 0.0;
+                                                                    : 0.0;
   };
   auto bad = [](uint64_t v) {
     return std::string(v ? "<td class=n style=\"color:#b00;font-weight:bold\">" : "<td class=n>") +
@@ -236,9 +247,9 @@ void node_totals(std::ostream& os, const ScanResult& now, const RateChart& node)
         "<th>registered</tr>\n<tr><td class=n>"
      << now.processes.size() << "<td class=n>" << devices << "<td class=n>" << comms
      << (rails_up < rails ? "<td class=n style=\"color:#b00;font-weight:bold\">" : "<td class=n>")
-     << rails_up << " of " << rails << "<td class=n>" << human(latest(0), "B")
-     << "<td class=n>" << human(latest(1), "B") << "<td class=n>" << human(latest(2), "")
-     << "<td class=n>" << human(out, "B") << "<td class=n>" << human(in, "B") << "<td class=n>"
+     << rails_up << " of " << rails << "<td class=n>" << human(latest(0), "B") << "<td class=n>"
+     << human(latest(1), "B") << "<td class=n>" << human(latest(2), "") << "<td class=n>"
+     << human(out, "B") << "<td class=n>" << human(in, "B") << "<td class=n>"
      << human(static_cast<double>(registered), "B")
      << "</tr></table>\n<table id=node-failures><tr><th>error completions<th>rail errors"
         "<th>quarantines<th>peers lost<th>routing misses<th>staging copy errors"
@@ -253,10 +264,9 @@ void plan_table(std::ostream& os, const ScanResult& now) {
   std::map<std::string, std::tuple<std::string, std::string, std::string>> nics;
   for (const auto& p : now.processes) {
     for (const auto& b : p.snapshot.blocks) {
-      if (b.kind == static_cast<uint16_t>(BlockKind::info) &&
-          value(b, CounterId::nic_info) != 0) {
-        nics[label(b, LabelKey::rail)] = {label(b, LabelKey::provider),
-                                          label(b, LabelKey::fabric), label(b, LabelKey::pci)};
+      if (b.kind == static_cast<uint16_t>(BlockKind::info) && value(b, CounterId::nic_info) != 0) {
+        nics[label(b, LabelKey::rail)] = {label(b, LabelKey::provider), label(b, LabelKey::fabric),
+                                          label(b, LabelKey::pci)};
       }
     }
   }
@@ -275,8 +285,8 @@ void plan_table(std::ostream& os, const ScanResult& now) {
          << esc(label(b, LabelKey::device)) << "<td>" << (gpu.empty() ? "host (no GPU)" : esc(gpu))
          << "<td>" << esc(rail) << "<td>" << esc(label(b, LabelKey::nic)) << "<td>"
          << esc(label(b, LabelKey::role)) << "<td>" << esc(std::get<0>(nic)) << "<td>"
-         << esc(std::get<1>(nic)) << "<td>" << esc(std::get<2>(nic).empty() ? "-" : std::get<2>(nic))
-         << "</tr>\n";
+         << esc(std::get<1>(nic)) << "<td>"
+         << esc(std::get<2>(nic).empty() ? "-" : std::get<2>(nic)) << "</tr>\n";
       ++rows;
     }
   }
@@ -304,7 +314,7 @@ std::string status_page(const ScanResult& now, const std::deque<ScanResult>& his
   const RateChart totals = rates.node();
   page::node_totals(os, now, totals);
   RateChart bytes = totals, ops = totals;
-  bytes.series.resize(2);  // out, in
+  bytes.series.resize(2);                                        // out, in
   ops.series.erase(ops.series.begin(), ops.series.begin() + 2);  // ops/s, errors/s
   os << "<div class=charts>\n";
   page::chart(os, "node throughput", bytes, "B/s");

@@ -69,8 +69,8 @@ struct Column {
 
 // One table of the blocks of `kind` (none: no table).
 template <typename RatesOf>
-void table(std::ostream& os, const telemetry::SegmentSnapshot& s, BlockKind kind,
-           const char* title, const std::vector<Column>& cols, const RatesOf& rates) {
+void table(std::ostream& os, const telemetry::SegmentSnapshot& s, BlockKind kind, const char* title,
+           const std::vector<Column>& cols, const RatesOf& rates) {
   bool header = false;
   for (const auto& b : s.blocks) {
     if (b.kind != static_cast<uint16_t>(kind)) continue;
@@ -84,8 +84,8 @@ void table(std::ostream& os, const telemetry::SegmentSnapshot& s, BlockKind kind
     os << "<tr>";
     for (const auto& c : cols) {
       const Cell v = c.cell(b, r);
-      os << "<td" << (v.number ? " class=n" : "") << (v.bad ? " style=\"color:#b00;font-weight:bold\"" : "")
-         << ">" << esc(v.text);
+      os << "<td" << (v.number ? " class=n" : "")
+         << (v.bad ? " style=\"color:#b00;font-weight:bold\"" : "") << ">" << esc(v.text);
     }
     os << "</tr>\n";
   }
@@ -126,8 +126,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
   // Labels without a value are left out here as in /metrics.
   os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid
      << (p.job.empty() ? "" : " &middot; job " + esc(p.job))
-     << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << " &middot; process "
-     << p.slot << "</h2>\n"
+     << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << " &middot; process " << p.slot
+     << "</h2>\n"
      << "<p>program <b>" << esc(p.program) << "</b>, segment " << esc(p.file) << ", snapshot "
      << s.snapshots << " (" << agebuf << " ago, every " << s.interval_ms << " ms)"
      << (prev == nullptr ? ", rates after the next refresh" : "") << "</p>\n";
@@ -135,7 +135,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
 
   using C = CounterId;
   table(os, s, BlockKind::endpoint, "Endpoints",
-        {label_col("device", LabelKey::device), label_col("rail", LabelKey::rail),
+        {label_col("device", LabelKey::device),
+         label_col("rail", LabelKey::rail),
          label_col("endpoint", LabelKey::endpoint),
          {"send+write/s",
           [](auto& b, auto& r) {
@@ -147,10 +148,10 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
           }},
          {"ops/s",
           [](auto& b, auto& r) {
-            return num(human(r.sum(b, {C::endpoint_ops_send, C::endpoint_ops_recv,
-                                       C::endpoint_ops_write, C::endpoint_ops_read,
-                                       C::endpoint_ops_atomic}),
-                             ""));
+            return num(
+                human(r.sum(b, {C::endpoint_ops_send, C::endpoint_ops_recv, C::endpoint_ops_write,
+                                C::endpoint_ops_read, C::endpoint_ops_atomic}),
+                      ""));
           }},
          {"sent bytes",
           [](auto& b, auto&) {
@@ -170,26 +171,31 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
           [](auto& b, auto&) { return count(value(b, C::endpoint_eagain_retries)); }}},
         rates);
 
-  table(os, s, BlockKind::rail, "Rails",
-        {label_col("device", LabelKey::device), label_col("rail", LabelKey::rail),
-         {"state",
-          [](auto& b, auto&) {
-            const bool up = value(b, C::rail_up) != 0;
-            return Cell{up ? "up" : "down", false, !up};
-          }},
-         {"stripes out/s", [](auto& b, auto& r) { return num(human(r.of(b, C::rail_stripes_out), "")); }},
-         {"stripes in/s", [](auto& b, auto& r) { return num(human(r.of(b, C::rail_stripes_in), "")); }},
-         {"writes landed/s",
-          [](auto& b, auto& r) { return num(human(r.of(b, C::rail_write_bytes_in), "B")); }},
-         {"quarantines",
-          [](auto& b, auto&) { return count(value(b, C::rail_quarantine_events), true); }},
-         {"error completions", [](auto& b, auto&) { return count(value(b, C::rail_errors), true); }},
-         {"low-latency control",
-          [](auto& b, auto&) { return text(value(b, C::rail_low_latency_control) ? "yes" : "no"); }}},
-        rates);
+  table(
+      os, s, BlockKind::rail, "Rails",
+      {label_col("device", LabelKey::device),
+       label_col("rail", LabelKey::rail),
+       {"state",
+        [](auto& b, auto&) {
+          const bool up = value(b, C::rail_up) != 0;
+          return Cell{up ? "up" : "down", false, !up};
+        }},
+       {"stripes out/s",
+        [](auto& b, auto& r) { return num(human(r.of(b, C::rail_stripes_out), "")); }},
+       {"stripes in/s",
+        [](auto& b, auto& r) { return num(human(r.of(b, C::rail_stripes_in), "")); }},
+       {"writes landed/s",
+        [](auto& b, auto& r) { return num(human(r.of(b, C::rail_write_bytes_in), "B")); }},
+       {"quarantines",
+        [](auto& b, auto&) { return count(value(b, C::rail_quarantine_events), true); }},
+       {"error completions", [](auto& b, auto&) { return count(value(b, C::rail_errors), true); }},
+       {"low-latency control",
+        [](auto& b, auto&) { return text(value(b, C::rail_low_latency_control) ? "yes" : "no"); }}},
+      rates);
 
   table(os, s, BlockKind::cq, "Completion queues",
-        {label_col("device", LabelKey::device), label_col("cq", LabelKey::cq),
+        {label_col("device", LabelKey::device),
+         label_col("cq", LabelKey::cq),
          {"polls/s", [](auto& b, auto& r) { return num(human(r.of(b, C::cq_polls), "")); }},
          {"empty polls",
           [](auto& b, auto&) {
@@ -209,7 +215,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
         rates);
 
   table(os, s, BlockKind::device, "Devices",
-        {label_col("device", LabelKey::device), label_col("provider", LabelKey::provider),
+        {label_col("device", LabelKey::device),
+         label_col("provider", LabelKey::provider),
          label_col("GPU", LabelKey::gpu),
          {"comms open", [](auto& b, auto&) { return count(value(b, C::device_comms_open)); }},
          {"peers", [](auto& b, auto&) { return count(value(b, C::device_peers)); }},
@@ -228,7 +235,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
   // The channel pool of each device: how many communicators share how many channels and CQs,
   // and how evenly the operations spread over the channels. Routing misses should stay 0.
   table(os, s, BlockKind::pool, "Channel pool",
-        {label_col("device", LabelKey::device), label_col("provider", LabelKey::provider),
+        {label_col("device", LabelKey::device),
+         label_col("provider", LabelKey::provider),
          {"groups &times; channels",
           [](auto& b, auto&) {
             return num(std::to_string(value(b, C::pool_groups)) + " x " +
@@ -280,7 +288,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
         rates);
 
   table(os, s, BlockKind::gpu_proxy, "GPU proxy",
-        {label_col("proxy", LabelKey::proxy), label_col("CUDA device", LabelKey::cuda_device),
+        {label_col("proxy", LabelKey::proxy),
+         label_col("CUDA device", LabelKey::cuda_device),
          {"descriptors/s",
           [](auto& b, auto& r) { return num(human(r.of(b, C::gpu_proxy_descriptors), "")); }},
          {"in flight", [](auto& b, auto&) { return count(value(b, C::gpu_proxy_in_flight)); }},
@@ -305,7 +314,8 @@ void process_section(std::ostream& os, const ProcessView& p, const ProcessView* 
     }
     os << "<tr><td>" << telemetry::block_kind_name(b.kind) << "<td>";
     for (const auto& l : b.labels) {
-      if (!l.value.empty()) os << esc(telemetry::label_key_name(l.key)) << "=" << esc(l.value) << " ";
+      if (!l.value.empty())
+        os << esc(telemetry::label_key_name(l.key)) << "=" << esc(l.value) << " ";
     }
     os << "<td>";
     for (const auto& [id, v] : b.counters) {

@@ -12,8 +12,8 @@
 
 namespace xport::exporter::page {
 
-std::string esc(const std::string& s);              // HTML text and attribute values
-std::string human(double v, const char* unit);      // 1.23 MB/s; SI prefixes
+std::string esc(const std::string& s);          // HTML text and attribute values
+std::string human(double v, const char* unit);  // 1.23 MB/s; SI prefixes
 std::string label(const telemetry::BlockSnapshot& b, telemetry::LabelKey k);
 uint64_t value(const telemetry::BlockSnapshot& b, telemetry::CounterId id);
 // A chart the page's script draws (figure.chart, its data in data-chart); `unit` is appended to

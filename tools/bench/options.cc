@@ -139,7 +139,8 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   bool json = false, csv = false;
   app.add_option("--op", op, "send (ping-pong), put, get, put-signal, atomic (default send)")
       ->check(xport::tool::one_of({"send", "put", "get", "put-signal", "atomic"}));
-  app.add_option("--size", sizes, "sizes: 8, 4K, 1M, ranges 1:64M (powers of two), lists 8,4K:1M (default 8)");
+  app.add_option("--size", sizes,
+                 "sizes: 8, 4K, 1M, ranges 1:64M (powers of two), lists 8,4K:1M (default 8)");
   app.add_option("--provider", opt->provider, "libfabric provider (default: as Context chooses)");
   app.add_option("--nics", nics,
                  "rails, comma-separated libfabric domain or interface names (default: "
@@ -207,9 +208,9 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "between two GPUs)")
       ->check(xport::tool::number_in(0, 1023, "", true));
   app.add_option("--initiator", initiator,
-                 "host (default), or device: a kernel issues the operations through a GpuProxy (--op put: "
-                 "puts then quiet; --op put-signal: round trips, the peer's kernel replying); "
-                 "needs --memory cuda")
+                 "host (default), or device: a kernel issues the operations through a GpuProxy "
+                 "(--op put: puts then quiet; --op put-signal: round trips, the peer's kernel "
+                 "replying); needs --memory cuda")
       ->check(xport::tool::one_of({"host", "device"}));
   app.add_option("--device-scope", scope,
                  "--initiator device --op put: the kernel's put and quiet calls per thread (one "

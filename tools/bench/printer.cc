@@ -64,9 +64,9 @@ void json_point(const RunInfo& run, const Point& p) {
       ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
       "\"cqs\":%llu,\"comms_attached\":%llu,\"primaries\":%llu,\"secondaries\":%llu,"
       "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}",
-      run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs),
-      ull(q.comms_attached), ull(q.primaries), ull(q.secondaries), ull(q.routing_misses),
-      ull(q.channel_ops), ull(q.busiest_channel_ops));
+      run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
+      ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
+      ull(q.busiest_channel_ops));
   if (p.call_ns >= 0) {
     std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", p.call_ns, p.wait_ns);
   }
@@ -154,8 +154,7 @@ void table_point(const RunInfo& run, const Point& p) {
   char frac[16] = "n/a";
   if (f >= 0) std::snprintf(frac, sizeof(frac), "%.1f%%", f * 100);
   std::printf("%10zu %8d %7d %6d %9.2f %9.2f %9.2f %9.2f %11.1f %11.0f %7s", p.size, p.iterations,
-              p.warmup, p.depth, p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate,
-              frac);
+              p.warmup, p.depth, p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate, frac);
   if (!run.pattern.empty()) std::printf(" %7d", p.streams);
   std::printf("\n");
 }
@@ -191,10 +190,14 @@ std::string utc_now() {
 
 const char* to_string(EndStatus s) {
   switch (s) {
-    case EndStatus::complete: return "complete";
-    case EndStatus::failed: return "failed";
-    case EndStatus::peer_died: return "peer_died";
-    case EndStatus::interrupted: return "interrupted";
+    case EndStatus::complete:
+      return "complete";
+    case EndStatus::failed:
+      return "failed";
+    case EndStatus::peer_died:
+      return "peer_died";
+    case EndStatus::interrupted:
+      return "interrupted";
   }
   return "failed";
 }
@@ -288,8 +291,8 @@ bool Printer::end(EndStatus status, const std::string& reason, int exit_status) 
   if (status != EndStatus::complete) {
     if (measuring_) line += ", while measuring size " + std::to_string(current_.size);
     if (begun_) {
-      line += " (" + std::to_string(printed_) + " of " + std::to_string(planned_) +
-              " points measured)";
+      line +=
+          " (" + std::to_string(printed_) + " of " + std::to_string(planned_) + " points measured)";
     }
     std::fprintf(stderr, "xport-bench: %s\n", line.c_str());
   }
@@ -299,8 +302,8 @@ bool Printer::end(EndStatus status, const std::string& reason, int exit_status) 
     std::printf(
         "{\"record\":\"end\",\"tool\":\"xport-bench\",\"status\":\"%s\",\"error\":%s,"
         "\"points\":%zu,\"planned\":%zu,\"elapsed_s\":%.3f,\"exit_status\":%d}\n",
-        to_string(status), json_string(status == EndStatus::complete ? "" : line).c_str(),
-        printed_, planned_, s, exit_status);
+        to_string(status), json_string(status == EndStatus::complete ? "" : line).c_str(), printed_,
+        planned_, s, exit_status);
   } else if (begun_ && format_ == Format::table && status == EndStatus::complete) {
     table_end(run_);
   }
@@ -326,7 +329,8 @@ void Printer::status_loop() {
     if (s < 1.0) continue;  // short points print their row before a status would help
     if (shown_ && static_cast<long>(s) == shown_s_) continue;  // the same text: no redraw
     shown_s_ = static_cast<long>(s);
-    std::fprintf(stderr, "\r\033[Kxport-bench: measuring size %zu (%d iterations, %d warm-up): "
+    std::fprintf(stderr,
+                 "\r\033[Kxport-bench: measuring size %zu (%d iterations, %d warm-up): "
                  "%.0f s, %zu of %zu points done",
                  current_.size, current_.iterations, current_.warmup, s, printed_, planned_);
     std::fflush(stderr);

@@ -26,8 +26,8 @@ inline std::string number_text(double v) {
 // and what is allowed ("'abc' is not a number: seconds from 1 to 600").
 inline CLI::Validator number_in(double min, double max, std::string_view unit = "",
                                 bool integer = false) {
-  std::string what = unit.empty() ? std::string(integer ? "a whole number" : "a number")
-                                  : std::string(unit);
+  std::string what =
+      unit.empty() ? std::string(integer ? "a whole number" : "a number") : std::string(unit);
   what += " from " + detail::number_text(min) + " to " + detail::number_text(max);
   return CLI::Validator(
       [what, min, max, integer](std::string& text) -> std::string {
@@ -103,10 +103,9 @@ inline int usage_exit(CLI::App& app, const CLI::ParseError& e, std::string_view 
   } else if (name == "ArgumentMismatch") {
     const size_t colon = msg.find(':');
     const size_t to = msg.find(" arguments to ");
-    std::string opt = colon != std::string::npos && msg.rfind("--", 0) == 0
-                          ? msg.substr(0, colon)
-                          : to != std::string::npos ? msg.substr(to + 14, msg.find(',', to) - to - 14)
-                                                    : "";
+    std::string opt = colon != std::string::npos && msg.rfind("--", 0) == 0 ? msg.substr(0, colon)
+                      : to != std::string::npos ? msg.substr(to + 14, msg.find(',', to) - to - 14)
+                                                : "";
     msg = opt.empty() ? msg : opt + " needs a value";
   }
   std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(tool.size()), tool.data(), msg.c_str());
