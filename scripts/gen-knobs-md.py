@@ -37,7 +37,7 @@ doc = """# Knobs
 
 Every `XPORT_*` environment variable libxport reads. Each is typed, has a default, and reports
 where its current value came from (`default` or `environment`): `xport::knob_list()` returns
-them, and `xport-probe` prints those in effect. A value that does not parse, or one outside the
+them, and `xport-probe --knobs` prints those in effect. A value that does not parse, or one outside the
 range or words of its `range` column (`XPORT_LOG_LEVEL=loud`, `XPORT_TIMEOUT_MS=0`), makes
 `Context::open` fail with an error naming the variable and the bound or the words
 (`XPORT_RX_BUFFERS='8': at least 16 is allowed`). Three knobs hold the value to
