@@ -3,7 +3,9 @@
 documented names, and what it serves from the segment of a real libxport process
 (xport-loopback) is documented, while everything documented is served except rows marked
 (reserved) or (GPU) (served by processes using GPU memory); and no served series carries a label with an empty value (the loopback runs without
-XPORT_RANK and without a GPU). Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
+XPORT_RANK and without a GPU); the label contract (no job, instance or pid label but on
+xport_process_info, a process label, no space in a value); `promtool check metrics` finds
+nothing to say about the exposition. Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
 import os
 import re
 import shutil
@@ -97,6 +99,15 @@ def main():
             failures.append(f"a series with an empty label (leave the label out): {line}")
         if len(empty) > 5:
             failures.append(f"... and {len(empty) - 5} more series with an empty label")
+        # promtool's lint of the exposition (names, units, help, types), where it is installed.
+        promtool = shutil.which("promtool")
+        if promtool:
+            lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                                  text=True, timeout=60)
+            if lint.returncode != 0 or lint.stdout.strip() or lint.stderr.strip():
+                failures.append(f"promtool check metrics: {lint.stdout[-2000:]} {lint.stderr[-2000:]}")
+        else:
+            print("SKIP: promtool check metrics (promtool not installed)")
         problems = label_problems(text)
         failures += problems[:5] + ([f"... and {len(problems) - 5} more"] if len(problems) > 5 else [])
         if not re.search(r'^xport_process_info\{[^}]*pid="%d"[^}]*program="xport-loopback"' % proc.pid,
