@@ -177,7 +177,10 @@ std::string wrap(const std::string& text, size_t first, size_t indent, size_t wi
       const size_t space = text.rfind(' ', end);
       if (space != std::string::npos && space > pos) end = space;
     }
-    if (!first_line) out += "\n" + std::string(indent, ' ');
+    if (!first_line) {  // (two appends: "\n" + std::string&& trips GCC 12's -Wrestrict at -O3)
+      out += '\n';
+      out.append(indent, ' ');
+    }
     out += text.substr(pos, end - pos);
     pos = end;
     while (pos < text.size() && text[pos] == ' ') ++pos;
