@@ -115,8 +115,10 @@ if check(len(records) == 5 and records[0].get("record") == "header",
           h["knobs"].get("XPORT_EAGER_MAX") == "16K" and "XPORT_TIMEOUT_MS" in h["knobs"] and
           h["argv"][1:] == ["--timeout", "20", *SWEEP, "--json"], f"header record: {h}")
     first = seen[1][0] - seen[0][0]
-    check(records[1]["record"] == "point" and records[1]["size"] == 1 and first < 3,
-          f"the first point {first:.2f} s after the header (a point of 1 B takes milliseconds)")
+    # The header comes before the sessions connect; the 1 B point itself takes well under a
+    # second (the margin is for a loaded machine and the sanitizer builds).
+    check(records[1]["record"] == "point" and records[1]["size"] == 1 and first < 5,
+          f"the first point {first:.2f} s after the header (connecting, then a point of 1 B)")
     check(r.p.poll() is None, "rows arrive while the sweep still runs")
 # The peer publishes its telemetry as the executable's name.
 exp = subprocess.run([exporter, "--once", "--shm-dir", shm], capture_output=True, text=True,
