@@ -8,10 +8,15 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <unistd.h>
+
 #include <exception>
+#include <fstream>
 #include <set>
 
 #include "telemetry/names.hpp"
+#include "xport/provider.hpp"
+#include "xport/xport.hpp"
 
 namespace xport::exporter {
 namespace {
@@ -48,13 +53,41 @@ const std::map<std::string, std::string>& helps() {
   return m;
 }
 
+// Seconds since the epoch of a process's start, from its start time in clock ticks since boot;
+// 0 when the boot time cannot be read.
+double start_time_seconds(uint64_t start_ticks) {
+  static const double boot = [] {
+    std::ifstream in("/proc/stat");
+    for (std::string key; in >> key;) {
+      if (key == "btime") {
+        double v = 0;
+        in >> v;
+        return v;
+      }
+      in.ignore(1 << 16, '\n');
+    }
+    return 0.0;
+  }();
+  static const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  if (boot <= 0 || hz <= 0 || start_ticks == 0) return 0;
+  return boot + static_cast<double>(start_ticks) / hz;
+}
+
 }  // namespace
+
+std::map<std::string, std::string> process_labels(const ProcessView& p) {
+  std::map<std::string, std::string> l = {{"process", std::to_string(p.slot)}};
+  if (!p.job.empty()) l.emplace("xport_job", p.job);
+  if (!p.rank.empty()) l.emplace("rank", p.rank);
+  return l;
+}
 
 std::vector<std::string> Exposition::metric_names() {
   std::set<std::string> names;
   for (const auto& n : telemetry::counter_names()) names.insert(n.metric);
   for (const char* n :
-       {"xport_exporter_segments", "xport_exporter_segments_rejected_total",
+       {"xport_build_info", "xport_process_info", "xport_process_start_time_seconds",
+        "xport_exporter_segments", "xport_exporter_segments_rejected_total",
         "xport_exporter_segments_removed_total", "xport_exporter_series_dropped_total",
         "xport_exporter_scrape_duration_seconds"}) {
     names.insert(n);
@@ -67,12 +100,23 @@ std::string Exposition::render(const ScanResult& scan, const NodeScan& node,
   try {
     prometheus::Registry reg;
     Families fam{reg, {}, {}};
+    auto& info = fam.gauge("xport_process_info",
+                           "1 per process publishing counters; labels pid and program say which "
+                           "process holds the process ordinal now");
+    auto& started = fam.gauge("xport_process_start_time_seconds",
+                              "start time of the process since the Unix epoch, in seconds");
     for (const auto& p : scan.processes) {
       // A label without a value is left out (no rank=""): absent and empty are the same series
-      // to Prometheus, but not to a person reading the exposition or to label_values().
-      std::map<std::string, std::string> base = {{"pid", std::to_string(p.snapshot.pid)}};
-      if (!p.job.empty()) base.emplace("job", p.job);
-      if (!p.rank.empty()) base.emplace("rank", p.rank);
+      // to Prometheus, but not to a person reading the exposition or to label_values(). No
+      // label is named job or instance: those are the scrape target's (honor_labels: false).
+      const std::map<std::string, std::string> base = process_labels(p);
+      auto with = base;
+      with.emplace("pid", std::to_string(p.snapshot.pid));
+      if (!p.program.empty()) with.emplace("program", p.program);
+      info.Add(with).Set(1);
+      if (const double t = start_time_seconds(p.snapshot.start_ticks); t > 0) {
+        started.Add(base).Set(t);
+      }
       size_t series = 0;
       for (const auto& b : p.snapshot.blocks) {
         for (const auto& [id, value] : b.counters) {
@@ -90,6 +134,7 @@ std::string Exposition::render(const ScanResult& scan, const NodeScan& node,
           for (const auto& l : b.labels) {
             if (!l.value.empty()) labels.emplace(telemetry::label_key_name(l.key), l.value);
           }
+          for (const char* target : {"job", "instance"}) labels.erase(target);
           if (n->extra_key != telemetry::LabelKey::count && n->extra_value[0] != '\0') {
             labels[telemetry::label_key_name(n->extra_key)] = n->extra_value;
           }
@@ -104,6 +149,11 @@ std::string Exposition::render(const ScanResult& scan, const NodeScan& node,
         }
       }
     }
+    const FabricInfo fi = fabric_info();
+    fam.gauge("xport_build_info",
+              "1; the exporter's libxport version, git revision and the libfabric it loaded")
+        .Add({{"version", version()}, {"revision", build_id()}, {"libfabric", fi.runtime_version}})
+        .Set(1);
     fam.gauge("xport_exporter_segments", "stats segments of live processes read in this scrape")
         .Add({})
         .Set(static_cast<double>(scan.processes.size()));

@@ -1,6 +1,8 @@
 // The Prometheus side: node scan -> prometheus-cpp registry -> text exposition format.
-// Every series carries pid, and job and rank where they have a value (a label with no value is
-// left out); a process's series are capped (bounded label sets).
+// Every library series carries process (an ordinal stable across restarts), and xport_job and
+// rank where they have a value (a label with no value is left out); never job or instance,
+// which are the scrape target's. The pid is on xport_process_info alone. A process's series
+// are capped (bounded label sets).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,9 @@
 #include "node_scan.hpp"
 
 namespace xport::exporter {
+
+// The labels every series of `p` carries: process, and xport_job and rank where set.
+std::map<std::string, std::string> process_labels(const ProcessView& p);
 
 class Exposition {
  public:

@@ -92,7 +92,35 @@ ScanResult NodeScan::scan() {
   std::sort(
       out.processes.begin(), out.processes.end(),
       [](const ProcessView& a, const ProcessView& b) { return a.snapshot.pid < b.snapshot.pid; });
+  assign_slots(out);
   return out;
+}
+
+void NodeScan::assign_slots(ScanResult& out) {
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, unsigned>> now;
+  std::map<std::string, std::set<unsigned>> taken;  // by job and rank
+  auto group = [](const ProcessView& v) { return v.job + '\n' + v.rank; };
+  std::vector<ProcessView*> fresh;
+  for (auto& v : out.processes) {
+    const auto key = std::make_pair(v.snapshot.pid, v.snapshot.start_ticks);
+    auto it = slots_.find(key);
+    if (it != slots_.end() && it->second.first == group(v)) {
+      v.slot = it->second.second;
+      taken[group(v)].insert(v.slot);
+      now[key] = it->second;
+    } else {
+      fresh.push_back(&v);
+    }
+  }
+  for (ProcessView* v : fresh) {  // in pid order: the older of two new processes first
+    std::set<unsigned>& used = taken[group(*v)];
+    unsigned s = 0;
+    while (used.count(s)) ++s;
+    used.insert(s);
+    v->slot = s;
+    now[{v->snapshot.pid, v->snapshot.start_ticks}] = {group(*v), s};
+  }
+  slots_.swap(now);
 }
 
 }  // namespace xport::exporter

@@ -18,6 +18,11 @@ struct ProcessView {
   std::string file;  // segment file name
   telemetry::SegmentSnapshot snapshot;
   std::string job, rank, program;
+  // The `process` label: the lowest ordinal free among the live processes of the same job and
+  // rank on this node, kept while the process lives. A restarted process takes its
+  // predecessor's ordinal, so its series continue (a pid label made new series on every
+  // restart); two processes of one job and rank stay apart.
+  unsigned slot = 0;
 };
 
 struct ScanResult {
@@ -44,7 +49,12 @@ class NodeScan {
   // Counts a rejection once per file (persistent reasons would otherwise grow every scan).
   void count(const std::string& reason, uint64_t dev, uint64_t ino, bool once);
 
+  // Gives each process of `out` its slot, keeping those of processes still there.
+  void assign_slots(ScanResult& out);
+
   Options options_;
+  // (pid, start ticks) -> (job and rank, slot) of the processes of the last scan.
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, unsigned>> slots_;
   std::map<std::string, uint64_t> rejected_ = initial();
   uint64_t removed_ = 0;
   std::set<std::tuple<uint64_t, uint64_t, std::string>> counted_, counted_now_;

@@ -1,16 +1,19 @@
-// HTML rendering of the status page (no scripts; refreshes itself every 2 s).
+// The status page: the node's totals and rates over time (small charts the page's own script
+// draws as SVG from data in the page: no external asset), the GPU-NIC plan of every process,
+// then one section per process (status_tables.cc). Reloads itself every 2 s.
 #include "status_page.hpp"
 
 #include <cstdio>
-#include <ctime>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 
-#include "telemetry/names.hpp"
+#include "status_tables.hpp"
 #include "xport/xport.hpp"
 
 namespace xport::exporter {
-namespace {
+namespace page {
 
 using telemetry::BlockKind;
 using telemetry::BlockSnapshot;
@@ -32,6 +35,9 @@ std::string esc(const std::string& s) {
         break;
       case '"':
         o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
         break;
       default:
         o += c;
@@ -59,17 +65,6 @@ std::string label(const BlockSnapshot& b, LabelKey k) {
   return "";
 }
 
-std::string block_key(const BlockSnapshot& b) {
-  std::string k = std::to_string(b.kind);
-  for (const auto& l : b.labels) {  // appended piece by piece (GCC 12 -Wrestrict at -O3)
-    k += '|';
-    k += std::to_string(static_cast<int>(l.key));
-    k += '=';
-    k += l.value;
-  }
-  return k;
-}
-
 uint64_t value(const BlockSnapshot& b, CounterId id) {
   for (const auto& [i, v] : b.counters) {
     if (i == static_cast<uint16_t>(id)) return v;
@@ -77,202 +72,267 @@ uint64_t value(const BlockSnapshot& b, CounterId id) {
   return 0;
 }
 
-// Per-second rates of one block against its match in the earlier scan.
-struct Rates {
-  const BlockSnapshot* before = nullptr;
-  double seconds = 0;
-  double of(const BlockSnapshot& b, CounterId id) const {
-    if (before == nullptr || seconds <= 0) return 0;
-    uint64_t a = value(*before, id), z = value(b, id);
-    return z >= a ? static_cast<double>(z - a) / seconds : 0;
-  }
-  double sum(const BlockSnapshot& b, CounterId first, std::initializer_list<int> offsets) const {
-    double s = 0;
-    for (int o : offsets) s += of(b, static_cast<CounterId>(static_cast<int>(first) + o));
-    return s;
-  }
-};
+namespace {
 
-std::string ratio(uint64_t num, uint64_t den) {
-  if (den == 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f", static_cast<double>(num) / static_cast<double>(den));
-  return buf;
+std::string json_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.6g", v);
+  return b;
 }
 
-// The channel pool of each device: how many communicators share how many channels and CQs, and
-// how evenly the operations spread over the channels. Routing misses should stay 0.
-template <typename RatesOf>
-void pool_table(std::ostream& os, const telemetry::SegmentSnapshot& s, const RatesOf& rates) {
-  bool header = false;
-  for (const auto& b : s.blocks) {
-    if (b.kind != static_cast<uint16_t>(BlockKind::pool)) continue;
-    if (!header) {
-      os << "<h3>Channel pool</h3><table><tr><th>device<th>provider<th>groups &times; channels"
-            "<th>channels<th>CQs<th>comms attached<th>comms/channel<th>primaries<th>secondaries"
-            "<th>routing misses<th>channel ops<th>ops/s<th>ops/channel<th>busiest channel</tr>\n";
-      header = true;
-    }
-    Rates r = rates(b);
-    const uint64_t channels = value(b, CounterId::pool_channels);
-    const uint64_t ops = value(b, CounterId::pool_channel_ops);
-    const uint64_t busiest = value(b, CounterId::pool_busiest_channel_ops);
-    const uint64_t misses = value(b, CounterId::pool_routing_misses);
-    char share[32] = "";
-    if (ops > 0) {
-      std::snprintf(share, sizeof(share), " (%.0f%%)",
-                    100.0 * static_cast<double>(busiest) / static_cast<double>(ops));
-    }
-    os << "<tr><td>" << esc(label(b, LabelKey::device)) << "<td>"
-       << esc(label(b, LabelKey::provider)) << "<td class=n>" << value(b, CounterId::pool_groups)
-       << " &times; " << value(b, CounterId::pool_channels_per_group) << "<td class=n>" << channels
-       << "<td class=n>" << value(b, CounterId::pool_cqs) << "<td class=n>"
-       << value(b, CounterId::pool_comms_attached) << "<td class=n>"
-       << ratio(value(b, CounterId::pool_comms_attached), channels) << "<td class=n>"
-       << value(b, CounterId::pool_primaries) << "<td class=n>"
-       << value(b, CounterId::pool_secondaries) << "<td class=n"
-       << (misses ? " style=\"color:#b00;font-weight:bold\">" : ">") << misses << "<td class=n>"
-       << ops << "<td class=n>" << human(r.of(b, CounterId::pool_channel_ops), "") << "<td class=n>"
-       << ratio(ops, channels) << "<td class=n>" << busiest << share << "</tr>\n";
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
   }
-  if (header) os << "</table>\n";
-}
-
-void process_section(std::ostream& os, const ProcessView& p, const ProcessView* prev) {
-  const auto& s = p.snapshot;
-  std::map<std::string, const BlockSnapshot*> earlier;
-  double dt = 0;
-  if (prev != nullptr) {
-    for (const auto& b : prev->snapshot.blocks) earlier[block_key(b)] = &b;
-    dt = (static_cast<double>(s.publish_time_ns) -
-          static_cast<double>(prev->snapshot.publish_time_ns)) /
-         1e9;
-  }
-  auto rates = [&](const BlockSnapshot& b) {
-    auto it = earlier.find(block_key(b));
-    return Rates{it != earlier.end() ? it->second : nullptr, dt};
-  };
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  double age = (static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec) -
-                static_cast<double>(s.publish_time_ns)) /
-               1e9;
-  char agebuf[32];
-  std::snprintf(agebuf, sizeof(agebuf), "%.1f s", age < 0 ? 0.0 : age);
-  // Labels without a value are left out here as in /metrics.
-  os << "<section class=process id=\"pid-" << s.pid << "\"><h2>pid " << s.pid
-     << (p.job.empty() ? "" : " &middot; job " + esc(p.job))
-     << (p.rank.empty() ? "" : " &middot; rank " + esc(p.rank)) << "</h2>\n"
-     << "<p>program <b>" << esc(p.program) << "</b>, segment " << esc(p.file) << ", snapshot "
-     << s.snapshots << " (" << agebuf << " ago, every " << s.interval_ms << " ms)"
-     << (prev == nullptr ? ", rates after the next refresh" : "") << "</p>\n";
-
-  os << "<h3>Rails</h3><table><tr><th>device<th>rail<th>endpoint<th>provider"
-        "<th>send+write/s<th>recv+read/s<th>ops/s<th>send+write bytes<th>recv+read bytes"
-        "<th>error completions<th>EAGAIN retries</tr>\n";
-  for (const auto& b : s.blocks) {
-    if (b.kind != static_cast<uint16_t>(BlockKind::endpoint)) continue;
-    Rates r = rates(b);
-    uint64_t out =
-        value(b, CounterId::endpoint_bytes_send) + value(b, CounterId::endpoint_bytes_write);
-    uint64_t in =
-        value(b, CounterId::endpoint_bytes_recv) + value(b, CounterId::endpoint_bytes_read);
-    os << "<tr><td>" << esc(label(b, LabelKey::device)) << "<td>" << esc(label(b, LabelKey::rail))
-       << "<td>" << esc(label(b, LabelKey::endpoint)) << "<td>" << esc(label(b, LabelKey::provider))
-       << "<td class=n>" << human(r.sum(b, CounterId::endpoint_bytes_send, {0, 2}), "B")
-       << "<td class=n>" << human(r.sum(b, CounterId::endpoint_bytes_send, {1, 3}), "B")
-       << "<td class=n>" << human(r.sum(b, CounterId::endpoint_ops_send, {0, 1, 2, 3, 4}), "")
-       << "<td class=n>" << human(static_cast<double>(out), "B") << "<td class=n>"
-       << human(static_cast<double>(in), "B") << "<td class=n>"
-       << value(b, CounterId::endpoint_error_completions) << "<td class=n>"
-       << value(b, CounterId::endpoint_eagain_retries) << "</tr>\n";
-  }
-  os << "</table>\n";
-
-  os << "<h3>Completion queues</h3><table><tr><th>device<th>cq<th>polls/s<th>empty polls"
-        "<th>completions/s<th>error completions<th>max batch</tr>\n";
-  for (const auto& b : s.blocks) {
-    if (b.kind != static_cast<uint16_t>(BlockKind::cq)) continue;
-    Rates r = rates(b);
-    uint64_t polls = value(b, CounterId::cq_polls);
-    char empty[32];
-    std::snprintf(empty, sizeof(empty), "%.1f%%",
-                  polls ? 100.0 * static_cast<double>(value(b, CounterId::cq_empty_polls)) /
-                              static_cast<double>(polls)
-                        : 0.0);
-    os << "<tr><td>" << esc(label(b, LabelKey::device)) << "<td>" << esc(label(b, LabelKey::cq))
-       << "<td class=n>" << human(r.of(b, CounterId::cq_polls), "") << "<td class=n>" << empty
-       << "<td class=n>" << human(r.of(b, CounterId::cq_completions), "") << "<td class=n>"
-       << value(b, CounterId::cq_error_completions) << "<td class=n>"
-       << value(b, CounterId::cq_max_batch) << "</tr>\n";
-  }
-  os << "</table>\n";
-
-  os << "<h3>Devices</h3><table><tr><th>device<th>provider<th>comms open<th>registrations"
-        "<th>registered bytes<th>routing misses</tr>\n";
-  for (const auto& b : s.blocks) {
-    if (b.kind != static_cast<uint16_t>(BlockKind::device)) continue;
-    os << "<tr><td>" << esc(label(b, LabelKey::device)) << "<td>"
-       << esc(label(b, LabelKey::provider)) << "<td class=n>"
-       << value(b, CounterId::device_comms_open) << "<td class=n>"
-       << value(b, CounterId::device_registrations) << "<td class=n>"
-       << human(static_cast<double>(value(b, CounterId::device_registered_bytes)), "B")
-       << "<td class=n>" << value(b, CounterId::device_routing_misses) << "</tr>\n";
-  }
-  os << "</table>\n";
-
-  pool_table(os, s, rates);
-
-  // Kinds without a table of their own (rails, info, newer kinds): labels and counters.
-  bool header = false;
-  for (const auto& b : s.blocks) {
-    auto k = static_cast<BlockKind>(b.kind);
-    if (k == BlockKind::endpoint || k == BlockKind::cq || k == BlockKind::device ||
-        k == BlockKind::pool || k == BlockKind::process) {
-      continue;
-    }
-    if (!header) {
-      os << "<h3>Rails and info</h3><table><tr><th>kind<th>labels<th>counters</tr>\n";
-      header = true;
-    }
-    Rates r = rates(b);
-    os << "<tr><td>" << telemetry::block_kind_name(b.kind) << "<td>";
-    for (const auto& l : b.labels) {
-      if (l.value.empty()) continue;  // as in /metrics: no label without a value
-      os << esc(telemetry::label_key_name(l.key)) << "=" << esc(l.value) << " ";
-    }
-    os << "<td>";
-    for (const auto& [id, v] : b.counters) {
-      const auto* n = telemetry::find_counter(id);
-      os << (n ? n->metric : "unknown") << (n && n->extra_value[0] ? "{" : "")
-         << (n ? n->extra_value : "") << (n && n->extra_value[0] ? "}" : "") << " " << v;
-      if (n && n->type == telemetry::MetricType::counter && r.before) {
-        os << " (" << human(r.of(b, static_cast<CounterId>(id)), "") << "/s)";
-      }
-      os << "<br>";
-    }
-    os << "</tr>\n";
-  }
-  if (header) os << "</table>\n";
-  os << "</section>\n";
+  return o + "\"";
 }
 
 }  // namespace
 
+void chart(std::ostream& os, const std::string& title, const RateChart& c, const char* unit) {
+  // Appended piece by piece: `"literal" + std::string&&` trips GCC 12's -Wrestrict at -O3 (a
+  // false positive; see tools/probe/report.cc).
+  std::string data = "{\"title\":";
+  data += json_string(title);
+  data += ",\"unit\":";
+  data += json_string(unit);
+  data += ",\"ages\":[";
+  for (size_t i = 0; i < c.ages_s.size(); ++i) {
+    if (i) data += ',';
+    data += json_number(c.ages_s[i]);
+  }
+  data += "],\"series\":[";
+  for (size_t k = 0; k < c.series.size(); ++k) {
+    data += k ? ",{\"name\":" : "{\"name\":";
+    data += json_string(c.series[k].name);
+    data += ",\"values\":[";
+    for (size_t i = 0; i < c.series[k].values.size(); ++i) {
+      if (i) data += ',';
+      data += json_number(c.series[k].values[i]);
+    }
+    data += "]}";
+  }
+  data += "]}";
+  os << "<figure class=chart data-chart=\"" << esc(data) << "\"><figcaption>" << esc(title)
+     << (c.ages_s.size() < 2 ? " (rates after a few seconds)" : "") << "</figcaption></figure>\n";
+}
+
+namespace {
+
+// Draws every figure.chart: axes, one polyline per series, a legend with the latest values.
+// With #selftest in the address it also writes what it drew and measured into the body's
+// data-selftest attribute (tests/exporter/status_page_test.py reads it from Chromium's DOM; an
+// attribute, not an element: a node added after the charts left headless Chromium's screenshot
+// blank) and does not reload.
+constexpr const char* kScript = R"JS(
+(function () {
+  var colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#e377c2', '#17becf'];
+  var NS = 'http://www.w3.org/2000/svg';
+  function human(v, unit) {
+    var p = ['', 'K', 'M', 'G', 'T', 'P'], i = 0;
+    while (v >= 1000 && i < 5) { v /= 1000; i++; }
+    return (i ? v.toFixed(2) : v.toFixed(0)) + ' ' + p[i] + unit;
+  }
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  var drawn = 0, lines = 0;
+  document.querySelectorAll('figure.chart').forEach(function (fig) {
+    var d = JSON.parse(fig.dataset.chart);
+    if (d.ages.length < 2) return;
+    var W = 420, H = 120, L = 4, R = 4, T = 4, B = 16;
+    var max = 0, span = d.ages[0] || 1;
+    d.series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
+    if (max <= 0) max = 1;
+    var svg = el('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img'});
+    el('rect', {x: L, y: T, width: W - L - R, height: H - T - B, fill: '#fafafa', stroke: '#ccc'}, svg);
+    function x(age) { return L + (W - L - R) * (1 - age / span); }
+    function y(v) { return T + (H - T - B) * (1 - v / max); }
+    var top = el('text', {x: L + 4, y: T + 11, 'font-size': 10, fill: '#555'}, svg);
+    top.textContent = human(max, d.unit);
+    var left = el('text', {x: L, y: H - 4, 'font-size': 10}, svg);
+    left.textContent = '-' + Math.round(span) + ' s';
+    var right = el('text', {x: W - R, y: H - 4, 'text-anchor': 'end', 'font-size': 10}, svg);
+    right.textContent = 'now';
+    var legend = document.createElement('div');
+    legend.className = 'legend';
+    d.series.forEach(function (s, k) {
+      var pts = s.values.map(function (v, i) { return x(d.ages[i]).toFixed(1) + ',' + y(v).toFixed(1); });
+      el('polyline', {points: pts.join(' '), fill: 'none', stroke: colors[k % colors.length],
+                      'stroke-width': 2}, svg);
+      lines++;
+      var item = document.createElement('span');
+      item.style.color = colors[k % colors.length];
+      item.textContent = s.name + ' ' + human(s.values[s.values.length - 1], '');
+      legend.appendChild(item);
+    });
+    fig.insertBefore(svg, fig.firstChild);
+    fig.appendChild(legend);
+    fig.dataset.drawn = '1';
+    drawn++;
+  });
+  if (location.hash.indexOf('selftest') >= 0) {
+    // Cells whose text wraps take more than one line box.
+    var wrapped = [];
+    document.querySelectorAll('td').forEach(function (td) {
+      var r = document.createRange();
+      r.selectNodeContents(td);
+      var tops = {};
+      Array.prototype.forEach.call(r.getClientRects(), function (b) { tops[Math.round(b.top)] = 1; });
+      if (Object.keys(tops).length > 1) wrapped.push(td.textContent);
+    });
+    document.body.setAttribute('data-selftest', JSON.stringify({
+      charts: document.querySelectorAll('figure.chart').length, drawn: drawn, lines: lines,
+      wrapped: wrapped, page_width: document.documentElement.scrollWidth,
+      window_width: window.innerWidth}));
+  } else {
+    setTimeout(function () { location.reload(); }, 2000);
+  }
+})();
+)JS";
+
+constexpr const char* kStyle =
+    "body{font-family:sans-serif;margin:1.5em}"
+    "table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;"
+    "padding:2px 8px;font-size:13px}th{background:#eee}td.n{text-align:right;"
+    "font-family:monospace;white-space:nowrap}td,th{white-space:nowrap}"
+    "section{border-top:2px solid #444;margin-top:1em}"
+    ".charts{display:flex;flex-wrap:wrap;gap:12px}figure.chart{margin:0}"
+    "figcaption{font-size:12px;color:#444}.legend span{font-size:12px;margin-right:10px}";
+
+// The node's totals over every process now on it.
+void node_totals(std::ostream& os, const ScanResult& now, const RateChart& node) {
+  uint64_t devices = 0, comms = 0, rails = 0, rails_up = 0, peers_lost = 0, quarantines = 0,
+           rail_errors = 0, ep_errors = 0, registered = 0, staging_errors = 0, dropped = 0,
+           routing = 0;
+  double out = 0, in = 0;
+  for (const auto& p : now.processes) {
+    const ProcessTotals t = totals_of(p.snapshot);
+    out += t.out_bytes;
+    in += t.in_bytes;
+    for (const auto& b : p.snapshot.blocks) {
+      switch (static_cast<BlockKind>(b.kind)) {
+        case BlockKind::process:
+          dropped += value(b, CounterId::telemetry_blocks_dropped);
+          break;
+        case BlockKind::device:
+          ++devices;
+          comms += value(b, CounterId::device_comms_open);
+          peers_lost += value(b, CounterId::device_peers_lost);
+          registered += value(b, CounterId::device_registered_bytes);
+          routing += value(b, CounterId::device_routing_misses);
+          break;
+        case BlockKind::rail:
+          ++rails;
+          rails_up += value(b, CounterId::rail_up) != 0;
+          quarantines += value(b, CounterId::rail_quarantine_events);
+          rail_errors += value(b, CounterId::rail_errors);
+          break;
+        case BlockKind::endpoint:
+          ep_errors += value(b, CounterId::endpoint_error_completions);
+          break;
+        case BlockKind::gpu_staging:
+          staging_errors += value(b, CounterId::gpu_staging_copy_errors);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  auto latest = [&](size_t k) {
+    return k < node.series.size() && !node.series[k].values.empty() ? node.series[k].values.back()
+                                                                    : 0.0;
+  };
+  auto bad = [](uint64_t v) {
+    return std::string(v ? "<td class=n style=\"color:#b00;font-weight:bold\">" : "<td class=n>") +
+           std::to_string(v);
+  };
+  os << "<h2>Node totals</h2><div class=charts><table id=node-totals><tr><th>processes"
+        "<th>devices<th>comms open<th>rails up<th>out/s<th>in/s<th>ops/s<th>sent<th>received"
+        "<th>registered</tr>\n<tr><td class=n>"
+     << now.processes.size() << "<td class=n>" << devices << "<td class=n>" << comms
+     << (rails_up < rails ? "<td class=n style=\"color:#b00;font-weight:bold\">" : "<td class=n>")
+     << rails_up << " of " << rails << "<td class=n>" << human(latest(0), "B") << "<td class=n>"
+     << human(latest(1), "B") << "<td class=n>" << human(latest(2), "") << "<td class=n>"
+     << human(out, "B") << "<td class=n>" << human(in, "B") << "<td class=n>"
+     << human(static_cast<double>(registered), "B")
+     << "</tr></table>\n<table id=node-failures><tr><th>error completions<th>rail errors"
+        "<th>quarantines<th>peers lost<th>routing misses<th>staging copy errors"
+        "<th>telemetry blocks dropped</tr>\n<tr>"
+     << bad(ep_errors) << bad(rail_errors) << bad(quarantines) << bad(peers_lost) << bad(routing)
+     << bad(staging_errors) << bad(dropped) << "</tr></table></div>\n";
+}
+
+// Which rail (NIC) carries which device's (GPU's) traffic, for every process of the node.
+void plan_table(std::ostream& os, const ScanResult& now) {
+  // (rail) -> provider, fabric, pci of the NIC, from xport_nic_info's blocks.
+  std::map<std::string, std::tuple<std::string, std::string, std::string>> nics;
+  for (const auto& p : now.processes) {
+    for (const auto& b : p.snapshot.blocks) {
+      if (b.kind == static_cast<uint16_t>(BlockKind::info) && value(b, CounterId::nic_info) != 0) {
+        nics[label(b, LabelKey::rail)] = {label(b, LabelKey::provider), label(b, LabelKey::fabric),
+                                          label(b, LabelKey::pci)};
+      }
+    }
+  }
+  os << "<h2>GPU-NIC plan</h2><table id=plan><tr><th>pid<th>job<th>device<th>GPU<th>rail"
+        "<th>NIC<th>role<th>provider<th>fabric<th>NIC PCI</tr>\n";
+  size_t rows = 0;
+  for (const auto& p : now.processes) {
+    for (const auto& b : p.snapshot.blocks) {
+      if (b.kind != static_cast<uint16_t>(BlockKind::info) ||
+          value(b, CounterId::rail_plan_info) == 0) {
+        continue;
+      }
+      const std::string rail = label(b, LabelKey::rail), gpu = label(b, LabelKey::gpu);
+      const auto nic = nics.count(rail) ? nics[rail] : std::make_tuple("", "", "");
+      os << "<tr><td class=n>" << p.snapshot.pid << "<td>" << esc(p.job) << "<td class=n>"
+         << esc(label(b, LabelKey::device)) << "<td>" << (gpu.empty() ? "host (no GPU)" : esc(gpu))
+         << "<td>" << esc(rail) << "<td>" << esc(label(b, LabelKey::nic)) << "<td>"
+         << esc(label(b, LabelKey::role)) << "<td>" << esc(std::get<0>(nic)) << "<td>"
+         << esc(std::get<1>(nic)) << "<td>"
+         << esc(std::get<2>(nic).empty() ? "-" : std::get<2>(nic)) << "</tr>\n";
+      ++rows;
+    }
+  }
+  if (rows == 0) os << "<tr><td colspan=10>no process has published its plan</tr>\n";
+  os << "</table>\n";
+}
+
+}  // namespace
+}  // namespace page
+
 std::string status_page(const ScanResult& now, const std::deque<ScanResult>& history,
-                        const NodeScan& node) {
+                        const NodeScan& node, const RateHistory& rates, const std::string& host) {
+  using page::esc;
   std::ostringstream os;
-  os << "<!DOCTYPE html><html><head><meta charset=utf-8><meta http-equiv=refresh content=2>"
-        "<title>xport-exporter</title><style>body{font-family:sans-serif;margin:1.5em}"
-        "table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;"
-        "padding:2px 8px;font-size:13px}th{background:#eee}td.n{text-align:right;"
-        "font-family:monospace}section{border-top:2px solid #444;margin-top:1em}</style>"
-        "</head><body>\n<h1>xport-exporter</h1>\n<p>libxport "
-     << esc(version()) << ": " << now.processes.size() << " process"
-     << (now.processes.size() == 1 ? "" : "es") << " publishing in " << esc(node.options().dir)
+  os << "<!DOCTYPE html><html><head><meta charset=utf-8>"
+        "<noscript><meta http-equiv=refresh content=2></noscript>"
+        "<title>xport-exporter on "
+     << esc(host) << "</title><style>" << page::kStyle << "</style></head><body>\n"
+     << "<h1>xport-exporter on " << esc(host) << "</h1>\n<p>libxport " << esc(version()) << ": "
+     << now.processes.size() << " process" << (now.processes.size() == 1 ? "" : "es")
+     << " publishing in " << esc(node.options().dir)
      << ". Metrics: <a href=\"/metrics\">/metrics</a>. Segments rejected:";
   for (const auto& [reason, n] : node.rejected()) os << " " << reason << " " << n;
   os << "; removed (dead) " << node.removed() << ".</p>\n";
+  const RateChart totals = rates.node();
+  page::node_totals(os, now, totals);
+  RateChart bytes = totals, ops = totals;
+  bytes.series.resize(2);                                        // out, in
+  ops.series.erase(ops.series.begin(), ops.series.begin() + 2);  // ops/s, errors/s
+  os << "<div class=charts>\n";
+  page::chart(os, "node throughput", bytes, "B/s");
+  page::chart(os, "node operations and errors", ops, "/s");
+  page::chart(os, "throughput per rail (out + in)", rates.rails(), "B/s");
+  os << "</div>\n";
+  page::plan_table(os, now);
   if (now.processes.empty()) os << "<p><b>No process is publishing counters.</b></p>\n";
   for (const auto& p : now.processes) {
     const ProcessView* prev = nullptr;
@@ -284,9 +344,9 @@ std::string status_page(const ScanResult& now, const std::deque<ScanResult>& his
         }
       }
     }
-    process_section(os, p, prev);
+    page::process_section(os, p, prev, rates);
   }
-  os << "</body></html>\n";
+  os << "<script>" << page::kScript << "</script></body></html>\n";
   return os.str();
 }
 

@@ -18,6 +18,16 @@ import subprocess
 import sys
 
 
+
+def first_point(stdout):
+    """The first measured point of JSON Lines output: xport-bench's come after its header record
+    ("record": "header"); fi-bare-loop's have no record field."""
+    for line in stdout.splitlines():
+        r = json.loads(line)
+        if r.get("record", "point") == "point":
+            return r
+    sys.exit(f"no measured point in: {stdout[-2000:]}")
+
 def run(bench, provider, op, size, taskset, latency_key="lat_us_mean"):
     big = size >= 1 << 20
     iterations = {"send": 2000 if big else 20000, "put": 2000 if big else 20000}[op]
@@ -28,7 +38,7 @@ def run(bench, provider, op, size, taskset, latency_key="lat_us_mean"):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"{bench} failed ({provider} {op} {size}): {out.stderr.strip()[-2000:]}")
-    r = json.loads(out.stdout.splitlines()[0])
+    r = first_point(out.stdout)
     return r[latency_key] if op == "send" else r["bw_bytes_per_s"] / 1e9
 
 

@@ -69,6 +69,16 @@ import sys
 K, M = 1 << 10, 1 << 20
 
 
+
+def first_point(stdout):
+    """The first measured point of JSON Lines output: xport-bench's come after its header record
+    ("record": "header"); fi-bare-loop's have no record field."""
+    for line in stdout.splitlines():
+        r = json.loads(line)
+        if r.get("record", "point") == "point":
+            return r
+    sys.exit(f"no measured point in: {stdout[-2000:]}")
+
 def size_name(size):
     return f"{size // M}M" if size >= M else f"{size // K}K" if size >= K else str(size)
 
@@ -157,7 +167,7 @@ def run(cmd, taskset, env, what):
     if out.returncode != 0:
         sys.exit(f"{what} failed (exit {out.returncode}): {' '.join(cmd)}\n"
                  f"{out.stderr.strip()[-2000:]}")
-    return json.loads(out.stdout.splitlines()[0])
+    return first_point(out.stdout)
 
 
 def figure(result, key, latency):

@@ -19,6 +19,16 @@ import time
 PINGPONG_PORT = 47592  # fi_pingpong's default out-of-band port
 
 
+
+def first_point(stdout):
+    """The first measured point of JSON Lines output: xport-bench's come after its header record
+    ("record": "header"); fi-bare-loop's have no record field."""
+    for line in stdout.splitlines():
+        r = json.loads(line)
+        if r.get("record", "point") == "point":
+            return r
+    sys.exit(f"no measured point in: {stdout[-2000:]}")
+
 def listening(port):
     """True when a TCP socket listens on `port` (from /proc/net/tcp{,6}: state 0A)."""
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -40,7 +50,7 @@ def run_bench(bench, provider, size, iterations):
                           "--json"], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         sys.exit(f"xport-bench failed ({provider}, {size}): {out.stderr.strip()}")
-    return json.loads(out.stdout.splitlines()[0])["lat_us_mean"]
+    return first_point(out.stdout)["lat_us_mean"]
 
 
 def run_pingpong(provider, size, iterations):

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "common/tool.hpp"
 #include "xport/xport.hpp"
 
@@ -331,22 +332,31 @@ int main(int argc, char** argv) {
   CLI::App app{"xport-loopback: send/recv and put/get through every layer on this host, verified"};
   Options opt;
   std::string bytes = "4M";
+  xport::tool::plain_help(app, 26);
   app.add_option("--provider", opt.provider, "libfabric provider (default: XPORT_PROVIDER, else "
-                                             "shm or the best local provider)");
-  app.add_option("--bytes", bytes, "largest transfer (e.g. 4M, 64K, 1000)");
-  app.add_option("--iterations", opt.iterations, "transfers per size")->check(CLI::Range(1, 100000));
+                                             "shm or the best local provider)")
+      ->type_name("NAME");
+  app.add_option("--bytes", bytes, "largest transfer (e.g. 4M, 64K, 1000; default 4M)")
+      ->type_name("SIZE");
+  app.add_option("--iterations", opt.iterations, "transfers per size, 1 to 100000 (default 8)")
+      ->type_name("N")
+      ->check(xport::tool::number_in(1, 100000, "", true));
   app.add_flag("--json", opt.json, "one JSON object instead of tables");
   xport::tool::add_version(app, "xport-loopback");
   app.add_option("--duration", opt.duration,
                  "seconds of steady load: repeat every phase (verified) until then, then the "
-                 "summary")->check(CLI::Range(0.0, 86400.0));
+                 "summary (default 0: once)")
+      ->type_name("SECONDS")
+      ->check(xport::tool::number_in(0, 86400, "seconds"));
   app.add_option("--hold", opt.hold,
                  "seconds to keep the devices open after the summary, so xport-exporter reads "
-                 "the final counters")->check(CLI::Range(0.0, 86400.0));
+                 "the final counters (default 0)")
+      ->type_name("SECONDS")
+      ->check(xport::tool::number_in(0, 86400, "seconds"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return xport::tool::usage_exit(app, e, "xport-loopback");
   }
   char* end = nullptr;
   unsigned long long v = std::strtoull(bytes.c_str(), &end, 10);

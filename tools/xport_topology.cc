@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "common/cli.hpp"
 #include "common/tool.hpp"
 #include "xport/context.hpp"
 #include "xport/topology.hpp"
@@ -24,21 +25,28 @@ int run(int argc, char** argv) {
   std::optional<std::string> nics;
   bool json = false;
   bool dot = false;
-  app.add_option("--input,-i", input, "hwloc XML (lstopo --of xml) or NCCL topology XML file");
-  app.add_option("--format", format_name, "input format: auto, hwloc, nccl")
-      ->check(CLI::IsMember({"auto", "hwloc", "nccl"}));
+  xport::tool::plain_help(app, 26);
+  app.add_option("--input,-i", input,
+                 "hwloc XML (lstopo --of xml) or NCCL topology XML file (default: the live node)")
+      ->type_name("FILE");
+  app.add_option("--format", format_name, "input format: auto (default), hwloc, nccl")
+      ->type_name("FORMAT")
+      ->check(xport::tool::one_of({"auto", "hwloc", "nccl"}));
   app.add_option("--nics", nics,
                  "NIC override, XPORT_NICS syntax (mlx5_0,mlx5_1 or GPU_PCI=NIC+NIC;...); "
-                 "default: the XPORT_NICS environment variable");
-  auto* json_flag = app.add_flag("--json", json, "print JSON (shape in docs/tools.md)");
-  app.add_flag("--dot", dot, "print a Graphviz graph of the PCI tree and the plan")
-      ->excludes(json_flag);
+                 "default: the XPORT_NICS environment variable")
+      ->type_name("OVERRIDE");
+  app.add_flag("--json", json, "print JSON (shape in docs/tools.md)");
+  app.add_flag("--dot", dot, "print a Graphviz graph of the PCI tree and the plan (not with --json)");
   xport::tool::add_version(app, "xport-topology");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);  // prints help (rc 0) or the usage error
-    return rc == 0 ? 0 : 2;
+    return xport::tool::usage_exit(app, e, "xport-topology");  // help: 0; else one line, 2
+  }
+  if (json && dot) {
+    std::fprintf(stderr, "xport-topology: --json and --dot exclude each other\n");
+    return 2;
   }
 
   using namespace xport::topology;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End to end: xport-loopback processes publish, xport-exporter serves, a real Prometheus
-scrapes, Prometheus's HTTP API answers; then a SIGKILLed process is dropped and counted, and the
-status page (with its channel pool tables) loads in headless Chromium (screenshot kept as an
-artifact).
+scrapes (honor_labels: false: the processes are told apart by rank, their pids are on
+xport_process_info, which joins up on instance), Prometheus's HTTP API answers; then a SIGKILLed
+process is dropped and counted, and the status page (with its channel pool tables) loads in
+headless Chromium (screenshot kept as an artifact; status_page_test.py checks the page itself).
 Usage: e2e_test.py XPORT_EXPORTER XPORT_LOOPBACK ARTIFACT_DIR. Exit 77 (skip) without the
 `prometheus` or `chromium` binaries (Debian packages of the same names; scripts/dev.sh installs
 them). Everything listens on 127.0.0.1 only; every wait has a deadline."""
@@ -153,7 +154,6 @@ def main():
   evaluation_interval: 1s
 scrape_configs:
   - job_name: xport
-    honor_labels: true
     static_configs:
       - targets: ['127.0.0.1:{exp_port}']
 """)
@@ -182,24 +182,32 @@ scrape_configs:
                     env=dict(env, XPORT_RANK="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         lb1_out = line_reader(lb1.stdout)
         pids = {str(lb1.pid), str(lb2.pid)}
+        ranks = {"0", "1"}
 
+        # Processes apart by rank (no pid label: docs/metrics.md); the scrape's job and instance
+        # are the target's (honor_labels: false), the process's job is xport_job.
         def rates():
-            r = prom.query('sum by (pid) (rate(xport_endpoint_bytes_total{job="e2e"}[5s]))')
-            got = {json.loads(k)["pid"]: v for k, v in r.items()}
+            r = prom.query('sum by (rank) (rate(xport_endpoint_bytes_total{job="xport", xport_job="e2e"}[5s]))')
+            got = {json.loads(k)["rank"]: v for k, v in r.items()}
             for p in (lb1, lb2):
                 if p.poll() is not None:
                     raise Failure(f"xport-loopback {p.pid} exited early ({p.returncode}): "
                                   + p.stderr.read().decode()[-2000:])
-            return got if pids <= got.keys() and all(got[p] > 0 for p in pids) else None
+            return got if ranks <= got.keys() and all(got[r] > 0 for r in ranks) else None
 
         got = wait_for("positive per-rail byte rates of both processes in Prometheus", 60, rates)
-        print("rate(xport_endpoint_bytes_total[5s]) by pid:",
+        print("rate(xport_endpoint_bytes_total[5s]) by rank:",
               {p: f"{v / 1e6:.1f} MB/s" for p, v in got.items()})
-        per_rail = prom.query('sum by (pid, device, rail) (rate(xport_endpoint_bytes_total{job="e2e"}[5s]))')
+        per_rail = prom.query('sum by (instance, rank, device, rail) (rate(xport_endpoint_bytes_total{xport_job="e2e"}[5s]))')
         print("per rail:", {k: f"{v / 1e6:.1f} MB/s" for k, v in per_rail.items()})
-        ranks = prom.query('count by (rank) (xport_process_devices{job="e2e"})')
-        if len(ranks) != 2:
-            raise Failure(f"expected ranks 0 and 1 in xport_process_devices, got {list(ranks)}")
+        found = prom.query('count by (rank) (xport_process_devices{xport_job="e2e"})')
+        if len(found) != 2:
+            raise Failure(f"expected ranks 0 and 1 in xport_process_devices, got {list(found)}")
+        # The pids are on xport_process_info alone, and join to the up series of the target.
+        info = prom.query('xport_process_info{xport_job="e2e"} * on(instance, job) group_left() up')
+        seen = {json.loads(k).get("pid") for k in info}
+        if seen != pids:
+            raise Failure(f"xport_process_info joined with up has pids {seen}, expected {pids}")
 
         # 4. The status page in headless Chromium, both processes on it.
         os.makedirs(artifacts, exist_ok=True)
@@ -244,7 +252,7 @@ scrape_configs:
         if not report.get("ok"):
             raise Failure(f"xport-loopback failed: {report.get('error')}")
         own = loopback_totals(report)
-        expr = f'sum(xport_endpoint_bytes_total{{pid="{lb1.pid}"}})'
+        expr = 'sum(xport_endpoint_bytes_total{xport_job="e2e", rank="0"})'
 
         # The process holds its devices open after the summary, so the last scrape carries the
         # exact final counters; a sample within 5% is accepted if the exact one is not seen.
@@ -258,7 +266,7 @@ scrape_configs:
             stored = prom.scalar(expr)
             if stored is None or abs(stored - own) > 0.05 * own:
                 raise Failure(f"{expr} = {stored}, loopback counted {own} bytes (more than 5% apart)")
-        run_rate = prom.scalar(f'max_over_time(sum(rate(xport_endpoint_bytes_total{{pid="{lb1.pid}"}}[5s]))[2m:1s])')
+        run_rate = prom.scalar('max_over_time(sum(rate(xport_endpoint_bytes_total{xport_job="e2e", rank="0"}[5s]))[2m:1s])')
         print(f"pid {lb1.pid}: loopback counted {own} bytes over {report['rounds']} rounds; "
               f"Prometheus has {stored:.0f} ({100 * (stored - own) / own:+.2f}%); "
               f"peak rate {run_rate / 1e6 if run_rate else 0:.1f} MB/s")
@@ -271,7 +279,7 @@ scrape_configs:
                               ("secondaries", "xport_pool_secondaries_total"),
                               ("routing_misses", "xport_pool_routing_misses_total")):
             want = sum(dev["pool"][field] for dev in report["stats"])
-            pexpr = f'sum({metric}{{pid="{lb1.pid}"}})'
+            pexpr = f'sum({metric}{{xport_job="e2e", rank="0"}})'
 
             def same(pexpr=pexpr, want=want):
                 v = prom.scalar(pexpr)

@@ -28,5 +28,8 @@ def gpu_only():
 
 
 def names_in_expr(expr):
-    """Metric names a PromQL expression uses."""
+    """Metric names a PromQL expression uses (not label names such as xport_job: those stand in
+    selectors and in by/on/ignoring lists)."""
+    expr = re.sub(r"\{[^}]*\}", "{}", expr)
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
     return set(re.findall(r"\bxport_[a-z0-9_]+\b", expr))

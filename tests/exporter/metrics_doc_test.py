@@ -3,7 +3,9 @@
 documented names, and what it serves from the segment of a real libxport process
 (xport-loopback) is documented, while everything documented is served except rows marked
 (reserved) or (GPU) (served by processes using GPU memory); and no served series carries a label with an empty value (the loopback runs without
-XPORT_RANK and without a GPU). Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
+XPORT_RANK and without a GPU); the label contract (no job, instance or pid label but on
+xport_process_info, a process label, no space in a value); `promtool check metrics` finds
+nothing to say about the exposition. Usage: metrics_doc_test.py XPORT_EXPORTER XPORT_LOOPBACK"""
 import os
 import re
 import shutil
@@ -26,6 +28,29 @@ def empty_labels(text):
     """Series lines of an exposition with a label whose value is empty (rank=\"\", gpu=\"\")."""
     return [l for l in text.splitlines()
             if not l.startswith("#") and re.search(r'[{,][a-zA-Z_][a-zA-Z0-9_]*=""[,}]', l)]
+
+
+def label_problems(text):
+    """Series that break the label contract of docs/metrics.md: a label the scrape target owns
+    (job, instance: joins with up need honor_labels: false), a pid outside xport_process_info (new
+    series on every restart), a library series without its process ordinal, a label value with a
+    space (endpoint="rail lo data", cq="cq lo" repeated the rail)."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r'^(xport_[a-z0-9_]+)\{(.*)\} ', line)
+        if not m:
+            continue
+        name, labels = m.group(1), dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"', m.group(2)))
+        if "job" in labels or "instance" in labels:
+            out.append(f"a target label in {line}")
+        if "pid" in labels and name != "xport_process_info":
+            out.append(f"pid outside xport_process_info: {line}")
+        if not name.startswith("xport_exporter_") and name != "xport_build_info" and \
+                "process" not in labels:
+            out.append(f"no process label: {line}")
+        if any(" " in v for v in labels.values()):
+            out.append(f"a label value with a space: {line}")
+    return out
 
 
 def main():
@@ -74,6 +99,22 @@ def main():
             failures.append(f"a series with an empty label (leave the label out): {line}")
         if len(empty) > 5:
             failures.append(f"... and {len(empty) - 5} more series with an empty label")
+        # promtool's lint of the exposition (names, units, help, types), where it is installed.
+        promtool = shutil.which("promtool")
+        if promtool:
+            lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                                  text=True, timeout=60)
+            if lint.returncode != 0 or lint.stdout.strip() or lint.stderr.strip():
+                failures.append(f"promtool check metrics: {lint.stdout[-2000:]} {lint.stderr[-2000:]}")
+        else:
+            print("SKIP: promtool check metrics (promtool not installed)")
+        problems = label_problems(text)
+        failures += problems[:5] + ([f"... and {len(problems) - 5} more"] if len(problems) > 5 else [])
+        if not re.search(r'^xport_process_info\{[^}]*pid="%d"[^}]*program="xport-loopback"' % proc.pid,
+                         text, re.M):
+            failures.append(f"no xport_process_info naming pid {proc.pid} and program xport-loopback")
+        if not re.search(r'^xport_build_info\{[^}]*version="\d+\.\d+\.\d+"', text, re.M):
+            failures.append("no xport_build_info with the exporter's version")
         if not re.search(r'^xport_pool_channels\{[^}]*device="0"', text, re.M):
             failures.append("no xport_pool_channels series of device 0")
         print(f"documented {len(docs)} ({len(reserved)} reserved), exporter lists {len(listed)}, "

@@ -2,7 +2,10 @@
 """Every xport-* tool at its edges: `--version` names the tool, the library version, the git
 description and libfabric's version, exit 0; a failure before the tool's main work is one line
 on stderr and exit 1, never an uncaught exception, and with --json also one JSON object naming
-the error on stdout. Arguments: NAME=PATH for each tool."""
+the error on stdout; every input error (an unknown option, a value that is no number or out of
+range, a word not among the option's) is one line "tool: ..." naming it, exit 2, nothing on
+stdout; --help shows placeholders, not the parser's notation (FLOAT:FLOAT in [1 - 600], INT,
+TEXT). Arguments: NAME=PATH for each tool."""
 import json
 import os
 import re
@@ -74,6 +77,30 @@ if "xport-probe" in tools:
         check(False, f"xport-probe --json prints one JSON object ({e})")
 if "xport-exporter" in tools:
     one_line_failure("xport-exporter", ["--listen", "192.0.2.1:9"], "192.0.2.1:9")
+
+# Input errors: one readable line, exit 2; help without the parser's notation.
+BAD_INPUT = {
+    "xport-topology": [(["--format", "yaml"], "'yaml': expected auto, hwloc or nccl"),
+                       (["--json", "--dot"], "--json and --dot exclude each other")],
+    "xport-loopback": [(["--iterations", "abc"], "'abc' is not a number"),
+                       (["--duration", "-1"], "'-1' is out of range")],
+    "xport-bench": [(["--timeout", "0"], "'0' is out of range"),
+                    (["--op", "scatter"], "'scatter': expected send, put, get")],
+    "xport-probe": [(["--timeout", "abc"], "'abc' is not a number: seconds from 1 to 600")],
+    "xport-exporter": [(["--listen", "nonsense"], "--listen 'nonsense'"),
+                       (["--max-processes", "x"], "'x' is not a number")],
+}
+for name in tools:
+    for args, says in BAD_INPUT.get(name, []) + [(["--no-such-option"], "--no-such-option")]:
+        out = run(name, *args)
+        check(out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1 and
+              out.stderr.startswith(name + ": ") and says in out.stderr,
+              f"{name} {' '.join(args)}: exit 2 and one line saying {says!r} "
+              f"(got {out.returncode}: {out.stderr!r})")
+    out = run(name, "--help")
+    notation = re.findall(r"\b(?:FLOAT|INT|TEXT|UINT)\b|in \[|:\{|Excludes:|Needs:", out.stdout)
+    check(out.returncode == 0 and not notation,
+          f"{name} --help: placeholders, not the parser's notation {notation}")
 
 if failures:
     sys.exit(1)

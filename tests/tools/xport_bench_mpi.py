@@ -42,8 +42,12 @@ for pattern, op, prov, extra in cases:
             "--iterations", "10", "--warmup", "1", "--check", "--json")
     if not check(r.returncode == 0, f"{where}: exit 0 (got {r.returncode}: {r.stderr[-800:]})"):
         continue
-    points = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    records = list(map(json.loads, r.stdout.splitlines()))
+    points = [x for x in records if x.get("record") == "point"]
     check([p["size"] for p in points] == [8, 12288], f"{where}: rank 0 alone prints, one line per size: {r.stdout}")
+    check([x["record"] for x in records] == ["header", "point", "point", "end"] and
+          records[0]["mode"] == "mpi" and records[-1]["status"] == "complete",
+          f"{where}: a header record, a point per size, an end record: {r.stdout[:300]}")
     for p in points:
         check(p["mode"] == "mpi" and p["pattern"] == pattern and p["ranks"] == 4 and
               p["streams"] == STREAMS[pattern] and p["op"] == op and p["provider"] == prov and

@@ -37,14 +37,24 @@ def run(*args, timeout=180):
 
 
 def json_points(r, where):
+    """The points of a --json run: JSON Lines, a header record first, a point record per size as
+    measured, an end record last (docs/tools.md)."""
     if not check(r.returncode == 0, f"{where}: exit 0 (got {r.returncode}: {r.stderr.strip()})"):
         return []
-    points = []
+    records = []
     for line in r.stdout.splitlines():
         try:
-            points.append(json.loads(line))
+            records.append(json.loads(line))
         except json.JSONDecodeError:
             check(False, f"{where}: not a JSON line: {line!r}")
+    kinds = [x.get("record") for x in records]
+    check(kinds[:1] == ["header"] and kinds[-1:] == ["end"] and
+          set(kinds[1:-1]) <= {"point"}, f"{where}: header, points, end: {kinds}")
+    if records and records[-1].get("record") == "end":
+        end = records[-1]
+        check(end["status"] == "complete" and end["exit_status"] == 0 and
+              end["points"] == end["planned"] == kinds.count("point"), f"{where}: end {end}")
+    points = [x for x in records if x.get("record") == "point"]
     for p in points:
         check(FIELDS <= set(p), f"{where}: fields missing: {FIELDS - set(p)}")
         check(POOL <= set(p.get("pool", {})), f"{where}: pool fields missing: {p.get('pool')}")
@@ -100,11 +110,12 @@ for prov, extra in providers:
         check(len(pts) == 2 and all(p["sliding"] is True and p["msg_per_s"] > 0 and
                                     p["depth"] == 8 for p in pts),
               f"{prov} {op} --sliding: two points, sliding, with a rate {pts}")
-        # The device's progress counters over the run (the same in every point): each of the
-        # 2 x 200 timed operations was handed to the provider, and a poll that found
-        # something read at least one completion.
-        g = pts[0]["progress"]
-        check(all(p["progress"] == g for p in pts) and g["posts"] >= 400 and
+        # The device's progress counters from the start of the run to each point (they only
+        # grow): by the last, each of the 2 x 200 timed operations was handed to the provider,
+        # and a poll that found something read at least one completion.
+        g = pts[-1]["progress"]
+        check(all(a["progress"][k] <= b["progress"][k] for a, b in zip(pts, pts[1:])
+                  for k in g) and g["posts"] >= 400 and
               g["cq_completions"] > 0 and
               0 < g["cq_polls"] - g["cq_empty_polls"] <= g["cq_completions"] and
               g["window_ops_held"] <= g["posts"],
@@ -237,7 +248,7 @@ check(r.returncode == 0, f"corruption without --check: exit 0 (got {r.returncode
 
 # CSV and table.
 r = run("--op", "put", "--size", "8,4K", "--iterations", "20", "--csv")
-lines = r.stdout.splitlines()
+lines = r.stdout.splitlines()  # the header line, then a row per point (no end line in CSV)
 check(r.returncode == 0 and len(lines) == 3, f"--csv: header + 2 rows (got {lines})")
 if lines:
     header = lines[0].split(",")

@@ -60,7 +60,8 @@ for op, client_extra, server_extra in runs:
         continue
     check(client.returncode == 0, f"{where}: client exit 0 (got {client.returncode}: {client.stderr})")
     check(server.returncode == 0, f"{where}: server exit 0 (got {server.returncode}: {s_err})")
-    points = [json.loads(l) for l in client.stdout.splitlines() if l.startswith("{")]
+    points = [x for x in map(json.loads, client.stdout.splitlines())
+              if x.get("record") == "point"]
     check([p["size"] for p in points] == [8, 12288, 1048576], f"{where}: points {client.stdout}")
     alltoall = "alltoall" in client_extra
     expected_link = link_rate(rails_a)

@@ -121,13 +121,24 @@ rows = []
 for l in lines[(start or 0) + 1:]:
     if not l.strip():
         break
+    if l.startswith("    ") and rows:  # a long reason goes on under its REASON column
+        rows[-1] += " " + l.strip()
+        continue
     rows.append(l)
 check(len(rows) >= len(NODE_CHECKS) + 2, f"one line per check ({len(rows)} lines)")
 for l in rows:
     check(re.match(r"^  (PASS|WARN|FAIL|SKIP) +\S+( \S+)? +\S", l) is not None,
           f"status line: {l!r}")
 check(any(l.split()[:2] == ["PASS", "loopback"] for l in rows), "loopback line PASSes")
-check("knobs in effect" in plain.stdout and "XPORT_EAGER_MAX" in plain.stdout, "knob table")
+# Compact: no line past 100 characters (reasons wrap under their column; one was 294), and the
+# knob table (46 lines) only on request.
+check(all(len(l) <= 100 for l in lines), "table lines fit 100 columns: " +
+      repr([l for l in lines if len(l) > 100]))
+check("knobs in effect" not in plain.stdout and "--knobs" in plain.stdout,
+      "no knob table unless asked for (the summary says how)")
+knobbed = run("--knobs")
+check("knobs in effect" in knobbed.stdout and "XPORT_EAGER_MAX" in knobbed.stdout and
+      all(len(l) <= 100 for l in knobbed.stdout.splitlines()), "--knobs: the knob table")
 check(re.search(r"\d+ PASS, \d+ WARN, 0 FAIL, \d+ SKIP in [\d.]+ s: exit 0", plain.stdout),
       "summary line")
 print(plain.stdout)
@@ -185,6 +196,16 @@ for name, expected in (("XPORT_WAIT", "spin or block"),
     knobs = by_name(doc, "knobs")
     check(r.returncode == 1 and knobs and f"{name}='sideways': expected {expected}" in
           knobs[0]["reason"], f"{name} outside its words FAILs by name: {knobs}")
+# Values the library refuses are FAILs by name (it took XPORT_LOG_LEVEL=loud and
+# XPORT_TIMEOUT_MS=0); with an unknown name beside them, the table names all three (it dropped
+# the unknown one, which only the JSON had).
+r = run(env_extra={"XPORT_LOG_LEVEL": "loud", "XPORT_TIMEOUT_MS": "0", "XPORT_TYPO": "1"},
+        net=False)
+knob_line = " ".join(l.strip() for l in r.stdout.splitlines()
+                     if re.match(r"^  FAIL +knobs", l) or l.startswith(" " * 20))
+check(r.returncode == 1 and "XPORT_LOG_LEVEL='loud': expected error, warn, info, debug or trace"
+      in knob_line and "XPORT_TIMEOUT_MS='0': at least 1 ms" in knob_line and
+      "XPORT_TYPO" in knob_line, f"table names the rejected and the unknown knobs:\n{r.stdout}")
 r, doc = json_run(env_extra={"XPORT_EAGERMAX": "64K"})
 knobs = by_name(doc, "knobs")
 check(r.returncode == 0 and knobs and knobs[0]["status"] == "WARN" and
@@ -229,13 +250,23 @@ check(by_name(doc, "provider") and by_name(doc, "provider")[0]["status"] == "PAS
 r, doc = json_run("--skip-loopback")
 check(r.returncode == 0 and by_name(doc, "loopback")[0]["status"] == "SKIP", "--skip-loopback")
 
-# Usage.
-for bad in (["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["extra"],
-            ["--loopback-timeout", "0"], ["--loopback-timeout", "abc"]):
+# Usage: exit 2 and one readable line naming the option, what was given and what is allowed.
+for bad, says in ((["--bogus"], "unknown option or argument: --bogus"),
+                  (["--timeout", "0"], "--timeout: '0' is out of range: seconds from 1 to 600"),
+                  (["--timeout", "abc"], "--timeout: 'abc' is not a number: seconds from 1 to 600"),
+                  (["extra"], "unknown option or argument: extra"),
+                  (["--timeout"], "--timeout needs a value"),
+                  (["--loopback-timeout", "0"], "'0' is out of range: seconds from 0.1 to 600"),
+                  (["--loopback-timeout", "abc"], "'abc' is not a number")):
     r = run(*bad, net=False)
-    check(r.returncode == 2, f"bad usage {bad} exits 2 (got {r.returncode})")
+    check(r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and
+          r.stderr.startswith("xport-probe: ") and says in r.stderr,
+          f"bad usage {bad}: exit 2, one line saying {says!r} (got {r.returncode}: {r.stderr!r})")
 r = run("--help", net=False)
 check(r.returncode == 0 and "--json" in r.stdout and "--test-hang" not in r.stdout, "--help")
+# The help shows placeholders and defaults, not the parser's notation (FLOAT:FLOAT in [1 - 600]).
+check("--timeout SECONDS" in r.stdout and "(default 10)" in r.stdout and "(default 3)" in r.stdout
+      and not re.search(r"FLOAT|INT\b|TEXT|in \[", r.stdout), f"--help is plain:\n{r.stdout}")
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -103,9 +103,19 @@ Result<pid_t> spawn_peer(const std::vector<std::string>& args, LineChannel* chan
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The initiator blocks SIGINT, SIGTERM and SIGCHLD for its signal thread (watch.hpp): the
+  // peer starts with none blocked, so that a Ctrl-C on the terminal ends it too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = -1;
-  // /proc/self/exe: this very binary, however it was started.
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  // /proc/self/exe: this very binary, however it was started (its telemetry names the
+  // executable, not "exe": telemetry/process.cc).
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(to_peer[0]);
   ::close(from_peer[1]);

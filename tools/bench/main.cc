@@ -1,6 +1,7 @@
 // xport-bench: acceptance figures of libxport (docs/tools.md). This file picks the mode (local,
 // two-host server or client, MPI) and runs the initiator or the target side of a session.
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -15,8 +16,10 @@
 #include "mpi_mode.hpp"
 #include "ops.hpp"
 #include "options.hpp"
+#include "printer.hpp"
 #include "report.hpp"
 #include "streams.hpp"
+#include "watch.hpp"
 
 namespace bench {
 namespace {
@@ -236,19 +239,28 @@ int run_target(const Options& opt, Device& dev, LineChannel& ch) {
   return kExitOk;
 }
 
-// The initiator: runs every point, then reports. `peer` is the local mode's child, or -1.
-// With --pattern alltoall both sides initiate at once, each to the other, and every point is
-// the sum of the two streams.
+// The initiator: runs every point, each row printed as it is measured. `peer` is the local
+// mode's child, or -1. With --pattern alltoall both sides initiate at once, each to the other,
+// and every point is the sum of the two streams. What ends the run is said once (printer.hpp):
+// the last point, a failure, or (watch.cc) a signal or the peer's death.
 int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::string& mode,
-                  pid_t peer) {
+                  pid_t peer, const std::vector<std::string>& argv) {
   std::vector<Plan> plans;
   for (size_t size : opt.sizes) plans.push_back(make_plan(opt, size));
   const bool alltoall = opt.pattern == "alltoall";
   std::vector<Point> points;
-  PoolStats pool;
-  RunInfo::Progress progress;
-  uint64_t peer_link = 0;
+  // Leaked on purpose: the signal thread may end the run through it at any time until exit.
+  auto* printer = new Printer(opt.format, ::isatty(STDERR_FILENO) == 1);
+  watch::set_printer(printer);
+  RunInfo info = describe_run(opt, *o.dev, mode);
+  // The pool and progress counters as of the latest point (the comms still open).
+  auto counters = [&] {
+    const xport::Stats st = o.dev->stats();
+    info.pool = st.pool;
+    info.progress = progress_of(st);
+  };
   int rc = kExitOk;
+  std::string failure;
   {
     // The sessions close before the peer is reaped, so a failed run ends both sides at once.
     // `s`: this side initiates; `in` (alltoall): the peer initiates.
@@ -263,13 +275,17 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
             peer > 0 ? "the peer did not start (its error is above)" : "waiting for the server");
       }
       XPORT_ASSIGN_OR_RETURN(PeerHello ph, parse_peer_hello(*peer_line, alltoall ? 2 : 1));
-      peer_link = ph.link;
       if (const unsigned mine = o.dev->stats().pool.groups; ph.groups != mine) {
         std::fprintf(stderr,
                      "xport-bench: note: the server's channel pool has XPORT_POOL_GROUPS=%u, "
                      "this side %u (each side has its own: --groups or XPORT_POOL_GROUPS there)\n",
                      ph.groups, mine);
       }
+      if (alltoall) {  // data arrives on both sides' rails
+        info.link_bits_per_s =
+            info.link_bits_per_s && ph.link ? info.link_bits_per_s + ph.link : 0;
+      }
+      printer->begin(info, argv, plans.size());
       const auto timeout = std::chrono::seconds(opt.timeout_s);
       XPORT_ASSIGN_OR_RETURN(s, Session::open(*o.dev, bytes, timeout, opt.comms,
                                               Memory{opt.cuda, opt.gpu}));
@@ -280,13 +296,14 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
       if (!alltoall) {
         XPORT_RETURN_IF_ERROR(s->join(ph.sessions[0], true).with_context("connecting to the peer"));
         for (const Plan& p : plans) {
+          printer->measuring(p);
           auto m = run_point(*s, p);
           if (!m.ok()) return m.status().with_context("size " + std::to_string(p.size));
           points.push_back(summarize(p, *m));
+          counters();
+          printer->point(info, points.back());
         }
-        const xport::Stats st = o.dev->stats();  // with the comms still open
-        pool = st.pool;
-        progress = progress_of(st);
+        watch::peer_may_exit();  // it exits once it said DONE
         XPORT_RETURN_IF_ERROR(say_bye(*s));
         return expect_line(ch, "DONE", opt, o.dev.get())
             .status()
@@ -297,6 +314,7 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
                                             : in->join(ph.sessions[1], false);
                             }).with_context("connecting to the peer"));
       for (const Plan& p : plans) {
+        printer->measuring(p);
         XPORT_RETURN_IF_ERROR(ch.send(plan_line(p)));
         auto mine = run_streams({s.get()}, {in.get()}, p, std::chrono::steady_clock::now());
         if (!mine.ok()) return mine.status().with_context("size " + std::to_string(p.size));
@@ -304,34 +322,60 @@ int run_initiator(const Options& opt, Opened& o, LineChannel& ch, const std::str
         if (!line.ok()) return line.status().with_context("waiting for the peer's figures");
         XPORT_ASSIGN_OR_RETURN(Point theirs, parse_result(*line));
         points.push_back(aggregate({(*mine)[0], theirs}));
+        counters();
+        printer->point(info, points.back());
       }
-      const xport::Stats st = o.dev->stats();
-      pool = st.pool;
-      progress = progress_of(st);
       // Each side has every message of the other once both finished their points.
+      watch::peer_may_exit();
       XPORT_RETURN_IF_ERROR(ch.send("DONE"));
       return expect_line(ch, "DONE", opt, o.dev.get())
           .status()
           .with_context("waiting for the peer to finish");
     };
-    if (Status st = run(); !st.ok()) rc = fail(to_string(opt.op).data(), st);
+    if (Status st = run(); !st.ok()) {
+      rc = kExitFailed;
+      failure = std::string(to_string(opt.op)) + ": " + st.to_string();
+      // A failure because the peer died is said as its death (it was an operation's error, or
+      // a timeout, naming nothing).
+      if (peer > 0) {
+        watch::peer_may_exit();
+        if (auto how = watch::peer_ended(peer, 1000)) {
+          failure = "the peer process (pid " + std::to_string(peer) + ") died: it " + *how +
+                    " (" + failure + ")";
+          if (printer->begun()) {
+            printer->end(EndStatus::peer_died, failure, rc);
+          } else {
+            fail("local mode", Status(Code::peer_lost, failure));
+          }
+          failure.clear();
+        }
+      }
+      if (!failure.empty()) {
+        if (printer->begun()) {
+          printer->end(EndStatus::failed, failure, rc);
+        } else {
+          fail(to_string(opt.op).data(), st);
+        }
+      }
+    }
   }
   if (peer > 0) {
-    if (Status st = reap_peer(peer, opt.timeout_s); !st.ok() && rc == kExitOk)
-      rc = fail("peer", st);
+    if (Status st = reap_peer(peer, opt.timeout_s); !st.ok() && rc == kExitOk) {
+      rc = kExitFailed;
+      printer->end(EndStatus::failed, "peer: " + st.to_string(), rc);
+    }
   }
   if (rc != kExitOk) return rc;
-  RunInfo info = describe_run(opt, *o.dev, mode);
-  info.pool = pool;
-  info.progress = progress;
-  if (alltoall) {  // data arrives on both sides' rails
-    info.link_bits_per_s = info.link_bits_per_s && peer_link ? info.link_bits_per_s + peer_link : 0;
-  }
-  print_report(info, points, opt.format);
-  return check_expectations(opt, points);
+  rc = check_expectations(opt, points);
+  printer->end(EndStatus::complete, "", rc);
+  return rc;
 }
 
 int run(const Options& opt, int argc, char** argv) {
+  // The initiator's run ends with what it measured whatever ends it (watch.hpp): signals are
+  // blocked before any thread starts, and one thread waits for them.
+  if (opt.role != "peer" && !opt.server && !mpi_mode(opt)) watch::start();
+  const std::vector<std::string> command(argv, argv + argc);
   std::string why;
   if (!op_available(opt.op, &why)) {
     std::fprintf(stderr, "xport-bench: --op %s is not available: %s\n", to_string(opt.op).data(),
@@ -398,7 +442,7 @@ int run(const Options& opt, int argc, char** argv) {
   if (!opt.connect.empty()) {
     auto ch = tcp_connect(opt.connect, opt.timeout_s);
     if (!ch.ok()) return fail("bootstrap", ch.status());
-    return run_initiator(opt, *o, *ch, "two-host", -1);
+    return run_initiator(opt, *o, *ch, "two-host", -1, command);
   }
   std::vector<std::string> args{"xport-bench", "--role", "peer", "--timeout",
                                 std::to_string(opt.timeout_s)};
@@ -419,7 +463,8 @@ int run(const Options& opt, int argc, char** argv) {
   LineChannel ch;
   auto pid = spawn_peer(args, &ch);
   if (!pid.ok()) return fail("local mode", pid.status());
-  return run_initiator(opt, *o, ch, "local", *pid);
+  watch::set_peer(*pid);
+  return run_initiator(opt, *o, ch, "local", *pid, command);
 }
 
 }  // namespace

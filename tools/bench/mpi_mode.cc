@@ -1,6 +1,6 @@
 // MPI mode (mpi_mode.hpp): ranks exchange session hellos through MPI (one alltoall), run the
 // pattern's initiator-target pairs concurrently (a thread per session, MPI only on the main
-// thread), and rank 0 prints the aggregate of every stream per size.
+// thread), and rank 0 prints the aggregate of every stream per size as it is measured.
 // The C API is all we use; Open MPI's deprecated C++ bindings do not build with -Werror.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -10,6 +10,7 @@
 
 #include "mpi_mode.hpp"
 #include "ops.hpp"
+#include "printer.hpp"
 #include "report.hpp"
 #include "streams.hpp"
 
@@ -37,7 +38,7 @@ void progress_barrier(Device& dev) {
   }
 }
 
-int run_ranks(const Options& opt, int rank, int n) {
+int run_ranks(const Options& opt, int rank, int n, const std::vector<std::string>& argv) {
   auto say = [&](const std::string& what, const Status& s) {
     std::fprintf(stderr, "xport-bench: rank %d: %s: %s\n", rank, what.c_str(),
                  s.to_string().c_str());
@@ -144,43 +145,10 @@ int run_ranks(const Options& opt, int rank, int n) {
   progress_barrier(*dev);  // (before any blocking MPI call: peers may still open their windows)
   if (worst(rc) != kExitOk) return kExitFailed;
 
-  std::vector<Point> points;
-  for (const Plan& p : plans) {
-    MPI_Barrier(MPI_COMM_WORLD);  // every stream of a size runs at the same time
-    std::vector<Session*> outs, ins;
-    for (int j : targets) outs.push_back(out[j].get());
-    for (int j : initiators) ins.push_back(in[j].get());
-    auto mine = run_streams(outs, ins, p, std::chrono::steady_clock::now());
-    if (!mine.ok()) rc = say("size " + std::to_string(p.size), mine.status());
-    if (worst(rc) != kExitOk) return kExitFailed;
-    const size_t k = mine->size();
-    std::vector<double> packed(k * kPointDoubles);
-    for (size_t i = 0; i < k; ++i) pack((*mine)[i], &packed[i * kPointDoubles]);
-    int count = static_cast<int>(packed.size());
-    std::vector<int> counts(n), displs(n);
-    MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    int total = 0;
-    for (int j = 0; j < n; ++j) displs[j] = total, total += counts[j];
-    std::vector<double> all(static_cast<size_t>(std::max(total, 1)));
-    MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
-                MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-      std::vector<Point> streams;
-      for (int i = 0; i < total; i += kPointDoubles) streams.push_back(unpack(&all[i]));
-      points.push_back(aggregate(streams));
-    }
-  }
-  const Stats stats = dev->stats();  // with every comm still open
-  const PoolStats pool = stats.pool;
-  MPI_Barrier(MPI_COMM_WORLD);               // nobody closes a session its peer still uses
-  out.clear();
-  in.clear();
-  if (rank != 0) return kExitOk;
+  // Rank 0 describes the run before the first point and prints each point as it is measured.
+  // The fraction is of the links data arrives on: every target rank's rails (0: some unknown).
   RunInfo run = describe_run(opt, *dev, "mpi");
   run.ranks = n;
-  run.pool = pool;
-  run.progress = progress_of(stats);
-  // The fraction is of the links data arrives on: every target rank's rails (0: some unknown).
   std::vector<bool> is_target(n, false);
   if (opt.pattern == "pairwise") {
     for (int j = 1; j < n; j += 2) is_target[j] = true;
@@ -198,8 +166,52 @@ int run_ranks(const Options& opt, int rank, int n) {
     }
     run.link_bits_per_s += links[j];
   }
-  print_report(run, points, opt.format);
-  return check_expectations(opt, points);
+  std::unique_ptr<Printer> printer;
+  if (rank == 0) {
+    printer = std::make_unique<Printer>(opt.format, false);
+    printer->begin(run, argv, plans.size());
+  }
+  std::vector<Point> points;
+  for (const Plan& p : plans) {
+    if (printer) printer->measuring(p);
+    MPI_Barrier(MPI_COMM_WORLD);  // every stream of a size runs at the same time
+    std::vector<Session*> outs, ins;
+    for (int j : targets) outs.push_back(out[j].get());
+    for (int j : initiators) ins.push_back(in[j].get());
+    auto mine = run_streams(outs, ins, p, std::chrono::steady_clock::now());
+    if (!mine.ok()) rc = say("size " + std::to_string(p.size), mine.status());
+    if (worst(rc) != kExitOk) {
+      if (printer) printer->end(EndStatus::failed, "a rank failed (its error is above)", 1);
+      return kExitFailed;
+    }
+    const size_t k = mine->size();
+    std::vector<double> packed(k * kPointDoubles);
+    for (size_t i = 0; i < k; ++i) pack((*mine)[i], &packed[i * kPointDoubles]);
+    int count = static_cast<int>(packed.size());
+    std::vector<int> counts(n), displs(n);
+    MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int total = 0;
+    for (int j = 0; j < n; ++j) displs[j] = total, total += counts[j];
+    std::vector<double> all(static_cast<size_t>(std::max(total, 1)));
+    MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
+                MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::vector<Point> streams;
+      for (int i = 0; i < total; i += kPointDoubles) streams.push_back(unpack(&all[i]));
+      points.push_back(aggregate(streams));
+      const Stats stats = dev->stats();  // with every comm still open
+      run.pool = stats.pool;
+      run.progress = progress_of(stats);
+      printer->point(run, points.back());
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);               // nobody closes a session its peer still uses
+  out.clear();
+  in.clear();
+  if (rank != 0) return kExitOk;
+  const int verdict = check_expectations(opt, points);
+  printer->end(EndStatus::complete, "", verdict);
+  return verdict;
 }
 
 }  // namespace
@@ -215,7 +227,7 @@ int run_mpi(const Options& opt, int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "xport-bench: --pattern needs at least 2 MPI ranks\n");
     rc = kExitUsage;
   } else {
-    rc = run_ranks(opt, rank, n);
+    rc = run_ranks(opt, rank, n, std::vector<std::string>(argv, argv + argc));
   }
   // Rank 0's verdict includes --expect-*; every rank exits with the worst.
   rc = worst(rc);

@@ -1,5 +1,6 @@
 // Command-line parsing for xport-bench (CLI11) and the size-list grammar.
 #include "options.hpp"
+#include "common/cli.hpp"
 #include "common/tool.hpp"
 
 #include <CLI/CLI.hpp>
@@ -133,43 +134,44 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   CLI::App app{
       "xport-bench: latency, bandwidth and message rate of libxport between two processes "
       "(local, two hosts) or many MPI ranks"};
-  app.get_formatter()->column_width(34);
+  xport::tool::plain_help(app, 34);
   std::string op = "send", sizes = "8", nics, format_csv, pattern;
   bool json = false, csv = false;
-  app.add_option("--op", op, "send (ping-pong), put, get, put-signal, atomic")
-      ->check(CLI::IsMember({"send", "put", "get", "put-signal", "atomic"}));
-  app.add_option("--size", sizes, "sizes: 8, 4K, 1M, ranges 1:64M (powers of two), lists 8,4K:1M");
+  app.add_option("--op", op, "send (ping-pong), put, get, put-signal, atomic (default send)")
+      ->check(xport::tool::one_of({"send", "put", "get", "put-signal", "atomic"}));
+  app.add_option("--size", sizes,
+                 "sizes: 8, 4K, 1M, ranges 1:64M (powers of two), lists 8,4K:1M (default 8)");
   app.add_option("--provider", opt->provider, "libfabric provider (default: as Context chooses)");
   app.add_option("--nics", nics,
                  "rails, comma-separated libfabric domain or interface names (default: "
                  "XPORT_RAILS, else the provider's choice)");
   auto* it = app.add_option("--iterations", opt->iterations,
                             "measured iterations per size (default 10000, fewer for large sizes)")
-                 ->check(CLI::Range(1, 100000000));
+                 ->check(xport::tool::number_in(1, 100000000, "", true));
   auto* wu = app.add_option("--warmup", opt->warmup,
                             "unmeasured iterations first (default: iterations/10, at most 1000)")
-                 ->check(CLI::Range(0, 100000000));
+                 ->check(xport::tool::number_in(0, 100000000, "", true));
   app.add_option("--depth", opt->depth,
                  "operations outstanding: sends in flight (1 = ping-pong), puts/gets per quiet "
                  "(default 1 for send, 16 for put and get)")
-      ->check(CLI::Range(1, 1024));
+      ->check(xport::tool::number_in(1, 1024, "", true));
   app.add_option("--window", opt->depth, "old name of --depth")
-      ->check(CLI::Range(1, 1024))
+      ->check(xport::tool::number_in(1, 1024, "", true))
       ->group("");
   app.add_option("--comms", opt->comms,
                  "communicators per peer and direction; messages and one-sided ops go "
                  "round-robin over them (default 1)")
-      ->check(CLI::Range(1, kMaxComms));
+      ->check(xport::tool::number_in(1, kMaxComms, "", true));
   app.add_option(
          "--groups", opt->groups,
          "XPORT_POOL_GROUPS for this run (0: no channel sharing); default: the "
          "environment's. Local mode gives the peer the same; a two-host server sets its own")
-      ->check(CLI::Range(0, 1024));
+      ->check(xport::tool::number_in(0, 1024, "", true));
   app.add_option("--gap-us", opt->gap_us,
                  "send ping-pong: the initiator idles (busy, unmeasured) this many µs before each "
                  "ping, so that a peer with XPORT_WAIT=block is asleep when it comes (what a "
                  "wake-up costs: compare with XPORT_WAIT=spin)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(xport::tool::number_in(0, 1000000, "", true));
   app.add_flag("--single-thread", opt->single_thread,
                "open the device with ContextOptions::thread_safe = false (one thread drives it: "
                "no engine lock, as a single-threaded runtime would; telemetry not published). "
@@ -178,10 +180,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "run this process (and every thread it starts) on this CPU only "
                  "(sched_setaffinity), so that runs do not differ by where the scheduler put it; "
                  "a two-host server takes its own")
-      ->check(CLI::Range(0, 4095));
+      ->check(xport::tool::number_in(0, 4095, "", true));
   app.add_option("--peer-cpu", opt->peer_cpu,
                  "local mode: the peer process on this CPU only (--cpu in local mode needs it)")
-      ->check(CLI::Range(0, 4095));
+      ->check(xport::tool::number_in(0, 4095, "", true));
   app.add_flag("--sliding", opt->sliding,
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
@@ -193,50 +195,65 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                "and waits");
   std::string memory = "host", initiator = "host", scope = "thread";
   app.add_option("--memory", memory,
-                 "host, or cuda: every buffer in GPU memory (cudaMalloc on --gpu, registered: "
-                 "staged through host shadows); --check copies back from the GPU to verify")
-      ->check(CLI::IsMember({"host", "cuda"}));
+                 "host (default), or cuda: every buffer in GPU memory (cudaMalloc on --gpu, "
+                 "registered: staged through host shadows); --check copies back from the GPU to "
+                 "verify")
+      ->check(xport::tool::one_of({"host", "cuda"}));
   app.add_option("--gpu", opt->gpu,
                  "--memory cuda, --initiator device: this process's GPU (default 0; a two-host "
                  "server takes its own)")
-      ->check(CLI::Range(0, 1023));
+      ->check(xport::tool::number_in(0, 1023, "", true));
   app.add_option("--peer-gpu", opt->peer_gpu,
                  "local mode: the peer process's GPU (default: --gpu; 1 with --gpu 0 runs "
                  "between two GPUs)")
-      ->check(CLI::Range(0, 1023));
+      ->check(xport::tool::number_in(0, 1023, "", true));
   app.add_option("--initiator", initiator,
-                 "host, or device: a kernel issues the operations through a GpuProxy (--op put: "
-                 "puts then quiet; --op put-signal: round trips, the peer's kernel replying); "
-                 "needs --memory cuda")
-      ->check(CLI::IsMember({"host", "device"}));
+                 "host (default), or device: a kernel issues the operations through a GpuProxy "
+                 "(--op put: puts then quiet; --op put-signal: round trips, the peer's kernel "
+                 "replying); needs --memory cuda")
+      ->check(xport::tool::one_of({"host", "device"}));
   app.add_option("--device-scope", scope,
                  "--initiator device --op put: the kernel's put and quiet calls per thread (one "
-                 "thread), warp (32 lanes, one issues) or block (128 threads, one issues)")
-      ->check(CLI::IsMember({"thread", "warp", "block"}));
+                 "thread; default), warp (32 lanes, one issues) or block (128 threads, one issues)")
+      ->check(xport::tool::one_of({"thread", "warp", "block"}));
   app.add_flag("--round-trip", opt->round_trip,
                "--op put-signal: latency of round trips (put_signal, the peer's wait_signal "
                "and reply put_signal, wait_signal here) instead of put_signal + quiet; always "
                "so with --initiator device");
   app.add_flag("--check", opt->check, "verify every byte of every transfer (slower)");
-  app.add_flag("--json", json, "one JSON object per measured point");
-  app.add_flag("--csv", csv, "CSV with a header line");
+  app.add_flag("--json", json,
+               "JSON Lines: a header record, a record per point as it is measured, an end record");
+  app.add_flag("--csv", csv, "CSV: a header line, then a line per point as it is measured");
   app.add_option("--expect-bw", opt->expect_bw_gbs,
                  "exit 1 naming every size whose bandwidth is below this many GB/s")
-      ->check(CLI::PositiveNumber);
+      ->type_name("GB/S")
+      ->check(xport::tool::positive("GB/s"));
   app.add_option("--expect-lat", opt->expect_lat_us,
                  "exit 1 naming every size whose p50 latency is above this many µs")
-      ->check(CLI::PositiveNumber);
+      ->type_name("US")
+      ->check(xport::tool::positive("µs"));
   app.add_flag("--server", opt->server, "two-host mode: wait for one client (--port)");
   app.add_option("--port", opt->port, "two-host mode: TCP port of the bootstrap (default 18515)")
-      ->check(CLI::Range(1, 65535));
+      ->check(xport::tool::number_in(1, 65535, "", true));
   app.add_option("--connect", opt->connect, "two-host mode: the server's HOST:PORT");
   app.add_option("--timeout", opt->timeout_s,
                  "seconds to wait for the other side and for each operation (default 30)")
-      ->check(CLI::Range(1, 3600));
+      ->check(xport::tool::number_in(1, 3600, "", true));
   app.add_option("--pattern", pattern,
                  "pairwise, fan-in (MPI mode, under mpirun); alltoall (under mpirun: every rank "
                  "with every other; otherwise both sides of local or two-host mode send at once)")
-      ->check(CLI::IsMember({"pairwise", "alltoall", "fan-in"}));
+      ->check(xport::tool::one_of({"pairwise", "alltoall", "fan-in"}));
+  // Placeholders for the help, instead of the parser's own type names.
+  for (const auto& [name, placeholder] :
+       std::initializer_list<std::pair<const char*, const char*>>{
+           {"--op", "OP"}, {"--size", "LIST"}, {"--provider", "NAME"}, {"--nics", "A,B"},
+           {"--iterations", "N"}, {"--warmup", "N"}, {"--depth", "N"}, {"--comms", "N"},
+           {"--groups", "G"}, {"--gap-us", "US"}, {"--cpu", "CPU"}, {"--peer-cpu", "CPU"},
+           {"--memory", "WHERE"}, {"--gpu", "N"}, {"--peer-gpu", "N"}, {"--initiator", "WHO"},
+           {"--device-scope", "SCOPE"}, {"--port", "PORT"}, {"--connect", "HOST:PORT"},
+           {"--timeout", "SECONDS"}, {"--pattern", "PATTERN"}}) {
+    app.get_option(name)->type_name(placeholder);
+  }
   xport::tool::add_version(app, "xport-bench");
   app.add_option("--role", opt->role, "internal")->group("");
   app.add_option("--test-corrupt", opt->corrupt, "internal: corrupt one byte of this iteration")
@@ -244,11 +261,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitUsage;
+    return xport::tool::usage_exit(app, e, "xport-bench");
   }
-  auto usage = [](const std::string& what) {
-    std::cerr << "xport-bench: " << what << "\nRun with --help for more information.\n";
+  auto usage = [](const std::string& what) {  // one line, as every input error of the tools
+    std::cerr << "xport-bench: " << what << "\n";
     return kExitUsage;
   };
   opt->iterations_set = it->count() > 0;

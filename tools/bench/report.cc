@@ -1,5 +1,5 @@
-// Rendering of xport-bench's results (report.hpp). The JSON and CSV fields are a stable
-// interface (docs/tools.md): add fields, never rename or remove them.
+// xport-bench's figures (report.hpp): a point from its samples, streams summed, the run's
+// description and the --expect-* verdicts. printer.cc renders them.
 #include "report.hpp"
 
 #include <algorithm>
@@ -14,35 +14,6 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
-}
-
-// Bandwidth over link rate, or a negative number when the link rate is unknown.
-double link_fraction(const RunInfo& run, const Point& p) {
-  if (run.link_bits_per_s == 0) return -1;
-  return p.bw * 8.0 / static_cast<double>(run.link_bits_per_s);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char u[8];
-      std::snprintf(u, sizeof(u), "\\u%04x", c);
-      out += u;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
 }
 
 }  // namespace
@@ -130,6 +101,7 @@ RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::st
   RunInfo r;
   r.op = opt.op;
   r.comms = opt.comms;
+  r.depth = depth_of(opt);
   r.provider = dev.capabilities().provider;
   r.mode = mode;
   r.pattern = opt.pattern;
@@ -163,164 +135,6 @@ RunInfo::Progress progress_of(const xport::Stats& s) {
   g.window_ops_held = s.window_ops_held;
   g.deferred_posts = s.deferred_posts;
   return g;
-}
-
-void print_report(const RunInfo& run, const std::vector<Point>& points, Format format) {
-  const std::string op(to_string(run.op));
-  if (format == Format::json) {
-    for (const auto& p : points) {
-      const double f = link_fraction(run, p);
-      std::string link = run.link_bits_per_s ? std::to_string(run.link_bits_per_s) : "null";
-      char frac[32] = "null";
-      if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
-      std::printf(
-          "{\"op\":\"%s\",\"size\":%zu,\"rails\":%zu,\"provider\":%s,\"mode\":\"%s\","
-          "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,\"lat_us_mean\":%.3f,"
-          "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"link_bits_per_s\":%s,"
-          "\"link_fraction\":%s,\"iterations\":%d,\"warmup\":%d,\"depth\":%d,\"check\":%s,"
-          "\"sliding\":%s,\"rail_names\":[%s]",
-          op.c_str(), p.size, run.rails.size(), json_string(run.provider).c_str(), run.mode.c_str(),
-          p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate, link.c_str(), frac, p.iterations,
-          p.warmup, p.depth, run.check ? "true" : "false", run.sliding ? "true" : "false",
-          [&] {
-            std::vector<std::string> q;
-            for (const auto& r : run.rails) q.push_back(json_string(r));
-            return join(q, ",");
-          }()
-              .c_str());
-      if (!run.pattern.empty()) {
-        std::printf(",\"pattern\":\"%s\",\"ranks\":%d,\"streams\":%d", run.pattern.c_str(),
-                    run.ranks, p.streams);
-      }
-      std::printf(",\"memory\":\"%s\",\"initiator\":\"%s\",\"round_trip\":%s",
-                  run.cuda ? "cuda" : "host", run.device ? "device" : "host",
-                  run.round_trip ? "true" : "false");
-      const xport::PoolStats& q = run.pool;
-      std::printf(
-          ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
-          "\"cqs\":%llu,\"comms_attached\":%llu,\"primaries\":%llu,\"secondaries\":%llu,"
-          "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}",
-          run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs),
-          ull(q.comms_attached), ull(q.primaries), ull(q.secondaries), ull(q.routing_misses),
-          ull(q.channel_ops), ull(q.busiest_channel_ops));
-      if (p.call_ns >= 0) {
-        std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", p.call_ns,
-                    p.wait_ns);
-      }
-      const RunInfo::Progress& g = run.progress;
-      std::printf(
-          ",\"progress\":{\"cq_polls\":%llu,\"cq_empty_polls\":%llu,\"cq_completions\":%llu,"
-          "\"posts\":%llu,\"eagain_retries\":%llu,\"window_ops_held\":%llu,"
-          "\"deferred_posts\":%llu}}\n",
-          ull(g.cq_polls), ull(g.cq_empty_polls), ull(g.cq_completions), ull(g.posts),
-          ull(g.eagain_retries), ull(g.window_ops_held), ull(g.deferred_posts));
-    }
-    std::fflush(stdout);
-    return;
-  }
-  if (format == Format::csv) {
-    std::printf(
-        "op,size,rails,provider,mode,lat_us_p50,lat_us_p99,lat_us_max,lat_us_mean,"
-        "bw_bytes_per_s,msg_per_s,link_bits_per_s,link_fraction,iterations,warmup,depth,"
-        "check,pattern,ranks,streams,comms,pool_groups,pool_channels_per_group,pool_channels,"
-        "pool_cqs,pool_comms_attached,pool_primaries,pool_secondaries,pool_routing_misses,"
-        "pool_channel_ops,pool_busiest_channel_ops,memory,initiator,round_trip\n");
-    for (const auto& p : points) {
-      const double f = link_fraction(run, p);
-      char frac[32] = "";
-      if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
-      std::printf("%s,%zu,%zu,\"%s\",%s,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,%s,%d,%d,%d,%d,%s,%d,%d",
-                  op.c_str(), p.size, run.rails.size(), run.provider.c_str(), run.mode.c_str(),
-                  p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate,
-                  run.link_bits_per_s ? std::to_string(run.link_bits_per_s).c_str() : "", frac,
-                  p.iterations, p.warmup, p.depth, run.check ? 1 : 0, run.pattern.c_str(),
-                  run.ranks, p.streams);
-      const xport::PoolStats& q = run.pool;
-      std::printf(",%d,%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu", run.comms, q.groups,
-                  q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
-                  ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
-                  ull(q.busiest_channel_ops));
-      std::printf(",%s,%s,%d\n", run.cuda ? "cuda" : "host", run.device ? "device" : "host",
-                  run.round_trip ? 1 : 0);
-    }
-    std::fflush(stdout);
-    return;
-  }
-  std::string link = "link rate unknown: no fraction";
-  if (run.link_bits_per_s) {
-    char b[64];
-    std::snprintf(b, sizeof(b), "link rate %.1f Gb/s",
-                  static_cast<double>(run.link_bits_per_s) / 1e9);
-    link = b;
-  }
-  std::printf("xport-bench %s: op %s, provider %s, rails %s (%s), %s mode", xport::version(),
-              op.c_str(), run.provider.c_str(), join(run.rails, ",").c_str(), link.c_str(),
-              run.mode.c_str());
-  if (!run.pattern.empty()) {
-    std::printf(", pattern %s, %d ranks", run.pattern.c_str(), run.ranks);
-  }
-  std::printf(", %d comm%s per peer and direction", run.comms, run.comms == 1 ? "" : "s");
-  std::printf(", %s memory, %s-initiated\n", run.cuda ? "GPU" : "host",
-              run.device ? "kernel (GpuProxy)" : "host");
-  if (run.round_trip) {
-    std::printf(
-        "latency: one whole round trip (put_signal, the peer's wait_signal and reply "
-        "put_signal, wait_signal here); bandwidth: both directions over the round trips\n");
-  } else if (run.op == Op::send) {
-    std::printf("latency: half the ping-pong round trip; bandwidth: %s\n",
-                points.empty() || points[0].depth == 1 ? "ping-pong, both directions"
-                                                       : "one way, depth sends in flight");
-  } else if (run.op == Op::atomic) {
-    std::printf(
-        "latency: one fetch_add round trip (old value in place); rate: depth atomics per "
-        "quiet\n");
-  } else {
-    std::printf("latency: one %s + quiet (delivered%s); bandwidth: %s\n", op.c_str(),
-                run.op == Op::put_signal ? ", signal applied" : "",
-                run.sliding ? "depth in flight (sliding window to local completion), one quiet "
-                              "at the end"
-                            : (std::string("depth ") + op + "s per quiet").c_str());
-  }
-  if (!run.pattern.empty()) {
-    std::printf(
-        "%s: bandwidth and rate sum every stream over the first start to the last end; "
-        "latency is the worst stream's\n",
-        run.pattern.c_str());
-  }
-  if (run.check) {
-    std::printf(
-        "--check: every byte of every transfer verified (slower: send latency includes "
-        "the peer's verification)\n");
-  }
-  std::printf("%10s %8s %7s %6s %9s %9s %9s %9s %11s %11s %7s%s\n", "size", "iters", "warmup",
-              "depth", "p50_us", "p99_us", "max_us", "mean_us", "MB/s", "msg/s", "link",
-              run.pattern.empty() ? "" : " streams");
-  for (const auto& p : points) {
-    const double f = link_fraction(run, p);
-    char frac[16] = "n/a";
-    if (f >= 0) std::snprintf(frac, sizeof(frac), "%.1f%%", f * 100);
-    std::printf("%10zu %8d %7d %6d %9.2f %9.2f %9.2f %9.2f %11.1f %11.0f %7s", p.size, p.iterations,
-                p.warmup, p.depth, p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw / 1e6, p.rate,
-                frac);
-    if (!run.pattern.empty()) std::printf(" %7d", p.streams);
-    std::printf("\n");
-  }
-  const xport::PoolStats& q = run.pool;
-  std::printf(
-      "channel pool (this process's device, comms still open): groups %u x %u channels per "
-      "group%s\n  channels %llu, CQs %llu, comms attached %llu, primaries %llu, secondaries "
-      "%llu, routing misses %llu, channel ops %llu, busiest channel ops %llu\n",
-      q.groups, q.channels_per_group, q.groups == 0 ? " (0: no sharing)" : "", ull(q.channels),
-      ull(q.cqs), ull(q.comms_attached), ull(q.primaries), ull(q.secondaries),
-      ull(q.routing_misses), ull(q.channel_ops), ull(q.busiest_channel_ops));
-  const RunInfo::Progress& g = run.progress;
-  std::printf(
-      "progress (this process's device, the whole run): CQ polls %llu (empty %llu), "
-      "completions %llu, posts %llu, -FI_EAGAIN retries %llu, window operations held %llu, "
-      "posts deferred %llu\n",
-      ull(g.cq_polls), ull(g.cq_empty_polls), ull(g.cq_completions), ull(g.posts),
-      ull(g.eagain_retries), ull(g.window_ops_held), ull(g.deferred_posts));
-  std::fflush(stdout);
 }
 
 int check_expectations(const Options& opt, const std::vector<Point>& points) {

@@ -1,5 +1,5 @@
-// What xport-bench prints: a table for people, --csv, --json (one object per point); bandwidth
-// as a fraction of the rails' discovered link rate; the --expect-* acceptance checks.
+// What xport-bench measures and prints (printer.hpp renders it): a point's figures, the run's
+// description (rails, link rate, pool and progress counters), the --expect-* acceptance checks.
 #pragma once
 
 #include <cstdint>
@@ -48,11 +48,13 @@ struct RunInfo {
   bool device = false;        // --initiator device
   bool round_trip = false;    // put-signal round trips
   int comms = 1;  // communicators per peer and direction
-  // This process's device's channel pool, read after the last point with its comms still open
+  int depth = 1;  // --depth as asked (the table's description of the bandwidth)
+  // This process's device's channel pool, read after the latest point with its comms still open
   // (Device::stats().pool).
   xport::PoolStats pool;
-  // This process's device's progress counters over the whole run (warm-ups, latency phases and
-  // the bootstrap's messages included), read with the pool: summed over its CQs and endpoints.
+  // This process's device's progress counters from the start of the run to the latest point
+  // (warm-ups, latency phases and the bootstrap's messages included), read with the pool:
+  // summed over its CQs and endpoints.
   struct Progress {
     uint64_t cq_polls = 0, cq_empty_polls = 0, cq_completions = 0;
     uint64_t posts = 0, eagain_retries = 0;
@@ -63,7 +65,6 @@ struct RunInfo {
 RunInfo::Progress progress_of(const xport::Stats& s);
 RunInfo describe_run(const Options& opt, const xport::Device& dev, const std::string& mode);
 
-void print_report(const RunInfo& run, const std::vector<Point>& points, Format format);
 // Prints a line naming every size that falls short; returns kExitFailed if any does.
 int check_expectations(const Options& opt, const std::vector<Point>& points);
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "checks.hpp"
+#include "common/cli.hpp"
 #include "common/tool.hpp"
 
 namespace probe {
@@ -22,6 +23,7 @@ using namespace std::chrono_literals;
 
 struct Options {
   bool json = false;
+  bool knobs = false;  // --knobs: the table lists every knob
   std::string provider;
   std::string nics;
   double timeout_s = 10;
@@ -144,6 +146,7 @@ int run(const Options& opt) {
   if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
   report.host = host;
   report.budget_s = opt.timeout_s;
+  report.show_knobs = opt.knobs;
 
   runner.run("libfabric", "", 2000ms, [](xport::Deadline) { return check_libfabric(); });
   if (auto o = runner.run("knobs", "", 500ms,
@@ -262,21 +265,28 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "xport-probe: is this node ready for a libxport job? Checks libfabric, the provider and its "
-      "capabilities, topology, links, locked memory, registration and a loopback transfer on "
+      "xport-probe: is this node ready for a libxport job? Checks libfabric, the provider and its\n"
+      "capabilities, topology, links, locked memory, registration and a loopback transfer on\n"
       "every rail. Exit 0: nothing FAILs; 1: something FAILs; 2: bad usage."};
+  xport::tool::plain_help(app, 32);
   probe::Options opt;
   app.add_flag("--json", opt.json, "one JSON object (schema in docs/tools.md) instead of a table");
+  app.add_flag("--knobs", opt.knobs,
+               "list every knob in effect under the checklist (the JSON always has them)");
   app.add_option("--provider", opt.provider,
-                 "libfabric provider to check (default: XPORT_PROVIDER, else the best available)");
+                 "libfabric provider to check (default: XPORT_PROVIDER, else the best available)")
+      ->type_name("NAME");
   app.add_option("--nics", opt.nics,
                  "rails to check, comma-separated domain names (default: XPORT_RAILS, else the "
-                 "NIC plan's rails, else the provider's domain)");
-  app.add_option("--timeout", opt.timeout_s, "overall time budget in seconds")
-      ->check(CLI::Range(1.0, 600.0));
+                 "NIC plan's rails, else the provider's domain)")
+      ->type_name("A,B");
+  app.add_option("--timeout", opt.timeout_s, "overall time budget, 1 to 600 (default 10)")
+      ->type_name("SECONDS")
+      ->check(xport::tool::number_in(1.0, 600.0, "seconds"));
   app.add_option("--loopback-timeout", opt.loopback_s,
-                 "seconds each rail's loopback check may take (default 3; within --timeout)")
-      ->check(CLI::Range(0.1, 600.0));
+                 "each rail's loopback check, 0.1 to 600, within --timeout (default 3)")
+      ->type_name("SECONDS")
+      ->check(xport::tool::number_in(0.1, 600.0, "seconds"));
   app.add_flag("--skip-loopback", opt.skip_loopback, "do not run the loopback transfers");
   xport::tool::add_version(app, "xport-probe");
   // Hidden, for tests/tools/xport_probe_test.py: make one check hang to prove the deadlines.
@@ -284,7 +294,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return xport::tool::usage_exit(app, e, "xport-probe");
   }
   try {
     return probe::run(opt);

@@ -159,6 +159,37 @@ std::string to_json(const Report& r) {
   return top.render() + "\n";
 }
 
+namespace {
+
+// `text` in lines of at most `width` characters, cut at spaces (a word longer than a line is cut
+// where it must): the first line starts at column `first`, the others are indented by `indent`
+// spaces.
+std::string wrap(const std::string& text, size_t first, size_t indent, size_t width) {
+  std::string out;
+  size_t pos = 0;
+  for (bool first_line = true; pos < text.size(); first_line = false) {
+    const size_t at = first_line ? first : indent;
+    const size_t room = width > at + 20 ? width - at : 20;
+    size_t end = pos + room;
+    if (end >= text.size()) {
+      end = text.size();
+    } else {
+      const size_t space = text.rfind(' ', end);
+      if (space != std::string::npos && space > pos) end = space;
+    }
+    if (!first_line) {  // (two appends: "\n" + std::string&& trips GCC 12's -Wrestrict at -O3)
+      out += '\n';
+      out.append(indent, ' ');
+    }
+    out += text.substr(pos, end - pos);
+    pos = end;
+    while (pos < text.size() && text[pos] == ' ') ++pos;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string to_table(const Report& r) {
   std::string o = "xport-probe " + r.version + " on " + r.host + "\n\n";
   size_t width = 5;
@@ -171,27 +202,32 @@ std::string to_table(const Report& r) {
   std::snprintf(line, sizeof(line), "  %-6s %-*s  %s\n", "STATUS", static_cast<int>(width), "CHECK",
                 "REASON");
   o += line;
+  const size_t indent = 2 + 6 + 1 + width + 2;
   for (size_t i = 0; i < r.checks.size(); ++i) {
     std::snprintf(line, sizeof(line), "  %-6s %-*s  ",
                   std::string(to_string(r.checks[i].status)).c_str(), static_cast<int>(width),
                   labels[i].c_str());
-    o += line + r.checks[i].reason + "\n";
+    o += line + wrap(r.checks[i].reason, indent, indent, kTableWidth) + "\n";
   }
-  o += "\nknobs in effect\n";
-  size_t kw = 0, vw = 2;
-  for (const KnobRow& k : r.knobs) {
-    kw = std::max(kw, k.name.size());
-    vw = std::max(vw, std::min<size_t>(k.value.size() + 2, 40));
+  if (r.show_knobs) {
+    o += "\nknobs in effect\n";
+    size_t kw = 0, vw = 2;
+    for (const KnobRow& k : r.knobs) {
+      kw = std::max(kw, k.name.size());
+      vw = std::max(vw, std::min<size_t>(k.value.size() + 2, 40));
+    }
+    for (const KnobRow& k : r.knobs) {
+      std::snprintf(line, sizeof(line), "  %-*s  %-*s  %s", static_cast<int>(kw), k.name.c_str(),
+                    static_cast<int>(vw), ("'" + k.value + "'").c_str(), k.source.c_str());
+      std::string row = line;
+      if (!k.error.empty()) row += "  rejected: " + k.error;
+      o += wrap(row, 0, 4 + kw, kTableWidth) + "\n";
+    }
   }
-  for (const KnobRow& k : r.knobs) {
-    std::snprintf(line, sizeof(line), "  %-*s  %-*s  %s", static_cast<int>(kw), k.name.c_str(),
-                  static_cast<int>(vw), ("'" + k.value + "'").c_str(), k.source.c_str());
-    o += line;
-    o += k.error.empty() ? "\n" : "  rejected: " + k.error + "\n";
-  }
-  std::snprintf(line, sizeof(line), "\n%d PASS, %d WARN, %d FAIL, %d SKIP in %.2f s: exit %d\n",
+  std::snprintf(line, sizeof(line), "\n%d PASS, %d WARN, %d FAIL, %d SKIP in %.2f s: exit %d%s\n",
                 count(r, Verdict::pass), count(r, Verdict::warn), count(r, Verdict::fail),
-                count(r, Verdict::skip), r.elapsed_s, r.exit_status());
+                count(r, Verdict::skip), r.elapsed_s, r.exit_status(),
+                r.show_knobs ? "" : " (--knobs: every knob in effect)");
   return o + line;
 }
 

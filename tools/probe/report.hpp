@@ -51,11 +51,15 @@ struct Report {
   double budget_s = 0;
   double elapsed_s = 0;
   std::vector<Check> checks;
-  std::vector<KnobRow> knobs;  // every knob in effect (the table lists them under the checks)
+  std::vector<KnobRow> knobs;  // every knob in effect (the JSON always, the table with --knobs)
+  bool show_knobs = false;     // --knobs: the table lists every knob under the checks
   int exit_status() const;     // 1 when any check FAILs, else 0
 };
 
 std::string to_json(const Report& r);
+// For a terminal: every line at most kTableWidth characters, a long reason wrapped under its
+// REASON column.
+inline constexpr size_t kTableWidth = 100;
 std::string to_table(const Report& r);
 
 // "8.1 MiB", "64 KiB", "512 B"

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "core/format.hpp"
@@ -32,49 +33,81 @@ constexpr KnobDef kDefs[] = {
 constexpr int kCount = static_cast<int>(KnobId::count);
 static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
 
-// The range of each numeric knob that has one (docs/knobs.md states it): a value outside it is
-// refused like one that does not parse, naming the bound, and the knob keeps its default, so
-// readers (EngineConfig::from_knobs) take the value as it is. (These were clamped without a
-// word.) Two bounds are proto/wire.hpp's kMaxSlots and kMaxRails (engine.cc asserts them). Knobs whose
-// descriptions have always said they are clamped (XPORT_WINDOW_CREDITS,
-// XPORT_TELEMETRY_INTERVAL_MS) keep that contract and are not here. `auto` (-1) of an
-// auto_integer knob is not a number and is not checked.
-struct KnobRange {
+// What each knob accepts beyond its type (XPORT_KNOB_LIMIT in knob_table.inc, which
+// docs/knobs.md's range column is generated from): a value outside it is refused like one that
+// does not parse, naming the words or the bound, and the knob keeps its default, so readers
+// (EngineConfig::from_knobs, the logger) take the value as it is. (Numbers were clamped, and
+// words such as XPORT_LOG_LEVEL=loud taken, without a word.) Knobs whose descriptions have
+// always said they are clamped (XPORT_WINDOW_CREDITS, XPORT_TELEMETRY_INTERVAL_MS) keep that
+// contract and have no limit. `auto` (-1) of an auto_integer knob is not a number and is not
+// checked.
+struct KnobLimitDef {
   KnobId id;
-  int64_t min;
-  int64_t max;
-  bool power_of_two = false;
+  const char* text;
 };
-constexpr int64_t kNoMax = INT64_MAX;
-constexpr KnobRange kRanges[] = {
-    {KnobId::max_requests, 1, 4096},  // request slots fit 12 bits (proto/wire.hpp kMaxSlots)
-    {KnobId::rx_buffers, 16, kNoMax},
-    {KnobId::tx_buffers, 16, kNoMax},
-    {KnobId::cq_batch, 1, kNoMax},
-    {KnobId::cq_entries, 64, kNoMax},
-    {KnobId::keepalive_ms, 1, kNoMax},
-    {KnobId::max_comms, 1, 65535},
-    {KnobId::pool_groups, 0, 1024},
-    {KnobId::pool_channels, 1, 1024},
-    {KnobId::pool_depth_multiplier, 1, 64},
-    {KnobId::listen_backlog, 1, kNoMax},
-    {KnobId::stripe_align, 1, int64_t{1} << 30, true},
-    {KnobId::stripe_rails, 0, 32},  // proto/wire.hpp kMaxRails
-    {KnobId::progress_batch, 1, kNoMax},
-    {KnobId::test_seq_bits, 0, 32},
-    {KnobId::spin_gather_ns, 0, 100000},
+constexpr KnobLimitDef kLimitDefs[] = {
+#define XPORT_KNOB(id, type, name, def, desc)
+#define XPORT_KNOB_LIMIT(id, limit) {KnobId::id, limit},
+#include "core/knob_table.inc"
+#undef XPORT_KNOB_LIMIT
+#undef XPORT_KNOB
 };
 
-// What is wrong with `n` for knob `i`, or an empty string.
-std::string out_of_range(int i, KnobType type, int64_t n) {
-  if (type == KnobType::auto_integer && n == -1) return {};
-  for (const KnobRange& r : kRanges) {
-    if (static_cast<int>(r.id) != i) continue;
-    const char* unit = type == KnobType::duration_ms ? " ms" : "";
-    if (n < r.min) return str("at least ", r.min, unit, " is allowed");
-    if (n > r.max) return str("at most ", r.max, unit, " is allowed");
-    if (r.power_of_two && (n & (n - 1)) != 0) return "a power of two is required";
+const char* limit_text(int i) {
+  for (const KnobLimitDef& l : kLimitDefs) {
+    if (static_cast<int>(l.id) == i) return l.text;
   }
+  return nullptr;
+}
+
+std::string parse(KnobType type, const std::string& text, int64_t* out);
+
+// "a, b or c" of "a|b|c".
+std::string word_list(std::string_view words) {
+  std::vector<std::string> w;
+  for (size_t pos = 0;;) {
+    const size_t bar = words.find('|', pos);
+    w.emplace_back(words.substr(pos, bar == std::string_view::npos ? bar : bar - pos));
+    if (bar == std::string_view::npos) break;
+    pos = bar + 1;
+  }
+  std::string s;
+  for (size_t k = 0; k < w.size(); ++k) {
+    s += k == 0 ? "" : k + 1 == w.size() ? " or " : ", ";
+    s += w[k];
+  }
+  return s;
+}
+
+// What is wrong with `text` (parsed as `n`) for knob `i`, or an empty string.
+std::string outside_limit(int i, KnobType type, const std::string& text, int64_t n) {
+  const char* limit = limit_text(i);
+  if (limit == nullptr) return {};
+  const std::string_view l(limit);
+  if (type == KnobType::string) {
+    for (size_t pos = 0;;) {
+      const size_t bar = l.find('|', pos);
+      if (l.substr(pos, bar == std::string_view::npos ? bar : bar - pos) == text) return {};
+      if (bar == std::string_view::npos) break;
+      pos = bar + 1;
+    }
+    return "expected " + word_list(l);
+  }
+  if (type == KnobType::auto_integer && n == -1) return {};
+  const size_t dots = l.find("..");
+  const size_t space = l.find(' ', dots);
+  const std::string lo(l.substr(0, dots));
+  const std::string hi(l.substr(dots + 2, space == std::string_view::npos ? space : space - dots - 2));
+  const bool pow2 = space != std::string_view::npos && l.substr(space + 1) == "pow2";
+  // The bounds are numbers of the knob's own type (a size may say 1G); `auto` is none.
+  const KnobType bound_type = type == KnobType::auto_integer ? KnobType::integer : type;
+  int64_t min = 0, max = INT64_MAX;
+  if (!lo.empty() && !parse(bound_type, lo, &min).empty()) return "bad limit in the knob table";
+  if (!hi.empty() && !parse(bound_type, hi, &max).empty()) return "bad limit in the knob table";
+  const char* unit = type == KnobType::duration_ms ? " ms" : "";
+  if (n < min) return str("at least ", min, unit, " is allowed");
+  if (n > max) return str("at most ", max, unit, " is allowed");
+  if (pow2 && (n & (n - 1)) != 0) return "a power of two is required";
   return {};
 }
 
@@ -163,7 +196,7 @@ void load(KnobState& s) {
     if (env == nullptr) continue;
     std::string text(env);
     std::string problem = parse(d.type, text, &n);
-    if (problem.empty()) problem = out_of_range(i, d.type, n);
+    if (problem.empty()) problem = outside_limit(i, d.type, text, n);
     if (!problem.empty()) {
       v.error = problem;
       continue;

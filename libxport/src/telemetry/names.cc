@@ -176,8 +176,10 @@ constexpr CounterName kNames[] = {
      "operations or descriptors that failed and aborted the ring"},
 };
 
+// The process's job is `xport_job`, never `job`: Prometheus gives every target a `job` (and an
+// `instance`) of its own, and a series label of the same name would need honor_labels to keep.
 constexpr const char* kLabelNames[] = {
-    nullptr, "job",      "rank",     "program", "device", "rail",      "nic",        "gpu", "pool",
+    nullptr, "xport_job", "rank",     "program", "device", "rail",      "nic",        "gpu", "pool",
     "cq",    "endpoint", "provider", "fabric",  "pci",    "numa_node", "link_speed", "op",  "role",
     "cuda_device", "proxy",
 };

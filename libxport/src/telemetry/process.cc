@@ -1,6 +1,8 @@
 // Reading /proc for the segment's owner identity.
 #include "telemetry/process.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -53,6 +55,22 @@ Liveness process_liveness(pid_t pid, uint64_t start_ticks) {
 }
 
 std::string program_name() {
+  // The executable's own name: /proc/self/comm is whatever the process was started as, and a
+  // process started from /proc/self/exe (xport-bench's local peer) is called "exe" there; comm
+  // is also cut at 15 characters.
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n > 0) {
+    std::string exe(path, static_cast<size_t>(n));
+    const std::string deleted = " (deleted)";  // the binary was replaced while running
+    if (exe.size() > deleted.size() &&
+        exe.compare(exe.size() - deleted.size(), deleted.size(), deleted) == 0) {
+      exe.resize(exe.size() - deleted.size());
+    }
+    const size_t slash = exe.rfind('/');
+    std::string base = slash == std::string::npos ? exe : exe.substr(slash + 1);
+    if (!base.empty()) return base;
+  }
   std::ifstream in("/proc/self/comm");
   std::string name;
   std::getline(in, name);

@@ -16,7 +16,8 @@ enum class Liveness { alive, dead };
 // A pid we may not signal (another user's) still counts as alive.
 Liveness process_liveness(pid_t pid, uint64_t start_ticks);
 
-// The short name of this program (/proc/self/comm), for the job label when XPORT_JOB is unset.
+// The name of this program's executable (the last part of /proc/self/exe; /proc/self/comm when
+// that cannot be read), for the program label and the job label when XPORT_JOB is unset.
 std::string program_name();
 
 }  // namespace xport::telemetry

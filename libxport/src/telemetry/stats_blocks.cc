@@ -2,6 +2,7 @@
 #include "telemetry/stats_blocks.hpp"
 
 #include <map>
+#include <string>
 #include <utility>
 
 #include "telemetry/block.hpp"
@@ -26,6 +27,19 @@ void add_endpoint_totals(EndpointStats& sum, const EndpointStats& e) {
   sum.completed += e.completed;
   sum.error_completions += e.error_completions;
   sum.eagain_retries += e.eagain_retries;
+}
+
+// A label value without what other labels already say: endpoint "rail lo own data" of rail
+// "lo" is "own_data", CQ "cq lo" is "lo" (labels that repeat themselves, with spaces, make
+// long legends and awkward selectors). What does not start with `prefix` is kept as it is.
+std::string short_value(std::string name, const std::string& prefix) {
+  if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
+    name.erase(0, prefix.size());
+  }
+  for (char& c : name) {
+    if (c == ' ') c = '_';
+  }
+  return name;
 }
 
 }  // namespace
@@ -85,7 +99,7 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
     BlockBuilder b(BlockKind::endpoint);
     device_labels(b);
     b.label(LabelKey::rail, key.first);
-    b.label(LabelKey::endpoint, key.second);
+    b.label(LabelKey::endpoint, short_value(key.second, "rail " + key.first + " "));
     for (int op = 0; op < kStatOps; ++op) {
       b.counter(op_counter(CounterId::endpoint_ops_send, op), e.ops[op]);
       b.counter(op_counter(CounterId::endpoint_bytes_send, op), e.bytes[op]);
@@ -114,7 +128,7 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   for (const auto& c : stats.cqs) {
     BlockBuilder b(BlockKind::cq);
     device_labels(b);
-    b.label(LabelKey::cq, c.name);
+    b.label(LabelKey::cq, short_value(c.name, "cq "));
     b.counter(CounterId::cq_polls, c.polls);
     b.counter(CounterId::cq_empty_polls, c.empty_polls);
     b.counter(CounterId::cq_completions, c.completions);

@@ -5,11 +5,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/knob.hpp"
 #include "xport/deadline.hpp"
 #include "xport/knobs.hpp"
+#include "xport/xport.hpp"
 
 namespace xport {
 namespace {
@@ -27,7 +29,9 @@ class KnobEnv : public ::testing::Test {
   // The knobs the range tests set.
   static constexpr const char* kRanged[] = {
       "XPORT_RX_BUFFERS", "XPORT_MAX_REQUESTS", "XPORT_POOL_GROUPS", "XPORT_STRIPE_ALIGN",
-      "XPORT_KEEPALIVE_MS", "XPORT_WINDOW_CREDITS"};
+      "XPORT_KEEPALIVE_MS", "XPORT_WINDOW_CREDITS", "XPORT_LOG_LEVEL", "XPORT_PEER_TIMEOUT_MS",
+      "XPORT_PROGRESS", "XPORT_WAIT", "XPORT_ATOMICS", "XPORT_GPU_MEMORY",
+      "XPORT_CONTROL_ENDPOINT"};
 };
 
 TEST_F(KnobEnv, DefaultsParseAndHaveDescriptions) {
@@ -165,6 +169,61 @@ TEST_F(KnobEnv, ValuesOutsideTheirRangeAreRefused) {
   }
 }
 
+// A knob refuses what it cannot honour, by name, at Context::open: an unknown log level (the
+// logger took `loud` silently and logged at warn) and a zero timeout (every wait on the default
+// deadline timed out at once) were taken.
+TEST_F(KnobEnv, ContextOpenRefusesAnUnknownLogLevelAndAZeroTimeout) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"XPORT_LOG_LEVEL=loud", "XPORT_LOG_LEVEL='loud': expected error, warn, info, debug or trace"},
+      {"XPORT_TIMEOUT_MS=0", "XPORT_TIMEOUT_MS='0': at least 1 ms is allowed"},
+      {"XPORT_PEER_TIMEOUT_MS=0", "XPORT_PEER_TIMEOUT_MS='0': at least 1 ms is allowed"}};
+  for (const auto& [assignment, why] : cases) {
+    const std::string a(assignment);
+    const std::string name = a.substr(0, a.find('=')), value = a.substr(a.find('=') + 1);
+    setenv(name.c_str(), value.c_str(), 1);
+    core::reload_knobs();
+    auto ctx = Context::open(ContextOptions{});
+    ASSERT_FALSE(ctx.ok()) << assignment << " was taken";
+    EXPECT_EQ(ctx.status().code(), Code::invalid_argument) << ctx.status().to_string();
+    EXPECT_NE(ctx.status().message().find(why), std::string::npos) << ctx.status().to_string();
+    for (const KnobInfo& k : knob_list()) {
+      if (k.name == name) {
+        EXPECT_EQ(k.value, k.default_value) << "a refused value keeps the default";
+      }
+    }
+    unsetenv(name.c_str());
+  }
+  setenv("XPORT_TIMEOUT_MS", "1", 1);
+  core::reload_knobs();
+  EXPECT_TRUE(validate_knobs().ok()) << "1 ms is the least timeout: " << validate_knobs().message();
+}
+
+// Every knob that takes words takes each of them and refuses any other, naming the words.
+TEST_F(KnobEnv, WordKnobsTakeTheirWordsOnly) {
+  const std::pair<const char*, std::vector<const char*>> knobs[] = {
+      {"XPORT_PROGRESS", {"native", "auto", "manual"}},
+      {"XPORT_LOG_LEVEL", {"error", "warn", "info", "debug", "trace"}},
+      {"XPORT_ATOMICS", {"auto", "native", "emulated"}},
+      {"XPORT_GPU_MEMORY", {"auto", "hmem", "staged"}},
+      {"XPORT_CONTROL_ENDPOINT", {"auto", "shared", "separate"}},
+      {"XPORT_WAIT", {"spin", "block"}}};
+  for (const auto& [name, words] : knobs) {
+    for (const char* w : words) {
+      setenv(name, w, 1);
+      core::reload_knobs();
+      EXPECT_TRUE(validate_knobs().ok()) << name << "=" << w << ": " << validate_knobs().message();
+    }
+    setenv(name, "Block", 1);  // words are exact: no case folding
+    core::reload_knobs();
+    Status s = validate_knobs();
+    ASSERT_FALSE(s.ok()) << name << "=Block was taken";
+    EXPECT_NE(s.message().find(std::string(name) + "='Block': expected " + words[0]),
+              std::string::npos)
+        << s.message();
+    unsetenv(name);
+  }
+}
+
 // The knobs documented as clamped keep that contract: a value outside the range is taken (and
 // held to it where the knob is read), not refused.
 TEST_F(KnobEnv, KnobsDocumentedAsClampedStillTakeValuesOutsideTheRange) {
@@ -229,6 +288,16 @@ TEST(KnobDocs, EveryKnobIsInDocsKnobsMd) {
               std::string::npos)
         << k.name << ": docs/knobs.md row must read `NAME` | type | `default`";
   }
+  // The range column comes from the limits the library enforces (scripts/gen-knobs-md.py).
+  EXPECT_NE(doc.find("| `XPORT_LOG_LEVEL` | string | `warn` | `error`, `warn`, `info`, `debug`, "
+                     "`trace` |"),
+            std::string::npos)
+      << "docs/knobs.md: XPORT_LOG_LEVEL's words (run scripts/gen-knobs-md.py)";
+  EXPECT_NE(doc.find("| `XPORT_TIMEOUT_MS` | duration_ms | `30000` | at least 1 ms |"),
+            std::string::npos)
+      << "docs/knobs.md: XPORT_TIMEOUT_MS's range (run scripts/gen-knobs-md.py)";
+  EXPECT_NE(doc.find("| `XPORT_MAX_REQUESTS` | int | `64` | 1..4096 |"), std::string::npos)
+      << "docs/knobs.md: XPORT_MAX_REQUESTS's range (run scripts/gen-knobs-md.py)";
 }
 
 }  // namespace

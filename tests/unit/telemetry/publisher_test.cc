@@ -121,3 +121,22 @@ TEST(Liveness, SelfAliveExitedChildDead) {
 
 }  // namespace
 }  // namespace xport::telemetry
+
+namespace xport::telemetry {
+namespace {
+
+// The program label (and the job label's default) is the executable's name, in full: it was
+// /proc/self/comm, cut at 15 characters ("xport-unit-test") and "exe" for a process started
+// from /proc/self/exe (xport-bench's local peer: tests/tools/xport_bench_stream_test.py).
+TEST(ProcessIdentity, ProgramNameIsTheExecutablesFullName) {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  ASSERT_GT(n, 0);
+  std::string exe(path, static_cast<size_t>(n));
+  exe = exe.substr(exe.rfind('/') + 1);
+  EXPECT_EQ(program_name(), exe);
+  EXPECT_EQ(program_name(), "xport-unit-tests") << "this binary's name, all 16 characters";
+}
+
+}  // namespace
+}  // namespace xport::telemetry

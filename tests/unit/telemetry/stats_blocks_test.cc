@@ -35,7 +35,7 @@ std::vector<const BlockRecord*> of_kind(const std::vector<BlockRecord>& v, Block
 TEST(StatsBlocks, SumsConnectionEndpointsAndLabelsEverything) {
   Stats s;
   EndpointStats shared;
-  shared.name = "rail lo";
+  shared.name = "rail lo data";
   shared.rail = "lo";
   shared.bytes[0] = 100;
   shared.ops[2] = 3;
@@ -85,9 +85,12 @@ TEST(StatsBlocks, SumsConnectionEndpointsAndLabelsEverything) {
 
   auto eps = of_kind(out, BlockKind::endpoint);
   ASSERT_EQ(eps.size(), 2u);
-  const BlockRecord* conn =
-      label(*eps[0], LabelKey::endpoint) == "rail lo connection" ? eps[0] : eps[1];
+  // Label values say what the other labels do not: the endpoint's role on its rail, the CQ's
+  // rail (they were "rail lo connection" and "cq lo": the rail twice, with spaces).
+  const BlockRecord* conn = label(*eps[0], LabelKey::endpoint) == "connection" ? eps[0] : eps[1];
   const BlockRecord* rail = conn == eps[0] ? eps[1] : eps[0];
+  EXPECT_EQ(label(*conn, LabelKey::endpoint), "connection");
+  EXPECT_EQ(label(*rail, LabelKey::endpoint), "data");
   EXPECT_EQ(counter(*conn, CounterId::endpoint_bytes_recv), 500u);
   EXPECT_EQ(counter(*conn, CounterId::endpoint_eagain_retries), 50u);
   EXPECT_EQ(counter(*rail, CounterId::endpoint_bytes_send), 100u);
@@ -99,6 +102,7 @@ TEST(StatsBlocks, SumsConnectionEndpointsAndLabelsEverything) {
   ASSERT_EQ(cqs.size(), 1u);
   EXPECT_EQ(counter(*cqs[0], CounterId::cq_polls), 9u);
   EXPECT_EQ(counter(*cqs[0], CounterId::cq_max_batch), 4u);
+  EXPECT_EQ(label(*cqs[0], LabelKey::cq), "lo");
 
   auto info = of_kind(out, BlockKind::info);
   ASSERT_EQ(info.size(), 2u);  // nic + rail plan; no GPU
