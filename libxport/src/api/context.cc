@@ -263,7 +263,8 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   // allowing), else a host shadow is registered in its place.
   XPORT_ASSIGN_OR_RETURN(auto placed, api::place(buf, len, engine_->caps().hmem_enabled));
   auto& staged = placed.staged;
-  void* registered = staged ? staged->shadow() : buf;
+  // (a range inside a larger staged range is a view into its shadow)
+  void* registered = staged ? staged->shadow_of(buf) : buf;
   XPORT_ASSIGN_OR_RETURN(auto state,
                          engine_->register_memory(registered, len, placed.cuda_device));
   if (staged && !state->keepalive) {

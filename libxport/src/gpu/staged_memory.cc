@@ -220,6 +220,12 @@ uint8_t* StagedMemory::shadow_of(const void* p) const {
   return shadow_ + (q - base_);
 }
 
+uint8_t* StagedMemory::device_of(const void* s) const {
+  const auto* q = static_cast<const uint8_t*>(s);
+  if (q < shadow_ || q > shadow_ + length_) return nullptr;
+  return base_ + (q - shadow_);
+}
+
 bool StagedMemory::contains(const void* p, size_t n) const {
   const auto* q = static_cast<const uint8_t*>(p);
   return q >= base_ && n <= length_ && static_cast<size_t>(q - base_) <= length_ - n;

@@ -80,6 +80,9 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   uint8_t* shadow_of(const void* p) const;
   bool contains(const void* p, size_t n) const;
 
+  // The GPU address for the shadow address s, or nullptr when s is outside the shadow.
+  uint8_t* device_of(const void* s) const;
+
   // GPU -> shadow for [p, p+n); done when it returns.
   Status copy_in(const void* p, size_t n);
   // shadow -> GPU for [p, p+n); done when it returns.

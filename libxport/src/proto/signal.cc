@@ -121,8 +121,8 @@ std::unique_ptr<gpu::StagedCopy> Signals::prepare(const MsgHeader& h, uint64_t o
   WindowStatus st = WindowStatus::ok;
   uint64_t* word = resolve(h.aux, h.aux2, &st);
   if (word == nullptr) return nullptr;  // (stage() answers why, in its turn)
-  const size_t offset = reinterpret_cast<uint8_t*>(word) - r->base;
-  auto c = r->staged->start_word_update(r->staged->device_base() + offset,
+  // (the registration may start inside the shadow: a sub-range sharing it, api/staging.cc)
+  auto c = r->staged->start_word_update(r->staged->device_of(word),
                                         op == WindowSignalOp::set ? gpu::WordOp::set
                                                                   : gpu::WordOp::add,
                                         operand, true);
@@ -140,7 +140,7 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
   if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
     return Staging::none;  // apply() answers the initiator with why
   }
-  uint8_t* gpu = r->staged->device_base() + offset;
+  uint8_t* gpu = r->staged->device_of(r->base + offset);  // (r may start inside the shadow)
   Result<std::unique_ptr<gpu::StagedCopy>> copy = Status(Code::internal, "no copy");
   if (op != WindowSignalOp::publish) {
     WindowStatus st = WindowStatus::ok;
