@@ -1,5 +1,6 @@
-// Staged GPU registrations with the stand-in CUDA driver (tests/unit/gpu/fake_driver.hpp: its
-// "GPU memory" is host memory): overlapping staged registrations share one shadow.
+// Staged GPU memory with the stand-in CUDA driver (tests/unit/gpu/fake_driver.hpp: its "GPU
+// memory" is host memory): operations into a peer's staged GPU memory are issued whole or not
+// at all; overlapping staged registrations share one shadow.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,8 +10,10 @@
 #include <vector>
 
 #include "../unit/gpu/fake_driver.hpp"
+#include "gpu/proxy_ring.hpp"
 #include "gpu/staging_counters.hpp"
 #include "harness.hpp"
+#include "proto/window.hpp"
 #include "provider_fixture.hpp"
 
 namespace xport {
@@ -71,6 +74,162 @@ class GpuSources : public test::ProviderTest {
   std::unique_ptr<Device> peer_;
   Pair pair_;
 };
+
+// ---- operations into a peer's staged GPU memory are issued whole or not at all ----
+
+// Fills the window's tickets (the peer acknowledges nothing) with signals to a host word until
+// `left` remain; the last ticket taken.
+Ticket fill_tickets(Window& w, const RemoteRegion& word, size_t left) {
+  Ticket last = 0;
+  for (size_t i = 0; i + left < proto::Windows::kMaxTickets; ++i) {
+    auto t = w.signal(word, 0, 1);
+    EXPECT_TRUE(t.ok()) << i << ": " << t.status().to_string();
+    if (!t.ok()) break;
+    last = *t;
+  }
+  return last;
+}
+
+// A put into a peer's staged GPU memory is a put and its publish: when the window can take the
+// put but not the publish (its tickets nearly all taken), nothing goes and the call says again.
+// (Seen: the put went out, the caller heard "again", and a retry sent it a second time.)
+TEST_P(GpuSources, APutIntoStagedMemoryIsIssuedWholeOrNotAtAll) {
+  auto w = window_to_idle_peer();
+  ASSERT_TRUE(w);
+  const size_t n = 64 * 1024;
+  uint8_t* gpu = gpu_alloc(n);  // the peer's GPU memory
+  std::vector<uint8_t> src(n);
+  std::vector<uint64_t> words(8, 0);
+  auto greg = peer_->register_memory(gpu, n);
+  auto wreg = peer_->register_memory(words.data(), 64);
+  auto sreg = dev_->register_memory(src.data(), n);
+  ASSERT_TRUE(greg.ok() && wreg.ok() && sreg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  auto wkey = dev_->import_key(wreg->export_key());
+  ASSERT_TRUE(gkey.ok() && wkey.ok());
+  test::fill(src.data(), n, 51);
+  // Room for one more ticket: the put would fit, its publish would not.
+  const Ticket last = fill_tickets(*w, *wkey, 1);
+  ASSERT_EQ(last, proto::Windows::kMaxTickets - 1);
+  const uint64_t issued = w->issued();
+  auto t = w->put(*sreg, 0, *gkey, 0, n);
+  EXPECT_EQ(t.status().code(), Code::again) << t.status().to_string();
+  // put_signal: room for two (the put and its publish), not for the signal.
+  EXPECT_EQ(w->issued(), issued);
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(w->issued(), issued) << "the refused put went out";
+  // Now it fits: the next ticket is the one after the last signal's.
+  t = w->put(*sreg, 0, *gkey, 0, n);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(*t, last + 1) << "a refused put took a ticket";
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(test::first_mismatch(gpu, n, 51), -1);
+  EXPECT_EQ(words[0], last) << "every signal applied once";
+}
+
+TEST_P(GpuSources, APutSignalIntoStagedMemoryIsIssuedWholeOrNotAtAll) {
+  auto w = window_to_idle_peer();
+  ASSERT_TRUE(w);
+  const size_t n = 64 * 1024;
+  uint8_t* gpu = gpu_alloc(n);
+  std::vector<uint8_t> src(n);
+  std::vector<uint64_t> words(8, 0);
+  auto greg = peer_->register_memory(gpu, n);
+  auto wreg = peer_->register_memory(words.data(), 64);
+  auto sreg = dev_->register_memory(src.data(), n);
+  ASSERT_TRUE(greg.ok() && wreg.ok() && sreg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  auto wkey = dev_->import_key(wreg->export_key());
+  ASSERT_TRUE(gkey.ok() && wkey.ok());
+  test::fill(src.data(), n, 61);
+  // Room for the put and its publish, not for the signal behind them.
+  const Ticket last = fill_tickets(*w, *wkey, 2);
+  const uint64_t issued = w->issued();
+  auto t = w->put_signal(*sreg, 0, *gkey, 0, n, *wkey, 8, 1);
+  EXPECT_EQ(t.status().code(), Code::again) << t.status().to_string();
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(w->issued(), issued) << "the refused put_signal's put went out";
+  t = w->put_signal(*sreg, 0, *gkey, 0, n, *wkey, 8, 1);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(*t, last + 1) << "a refused put_signal took tickets";
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(words[1], 1u) << "the signal applied once";
+  EXPECT_EQ(test::first_mismatch(gpu, n, 61), -1);
+  // A transfer into staged memory: the transfer and one publish per item, or nothing.
+  const Ticket before = fill_tickets(*w, *wkey, 2);  // (continues from the window's tickets)
+  (void)before;
+  std::vector<TransferItem> items = {{TransferItem::Kind::put, &*sreg, 0, &*gkey, 0, n / 2},
+                                     {TransferItem::Kind::put, &*sreg, n / 2, &*gkey, n / 2, n / 2}};
+  const uint64_t issued2 = w->issued();
+  auto x = w->post(items);
+  EXPECT_EQ(x.status().code(), Code::again) << x.status().to_string();
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(w->issued(), issued2) << "the refused transfer's puts went out";
+}
+
+// The GPU proxy retries a descriptor the window refused with again: the retry must not send
+// what the refused call already sent.
+TEST_P(GpuSources, TheProxyRetriesAPutIntoStagedMemoryWithoutDuplicatingIt) {
+  auto w = window_to_idle_peer();
+  ASSERT_TRUE(w);
+  const size_t n = 64 * 1024;
+  uint8_t* gpu = gpu_alloc(n);    // the peer's GPU memory
+  uint8_t* src = gpu_alloc(n);    // this side's
+  std::vector<uint64_t> words(8, 0);
+  auto greg = peer_->register_memory(gpu, n);
+  auto wreg = peer_->register_memory(words.data(), 64);
+  auto sreg = dev_->register_memory(src, n);
+  ASSERT_TRUE(greg.ok() && wreg.ok() && sreg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  auto wkey = dev_->import_key(wreg->export_key());
+  ASSERT_TRUE(gkey.ok() && wkey.ok());
+  test::fill(src, n, 71);
+  const Ticket last = fill_tickets(*w, *wkey, 1);
+  const uint64_t issued = w->issued();
+  auto proxy = GpuProxy::open(*dev_);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().to_string();
+  ASSERT_TRUE((*proxy)->add_window(*w).ok() && (*proxy)->add_region(*sreg).ok() &&
+              (*proxy)->add_remote(*gkey).ok());
+  ASSERT_TRUE((*proxy)->start().ok());
+  auto producer = gpu::RingProducer::attach((*proxy)->ring().header);
+  ASSERT_TRUE(producer.ok());
+  gpu_ring::Descriptor d{};
+  d.op = static_cast<uint8_t>(gpu_ring::Op::put);
+  d.length = n;
+  auto pos = producer->push(d, soon());
+  ASSERT_TRUE(pos.ok());
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while ((*proxy)->stats().again == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  ASSERT_GT((*proxy)->stats().again, 0u) << "the window took the put: the test proves nothing";
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(producer->wait_completed(*pos, soon()).ok()) << (*proxy)->last_error().to_string();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  proxy->reset();
+  EXPECT_EQ(test::first_mismatch(gpu, n, 71), -1);
+  EXPECT_EQ(w->issued(), issued + 1) << "the put went out more than once";
+  auto next = w->signal(*wkey, 0, 1);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, last + 3) << "tickets beyond the put and its publish were taken";
+}
 
 // ---- overlapping staged registrations ----
 

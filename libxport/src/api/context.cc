@@ -532,41 +532,17 @@ Status no_key(const char* what) {
 
 // A put into a peer's staged GPU memory is followed by a publish: a strong signal-like message
 // the target applies by copying the range from its shadow on to its GPU (proto/signal.cc), so
-// that quiet, strong signals and check() cover the copy.
-Result<Ticket> publish(proto::Engine& e, uint32_t window, const proto::RemoteKey* k, size_t roff,
-                       size_t len) {
-  proto::Engine::SignalRequest r;
-  r.key = k;
-  r.offset = roff;
-  r.value = len;
-  r.op = proto::WindowSignalOp::publish;
-  r.strong = true;
-  return e.signal(window, r);
-}
-
-// A put into a peer's staged GPU memory and its publish; the put's ticket is the caller's, and
-// check() also waits for the publish.
-Result<Ticket> put_publish(proto::Engine& e, uint32_t window, StagedArrivals& staged,
-                           const proto::LocalBuffer& local, size_t loff, const proto::RemoteKey& k,
-                           size_t roff, size_t len) {
-  XPORT_ASSIGN_OR_RETURN(Ticket t, e.put(window, local, loff, k, roff, len));
-  XPORT_ASSIGN_OR_RETURN(Ticket p, publish(e, window, &k, roff, len));
-  staged.follow(t, p);
-  return t;
-}
-
-// put_signal into a peer's staged GPU memory: the put and its publish, then the signal made
-// strong (it must come after the copy on to the target's GPU, which only a strong signal waits
-// for); check() of the put's ticket waits for it too.
-Result<Ticket> put_publish_signal(proto::Engine& e, uint32_t window, StagedArrivals& staged,
-                                  const proto::LocalBuffer& local, size_t loff,
-                                  const proto::RemoteKey& k, size_t roff, size_t len,
-                                  proto::Engine::SignalRequest& r) {
-  XPORT_ASSIGN_OR_RETURN(Ticket t, put_publish(e, window, staged, local, loff, k, roff, len));
-  r.strong = true;
-  XPORT_ASSIGN_OR_RETURN(Ticket s, e.signal(window, r));
-  staged.follow(t, s);
-  return t;
+// that quiet, strong signals and check() cover the copy. The engine issues the put, its publish
+// and (put_signal) the signal behind them whole or not at all; check() of the put's ticket
+// waits for the others.
+Result<Ticket> put_published(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                             const proto::LocalBuffer& local, size_t loff,
+                             const proto::RemoteKey& k, size_t roff, size_t len,
+                             const proto::Engine::SignalRequest* signal = nullptr) {
+  XPORT_ASSIGN_OR_RETURN(auto t, e.put_published(window, local, loff, k, roff, len, signal));
+  staged.follow(t.put, t.publish);
+  if (t.signal != 0) staged.follow(t.put, t.signal);
+  return t.put;
 }
 
 Status staged_remote(const char* what) {
@@ -593,7 +569,7 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
   if (k == nullptr) return no_key("put");
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   if (k->staged && len > 0) {
-    return put_publish(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len);
+    return put_published(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len);
   }
   return engine_->put(id_, Access::local(local), loff, *k, roff, len);
 }
@@ -620,7 +596,7 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   auto r = signal_request(sk, soff, value, op, order);
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   if (k->staged && len > 0) {
-    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+    return put_published(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, &r);
   }
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
@@ -640,7 +616,7 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   r.counter_offset = coff;
   XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
   if (k->staged && len > 0) {
-    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+    return put_published(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, &r);
   }
   return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
@@ -698,7 +674,6 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
   std::vector<proto::LocalBuffer> locals(items.size());
   std::vector<proto::Engine::TransferItem> out(items.size());
   std::vector<StagedArrivals::Target> gets;
-  std::vector<size_t> published;  // items putting into a peer's staged GPU memory
   for (size_t i = 0; i < items.size(); ++i) {
     const TransferItem& it = items[i];
     if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
@@ -712,7 +687,7 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
         return core::error(Code::unsupported, "transfer item ", i, ": a notification after puts "
                            "into a peer's staged GPU memory is not supported yet");
       }
-      if (it.length > 0) published.push_back(i);
+      out[i].publish = true;
     }
     if (it.kind == TransferItem::Kind::put) {
       XPORT_RETURN_IF_ERROR(Access::copy_in(*it.local, it.local_offset, it.length));
@@ -727,13 +702,10 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
     out[i].remote_offset = it.remote_offset;
     out[i].length = it.length;
   }
-  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification));
+  std::vector<uint64_t> published;  // the publishes of its puts into staged GPU memory
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification, &published));
   if (!gets.empty()) staged_->expect(t, std::move(gets));
-  for (size_t i : published) {
-    XPORT_ASSIGN_OR_RETURN(Ticket p, publish(*engine_, id_, out[i].remote, out[i].remote_offset,
-                                             out[i].length));
-    staged_->follow(t, p);
-  }
+  for (Ticket p : published) staged_->follow(t, p);
   return t;
 }
 

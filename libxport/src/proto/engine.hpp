@@ -159,6 +159,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
     const RemoteKey* remote = nullptr;
     size_t remote_offset = 0;
     size_t length = 0;
+    bool publish = false;  // a put into a peer's staged GPU memory: its publish follows
   };
   Result<uint32_t> open_window(CommId comm, Deadline deadline);
   Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
@@ -172,8 +173,21 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t> signal(uint32_t window, const SignalRequest& signal);
   Result<uint64_t> atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
                           size_t roff, uint64_t operand, uint64_t compare, uint64_t* result);
+  // The publishes of items into a peer's staged GPU memory are issued with the transfer, in the
+  // same hold of the lock (their tickets appended to *published).
   Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
-                            const std::vector<uint8_t>& notification);
+                            const std::vector<uint8_t>& notification,
+                            std::vector<uint64_t>* published = nullptr);
+  // A put into a peer's staged GPU memory, its publish (the target copies the range on to its
+  // GPU) and, with `signal`, the signal made strong behind them: issued whole under one hold of
+  // the lock, or nothing (every check, and room for every ticket and operation context, first).
+  // Tickets: the put's (the caller's), the publish's and the signal's (0: none).
+  struct Published {
+    uint64_t put = 0, publish = 0, signal = 0;
+  };
+  Result<Published> put_published(uint32_t window, const LocalBuffer& local, size_t loff,
+                                  const RemoteKey& remote, size_t roff, size_t len,
+                                  const SignalRequest* signal = nullptr);
   Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
   // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local

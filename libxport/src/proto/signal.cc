@@ -41,18 +41,22 @@ Result<Ticket> Signals::signal(uint32_t window, const Spec& spec, const char* wh
   XPORT_RETURN_IF_ERROR(check(*w, spec, what));
   OutStream* s = os_.streams().find(w->stream);
   XPORT_ASSIGN_OR_RETURN(Ticket t, os_.windows().begin(*w, what));
-  TicketState& ts = *os_.windows().ticket(*w, t);
+  submit(*w, *s, t, spec);
+  return t;
+}
+
+void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec) {
+  TicketState& ts = *os_.windows().ticket(w, t);
   Piece p;
-  p.window = w->id;
+  p.window = w.id;
   p.ticket = t;
   p.kind = PieceKind::signal;
   fill(p, ts, spec);
   // Strong: behind every earlier operation to the peer, gets and native atomics included (the
   // target orders the counted ones; these are waited for here).
-  if (spec.strong) p.after.uncounted = s->next_uncounted;
+  if (spec.strong) p.after.uncounted = s.next_uncounted;
   ts.local_left = 1;
-  os_.streams().submit(*s, std::move(p));
-  return t;
+  os_.streams().submit(s, std::move(p));
 }
 
 void Signals::send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_from) {
