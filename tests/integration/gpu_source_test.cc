@@ -1,6 +1,8 @@
-// Staged GPU memory with the stand-in CUDA driver (tests/unit/gpu/fake_driver.hpp: its "GPU
-// memory" is host memory): operations into a peer's staged GPU memory are issued whole or not
-// at all; overlapping staged registrations share one shadow.
+// GPU sources keep the bytes of their call, and operations into a peer's staged GPU memory are
+// issued whole or not at all, with the stand-in CUDA driver (tests/unit/gpu/fake_driver.hpp:
+// its "GPU memory" is host memory, so a test overwrites a source after the call the way
+// cudaMemset would). Overlapping staged registrations share one shadow. The same cases on real
+// GPUs: tests/gpu/source_reuse_gpu_test.cc.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -74,6 +76,190 @@ class GpuSources : public test::ProviderTest {
   std::unique_ptr<Device> peer_;
   Pair pair_;
 };
+
+// ---- a GPU source may be rewritten as soon as the call returns ----
+
+// A rendezvous send waits for the receiver's clear-to-send; the caller rewrites its GPU buffer
+// (docs/semantics.md: "the GPU source may be reused as soon as the call returns") and sends
+// again. Seen on 2 x H200 and 2 x H100: the first message arrived with the second one's bytes.
+TEST_P(GpuSources, ASendWaitingForItsReceiverKeepsTheBytesOfItsCall) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  const size_t n = 1 << 20;  // rendezvous
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> dst1(n), dst2(n);
+  auto sreg = dev_->register_memory(src, n);
+  auto r1reg = dev_->register_memory(dst1.data(), n);
+  auto r2reg = dev_->register_memory(dst2.data(), n);
+  ASSERT_TRUE(sreg.ok() && r1reg.ok() && r2reg.ok());
+  test::fill(src, n, 1);
+  auto s1 = p.send->isend(src, n, *sreg);
+  ASSERT_TRUE(s1.ok()) << s1.status().to_string();
+  test::fill(src, n, 2);  // the caller's cudaMemset, right after the call
+  auto s2 = p.send->isend(src, n, *sreg);
+  ASSERT_TRUE(s2.ok()) << s2.status().to_string();
+  test::fill(src, n, 3);  // and again: neither message may carry these
+  auto r1 = p.recv->irecv(dst1.data(), n, *r1reg);
+  auto r2 = p.recv->irecv(dst2.data(), n, *r2reg);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  ASSERT_TRUE(p.recv->wait(*r1, soon()).ok());
+  ASSERT_TRUE(p.recv->wait(*r2, soon()).ok());
+  ASSERT_TRUE(p.send->wait(*s1, soon()).ok());
+  ASSERT_TRUE(p.send->wait(*s2, soon()).ok());
+  EXPECT_EQ(test::first_mismatch(dst1.data(), n, 1), -1) << "the first message carries later bytes";
+  EXPECT_EQ(test::first_mismatch(dst2.data(), n, 2), -1)
+      << "the second message carries later bytes";
+}
+
+// A put held behind a fence (the target has not acknowledged what came before), then a second
+// put from the same GPU range with new bytes: the first delivers the bytes of its call.
+TEST_P(GpuSources, AFencedPutKeepsTheBytesOfItsCall) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 1 << 20;
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> target(3 * n), host(64);
+  auto sreg = dev_->register_memory(src, n);
+  auto treg = dev_->register_memory(target.data(), target.size());
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  ASSERT_TRUE(sreg.ok() && treg.ok() && hreg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(tkey.ok());
+  ASSERT_TRUE((*w)->put(*hreg, 0, *tkey, 2 * n, 64).ok());
+  ASSERT_TRUE((*w)->fence().ok());
+  test::fill(src, n, 11);
+  ASSERT_TRUE((*w)->put(*sreg, 0, *tkey, 0, n).ok());  // held until the first is delivered
+  test::fill(src, n, 12);
+  ASSERT_TRUE((*w)->put(*sreg, 0, *tkey, n, n).ok());
+  test::fill(src, n, 13);
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 11), -1) << "the fenced put sent later bytes";
+  EXPECT_EQ(test::first_mismatch(target.data() + n, n, 12), -1);
+}
+
+// The same with put_signal and put_signal_counter: the signal comes after the call's bytes.
+TEST_P(GpuSources, FencedPutSignalsKeepTheBytesOfTheirCalls) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 256 * 1024;
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> target(3 * n);
+  std::vector<uint64_t> words(8, 0);
+  auto sreg = dev_->register_memory(src, n);
+  auto treg = dev_->register_memory(target.data(), target.size());
+  auto wreg = dev_->register_memory(words.data(), 64);
+  ASSERT_TRUE(sreg.ok() && treg.ok() && wreg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  auto wkey = dev_->import_key(wreg->export_key());
+  ASSERT_TRUE(tkey.ok() && wkey.ok());
+  ASSERT_TRUE((*w)->signal(*wkey, 0, 1).ok());
+  ASSERT_TRUE((*w)->fence().ok());
+  test::fill(src, n, 21);
+  ASSERT_TRUE((*w)->put_signal(*sreg, 0, *tkey, 0, n, *wkey, 8, 1).ok());
+  test::fill(src, n, 22);
+  ASSERT_TRUE((*w)->put_signal_counter(*sreg, 0, *tkey, n, n, *wkey, 8, 1, *wreg, 16).ok());
+  test::fill(src, n, 23);
+  ASSERT_TRUE((*w)->put(*sreg, 0, *tkey, 2 * n, n).ok());
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 21), -1) << "put_signal sent later bytes";
+  EXPECT_EQ(test::first_mismatch(target.data() + n, n, 22), -1)
+      << "put_signal_counter sent later bytes";
+  EXPECT_EQ(test::first_mismatch(target.data() + 2 * n, n, 23), -1);
+  EXPECT_EQ(words[1], 2u);
+}
+
+// A transfer's puts held behind a fence keep the bytes of its call.
+TEST_P(GpuSources, AFencedTransferKeepsTheBytesOfItsCall) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 128 * 1024;
+  uint8_t* src = gpu_alloc(2 * n);
+  std::vector<uint8_t> target(4 * n), host(64);
+  auto sreg = dev_->register_memory(src, 2 * n);
+  auto treg = dev_->register_memory(target.data(), target.size());
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  ASSERT_TRUE(sreg.ok() && treg.ok() && hreg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(tkey.ok());
+  ASSERT_TRUE((*w)->put(*hreg, 0, *tkey, 0, 64).ok());
+  ASSERT_TRUE((*w)->fence().ok());
+  test::fill(src, 2 * n, 31);
+  std::vector<TransferItem> first = {{TransferItem::Kind::put, &*sreg, 0, &*tkey, 0, n},
+                                     {TransferItem::Kind::put, &*sreg, n, &*tkey, n, n}};
+  auto t1 = (*w)->post(first);
+  ASSERT_TRUE(t1.ok()) << t1.status().to_string();
+  test::fill(src, 2 * n, 32);
+  std::vector<TransferItem> second = {{TransferItem::Kind::put, &*sreg, 0, &*tkey, 2 * n, 2 * n}};
+  auto t2 = (*w)->post(second);
+  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+  test::fill(src, 2 * n, 33);
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(target.data(), 2 * n, 31), -1)
+      << "the fenced transfer sent later bytes";
+  EXPECT_EQ(test::first_mismatch(target.data() + 2 * n, 2 * n, 32), -1);
+}
+
+// The GPU proxy's puts: the descriptor's source is copied when the proxy executes it; the
+// kernel (here a CPU thread) rewrites the range after that and puts again while the first put
+// is held behind a fence.
+TEST_P(GpuSources, TheProxysPutsKeepTheBytesOfTheirExecution) {
+  auto w = window_to_idle_peer();
+  ASSERT_TRUE(w);
+  const size_t n = 256 * 1024;
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> target(3 * n), host(64);
+  auto sreg = dev_->register_memory(src, n);
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  auto treg = peer_->register_memory(target.data(), target.size());
+  ASSERT_TRUE(sreg.ok() && hreg.ok() && treg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(tkey.ok()) << tkey.status().to_string();
+  // The peer acknowledges nothing yet: everything after the fence is held.
+  ASSERT_TRUE(w->put(*hreg, 0, *tkey, 2 * n, 64).ok());
+  ASSERT_TRUE(w->fence().ok());
+  auto proxy = GpuProxy::open(*dev_);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().to_string();
+  ASSERT_TRUE((*proxy)->add_window(*w).ok() && (*proxy)->add_region(*sreg).ok() &&
+              (*proxy)->add_remote(*tkey).ok());
+  ASSERT_TRUE((*proxy)->start().ok());
+  auto producer = gpu::RingProducer::attach((*proxy)->ring().header);
+  ASSERT_TRUE(producer.ok());
+  auto executed = [&](uint64_t k) {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while ((*proxy)->stats().descriptors < k && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    return (*proxy)->stats().descriptors >= k;
+  };
+  gpu_ring::Descriptor d{};
+  d.op = static_cast<uint8_t>(gpu_ring::Op::put);
+  d.length = n;
+  test::fill(src, n, 41);
+  ASSERT_TRUE(producer->push(d, soon()).ok());
+  ASSERT_TRUE(executed(1)) << (*proxy)->last_error().to_string();
+  test::fill(src, n, 42);  // the kernel's next write, after the proxy took its descriptor
+  d.remote_offset = n;
+  auto last = producer->push(d, soon());
+  ASSERT_TRUE(last.ok());
+  ASSERT_TRUE(executed(2)) << (*proxy)->last_error().to_string();
+  test::fill(src, n, 43);
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(producer->wait_completed(*last, soon()).ok()) << (*proxy)->last_error().to_string();
+  }
+  proxy->reset();
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 41), -1) << "the held put sent later bytes";
+  EXPECT_EQ(test::first_mismatch(target.data() + n, n, 42), -1);
+}
 
 // ---- operations into a peer's staged GPU memory are issued whole or not at all ----
 
@@ -168,10 +354,10 @@ TEST_P(GpuSources, APutSignalIntoStagedMemoryIsIssuedWholeOrNotAtAll) {
   EXPECT_EQ(words[1], 1u) << "the signal applied once";
   EXPECT_EQ(test::first_mismatch(gpu, n, 61), -1);
   // A transfer into staged memory: the transfer and one publish per item, or nothing.
-  const Ticket before = fill_tickets(*w, *wkey, 2);  // (continues from the window's tickets)
-  (void)before;
-  std::vector<TransferItem> items = {{TransferItem::Kind::put, &*sreg, 0, &*gkey, 0, n / 2},
-                                     {TransferItem::Kind::put, &*sreg, n / 2, &*gkey, n / 2, n / 2}};
+  fill_tickets(*w, *wkey, 2);  // (the window's tickets are all complete again)
+  std::vector<TransferItem> items = {
+      {TransferItem::Kind::put, &*sreg, 0, &*gkey, 0, n / 2},
+      {TransferItem::Kind::put, &*sreg, n / 2, &*gkey, n / 2, n / 2}};
   const uint64_t issued2 = w->issued();
   auto x = w->post(items);
   EXPECT_EQ(x.status().code(), Code::again) << x.status().to_string();

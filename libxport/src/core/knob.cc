@@ -63,6 +63,7 @@ constexpr KnobRange kRanges[] = {
     {KnobId::progress_batch, 1, kNoMax},
     {KnobId::test_seq_bits, 0, 32},
     {KnobId::spin_gather_ns, 0, 100000},
+    {KnobId::gpu_staging_pool, int64_t{64} << 10, kNoMax},
 };
 
 // What is wrong with `n` for knob `i`, or an empty string.

@@ -311,12 +311,18 @@ Status out_of_range(const char* what, const void* p, size_t n, const StagedMemor
 
 Status StagedMemory::copy_in(const void* p, size_t n) {
   if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
+  return copy_in_to(shadow_of(p), p, n);
+}
+
+Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
+  if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
   if (n == 0) return Status::success();
   XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
   Status st;
   for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
     size_t len = std::min(kStagingChunk, n - off);
-    st = s->copy_to_host(shadow_of(p) + off, static_cast<const uint8_t*>(p) + off, len);
+    st = s->copy_to_host(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(p) + off,
+                         len);
   }
   Status sync = s->synchronize();
   give_stream(std::move(s));

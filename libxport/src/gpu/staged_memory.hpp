@@ -85,6 +85,8 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
 
   // GPU -> shadow for [p, p+n); done when it returns.
   Status copy_in(const void* p, size_t n);
+  // GPU [p, p+n) -> host memory at dst (an operation's own staging bytes); done when it returns.
+  Status copy_in_to(void* dst, const void* p, size_t n);
   // shadow -> GPU for [p, p+n); done when it returns.
   Status copy_out(void* p, size_t n);
   // shadow -> GPU for each range, started; the StagedCopy says when they are done.

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -211,6 +213,11 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Status progress();
   Stats stats() const;
 
+  // What the public layer keeps per device beside the engine and registers through it (the
+  // staging pools of GPU sources, api/staging_pool.hpp): made by `make` on first use, dropped by
+  // shutdown, since its registrations hold the engine (nullptr once shut down).
+  std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
+
   // For the parts: a control message that overtook its CONN_ACK, dispatched once it is in.
   void dispatch_stashed(Stashed& m);
 
@@ -315,6 +322,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Waker waker_;
   bool waker_failed_ = false;
   bool eq_watched_ = false;
+  std::mutex attach_mu_;  // guards attachment_ and attach_closed_ (never taken with the lock held)
+  std::shared_ptr<void> attachment_;
+  bool attach_closed_ = false;
 };
 
 template <typename Pred>
