@@ -12,6 +12,53 @@ namespace xport::api {
 
 namespace {
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Storage of the leases' shared state (one block per operation in flight), recycled: once the
+// pool has seen as many operations in flight, staging one allocates nothing. Outlives the pool
+// (a block goes back after its chunk gave its bytes back and let go of the pool).
+struct BlockCache {
+  std::mutex mu;
+  std::vector<void*> free;
+  size_t size = 0;  // the one block size asked for (the control block of a Chunk)
+  ~BlockCache() {
+    for (void* p : free) ::operator delete(p);
+  }
+};
+
+template <typename T>
+struct CachedAllocator {
+  using value_type = T;
+  std::shared_ptr<BlockCache> cache;
+  explicit CachedAllocator(std::shared_ptr<BlockCache> c) : cache(std::move(c)) {}
+  template <typename U>
+  CachedAllocator(const CachedAllocator<U>& o) : cache(o.cache) {}  // NOLINT: rebinding
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    {
+      std::lock_guard<std::mutex> g(cache->mu);
+      if (bytes == cache->size && !cache->free.empty()) {
+        void* p = cache->free.back();
+        cache->free.pop_back();
+        return static_cast<T*>(p);
+      }
+    }
+    return static_cast<T*>(::operator new(bytes));
+  }
+  void deallocate(T* p, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    {
+      std::lock_guard<std::mutex> g(cache->mu);
+      if (cache->size == 0) cache->size = bytes;
+      if (bytes == cache->size) {
+        cache->free.push_back(p);
+        return;
+      }
+    }
+    ::operator delete(p);
+  }
+  template <typename U>
+  bool operator==(const CachedAllocator<U>& o) const { return cache == o.cache; }
+};
 }  // namespace
 
 struct StagingPool::Chunk {
@@ -25,7 +72,11 @@ struct StagingPool::Chunk {
 };
 
 StagingPool::StagingPool(proto::Engine& engine, gpu::Driver& driver, int gpu, size_t bound)
-    : engine_(engine), driver_(driver), gpu_(gpu), bound_(bound / kGranule * kGranule) {}
+    : engine_(engine),
+      driver_(driver),
+      gpu_(gpu),
+      bound_(bound / kGranule * kGranule),
+      blocks_(std::make_shared<BlockCache>()) {}
 
 StagingPool::~StagingPool() {
   // No chunk is out (each holds the pool): every slab is unused and goes now.
@@ -137,8 +188,9 @@ void StagingPool::give(Slab& slab, size_t offset, size_t n) {
 StagedSource StagingPool::lease(const std::shared_ptr<Slab>& slab, uint8_t* bytes, size_t n,
                                 size_t length) {
   gpu::staging_counters(gpu_).pool_in_use_bytes.fetch_add(length, std::memory_order_relaxed);
-  auto chunk = std::make_shared<Chunk>(shared_from_this(), slab,
-                                       static_cast<size_t>(bytes - slab->base), length);
+  auto chunk = std::allocate_shared<Chunk>(
+      CachedAllocator<Chunk>(std::static_pointer_cast<BlockCache>(blocks_)), shared_from_this(),
+      slab, static_cast<size_t>(bytes - slab->base), length);
   StagedSource out;
   out.ref = memory::RegionRef(std::move(chunk), slab->ref.get());
   out.bytes = bytes;

@@ -88,6 +88,7 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   std::vector<std::shared_ptr<Slab>> slabs_;  // slabs_[0]: the page-locked one, once made
   size_t total_ = 0;     // bytes of every slab, and of slabs being made (reserved)
   bool warmed_ = false;
+  std::shared_ptr<void> blocks_;  // recycled storage of the leases (staging_pool.cc)
 };
 
 // The pool of GPU `gpu`'s sources on the engine's device (made on first use), or nullptr once
