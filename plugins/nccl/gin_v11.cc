@@ -99,7 +99,7 @@ struct GinComm {
   std::vector<GinRequest*> free;
   Status error;   // the first failed operation: every later iput / iputSignal fails with it
   // Issuing is serialised (operations to a peer leave in NCCL's order); the queues are guarded
-  // by it. Held across a put from staged GPU memory (its copy into the shadow), never across a
+  // by it. Held across a put from staged GPU memory (its copy into staging bytes), never across a
   // wait for the network.
   std::mutex issue_mu;
   std::vector<std::deque<GinOp>> waiting;  // [peer]

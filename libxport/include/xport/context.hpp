@@ -49,8 +49,10 @@ std::vector<topology::ProviderNic> provider_nics();
 // buffers of its data and, where separate (XPORT_CONTROL_ENDPOINT), control endpoints, flush
 // buffers, native atomic slots), in whole pages, on `provider` (empty: as on one with a separate
 // control endpoint, the most). Providers that pin memory (verbs, efa, cxi...) lock this much
-// under RLIMIT_MEMLOCK; the caller's Regions come on top. RDM providers; connected ones (tcp)
-// register rx + tx buffers per connection instead.
+// under RLIMIT_MEMLOCK; the caller's Regions come on top, and where GPU memory is staged the
+// staging pool of its sources (16 MiB from the first staged Region of a GPU, growing with the
+// operations in flight up to XPORT_GPU_STAGING_POOL: docs/semantics.md, "GPU memory"). RDM
+// providers; connected ones (tcp) register rx + tx buffers per connection instead.
 size_t device_registered_bytes(size_t rails = 1, std::string_view provider = {});
 
 class Context {

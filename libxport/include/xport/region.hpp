@@ -44,9 +44,10 @@ class Region {
   bool contains(const void* p, size_t len) const;
   MemoryType memory_type() const { return type_; }
   // GPU memory the provider cannot register (or XPORT_GPU_MEMORY=staged), reached through a
-  // registered host shadow: data is copied between the GPU and the shadow around each
-  // operation. False for host memory and for GPU memory the provider registered itself
-  // (FI_HMEM), which the NIC reaches directly (docs/semantics.md, "GPU memory").
+  // registered host shadow (shared by the Regions of ranges inside it): arrivals are copied
+  // from the shadow to the GPU, sources into staging bytes of their own in the call. False for
+  // host memory and for GPU memory the provider registered itself (FI_HMEM), which the NIC
+  // reaches directly (docs/semantics.md, "GPU memory").
   bool staged() const { return staged_ != nullptr; }
 
  private:

@@ -2,7 +2,10 @@
 // of these classes; this layer builds them from the ids, tokens and registrations it returns.
 #include "xport/context.hpp"
 
+#include <optional>
+
 #include "api/staging.hpp"
+#include "api/staging_pool.hpp"
 #include "api/shm_cleanup.hpp"
 #include "api/telemetry_hook.hpp"
 #include "core/knob.hpp"
@@ -28,14 +31,22 @@ struct Access {
     if (!r.staged_ || !r.contains(p, len)) return p;
     return r.staged_->shadow_of(p);
   }
-  // A staged source: its GPU bytes copied into the shadow before the engine posts them.
-  static Status copy_in(const Region& r, const void* p, size_t len) {
-    if (!r.staged_ || !r.contains(p, len)) return Status::success();
-    return r.staged_->copy_in(p, len);
+  // A staged source [p, p+len) inside r: copied, in the call, into staging bytes of its own
+  // (api/staging_pool.hpp) that the engine posts from, so the caller may rewrite its GPU buffer
+  // at once and later operations from the range never reach them. Nothing for host memory, an
+  // empty range, or one outside r (the engine refuses that by name, as before).
+  static Result<std::optional<StagedSource>> stage(const Region& r, const void* p, size_t len,
+                                                   const char* what) {
+    if (!r.staged_ || len == 0 || !r.contains(p, len)) return std::optional<StagedSource>();
+    // (the Region's own device's pool: a Region of another device stays refused by the engine)
+    auto* e = static_cast<proto::Engine*>(r.state_->owner.get());
+    XPORT_ASSIGN_OR_RETURN(StagedSource s, stage_source(*e, *r.staged_, p, len, what));
+    return std::optional<StagedSource>(std::move(s));
   }
-  static Status copy_in(const Region& r, size_t offset, size_t len) {
-    if (!r.staged_ || offset > r.view_length_) return Status::success();
-    return copy_in(r, r.view_base_ + offset, len);
+  static Result<std::optional<StagedSource>> stage(const Region& r, size_t offset, size_t len,
+                                                   const char* what) {
+    if (!r.staged_ || offset > r.view_length_) return std::optional<StagedSource>();
+    return stage(r, r.view_base_ + offset, len, what);
   }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
   static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
@@ -98,6 +109,7 @@ struct Access {
 
 using api::Access;
 using api::StagedArrivals;
+using api::StagedSource;
 
 std::vector<topology::ProviderNic> provider_nics() {
   std::vector<topology::ProviderNic> out;
@@ -263,12 +275,23 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   // allowing), else a host shadow is registered in its place.
   XPORT_ASSIGN_OR_RETURN(auto placed, api::place(buf, len, engine_->caps().hmem_enabled));
   auto& staged = placed.staged;
-  void* registered = staged ? staged->shadow() : buf;
+  // (a range inside a larger staged range is a view into its shadow)
+  void* registered = staged ? staged->shadow_of(buf) : buf;
   XPORT_ASSIGN_OR_RETURN(auto state,
                          engine_->register_memory(registered, len, placed.cuda_device));
   if (staged && !state->keepalive) {
     state->keepalive = staged;  // the shadow outlives its MRs
     state->staged = staged.get();
+  }
+  if (staged) {
+    // The device's staging pool for this GPU's sources gets its page-locked slab now, while a
+    // page-locked allocation cannot wait for a running kernel that waits on this device
+    // (api/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
+    auto pool = api::staging_pool(*engine_, staged->device());
+    if (Status w = pool ? pool->warm() : Status::success(); !w.ok()) {
+      XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->device(),
+                "'s sources (", w.to_string(), "): sources are staged through host memory");
+    }
   }
   const MemoryType type =
       staged || placed.cuda_device >= 0 ? MemoryType::cuda : MemoryType::host;
@@ -359,10 +382,11 @@ SendComm::~SendComm() {
 
 Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag,
                                 PostMode mode) {
-  XPORT_RETURN_IF_ERROR(Access::copy_in(region, buf, len));
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
-                         engine_->isend({id_, gen_}, Access::on_wire(region, buf, len), len,
-                                        Access::local(region), tag, mode == PostMode::handoff));
+  XPORT_ASSIGN_OR_RETURN(auto staged, Access::stage(region, buf, len, "isend"));
+  const proto::LocalBuffer local = staged ? staged->local() : Access::local(region);
+  const void* wire = staged ? staged->bytes : Access::on_wire(region, buf, len);
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, wire, len, local, tag,
+                                                      mode == PostMode::handoff));
   return Request{seq};
 }
 
@@ -531,41 +555,31 @@ Status no_key(const char* what) {
 
 // A put into a peer's staged GPU memory is followed by a publish: a strong signal-like message
 // the target applies by copying the range from its shadow on to its GPU (proto/signal.cc), so
-// that quiet, strong signals and check() cover the copy.
-Result<Ticket> publish(proto::Engine& e, uint32_t window, const proto::RemoteKey* k, size_t roff,
-                       size_t len) {
-  proto::Engine::SignalRequest r;
-  r.key = k;
-  r.offset = roff;
-  r.value = len;
-  r.op = proto::WindowSignalOp::publish;
-  r.strong = true;
-  return e.signal(window, r);
+// that quiet, strong signals and check() cover the copy. The engine issues the put, its publish
+// and (put_signal) the signal behind them whole or not at all; check() of the put's ticket
+// waits for the others.
+Result<Ticket> put_published(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                             const proto::LocalBuffer& local, size_t loff,
+                             const proto::RemoteKey& k, size_t roff, size_t len,
+                             const proto::Engine::SignalRequest* signal = nullptr) {
+  XPORT_ASSIGN_OR_RETURN(auto t, e.put_published(window, local, loff, k, roff, len, signal));
+  staged.follow(t.put, t.publish);
+  if (t.signal != 0) staged.follow(t.put, t.signal);
+  return t.put;
 }
 
-// A put into a peer's staged GPU memory and its publish; the put's ticket is the caller's, and
-// check() also waits for the publish.
-Result<Ticket> put_publish(proto::Engine& e, uint32_t window, StagedArrivals& staged,
-                           const proto::LocalBuffer& local, size_t loff, const proto::RemoteKey& k,
-                           size_t roff, size_t len) {
-  XPORT_ASSIGN_OR_RETURN(Ticket t, e.put(window, local, loff, k, roff, len));
-  XPORT_ASSIGN_OR_RETURN(Ticket p, publish(e, window, &k, roff, len));
-  staged.follow(t, p);
-  return t;
-}
-
-// put_signal into a peer's staged GPU memory: the put and its publish, then the signal made
-// strong (it must come after the copy on to the target's GPU, which only a strong signal waits
-// for); check() of the put's ticket waits for it too.
-Result<Ticket> put_publish_signal(proto::Engine& e, uint32_t window, StagedArrivals& staged,
-                                  const proto::LocalBuffer& local, size_t loff,
-                                  const proto::RemoteKey& k, size_t roff, size_t len,
-                                  proto::Engine::SignalRequest& r) {
-  XPORT_ASSIGN_OR_RETURN(Ticket t, put_publish(e, window, staged, local, loff, k, roff, len));
-  r.strong = true;
-  XPORT_ASSIGN_OR_RETURN(Ticket s, e.signal(window, r));
-  staged.follow(t, s);
-  return t;
+// What an operation posts from: a staged source's own bytes (at offset 0), or the Region.
+struct Source {
+  std::optional<StagedSource> staged;
+  proto::LocalBuffer local;
+  size_t offset = 0;
+};
+Status source(const Region& r, size_t offset, size_t len, const char* what, Source& out) {
+  XPORT_ASSIGN_OR_RETURN(out.staged, Access::stage(r, offset, len, what));
+  // (out is not moved from here on: local points into out.staged)
+  out.local = out.staged ? out.staged->local() : Access::local(r);
+  out.offset = out.staged ? 0 : offset;
+  return Status::success();
 }
 
 Status staged_remote(const char* what) {
@@ -590,11 +604,12 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
-  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put", src));
   if (k->staged && len > 0) {
-    return put_publish(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len);
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len);
   }
-  return engine_->put(id_, Access::local(local), loff, *k, roff, len);
+  return engine_->put(id_, src.local, src.offset, *k, roff, len);
 }
 
 Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
@@ -617,11 +632,12 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
   if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
-  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal", src));
   if (k->staged && len > 0) {
-    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
   }
-  return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
+  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
@@ -637,11 +653,12 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;
   r.counter_offset = coff;
-  XPORT_RETURN_IF_ERROR(Access::copy_in(local, loff, len));
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal_counter", src));
   if (k->staged && len > 0) {
-    return put_publish_signal(*engine_, id_, *staged_, Access::local(local), loff, *k, roff, len, r);
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
   }
-  return engine_->put(id_, Access::local(local), loff, *k, roff, len, &r);
+  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::signal(const RemoteRegion& signal, size_t soff, uint64_t value,
@@ -697,7 +714,8 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
   std::vector<proto::LocalBuffer> locals(items.size());
   std::vector<proto::Engine::TransferItem> out(items.size());
   std::vector<StagedArrivals::Target> gets;
-  std::vector<size_t> published;  // items putting into a peer's staged GPU memory
+  // Puts from staged GPU memory: each item's own staging bytes (sized once: locals point in).
+  std::vector<std::optional<StagedSource>> sources(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const TransferItem& it = items[i];
     if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
@@ -711,28 +729,27 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
         return core::error(Code::unsupported, "transfer item ", i, ": a notification after puts "
                            "into a peer's staged GPU memory is not supported yet");
       }
-      if (it.length > 0) published.push_back(i);
+      out[i].publish = true;
     }
     if (it.kind == TransferItem::Kind::put) {
-      XPORT_RETURN_IF_ERROR(Access::copy_in(*it.local, it.local_offset, it.length));
+      XPORT_ASSIGN_OR_RETURN(sources[i], Access::stage(*it.local, it.local_offset, it.length,
+                                                       "transfer"));
+      if (sources[i]) locals[i] = sources[i]->local();
     } else if (Access::staged(*it.local) && it.local->contains(static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length)) {
       gets.push_back({Access::staged(*it.local),
                       static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length});
     }
     out[i].put = it.kind == TransferItem::Kind::put;
     out[i].local = &locals[i];
-    out[i].local_offset = it.local_offset;
+    out[i].local_offset = sources[i] ? 0 : it.local_offset;
     out[i].remote = Access::key(*it.remote);
     out[i].remote_offset = it.remote_offset;
     out[i].length = it.length;
   }
-  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification));
+  std::vector<uint64_t> published;  // the publishes of its puts into staged GPU memory
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification, &published));
   if (!gets.empty()) staged_->expect(t, std::move(gets));
-  for (size_t i : published) {
-    XPORT_ASSIGN_OR_RETURN(Ticket p, publish(*engine_, id_, out[i].remote, out[i].remote_offset,
-                                             out[i].length));
-    staged_->follow(t, p);
-  }
+  for (Ticket p : published) staged_->follow(t, p);
   return t;
 }
 

@@ -46,6 +46,10 @@ void append_staging_blocks(std::vector<telemetry::BlockRecord>& out) {
     b.counter(CounterId::gpu_staging_copy_errors, r(c.copy_errors));
     b.counter(CounterId::gpu_staging_shadows, r(c.shadows));
     b.counter(CounterId::gpu_staging_shadow_bytes, r(c.shadow_bytes));
+    b.counter(CounterId::gpu_staging_pool_bytes, r(c.pool_bytes));
+    b.counter(CounterId::gpu_staging_pool_pinned_bytes, r(c.pool_pinned_bytes));
+    b.counter(CounterId::gpu_staging_pool_in_use_bytes, r(c.pool_in_use_bytes));
+    b.counter(CounterId::gpu_staging_pool_refusals, r(c.pool_refusals));
     out.push_back(b.record());
   }
 }

@@ -12,8 +12,10 @@
 namespace xport::api {
 
 namespace {
+// Live shadows by the start of their GPU range. No two overlap: a range inside one shares it, a
+// range overlapping one otherwise is refused.
 std::mutex g_shadows_mu;
-std::map<std::pair<uintptr_t, size_t>, std::weak_ptr<gpu::StagedMemory>> g_shadows;
+std::map<uintptr_t, std::weak_ptr<gpu::StagedMemory>> g_shadows;
 }  // namespace
 
 Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
@@ -37,17 +39,31 @@ Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
               ") registered by the provider (FI_HMEM_CUDA)");
     return Placement{nullptr, info.device};
   }
-  const auto key = std::make_pair(p, len);
   std::lock_guard<std::mutex> g(g_shadows_mu);  // registration is a cold path
-  if (auto it = g_shadows.find(key); it != g_shadows.end()) {
-    if (auto live = it->second.lock()) return Placement{std::move(live), -1};
-  }
-  auto made = gpu::StagedMemory::create(d, buf, len, info);
-  if (!made.ok()) return made.status().with_context("register_memory (GPU memory, host staging)");
   for (auto it = g_shadows.begin(); it != g_shadows.end();) {
     it = it->second.expired() ? g_shadows.erase(it) : std::next(it);
   }
-  g_shadows[key] = *made;
+  // A range inside a live shadow's is a view into it: one shadow, one set of signal words, no
+  // page-locked memory twice. The candidates start at or before p: the last such, and (no two
+  // overlap) any starting before p + len overlap it.
+  for (auto it = g_shadows.upper_bound(p + len - 1);
+       it != g_shadows.begin();) {
+    --it;
+    auto live = it->second.lock();
+    if (!live) continue;
+    const auto base = reinterpret_cast<uintptr_t>(live->device_base());
+    if (base + live->length() <= p) break;  // (the ones before end earlier still)
+    if (live->contains(buf, len)) return Placement{std::move(live), -1};
+    return core::error(Code::invalid_argument, "register_memory: GPU memory [", buf, ", +", len,
+                       ") overlaps [", reinterpret_cast<void*>(base), ", +", live->length(),
+                       "), which is registered through a host shadow, without lying inside "
+                       "it: ranges inside a registered range share its shadow, so register "
+                       "the covering range first (or drop every Region of [",
+                       reinterpret_cast<void*>(base), ", +", live->length(), ") before)");
+  }
+  auto made = gpu::StagedMemory::create(d, buf, len, info);
+  if (!made.ok()) return made.status().with_context("register_memory (GPU memory, host staging)");
+  g_shadows[p] = *made;
   publish_staging();
   XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
             ") staged through a host shadow at ", static_cast<void*>((*made)->shadow()));

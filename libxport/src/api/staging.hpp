@@ -23,7 +23,8 @@ namespace xport::api {
 // Where [buf, buf+len) is registered: host memory as it is; GPU memory by the provider itself
 // (cuda_device >= 0) when `provider_registers_gpu` (the rails have FI_HMEM), else through a
 // host shadow (`staged`). An error for managed memory or a range past its GPU allocation.
-// Shadows are shared by every registration of the same GPU range while one lives.
+// A shadow is shared by every registration of a range inside its GPU range while one lives; a
+// range overlapping a live shadow's without lying inside it is refused (invalid_argument).
 struct Placement {
   std::shared_ptr<gpu::StagedMemory> staged;  // GPU memory through this host shadow, or null
   int cuda_device = -1;                       // GPU memory the provider registers (FI_HMEM_CUDA)

@@ -220,6 +220,12 @@ uint8_t* StagedMemory::shadow_of(const void* p) const {
   return shadow_ + (q - base_);
 }
 
+uint8_t* StagedMemory::device_of(const void* s) const {
+  const auto* q = static_cast<const uint8_t*>(s);
+  if (q < shadow_ || q > shadow_ + length_) return nullptr;
+  return base_ + (q - shadow_);
+}
+
 bool StagedMemory::contains(const void* p, size_t n) const {
   const auto* q = static_cast<const uint8_t*>(p);
   return q >= base_ && n <= length_ && static_cast<size_t>(q - base_) <= length_ - n;
@@ -305,12 +311,18 @@ Status out_of_range(const char* what, const void* p, size_t n, const StagedMemor
 
 Status StagedMemory::copy_in(const void* p, size_t n) {
   if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
+  return copy_in_to(shadow_of(p), p, n);
+}
+
+Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
+  if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
   if (n == 0) return Status::success();
   XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
   Status st;
   for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
     size_t len = std::min(kStagingChunk, n - off);
-    st = s->copy_to_host(shadow_of(p) + off, static_cast<const uint8_t*>(p) + off, len);
+    st = s->copy_to_host(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(p) + off,
+                         len);
   }
   Status sync = s->synchronize();
   give_stream(std::move(s));

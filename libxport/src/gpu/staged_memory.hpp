@@ -80,8 +80,13 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   uint8_t* shadow_of(const void* p) const;
   bool contains(const void* p, size_t n) const;
 
+  // The GPU address for the shadow address s, or nullptr when s is outside the shadow.
+  uint8_t* device_of(const void* s) const;
+
   // GPU -> shadow for [p, p+n); done when it returns.
   Status copy_in(const void* p, size_t n);
+  // GPU [p, p+n) -> host memory at dst (an operation's own staging bytes); done when it returns.
+  Status copy_in_to(void* dst, const void* p, size_t n);
   // shadow -> GPU for [p, p+n); done when it returns.
   Status copy_out(void* p, size_t n);
   // shadow -> GPU for each range, started; the StagedCopy says when they are done.

@@ -278,6 +278,14 @@ void Engine::shutdown() {
   }
   for (auto& e : others) e->peer_closed(core_.device_token);
   others.clear();
+  // The public layer's per-device state goes after the lock below is released, once the
+  // operations abandoned under it have let go of what they held of it.
+  std::shared_ptr<void> attached;
+  {
+    std::lock_guard<std::mutex> g(attach_mu_);
+    attached = std::move(attachment_);
+    attach_closed_ = true;
+  }
   Lock l(core_);
   shut_down_ = true;
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
@@ -367,6 +375,13 @@ void Engine::shutdown() {
               "memory stays until those Regions go");
   }
   if (closed) core_.peers.clear();
+}
+
+std::shared_ptr<void> Engine::attachment(const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard<std::mutex> g(attach_mu_);
+  if (attach_closed_) return nullptr;
+  if (!attachment_) attachment_ = make();
+  return attachment_;
 }
 
 // ---- memory ----

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -159,6 +161,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
     const RemoteKey* remote = nullptr;
     size_t remote_offset = 0;
     size_t length = 0;
+    bool publish = false;  // a put into a peer's staged GPU memory: its publish follows
   };
   Result<uint32_t> open_window(CommId comm, Deadline deadline);
   Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
@@ -172,8 +175,21 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t> signal(uint32_t window, const SignalRequest& signal);
   Result<uint64_t> atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
                           size_t roff, uint64_t operand, uint64_t compare, uint64_t* result);
+  // The publishes of items into a peer's staged GPU memory are issued with the transfer, in the
+  // same hold of the lock (their tickets appended to *published).
   Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
-                            const std::vector<uint8_t>& notification);
+                            const std::vector<uint8_t>& notification,
+                            std::vector<uint64_t>* published = nullptr);
+  // A put into a peer's staged GPU memory, its publish (the target copies the range on to its
+  // GPU) and, with `signal`, the signal made strong behind them: issued whole under one hold of
+  // the lock, or nothing (every check, and room for every ticket and operation context, first).
+  // Tickets: the put's (the caller's), the publish's and the signal's (0: none).
+  struct Published {
+    uint64_t put = 0, publish = 0, signal = 0;
+  };
+  Result<Published> put_published(uint32_t window, const LocalBuffer& local, size_t loff,
+                                  const RemoteKey& remote, size_t roff, size_t len,
+                                  const SignalRequest* signal = nullptr);
   Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
   // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local
@@ -196,6 +212,11 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
 
   Status progress();
   Stats stats() const;
+
+  // What the public layer keeps per device beside the engine and registers through it (the
+  // staging pools of GPU sources, api/staging_pool.hpp): made by `make` on first use, dropped by
+  // shutdown, since its registrations hold the engine (nullptr once shut down).
+  std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
 
   // For the parts: a control message that overtook its CONN_ACK, dispatched once it is in.
   void dispatch_stashed(Stashed& m);
@@ -301,6 +322,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Waker waker_;
   bool waker_failed_ = false;
   bool eq_watched_ = false;
+  std::mutex attach_mu_;  // guards attachment_ and attach_closed_ (never taken with the lock held)
+  std::shared_ptr<void> attachment_;
+  bool attach_closed_ = false;
 };
 
 template <typename Pred>

@@ -187,6 +187,36 @@ Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t l
   return rma(window, fabric::OpType::put, local, loff, remote, roff, len, signal);
 }
 
+Result<Engine::Published> Engine::put_published(uint32_t window, const LocalBuffer& local,
+                                                 size_t loff, const RemoteKey& remote,
+                                                 size_t roff, size_t len,
+                                                 const SignalRequest* signal) {
+  const char* what = signal != nullptr ? "put_signal" : "put";
+  Lock l(core_);
+  if (loff > local.view_length || len > local.view_length - loff) {
+    return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
+                       ") is outside the local region of ", local.view_length, " bytes");
+  }
+  uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
+  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  Signals::Spec sig;
+  if (signal != nullptr) {
+    XPORT_ASSIGN_OR_RETURN(sig, signal_spec(*signal, what));
+    sig.strong = true;  // after the publish: only a strong signal waits for the target's copy
+  }
+  Signals::Spec publish;
+  publish.key = &remote;
+  publish.offset = roff;
+  publish.value = len;
+  publish.op = WindowSignalOp::publish;
+  publish.strong = true;
+  XPORT_ASSIGN_OR_RETURN(auto t, one_sided_.put_published(window, *local.region, p, len, remote,
+                                                          roff, publish,
+                                                          signal != nullptr ? &sig : nullptr));
+  if (one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  return Published{t[0], t[1], t[2]};
+}
+
 Result<uint64_t> Engine::get(uint32_t window, const LocalBuffer& local, size_t loff,
                              const RemoteKey& remote, size_t roff, size_t len) {
   return rma(window, fabric::OpType::get, local, loff, remote, roff, len, nullptr);
@@ -216,7 +246,8 @@ Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const Remote
 }
 
 Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferItem>& items,
-                                  const std::vector<uint8_t>& notification) {
+                                  const std::vector<uint8_t>& notification,
+                                  std::vector<uint64_t>* published) {
   Lock l(core_);
   std::vector<Transfers::Item> checked;
   checked.reserve(items.size());
@@ -235,9 +266,9 @@ Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferIte
     uint8_t* p = const_cast<uint8_t*>(local.view_base) + it.local_offset;
     XPORT_RETURN_IF_ERROR(check_local(local, p, it.length, what.c_str()));
     checked.push_back({it.put ? fabric::OpType::put : fabric::OpType::get, *local.region, p,
-                       it.length, it.remote, it.remote_offset});
+                       it.length, it.remote, it.remote_offset, it.publish});
   }
-  return one_sided_.transfers().post(window, checked, notification);
+  return one_sided_.transfers().post(window, checked, notification, published);
 }
 
 Status Engine::fence(uint32_t window) {

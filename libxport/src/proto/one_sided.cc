@@ -81,6 +81,54 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
   return t;
 }
 
+Result<std::array<Ticket, 3>> OneSided::put_published(uint32_t window,
+                                                       const memory::RegionRef& local,
+                                                       uint8_t* lbuf, size_t len,
+                                                       const RemoteKey& remote, size_t roff,
+                                                       const Signals::Spec& publish,
+                                                       const Signals::Spec* signal) {
+  const char* what = signal != nullptr ? "put_signal" : "put";
+  Status err;
+  WindowState* w = windows_.usable(window, what, &err);
+  if (w == nullptr) return err;
+  XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
+  XPORT_RETURN_IF_ERROR(signals_.check(*w, publish, what));
+  if (signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *signal, what));
+  XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(*w, remote, len, what));
+  if (w->free.size() < n) {
+    return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
+                       "window; call quiet()");
+  }
+  // The put, its publish and its signal: three tickets, or none of them.
+  const size_t tickets = signal != nullptr ? 3 : 2;
+  if (Windows::kMaxTickets - std::min(Windows::kMaxTickets, w->tickets.size()) < tickets) {
+    return core::error(Code::again, what, ": a put into a peer's staged GPU memory takes ",
+                       tickets, " tickets (the put, its publish", signal ? ", its signal" : "",
+                       "), and ", Windows::kMaxTickets, " operations are nearly all not yet "
+                       "complete on the window; call quiet()");
+  }
+  OutStream* s = streams_.find(w->stream);
+  XPORT_ASSIGN_OR_RETURN(Ticket t, windows_.begin(*w, what));
+  if (Status st = add_rma(*w, *s, t, fabric::OpType::put, local, lbuf, len, remote, roff,
+                          nullptr, what);
+      !st.ok()) {
+    if ((w = windows_.find(window)) != nullptr) w->tickets.erase(t);  // nothing of it was issued
+    return st;
+  }
+  std::array<Ticket, 3> out{t, 0, 0};
+  // (the checks above leave these nothing to refuse)
+  if ((w = windows_.find(window)) == nullptr) return out;
+  XPORT_ASSIGN_OR_RETURN(out[1], windows_.begin(*w, what));
+  signals_.submit(*w, *s, out[1], publish);
+  if (signal != nullptr) {
+    if ((w = windows_.find(window)) == nullptr) return out;
+    XPORT_ASSIGN_OR_RETURN(out[2], windows_.begin(*w, what));
+    signals_.submit(*w, *s, out[2], *signal);
+  }
+  if ((w = windows_.find(window)) != nullptr) windows_.settle(*w, t);
+  return out;
+}
+
 bool OneSided::short_of_credit(uint32_t window) {
   const WindowState* w = windows_.find(window);
   const OutStream* s = w != nullptr ? streams_.find(w->stream) : nullptr;

@@ -9,6 +9,7 @@
 // notifications) and routes provider completions back to their windows.
 #pragma once
 
+#include <array>
 #include <optional>
 
 #include "proto/atomic.hpp"
@@ -42,6 +43,16 @@ class OneSided {
   Result<Ticket> rma(uint32_t window, fabric::OpType op, const memory::RegionRef& local,
                      uint8_t* lbuf, size_t len, const RemoteKey& remote, size_t roff,
                      const Signals::Spec* signal);
+
+  // A put into a peer's staged GPU memory, its `publish` and (put_signal) its `signal`, as one
+  // operation: every check, and room for each ticket and operation context, before anything is
+  // issued; then all of it, or nothing (Code::again with nothing taken). Tickets: the put's,
+  // the publish's, the signal's (0: none).
+  Result<std::array<Ticket, 3>> put_published(uint32_t window, const memory::RegionRef& local,
+                                              uint8_t* lbuf, size_t len,
+                                              const RemoteKey& remote, size_t roff,
+                                              const Signals::Spec& publish,
+                                              const Signals::Spec* signal);
 
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,

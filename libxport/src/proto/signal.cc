@@ -41,18 +41,22 @@ Result<Ticket> Signals::signal(uint32_t window, const Spec& spec, const char* wh
   XPORT_RETURN_IF_ERROR(check(*w, spec, what));
   OutStream* s = os_.streams().find(w->stream);
   XPORT_ASSIGN_OR_RETURN(Ticket t, os_.windows().begin(*w, what));
-  TicketState& ts = *os_.windows().ticket(*w, t);
+  submit(*w, *s, t, spec);
+  return t;
+}
+
+void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec) {
+  TicketState& ts = *os_.windows().ticket(w, t);
   Piece p;
-  p.window = w->id;
+  p.window = w.id;
   p.ticket = t;
   p.kind = PieceKind::signal;
   fill(p, ts, spec);
   // Strong: behind every earlier operation to the peer, gets and native atomics included (the
   // target orders the counted ones; these are waited for here).
-  if (spec.strong) p.after.uncounted = s->next_uncounted;
+  if (spec.strong) p.after.uncounted = s.next_uncounted;
   ts.local_left = 1;
-  os_.streams().submit(*s, std::move(p));
-  return t;
+  os_.streams().submit(s, std::move(p));
 }
 
 void Signals::send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_from) {
@@ -122,8 +126,8 @@ std::unique_ptr<gpu::StagedCopy> Signals::prepare(const MsgHeader& h, uint64_t o
   WindowStatus st = WindowStatus::ok;
   uint64_t* word = resolve(h.aux, h.aux2, &st);
   if (word == nullptr) return nullptr;  // (stage() answers why, in its turn)
-  const size_t offset = reinterpret_cast<uint8_t*>(word) - r->base;
-  auto c = r->staged->start_word_update(r->staged->device_base() + offset,
+  // (the registration may start inside the shadow: a sub-range sharing it, api/staging.cc)
+  auto c = r->staged->start_word_update(r->staged->device_of(word),
                                         op == WindowSignalOp::set ? gpu::WordOp::set
                                                                   : gpu::WordOp::add,
                                         operand, true);
@@ -141,7 +145,7 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
   if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
     return Staging::none;  // apply() answers the initiator with why
   }
-  uint8_t* gpu = r->staged->device_base() + offset;
+  uint8_t* gpu = r->staged->device_of(r->base + offset);  // (r may start inside the shadow)
   Result<std::unique_ptr<gpu::StagedCopy>> copy = Status(Code::internal, "no copy");
   if (op != WindowSignalOp::publish) {
     WindowStatus st = WindowStatus::ok;

@@ -26,6 +26,9 @@ class Signals {
 
   // A signal without data.
   Result<Ticket> signal(uint32_t window, const Spec& spec, const char* what);
+  // The same, checked already, on ticket t of window w (a put into a peer's staged GPU memory
+  // issues its publish and its signal so, in the put's hold of the lock).
+  void submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec);
   // Checks of the word (inside the key's region, aligned, the peer's).
   Status check(const WindowState& w, const Spec& spec, const char* what) const;
   // The piece fields of a signal; attaches its counter to the ticket.

@@ -6,7 +6,8 @@
 namespace xport::proto {
 
 Result<Ticket> Transfers::post(uint32_t window, const std::vector<Item>& items,
-                               const std::vector<uint8_t>& notification) {
+                               const std::vector<uint8_t>& notification,
+                               std::vector<Ticket>* published) {
   const char* what = "transfer";
   Status err;
   WindowState* w = os_.windows().usable(window, what, &err);
@@ -18,8 +19,9 @@ Result<Ticket> Transfers::post(uint32_t window, const std::vector<Item>& items,
   if (items.empty() && notification.empty()) {
     return core::error(Code::invalid_argument, "transfer: nothing to transfer");
   }
-  // Everything is checked, and contexts counted, before anything is issued.
+  // Everything is checked, and contexts and tickets counted, before anything is issued.
   uint32_t contexts = 0;
+  size_t publishes = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     if (it.key == nullptr) {
@@ -33,6 +35,13 @@ Result<Ticket> Transfers::post(uint32_t window, const std::vector<Item>& items,
                               .with_context(core::str("item ", i)));
     XPORT_ASSIGN_OR_RETURN(uint32_t n, os_.stripes(*w, *it.key, it.len, what));
     contexts += n;
+    publishes += it.publish && it.op == fabric::OpType::put && it.len > 0 ? 1 : 0;
+  }
+  if (Windows::kMaxTickets - std::min(Windows::kMaxTickets, w->tickets.size()) < 1 + publishes) {
+    return core::error(Code::again, "transfer: takes ", 1 + publishes, " tickets (itself and ",
+                       "the publishes of its puts into a peer's staged GPU memory), and ",
+                       Windows::kMaxTickets, " operations are nearly all not yet complete on "
+                       "the window; call quiet()");
   }
   // More than the window has can never be free at once: `again` ("quiet and retry") would loop.
   if (contexts > Windows::kOps) {
@@ -67,6 +76,21 @@ Result<Ticket> Transfers::post(uint32_t window, const std::vector<Item>& items,
     p.kind = PieceKind::sync;
   }
   os_.streams().submit(*s, std::move(p));
+  // Each put into a peer's staged GPU memory is followed by its publish (a strong signal-like
+  // message: the target copies the range on to its GPU), in this hold of the lock.
+  for (const Item& it : items) {
+    if (!it.publish || it.op != fabric::OpType::put || it.len == 0) continue;
+    if ((w = os_.windows().find(window)) == nullptr) return t;
+    Signals::Spec pub;
+    pub.key = it.key;
+    pub.offset = it.remote_offset;
+    pub.value = it.len;
+    pub.op = WindowSignalOp::publish;
+    pub.strong = true;
+    XPORT_ASSIGN_OR_RETURN(Ticket pt, os_.windows().begin(*w, what));  // (room checked above)
+    os_.signals().submit(*w, *s, pt, pub);
+    if (published != nullptr) published->push_back(pt);
+  }
   if ((w = os_.windows().find(window)) != nullptr) os_.windows().settle(*w, t);
   return t;
 }

@@ -21,9 +21,13 @@ class Transfers {
     size_t len = 0;
     const RemoteKey* key = nullptr;
     size_t remote_offset = 0;
+    bool publish = false;  // a put into a peer's staged GPU memory: its publish follows
   };
+  // The transfer and the publishes of its items into a peer's staged GPU memory (their
+  // tickets appended to *published, in item order), issued whole or not at all.
   Result<Ticket> post(uint32_t window, const std::vector<Item>& items,
-                      const std::vector<uint8_t>& notification);
+                      const std::vector<uint8_t>& notification,
+                      std::vector<Ticket>* published = nullptr);
   void send_notify(OutStream& s, const Piece& p, uint64_t seq);
 
   // Target: a notification whose turn came.

@@ -133,6 +133,10 @@ enum class CounterId : uint16_t {
   gpu_staging_copy_errors = 164,
   gpu_staging_shadows = 165,
   gpu_staging_shadow_bytes = 166,
+  gpu_staging_pool_bytes = 167,         // (issue 39: the staging pools of GPU sources)
+  gpu_staging_pool_pinned_bytes = 168,
+  gpu_staging_pool_in_use_bytes = 169,
+  gpu_staging_pool_refusals = 190,      // (160-169 full: from 190)
   // GPU proxy (170-189)
   gpu_proxy_descriptors = 170,
   gpu_proxy_batches = 171,
