@@ -352,12 +352,15 @@ void Connections::fail_channel(pool::Channel& ch, const Status& why) {
   for (CommId id : users) {
     CommState* c = core_.comm(id);
     if (c == nullptr) continue;
-    remove_from_backlog(*c);
+    // In the backlog (accepted by the transport, never taken) or still being accepted: never
+    // handed out, so nobody will close it.
+    const bool unclaimed = remove_from_backlog(*c);
     if (!c->is_send && c->phase == Phase::connecting) {
       auto lit = core_.listeners.find(c->listener_token);
       if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
-      c->user_closed = true;  // never handed out: nobody will close it
+      c->user_closed = true;
     }
+    if (unclaimed) c->user_closed = true;
     core_.fail_comm(*c, why);
   }
   // Nobody uses it any more (or never did: an accepted connection idle between
@@ -662,11 +665,14 @@ void Connections::on_conn_reject(const MsgHeader& h) {
                                   reject_text(h.aux)));
 }
 
-void Connections::remove_from_backlog(CommState& c) {
+bool Connections::remove_from_backlog(CommState& c) {
   auto it = core_.listeners.find(c.listener_token);
-  if (it == core_.listeners.end()) return;
+  if (it == core_.listeners.end()) return false;
   auto& q = it->second.ready;
-  q.erase(std::remove(q.begin(), q.end(), c.id), q.end());
+  const auto end = std::remove(q.begin(), q.end(), c.id);
+  const bool found = end != q.end();
+  q.erase(end, q.end());
+  return found;
 }
 
 void Connections::on_conn_cancel(const MsgHeader& h) {
