@@ -8,6 +8,7 @@
 
 #include "core/log.hpp"
 #include "core/random.hpp"
+#include "fabric/address.hpp"
 #include "proto/control.hpp"
 #include "proto/engine.hpp"
 
@@ -233,6 +234,11 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
                        h.endpoint_type == 1 ? "connected" : "RDM", " endpoints, this device uses ",
                        core_.connected_endpoints() ? "connected" : "RDM", " endpoints");
   }
+  // The address reaches the provider only if it is one of the domain's own format (a forged
+  // one may leave an rxm AV unusable: fabric/address.hpp).
+  Status usable = fabric::check_peer_address(core_.rails[0]->domain().info()->addr_format,
+                                             h.address);
+  if (!usable.ok()) return usable.with_context("connect: the handle's address");
   pool::Peer* peer = core_.peer_for(h.device_token);
   core_.ref(peer);  // held across set-up; the communicator takes its own
   if (peer->dead) {
