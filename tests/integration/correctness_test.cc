@@ -410,6 +410,29 @@ TEST_P(Correctness, TargetDeviceClosedFirstFailsTheWindowAndIsSentNothingMore) {
   p.send.reset();
 }
 
+// A Region may outlive its device (docs/architecture.md, "Objects"); its key then names a device
+// nobody can reach. Seen on RDM providers: export_key() after the device closed read the closed
+// control endpoint's address (UBSan: reference binding to null 'Endpoint'), then SIGSEGV.
+TEST_P(Correctness, AKeyOfARegionWhoseDeviceClosedIsEmpty) {
+  auto b = ctx_->open_device();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  std::unique_ptr<Device> gone = std::move(b).value();
+  std::vector<uint8_t> mem(4096);
+  auto reg = gone->register_memory(mem.data(), mem.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().to_string();
+  ASSERT_FALSE(reg->export_key().empty()) << "a live device's key";
+  gone.reset();
+  EXPECT_TRUE(reg->valid());
+  EXPECT_TRUE(reg->contains(mem.data() + 100, 8));
+  const std::vector<uint8_t> key = reg->export_key();
+  EXPECT_TRUE(key.empty()) << "a key of " << key.size() << " bytes for a closed device";
+  // An importer learns it by name.
+  auto imported = dev_->import_key(key);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_NE(imported.status().message().find("key"), std::string::npos)
+      << imported.status().to_string();
+}
+
 TEST_P(Correctness, RequestedKeysAreNotPredictable) {
   std::vector<uint8_t> mem(64 * 4096);
   std::vector<Region> regs;
