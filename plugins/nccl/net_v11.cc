@@ -25,15 +25,24 @@ static_assert(sizeof(ncclNet_v11_t) == 22 * sizeof(void*));
 
 // NCCL's 128-byte handle: libxport's handle (at most kHandleBytes, zero-padded), then the
 // plugin's record of a connect in progress (NCCL calls connect again with the same buffer
-// until it gets a comm).
+// until it gets a comm). The record names the attempt by an id the plugin looks up in its
+// own table (PluginState::take_connect), with a hash of the handle it was started from:
+// nothing read from the handle's bytes is ever called through.
 constexpr size_t kHandleBytes = NCCL_NET_HANDLE_MAXSIZE - 24;
 struct ConnectStage {
   uint64_t magic;
-  PendingConnect* pending;
-  Lane* lane;
+  uint64_t id;     // PluginState's connect table
+  uint64_t check;  // handle_check() of the first kHandleBytes
 };
 constexpr uint64_t kStageMagic = 0x4547415453525058ull;  // "XPRSTAGE"
 static_assert(kHandleBytes + sizeof(ConnectStage) == NCCL_NET_HANDLE_MAXSIZE);
+
+// FNV-1a of the libxport handle: a record copied onto another handle does not match.
+uint64_t handle_check(const uint8_t* bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < kHandleBytes; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h;
+}
 
 PluginState& state() { return PluginState::get(); }
 
@@ -182,26 +191,47 @@ ncclResult_t x_connect(void* ctx, int dev, void* handle, void** sendComm,
   auto* bytes = static_cast<uint8_t*>(handle);
   ConnectStage stage;
   std::memcpy(&stage, bytes + kHandleBytes, sizeof(stage));
+  const uint64_t check = handle_check(bytes);
   if (stage.magic != kStageMagic) {
     // The first call: start connecting (the listener's process answers from its progress), from
     // the next lane (any lane reaches any of the listener's).
-    stage.lane = d->pick_lane();
-    auto p = stage.lane->device->start_connect(std::span<const uint8_t>(bytes, kHandleBytes));
+    auto c = std::make_unique<PendingNetConnect>();
+    c->dev = d;
+    c->lane = d->pick_lane();
+    c->check = check;
+    auto p = c->lane->device->start_connect(std::span<const uint8_t>(bytes, kHandleBytes));
     if (!p.ok()) return state().fail(p.status(), "connect: the handle", true);
+    c->pending = std::move(p).value();
     stage.magic = kStageMagic;
-    stage.pending = p->release();
+    stage.id = state().add_connect(std::move(c));
+    stage.check = check;
     std::memcpy(bytes + kHandleBytes, &stage, sizeof(stage));
   }
-  auto s = stage.pending->poll();
-  if (s.ok() && !*s) return ncclSuccess;  // NCCL calls again
-  std::unique_ptr<PendingConnect> done(stage.pending);
+  std::unique_ptr<PendingNetConnect> c = state().take_connect(stage.id);
+  if (c == nullptr) {
+    return state().fail(ncclInvalidArgument, "connect: the handle names connection attempt "
+                        "%016llx, which this plugin is not making (a forged or stale handle, "
+                        "or one whose connect already returned)",
+                        static_cast<unsigned long long>(stage.id));
+  }
+  if (c->check != check || stage.check != check || c->dev != d) {
+    state().put_connect(stage.id, std::move(c));  // (the attempt itself goes on)
+    return state().fail(ncclInvalidArgument, "connect: the handle's connection attempt %016llx "
+                        "was started from another handle or device (the record was copied?)",
+                        static_cast<unsigned long long>(stage.id));
+  }
+  auto s = c->pending->poll();
+  if (s.ok() && !*s) {
+    state().put_connect(stage.id, std::move(c));
+    return ncclSuccess;  // NCCL calls again
+  }
   std::memset(bytes + kHandleBytes, 0, sizeof(stage));
   if (!s.ok()) return state().fail(s.status(), "connect");
   auto* sc = new (std::nothrow) SendComm();
   if (sc == nullptr) return state().fail(ncclSystemError, "connect: out of memory");
   sc->magic = SendComm::kMagic;
   sc->dev = d;
-  sc->lane = stage.lane;
+  sc->lane = c->lane;
   sc->comm = std::move(s).value();
   *sendComm = sc;
   return ncclSuccess;

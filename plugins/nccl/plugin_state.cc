@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string_view>
 
 namespace xport::nccl {
@@ -179,7 +180,12 @@ void PluginState::release() {
   std::lock_guard<std::mutex> l(mu_);
   if (refs_.load() == 0 || refs_.fetch_sub(1) != 1) return;
   // The last NCCL communicator is gone: libxport closes (devices that still have Regions or
-  // communicators NCCL did not close stay alive through them).
+  // communicators NCCL did not close stay alive through them). Connects NCCL never finished
+  // are given up first (a handle still naming one finds nothing after this).
+  {
+    std::lock_guard<std::mutex> c(connects_mu_);
+    connects_.clear();
+  }
   devices_.clear();
   ctx_.reset();
 }
@@ -205,6 +211,38 @@ bool PluginState::remove(MemHandle* m) {
 bool PluginState::live(const MemHandle* m) {
   std::lock_guard<std::mutex> l(handles_mu_);
   return handles_.count(m) == 1;
+}
+
+uint64_t PluginState::add_connect(std::unique_ptr<PendingNetConnect> c) {
+  std::lock_guard<std::mutex> l(connects_mu_);
+  if (connect_salt_ == 0) {
+    std::random_device rd;
+    connect_salt_ = (uint64_t{rd()} << 32 | rd()) | 1;
+  }
+  uint64_t id = 0;
+  do {
+    // splitmix64 of a counter: distinct ids, not guessable from one another's neighbours.
+    uint64_t z = connect_salt_ + ++connect_count_ * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    id = z ^ (z >> 31);
+  } while (id == 0 || connects_.count(id) != 0);
+  connects_.emplace(id, std::move(c));
+  return id;
+}
+
+std::unique_ptr<PendingNetConnect> PluginState::take_connect(uint64_t id) {
+  std::lock_guard<std::mutex> l(connects_mu_);
+  auto it = connects_.find(id);
+  if (it == connects_.end()) return nullptr;
+  std::unique_ptr<PendingNetConnect> c = std::move(it->second);
+  connects_.erase(it);
+  return c;
+}
+
+void PluginState::put_connect(uint64_t id, std::unique_ptr<PendingNetConnect> c) {
+  std::lock_guard<std::mutex> l(connects_mu_);
+  connects_.emplace(id, std::move(c));
 }
 
 void PluginState::log(ncclDebugLogLevel level, const char* file, int line, const char* fmt, ...) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -133,6 +134,16 @@ T* checked(void* p) {
   return t != nullptr && t->magic == T::kMagic ? t : nullptr;
 }
 
+// A connect NCCL is polling (net connect): NCCL's handle carries its id, never a pointer, and
+// the id is looked up here. `check` is a hash of the libxport handle it was started with, so
+// that a record copied onto another handle is refused.
+struct PendingNetConnect {
+  std::unique_ptr<PendingConnect> pending;
+  NetDevice* dev = nullptr;
+  Lane* lane = nullptr;
+  uint64_t check = 0;
+};
+
 // init()'s per-NCCL-communicator context.
 struct NetContext {
   static constexpr uint64_t kMagic = 0x5854435854525058ull;  // "XPRTCTXT"
@@ -161,6 +172,13 @@ class PluginState {
   bool remove(MemHandle* m);
   bool live(const MemHandle* m);
 
+  // Connects in progress, by a random 64-bit id (never 0). take_connect removes the record for
+  // the caller to poll and put back (NCCL polls one handle from one thread at a time); it is
+  // null for an id the plugin does not know (forged, finished, or from before a finalize).
+  uint64_t add_connect(std::unique_ptr<PendingNetConnect> c);
+  std::unique_ptr<PendingNetConnect> take_connect(uint64_t id);
+  void put_connect(uint64_t id, std::unique_ptr<PendingNetConnect> c);
+
   // Messages through NCCL's logger (stderr before init gave one).
   void log(ncclDebugLogLevel level, const char* file, int line, const char* fmt, ...)
       __attribute__((format(printf, 5, 6)));
@@ -183,6 +201,10 @@ class PluginState {
   std::vector<std::unique_ptr<NetDevice>> devices_;
   std::mutex handles_mu_;
   std::unordered_set<const MemHandle*> handles_;
+  std::mutex connects_mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<PendingNetConnect>> connects_;
+  uint64_t connect_salt_ = 0;  // guarded by connects_mu_; ids are a counter mixed with it
+  uint64_t connect_count_ = 0;
   std::deque<std::string> interned_;  // guarded by mu_
   int speed_default_ = 0;
   int max_recvs_ = 1;

@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "harness.hpp"
+#include "proto/wire.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
@@ -150,6 +152,49 @@ TEST_P(Connect, APollPastItsDeadlineIsATimeoutAndLeavesNoZombie) {
   ASSERT_NO_FATAL_FAILURE(expect_no_zombie(**l));
 }
 
+// A connect that gives up at once (its deadline already passed: the request has left, or is
+// about to, and the listener may accept it after the connector forgot it) leaves the listener
+// nothing half-open: on connected endpoints (tcp) the accepted connection's communicator once
+// waited out its receive's whole deadline.
+TEST_P(Connect, AConnectWithAPassedDeadlineLeavesNoHalfOpenCommunicator) {
+  // The connector closes first: its CONN_CANCEL may still be queued, and a post to a closed
+  // shm peer of the same process faults inside libfabric 1.17 (Engine::shutdown's to fix).
+  struct CloseFirst {
+    std::unique_ptr<Device>& d;
+    ~CloseFirst() { d.reset(); }
+  } close_first{dev_};
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok());
+  auto s = dev_->connect((*l)->handle(), Deadline::now());
+  ASSERT_FALSE(s.ok()) << "a connect with a passed deadline succeeded";
+  EXPECT_EQ(s.status().code(), Code::timeout) << s.status().to_string();
+  // Only the listener's device makes progress from here on: the connector's process may be
+  // busy elsewhere, or gone.
+  std::unique_ptr<RecvComm> half;
+  const auto until = Clock::now() + 1s;
+  while (!half && Clock::now() < until) {
+    auto r = (*l)->try_accept();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    half = std::move(r).value();
+  }
+  if (!half) return;  // nothing was left in the backlog
+  std::vector<uint8_t> buf(8);
+  auto reg = other_->register_memory(buf.data(), buf.size());
+  ASSERT_TRUE(reg.ok());
+  auto req = half->irecv(buf.data(), buf.size(), *reg);
+  if (!req.ok()) {
+    EXPECT_EQ(req.status().code(), Code::closed) << req.status().to_string();
+    return;
+  }
+  // RDM: CONN_CANCEL (Code::closed); connected endpoints: the connection's shutdown
+  // (Code::peer_lost, "the peer closed the connection"). Either names it, long before the
+  // receive's own deadline.
+  auto got = half->wait(*req, Deadline::after(2s));
+  ASSERT_FALSE(got.ok()) << "a message from a connector that gave up";
+  EXPECT_TRUE(got.status().code() == Code::closed || got.status().code() == Code::peer_lost)
+      << "a half-open communicator: " << got.status().to_string();
+}
+
 TEST_P(Connect, APendingConnectDroppedUnfinishedIsGivenUp) {
   auto l = other_->listen();
   ASSERT_TRUE(l.ok());
@@ -167,6 +212,83 @@ TEST_P(Connect, APendingConnectDroppedUnfinishedIsGivenUp) {
     (void)other_->progress();
   }
   EXPECT_EQ(dev_->stats().comms_open, comms_before);
+}
+
+// A handle whose CRC is right but whose address is garbage (a forgery, or a handle of another
+// build's layout) is refused at once, and leaves the device able to reach peers it has not met:
+// libfabric 1.17's rxm address vector took the garbage's length (0, for an unknown address
+// family) as its own, and refused every later address as too large (fi_av_insert -22).
+TEST_P(Connect, AForgedAddressLeavesTheDeviceAbleToReachNewPeers) {
+  auto l = other_->listen();
+  ASSERT_TRUE(l.ok());
+  auto real = proto::decode_handle((*l)->handle());
+  ASSERT_TRUE(real.ok()) << real.status().to_string();
+  std::mt19937_64 rng(39);
+  for (int round = 0; round < 3; ++round) {
+    proto::Handle forged = *real;
+    forged.device_token = rng();
+    for (uint8_t& b : forged.address) b = static_cast<uint8_t>(rng());
+    // No address family at all (a random one might be a real, routable address: this test
+    // sends nothing to a host it does not own).
+    forged.address[0] = 0xfe;
+    forged.address[1] = 0xca;
+    auto bytes = proto::encode_handle(forged);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    auto p = dev_->start_connect(*bytes, Deadline::after(2s));
+    if (p.ok()) {  // refused by its first poll at the latest
+      Result<std::unique_ptr<SendComm>> s = std::unique_ptr<SendComm>();
+      const auto until = Clock::now() + 2s;
+      while (s.ok() && !*s && Clock::now() < until) s = (*p)->poll();
+      ASSERT_FALSE(s.ok() && *s) << "a forged address connected";
+      ASSERT_FALSE(s.ok()) << "a forged address was not refused within its deadline";
+      EXPECT_NE(s.status().code(), Code::timeout) << s.status().to_string();
+    } else {
+      EXPECT_TRUE(p.status().code() == Code::invalid_argument ||
+                  p.status().code() == Code::protocol)
+          << p.status().to_string();
+    }
+  }
+  // The listener's device: a peer this device has not met yet.
+  auto pending = dev_->start_connect((*l)->handle(), Deadline::after(20s));
+  ASSERT_TRUE(pending.ok()) << "after a forged address: " << pending.status().to_string();
+  std::unique_ptr<SendComm> send;
+  std::unique_ptr<RecvComm> recv;
+  const auto until = Clock::now() + 20s;
+  while ((!send || !recv) && Clock::now() < until) {
+    if (!send) {
+      auto s = (*pending)->poll();
+      ASSERT_TRUE(s.ok()) << "after a forged address: " << s.status().to_string();
+      send = std::move(s).value();
+    }
+    if (!recv) {
+      auto r = (*l)->try_accept();
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      recv = std::move(r).value();
+    }
+  }
+  ASSERT_TRUE(send && recv) << "no connection within 20 s";
+  uint64_t word = 0x39, got = 0;
+  auto ra = dev_->register_memory(&word, sizeof(word));
+  auto rb = other_->register_memory(&got, sizeof(got));
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  auto rq = recv->irecv(&got, sizeof(got), *rb);
+  auto sq = send->isend(&word, sizeof(word), *ra);
+  ASSERT_TRUE(rq.ok() && sq.ok());
+  bool rdone = false, sdone = false;  // (one thread drives both devices)
+  while ((!rdone || !sdone) && Clock::now() < until + 20s) {
+    if (!sdone) {
+      auto t = send->test(*sq);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      sdone = t->done;
+    }
+    if (!rdone) {
+      auto t = recv->test(*rq);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      rdone = t->done;
+    }
+  }
+  ASSERT_TRUE(rdone && sdone);
+  EXPECT_EQ(got, 0x39u);
 }
 
 TEST_P(Connect, HandlesAreCheckedAndMayBePaddedWithZeros) {

@@ -410,6 +410,98 @@ TEST_P(Correctness, TargetDeviceClosedFirstFailsTheWindowAndIsSentNothingMore) {
   p.send.reset();
 }
 
+// A Region may outlive its device (docs/architecture.md, "Objects"); its key then names a device
+// nobody can reach. Seen on RDM providers: export_key() after the device closed read the closed
+// control endpoint's address (UBSan: reference binding to null 'Endpoint'), then SIGSEGV.
+TEST_P(Correctness, AKeyOfARegionWhoseDeviceClosedIsEmpty) {
+  auto b = ctx_->open_device();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  std::unique_ptr<Device> gone = std::move(b).value();
+  std::vector<uint8_t> mem(4096);
+  auto reg = gone->register_memory(mem.data(), mem.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().to_string();
+  ASSERT_FALSE(reg->export_key().empty()) << "a live device's key";
+  gone.reset();
+  EXPECT_TRUE(reg->valid());
+  EXPECT_TRUE(reg->contains(mem.data() + 100, 8));
+  const std::vector<uint8_t> key = reg->export_key();
+  EXPECT_TRUE(key.empty()) << "a key of " << key.size() << " bytes for a closed device";
+  // An importer learns it by name.
+  auto imported = dev_->import_key(key);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_NE(imported.status().message().find("key"), std::string::npos)
+      << imported.status().to_string();
+}
+
+// A put the target's provider refuses (a forged key claiming 1 MiB more than its region, an
+// offset past the region's end) fails by name, and does not wedge what this device sends that
+// peer afterwards: a valid put on a new window to the same peer completes. (Seen on
+// tcp;ofi_rxm: quiet timed out, and so did every later window to that peer, even a 64-byte
+// put.) shm does not check keys: the write would land outside the region.
+class StalledStream : public test::ProviderTest {
+ protected:
+  // A stream waits this long for a number that never lands (the default is 30 s).
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_PEER_TIMEOUT_MS", "2000"}};
+  }
+};
+
+TEST_P(StalledStream, AFailedPutDoesNotWedgeLaterWindowsToItsPeer) {
+  if (std::string(GetParam().provider) == "shm") {
+    GTEST_SKIP() << "shm checks no keys: the forged range would be written";
+  }
+  auto b = ctx_->open_device();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  std::unique_ptr<Device> target = std::move(b).value();
+  std::atomic<bool> stop{false};
+  std::thread progress([&] {  // the target answers while this thread waits
+    while (!stop) (void)target->progress();
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join{stop, progress};
+  Pair p = connect_pair(*dev_, *target);
+  ASSERT_TRUE(p.send && p.recv);
+  std::vector<uint8_t> src(4096, 7), dst(4096, 0);
+  auto sreg = dev_->register_memory(src.data(), src.size());
+  auto dreg = target->register_memory(dst.data(), dst.size());
+  ASSERT_TRUE(sreg.ok() && dreg.ok());
+  auto key = proto::decode_key(dreg->export_key());
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  proto::RemoteKey forged = *key;
+  forged.length += 1 << 20;
+  auto bad = dev_->import_key(proto::encode_key(forged));
+  auto good = dev_->import_key(dreg->export_key());
+  ASSERT_TRUE(bad.ok() && good.ok());
+  {
+    auto w = Window::open(*p.send, soon());
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    Status s = (*w)->put(*sreg, 0, *bad, dst.size() + (512 << 10), 64).status();
+    if (s.ok()) s = (*w)->quiet(Deadline::after(10s));
+    EXPECT_FALSE(s.ok()) << "a put past the region's end was reported delivered";
+    EXPECT_NE(s.code(), Code::timeout) << "the failed put must fail by name: " << s.to_string();
+  }
+  // A new communicator to the same peer (tcp tears the first one's connection down after the
+  // protection error, as an RC queue pair would; RDM providers share the peer's stream).
+  p.send.reset();
+  p.recv.reset();
+  Pair q = connect_pair(*dev_, *target);
+  ASSERT_TRUE(q.send && q.recv);
+  auto w = Window::open(*q.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  Status s = (*w)->put(*sreg, 0, *good, 0, 64).status();
+  if (s.ok()) s = (*w)->quiet(Deadline::after(10s));
+  ASSERT_TRUE(s.ok()) << "a valid put after a failed one: " << s.to_string();
+  EXPECT_EQ(dst[0], 7);
+  EXPECT_EQ(dst[63], 7);
+  EXPECT_EQ(dst[64], 0);
+}
+
 TEST_P(Correctness, RequestedKeysAreNotPredictable) {
   std::vector<uint8_t> mem(64 * 4096);
   std::vector<Region> regs;
@@ -433,6 +525,8 @@ TEST_P(Correctness, RequestedKeysAreNotPredictable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Correctness, test::all_providers(), test::provider_param_name);
+INSTANTIATE_TEST_SUITE_P(Providers, StalledStream, test::all_providers(),
+                         test::provider_param_name);
 INSTANTIATE_TEST_SUITE_P(Providers, NonBlocking,
                          ::testing::Values(test::ProviderParam{"shm", "auto"}),
                          test::provider_param_name);

@@ -2,7 +2,8 @@
 // each with its own GpuHost) connect all-to-all, register symmetric regions, and each rank's
 // proxy backend context carries put_signals to every rank, its own included (a CPU producer stands in for the
 // kernels, the stand-in CUDA driver for the GPU); a peer that never joins ends connect with a
-// timeout naming what is missing; the direct backend is refused by name.
+// timeout naming what is missing; two teams forming at once on one listener each get their own
+// connections, and a stranger claiming a rank is refused; the direct backend is refused by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -109,6 +110,176 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
       EXPECT_EQ(signals[r][p], 1u) << "rank " << r << ", signal of rank " << p;
     }
   }
+}
+
+// Rank 1 of a two-rank team, in its own thread: connect, register `buf` symmetrically, then a
+// closing exchange (rank 0 puts into `buf` in between and quiets before it joins the exchange).
+void second_rank(GpuHost& host, const std::vector<ConnectionHandle>& handles,
+                 std::vector<uint8_t>& buf, std::string& failure) {
+  auto team = host.connect(0, handles, 1, Deadline::after(20s));
+  if (!team.ok()) {
+    failure = "connect: " + team.status().to_string();
+    return;
+  }
+  auto sym = host.register_symmetric(**team, buf.data(), buf.size(), Deadline::after(20s));
+  if (!sym.ok()) {
+    failure = "register: " + sym.status().to_string();
+    return;
+  }
+  uint64_t word = 0;
+  auto bye = host.register_symmetric(**team, &word, sizeof(word), Deadline::after(20s));
+  if (!bye.ok()) failure = "closing exchange: " + bye.status().to_string();
+}
+
+// Rank 0's side: registers `buf`, puts `fill` into rank 1's region through the team's window
+// and quiets, then the closing exchange. A team holding another team's connection gets that
+// team's key for rank 1, and the put is refused ("exported by another device").
+Status first_rank_puts(GpuHost& host, GpuTeam& team, std::vector<uint8_t>& buf, int fill) {
+  auto sym = host.register_symmetric(team, buf.data(), buf.size(), Deadline::after(20s));
+  if (!sym.ok()) return sym.status().with_context("register");
+  test::fill(buf.data(), buf.size(), fill);
+  Status s = team.window(1)->put(sym->local, 0, sym->remote[1], 0, buf.size()).status();
+  if (s.ok()) s = team.window(1)->quiet(Deadline::after(20s));
+  if (!s.ok()) return s.with_context("put to rank 1");
+  uint64_t word = 0;
+  return host.register_symmetric(team, &word, sizeof(word), Deadline::after(20s))
+      .status()
+      .with_context("closing exchange");
+}
+
+// Host A is rank 0 of two teams on its one listen(0) listener: {A, B} and {A, C}. B's and C's
+// connections are both in A's backlog when A forms the first team (C's team is forming too:
+// its connect waits for A's). Before teams carried a nonce, A took whichever came first and
+// believed the rank in it: both claimed rank 1 (or C's stood in for B's).
+TEST_P(GpuHostTest, TwoTeamsFormingAtOnceOnOneListenerEachGetTheirOwnConnections) {
+  auto a = GpuHost::init();
+  auto b = GpuHost::init();
+  auto c = GpuHost::init();
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  auto ha = (*a)->listen(0);
+  auto hb = (*b)->listen(0);
+  auto hc = (*c)->listen(0);
+  ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok());
+  const std::vector<ConnectionHandle> team_b{*ha, *hb}, team_c{*ha, *hc};
+  std::vector<uint8_t> buf_a1(4096), buf_a2(4096), buf_b(4096, 0), buf_c(4096, 0);
+  std::string fail_b, fail_c;
+  std::thread tb([&] { second_rank(**b, team_b, buf_b, fail_b); });
+  std::thread tc([&] { second_rank(**c, team_c, buf_c, fail_c); });
+  struct Join {  // (on an early failure too: the ranks end at their deadlines)
+    std::thread& x;
+    std::thread& y;
+    ~Join() {
+      if (x.joinable()) x.join();
+      if (y.joinable()) y.join();
+    }
+  } join{tb, tc};
+  // A answers both connection requests (its device's progress) before it forms either team.
+  auto dev_a = (*a)->device(0);
+  ASSERT_TRUE(dev_a.ok());
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while ((*dev_a)->stats().comms_open < 2 && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE((*a)->progress().ok());
+  }
+  ASSERT_GE((*dev_a)->stats().comms_open, 2u) << "B's and C's connections never reached A";
+  auto t1 = (*a)->connect(0, team_b, 0, Deadline::after(20s));
+  ASSERT_TRUE(t1.ok()) << "the team with B: " << t1.status().to_string();
+  auto t2 = (*a)->connect(0, team_c, 0, Deadline::after(20s));
+  ASSERT_TRUE(t2.ok()) << "the team with C: " << t2.status().to_string();
+  Status s1 = first_rank_puts(**a, **t1, buf_a1, 11);
+  Status s2 = first_rank_puts(**a, **t2, buf_a2, 22);
+  EXPECT_TRUE(s1.ok()) << "the team with B: " << s1.to_string();
+  EXPECT_TRUE(s2.ok()) << "the team with C: " << s2.to_string();
+  tb.join();
+  tc.join();
+  EXPECT_EQ(fail_b, "");
+  EXPECT_EQ(fail_c, "");
+  EXPECT_EQ(test::first_mismatch(buf_b.data(), buf_b.size(), 11), -1) << "B got the wrong bytes";
+  EXPECT_EQ(test::first_mismatch(buf_c.data(), buf_c.size(), 22), -1) << "C got the wrong bytes";
+}
+
+// The same two teams, A forming both from two threads at once (the host is shared by them):
+// whichever call accepts a connection, each team ends with its own.
+TEST_P(GpuHostTest, TwoTeamsFormedFromTwoThreadsOfOneHostEachGetTheirOwnConnections) {
+  auto a = GpuHost::init();
+  auto b = GpuHost::init();
+  auto c = GpuHost::init();
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  auto ha = (*a)->listen(0);
+  auto hb = (*b)->listen(0);
+  auto hc = (*c)->listen(0);
+  ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok());
+  const std::vector<ConnectionHandle> team_b{*ha, *hb}, team_c{*ha, *hc};
+  std::vector<uint8_t> buf_a1(4096), buf_a2(4096), buf_b(4096, 0), buf_c(4096, 0);
+  std::string fail_a1, fail_a2, fail_b, fail_c;
+  auto first = [&](const std::vector<ConnectionHandle>& handles, std::vector<uint8_t>& buf,
+                   int fill, std::string& failure) {
+    auto team = (*a)->connect(0, handles, 0, Deadline::after(20s));
+    Status s = team.ok() ? first_rank_puts(**a, **team, buf, fill) : team.status();
+    if (!s.ok()) failure = s.to_string();
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { second_rank(**b, team_b, buf_b, fail_b); });
+  threads.emplace_back([&] { second_rank(**c, team_c, buf_c, fail_c); });
+  threads.emplace_back([&] { first(team_b, buf_a1, 44, fail_a1); });
+  threads.emplace_back([&] { first(team_c, buf_a2, 55, fail_a2); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(fail_a1, "") << "A's team with B";
+  EXPECT_EQ(fail_a2, "") << "A's team with C";
+  EXPECT_EQ(fail_b, "");
+  EXPECT_EQ(fail_c, "");
+  EXPECT_EQ(test::first_mismatch(buf_b.data(), buf_b.size(), 44), -1) << "B got the wrong bytes";
+  EXPECT_EQ(test::first_mismatch(buf_c.data(), buf_c.size(), 55), -1) << "C got the wrong bytes";
+}
+
+// A process that is no member connects to rank 0's listener first and claims rank 1 the way
+// ranks once announced themselves (a 4-byte rank on the team's tag), before the team forms:
+// it is refused, and the team forms with its real rank 1. (Before: rank 0 took the stranger
+// as rank 1.)
+TEST_P(GpuHostTest, AStrangerClaimingARankIsRefused) {
+  auto a = GpuHost::init();
+  auto b = GpuHost::init();
+  auto x = GpuHost::init();
+  ASSERT_TRUE(a.ok() && b.ok() && x.ok());
+  auto ha = (*a)->listen(0);
+  auto hb = (*b)->listen(0);
+  ASSERT_TRUE(ha.ok() && hb.ok());
+  auto stranger = (*x)->device(0);
+  ASSERT_TRUE(stranger.ok());
+  auto pending = (*stranger)->start_connect(*ha, Deadline::after(20s));
+  ASSERT_TRUE(pending.ok()) << pending.status().to_string();
+  std::unique_ptr<SendComm> sc;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!sc && std::chrono::steady_clock::now() < until) {
+    auto r = (*pending)->poll();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    sc = std::move(r).value();
+    if (!sc) {
+      ASSERT_TRUE((*a)->progress().ok());  // rank 0's device answers
+    }
+  }
+  ASSERT_TRUE(sc) << "the stranger never connected";
+  int claim = 1;
+  auto reg = (*stranger)->register_memory(&claim, sizeof(claim));
+  ASSERT_TRUE(reg.ok());
+  auto sent = sc->isend(&claim, sizeof(claim), *reg, 0x7e01);
+  ASSERT_TRUE(sent.ok()) << sent.status().to_string();
+  const std::vector<ConnectionHandle> handles{*ha, *hb};
+  std::vector<uint8_t> buf_a(4096), buf_b(4096, 0);
+  std::string fail_b;
+  std::thread tb([&] { second_rank(**b, handles, buf_b, fail_b); });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{tb};
+  auto team = (*a)->connect(0, handles, 0, Deadline::after(20s));
+  ASSERT_TRUE(team.ok()) << team.status().to_string();
+  Status s = first_rank_puts(**a, **team, buf_a, 33);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  tb.join();
+  EXPECT_EQ(fail_b, "");
+  EXPECT_EQ(test::first_mismatch(buf_b.data(), buf_b.size(), 33), -1) << "B got the wrong bytes";
 }
 
 TEST_P(GpuHostTest, APeerThatNeverJoinsEndsConnectWithATimeoutNamingIt) {

@@ -494,6 +494,69 @@ TEST_P(PluginTest, FinalizeWithARequestOutstandingReturns) {
   }
 }
 
+// connect keeps its attempt in the handle's last 24 bytes (NCCL calls again with the same
+// buffer): a record with the plugin's tag but a bogus id (once a raw PendingConnect*, called
+// through) is refused with an error, and a live attempt's record copied onto another handle
+// is refused without disturbing the attempt.
+TEST_P(PluginTest, ConnectRecordsInHandlesAreCheckedNeverCalledThrough) {
+  setenv("XTEST_QUIET_WARN", "1", 1);
+  ncclNet_v11_t* n = p_.net;
+  constexpr size_t kRecord = NCCL_NET_HANDLE_MAXSIZE - 24;
+  constexpr uint64_t kTag = 0x4547415453525058ull;  // "XPRSTAGE", the plugin's tag
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  ASSERT_EQ(n->listen(p_.ctx, 0, handle, &listen), ncclSuccess) << warned_since(0);
+  for (uint64_t bogus : {uint64_t{0x10}, uint64_t{0x4141414141414141}, uint64_t{0}}) {
+    char forged[NCCL_NET_HANDLE_MAXSIZE];
+    std::memcpy(forged, handle, sizeof(forged));
+    const uint64_t record[3] = {kTag, bogus, bogus};
+    std::memcpy(forged + kRecord, record, sizeof(record));
+    void* send = nullptr;
+    const size_t mark = log_mark();
+    EXPECT_EQ(n->connect(p_.ctx, 0, forged, &send, nullptr), ncclInvalidArgument) << bogus;
+    EXPECT_EQ(send, nullptr);
+    EXPECT_NE(warned_since(mark).find("connect"), std::string::npos) << warned_since(mark);
+  }
+  // A live attempt's record on another listener's handle.
+  char other[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen2 = nullptr;
+  ASSERT_EQ(n->listen(p_.ctx, 0, other, &listen2), ncclSuccess) << warned_since(0);
+  char a[NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(a, handle, sizeof(a));
+  void* send = nullptr;
+  ASSERT_EQ(n->connect(p_.ctx, 0, a, &send, nullptr), ncclSuccess) << warned_since(0);
+  if (send == nullptr) {
+    uint64_t tag = 0;
+    std::memcpy(&tag, a + kRecord, sizeof(tag));
+    EXPECT_EQ(tag, kTag) << "an attempt in progress keeps its record in the handle";
+    std::memcpy(other + kRecord, a + kRecord, 24);
+    void* stolen = nullptr;
+    const size_t mark = log_mark();
+    EXPECT_EQ(n->connect(p_.ctx, 0, other, &stolen, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(stolen, nullptr);
+    EXPECT_NE(warned_since(mark).find("another handle"), std::string::npos) << warned_since(mark);
+  } else {
+    std::cout << "(the connect completed in its first call: no record to copy)\n";
+  }
+  void* recv = nullptr;
+  const bool ok = poll_until([&] {
+    if (send == nullptr && n->connect(p_.ctx, 0, a, &send, nullptr) != ncclSuccess) return true;
+    if (recv == nullptr && n->accept(listen, &recv, nullptr) != ncclSuccess) return true;
+    return send != nullptr && recv != nullptr;
+  }, 20s);
+  EXPECT_TRUE(ok && send != nullptr && recv != nullptr) << "the attempt itself went on: "
+                                                         << warned_since(0);
+  if (send != nullptr) {
+    EXPECT_EQ(n->closeSend(send), ncclSuccess);
+  }
+  if (recv != nullptr) {
+    EXPECT_EQ(n->closeRecv(recv), ncclSuccess);
+  }
+  EXPECT_EQ(n->closeListen(listen), ncclSuccess);
+  EXPECT_EQ(n->closeListen(listen2), ncclSuccess);
+  unsetenv("XTEST_QUIET_WARN");
+}
+
 TEST_P(PluginTest, BadInputGetsNcclErrorsAndAMessage) {
   setenv("XTEST_QUIET_WARN", "1", 1);
   ncclNet_v11_t* n = p_.net;

@@ -75,7 +75,12 @@ class GpuHost {
   // (this one included, through a loopback connection) and opens the windows. All ranks must
   // call it; none returns before every peer it needs has answered, or the deadline
   // (Code::timeout, naming the ranks missing). Accepts on `listener` (whose handle is
-  // handles[rank]), or on listen(index)'s when it is null.
+  // handles[rank]), or on listen(index)'s when it is null. Every connection opens with a hello
+  // naming the team (a nonce from the handles and how many teams this host began with them
+  // before: ranks form teams with the same handles in the same order) and the rank: accepted
+  // connections of another team forming on listen(index)'s listener are kept for it,
+  // strangers are closed (docs/semantics.md, "GPU backends"). Thread-safe: teams may form
+  // from several threads at once.
   Result<std::unique_ptr<GpuTeam>> connect(int index, std::span<const ConnectionHandle> handles,
                                            int rank, Deadline deadline,
                                            Listener* listener = nullptr);

@@ -38,7 +38,10 @@ class Region {
   void* base() const { return view_base_; }
   size_t length() const { return view_length_; }
   bool valid() const { return state_ != nullptr; }
-  // Versioned, checksummed bytes a peer passes to Device::import_key.
+  // Versioned, checksummed bytes a peer passes to Device::import_key. Empty for an invalid
+  // Region, and once the device that registered it has closed (a Region may outlive its
+  // Device; its key would name a device nobody can reach): import_key refuses empty bytes by
+  // name.
   std::vector<uint8_t> export_key() const;
   // true when [p, p+len) lies inside this region
   bool contains(const void* p, size_t len) const;

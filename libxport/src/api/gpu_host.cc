@@ -3,26 +3,35 @@
 
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 
+#include "api/team_hello.hpp"
 #include "core/format.hpp"
+#include "core/log.hpp"
 #include "xport/xport.hpp"
 
 namespace xport {
 
 namespace {
-// Team exchanges (a rank number, a region's key) travel in messages of at most this size.
+// Team exchanges (a region's key) travel in messages of at most this size.
 constexpr size_t kExchangeBytes = 4096;
-constexpr uint32_t kTagRank = 0x7e01;
 constexpr uint32_t kTagKey = 0x7e02;
+// Connections accepted on a shared listener for teams not forming yet, kept for them; beyond
+// this many, strangers are closed at once.
+constexpr size_t kMaxParked = 256;
 }  // namespace
 
 struct GpuHost::State {
   std::unique_ptr<Context> context;
   GpuHostDevices layout = GpuHostDevices::per_domain;
   std::vector<std::string> domains;
+  std::mutex mu;  // guards what follows: teams may form from several threads at once
   std::map<int, std::unique_ptr<Device>> devices;
   std::map<int, std::unique_ptr<Listener>> listeners;
+  std::map<uint64_t, uint64_t> formed;  // teams begun, by digest of their handles
+  // Accepted on a listen(index) listener, for a team other than the one that accepted them.
+  std::vector<std::unique_ptr<api::TeamArrival>> parked;
 };
 
 GpuTeam::~GpuTeam() {
@@ -49,6 +58,7 @@ Result<std::unique_ptr<GpuHost>> GpuHost::init(const ContextOptions& options,
 
 GpuHost::~GpuHost() {
   if (!s_) return;
+  s_->parked.clear();
   s_->listeners.clear();
   s_->devices.clear();
 }
@@ -60,6 +70,7 @@ Result<Device*> GpuHost::device(int index) {
     return Status(Code::invalid_argument,
                   core::str("GpuHost: device ", index, " does not exist (", devices(), ")"));
   }
+  std::lock_guard<std::mutex> l(s_->mu);
   auto it = s_->devices.find(index);
   if (it != s_->devices.end()) return it->second.get();
   DeviceOptions o;
@@ -72,6 +83,7 @@ Result<Device*> GpuHost::device(int index) {
 
 Result<ConnectionHandle> GpuHost::listen(int index) {
   XPORT_ASSIGN_OR_RETURN(Device * d, device(index));
+  std::lock_guard<std::mutex> l(s_->mu);
   auto it = s_->listeners.find(index);
   if (it == s_->listeners.end()) {
     XPORT_ASSIGN_OR_RETURN(auto l, d->listen());
@@ -94,11 +106,24 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     return Status(Code::invalid_argument, core::str("GpuHost::connect: rank ", rank, " of ", n));
   }
   XPORT_ASSIGN_OR_RETURN(Device * d, device(index));
-  if (own_listener == nullptr && s_->listeners.count(index) == 0) {
-    return Status(Code::invalid_argument,
-                  core::str("GpuHost::connect: device ", index, " has no listener (listen first)"));
+  Listener* shared = nullptr;
+  uint64_t nonce = 0;
+  {
+    std::lock_guard<std::mutex> l(s_->mu);
+    if (own_listener == nullptr) {
+      auto it = s_->listeners.find(index);
+      if (it == s_->listeners.end()) {
+        return Status(Code::invalid_argument, core::str("GpuHost::connect: device ", index,
+                                                        " has no listener (listen first)"));
+      }
+      shared = it->second.get();
+    }
+    // Every rank derives the same nonce: the handles in rank order, and how many teams this
+    // host began with them before (ranks form their teams in the same order).
+    const uint64_t digest = api::team_digest(handles);
+    nonce = api::team_nonce(digest, s_->formed[digest]++);
   }
-  Listener& listener = own_listener != nullptr ? *own_listener : *s_->listeners[index];
+  Listener& listener = own_listener != nullptr ? *own_listener : *shared;
   auto team = std::unique_ptr<GpuTeam>(new GpuTeam());
   team->device_ = d;
   team->rank_ = rank;
@@ -108,73 +133,137 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
   team->scratch_bytes_.assign(static_cast<size_t>(n) * kExchangeBytes * 2, 0);
   XPORT_ASSIGN_OR_RETURN(team->scratch_, d->register_memory(team->scratch_bytes_.data(),
                                                              team->scratch_bytes_.size()));
-  uint8_t* out_area = team->scratch_bytes_.data();                      // [peer] what we send
-  uint8_t* in_area = out_area + static_cast<size_t>(n) * kExchangeBytes;  // [slot] what arrives
+  uint8_t* out_area = team->scratch_bytes_.data();  // [peer] what we send
   // Connect to every rank (this one too: the loopback carries kernels' operations to their own
-  // rank) while accepting theirs; who an accepted comm is comes with its first message (the
-  // peer's rank).
+  // rank) while accepting theirs. Each connection's first message names the team (its nonce)
+  // and the rank: an accepted connection is taken only with this team's nonce and a rank not
+  // taken yet; one of another team forming on the same shared listener is kept for it, one of
+  // no team (a stranger, a malformed or missing hello) is closed.
   std::vector<std::unique_ptr<PendingConnect>> pending(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {
     XPORT_ASSIGN_OR_RETURN(pending[static_cast<size_t>(p)],
                            d->start_connect(handles[static_cast<size_t>(p)], deadline));
   }
-  std::vector<std::unique_ptr<RecvComm>> accepted;
+  std::vector<Request> sends(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<api::TeamArrival>> arrivals;  // accepted here, or taken from parked
   int connected = 0;
-  while (connected < n || static_cast<int>(accepted.size()) < n) {
+  int claimed = 0;
+  size_t refused = 0;
+  auto park_or_close = [&](std::unique_ptr<api::TeamArrival> a) {
+    if (shared == nullptr) return;  // closed as it goes
+    {
+      std::lock_guard<std::mutex> l(s_->mu);
+      if (s_->parked.size() < kMaxParked) s_->parked.push_back(std::move(a));
+    }
+    // (one that found no room is closed here, outside the host's lock)
+  };
+  auto fail = [&](Status why) {
+    for (auto& a : arrivals) {
+      if (a && !a->heard) park_or_close(std::move(a));  // may be another team's
+    }
+    return why;
+  };
+  while (connected < n || claimed < n) {
     for (int p = 0; p < n; ++p) {
       auto& pc = pending[static_cast<size_t>(p)];
       if (!pc) continue;
       auto c = pc->poll();
       if (!c.ok()) {
-        return c.status().with_context(core::str("GpuHost::connect: rank ", rank, " to rank ", p));
+        return fail(c.status().with_context(core::str("GpuHost::connect: rank ", rank,
+                                                      " to rank ", p)));
       }
       if (!*c) continue;
       team->send_[static_cast<size_t>(p)] = std::move(c).value();
       pc.reset();
       ++connected;
-      std::memcpy(out_area + static_cast<size_t>(p) * kExchangeBytes, &rank, sizeof(rank));
+      // Our hello goes at once: the peer tells its connections apart by it.
+      uint8_t* at = out_area + static_cast<size_t>(p) * kExchangeBytes;
+      api::encode_team_hello(api::TeamHello{nonce, static_cast<uint32_t>(rank),
+                                            static_cast<uint32_t>(n)}, at);
+      auto r = team->send_[static_cast<size_t>(p)]->isend(at, api::kTeamHelloBytes,
+                                                          team->scratch_, api::kTagTeamHello);
+      if (!r.ok()) return fail(r.status().with_context("GpuHost::connect: the team's hello"));
+      sends[static_cast<size_t>(p)] = *r;
     }
-    if (static_cast<int>(accepted.size()) < n) {
-      XPORT_ASSIGN_OR_RETURN(auto r, listener.try_accept());
-      if (r) accepted.push_back(std::move(r));
+    // Connections of a shared listener kept by other teams' calls: ours are taken.
+    if (shared != nullptr) {
+      std::lock_guard<std::mutex> l(s_->mu);
+      for (auto& a : s_->parked) {
+        if (a->listener == shared) arrivals.push_back(std::move(a));
+      }
+      std::erase(s_->parked, nullptr);
     }
+    if (claimed < n) {
+      auto r = listener.try_accept();
+      if (!r.ok()) return fail(r.status().with_context("GpuHost::connect: accept"));
+      if (*r) {
+        auto a = api::TeamArrival::start(*d, std::move(r).value(), &listener);
+        if (!a.ok()) return fail(a.status().with_context("GpuHost::connect: accept"));
+        arrivals.push_back(std::move(a).value());
+      }
+    }
+    for (auto& a : arrivals) {
+      if (!a || a->claimed) continue;
+      if (!a->heard) a->listen_once();
+      if (!a->heard) continue;
+      const api::TeamHello& h = a->hello;
+      std::string why;
+      if (!a->valid) {
+        why = a->failure;
+      } else if (h.nonce != nonce) {
+        if (shared != nullptr) {
+          park_or_close(std::move(a));  // another team's, forming on the same listener
+          continue;
+        }
+        why = "the hello of another team (this team accepts on a listener of its own)";
+      } else if (h.size != static_cast<uint32_t>(n) || h.rank >= h.size) {
+        why = core::str("a hello naming rank ", h.rank, " of ", h.size, " (a team of ", n, ")");
+      } else if (team->recv_[h.rank]) {
+        why = core::str("a second connection naming rank ", h.rank);
+      } else {
+        team->recv_[h.rank] = std::move(a->comm);
+        a->claimed = true;
+        ++claimed;
+        continue;
+      }
+      // A stranger: no hello, a malformed one, or a rank taken already.
+      ++refused;
+      XPORT_LOG(info, "GpuHost::connect: rank ", rank, " refused a connection: ", why);
+      a.reset();
+    }
+    // Not heard from yet: back to the shared listener's pool, where the team it belongs to
+    // (this one, or one forming in another thread) looks at it again.
+    if (shared != nullptr) {
+      for (auto& a : arrivals) {
+        if (a && !a->claimed && !a->heard) park_or_close(std::move(a));
+      }
+    }
+    std::erase_if(arrivals, [](const auto& a) { return !a || a->claimed; });
     if (deadline.expired()) {
       std::string missing;
       for (int p = 0; p < n; ++p) {
         if (pending[static_cast<size_t>(p)]) missing += core::str(missing.empty() ? "" : ", ", "rank ", p);
       }
-      return Status(Code::timeout,
-                    core::str("GpuHost::connect: rank ", rank, " connected to ", connected,
-                              " and accepted ", accepted.size(), " of ", n, " ranks",
-                              missing.empty() ? "" : " (no answer from " + missing + ")"));
+      std::string unheard;
+      for (int p = 0; p < n; ++p) {
+        if (!team->recv_[static_cast<size_t>(p)]) {
+          unheard += core::str(unheard.empty() ? "" : ", ", "rank ", p);
+        }
+      }
+      return fail(Status(
+          Code::timeout,
+          core::str("GpuHost::connect: rank ", rank, " connected to ", connected, " and heard from ",
+                    claimed, " of ", n, " ranks", missing.empty() ? "" : " (no answer from " + missing + ")",
+                    unheard.empty() ? "" : " (no connection from " + unheard + ")",
+                    refused == 0 ? "" : core::str(", refused ", refused, " stranger(s)"))));
     }
   }
-  // Ranks: send ours on every SendComm, learn each accepted comm's.
-  std::vector<Request> sends, recvs;
+  // Accepted on a listener of the team's own and unheard when the team was complete:
+  // strangers' (closed).
+  arrivals.clear();
   for (int p = 0; p < n; ++p) {
-    XPORT_ASSIGN_OR_RETURN(Request r, team->send_[static_cast<size_t>(p)]->isend(
-                                          out_area + static_cast<size_t>(p) * kExchangeBytes,
-                                          sizeof(int), team->scratch_, kTagRank));
-    sends.push_back(r);
-  }
-  for (size_t i = 0; i < accepted.size(); ++i) {
-    XPORT_ASSIGN_OR_RETURN(Request r, accepted[i]->irecv(in_area + i * kExchangeBytes, sizeof(int),
-                                                         team->scratch_, kTagRank));
-    recvs.push_back(r);
-  }
-  for (size_t i = 0; i < accepted.size(); ++i) {
-    XPORT_ASSIGN_OR_RETURN(size_t got, accepted[i]->wait(recvs[i], deadline));
-    int peer = -1;
-    if (got == sizeof(int)) std::memcpy(&peer, in_area + i * kExchangeBytes, sizeof(int));
-    if (peer < 0 || peer >= n || team->recv_[static_cast<size_t>(peer)]) {
-      return Status(Code::protocol, core::str("GpuHost::connect: an accepted connection named rank ",
-                                              peer, " (team of ", n, ", this rank ", rank, ")"));
-    }
-    team->recv_[static_cast<size_t>(peer)] = std::move(accepted[i]);
-  }
-  size_t k = 0;
-  for (int p = 0; p < n; ++p) {
-    XPORT_RETURN_IF_ERROR(team->send_[static_cast<size_t>(p)]->wait(sends[k++], deadline).status());
+    XPORT_RETURN_IF_ERROR(
+        team->send_[static_cast<size_t>(p)]->wait(sends[static_cast<size_t>(p)], deadline).status());
   }
   for (int p = 0; p < n; ++p) {
     XPORT_ASSIGN_OR_RETURN(team->windows_[static_cast<size_t>(p)],
@@ -230,6 +319,7 @@ void GpuHost::deregister(SymmetricRegion& region) {
 }
 
 Status GpuHost::progress() {
+  std::lock_guard<std::mutex> l(s_->mu);  // (a device opened by another thread meanwhile)
   for (auto& [i, d] : s_->devices) XPORT_RETURN_IF_ERROR(d->progress());
   return Status::success();
 }

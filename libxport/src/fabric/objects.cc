@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/log.hpp"
+#include "fabric/address.hpp"
 
 namespace xport::fabric {
 namespace {
@@ -144,6 +145,7 @@ Result<std::unique_ptr<AddressVector>> AddressVector::open(Domain& domain) {
   if (ret != 0) return fi_status(ret, core::str("fi_av_open on ", domain.name()));
   const char* prov = domain.info()->fabric_attr->prov_name;
   av->shm_ = prov != nullptr && std::strcmp(prov, "shm") == 0;
+  av->addr_format_ = domain.info()->addr_format;
   return av;
 }
 
@@ -179,9 +181,12 @@ Status check_shm_address(const std::vector<uint8_t>& address) {
 
 Result<fi_addr_t> AddressVector::insert(const std::vector<uint8_t>& address) {
   if (shm_) XPORT_RETURN_IF_ERROR(check_shm_address(address));
+  XPORT_RETURN_IF_ERROR(check_peer_address(addr_format_, address));
   fi_addr_t out = FI_ADDR_NOTAVAIL;
   int ret = fi_av_insert(av_.get(), address.data(), 1, &out, 0, nullptr);
   if (ret != 1 || out == FI_ADDR_NOTAVAIL) {
+    // Nothing of it may stay: an entry the provider made all the same is removed.
+    if (out != FI_ADDR_NOTAVAIL) (void)fi_av_remove(av_.get(), &out, 1, 0);
     return core::error(Code::invalid_argument, "fi_av_insert rejected a peer address of ",
                        address.size(), " bytes (ret ", ret, ")");
   }

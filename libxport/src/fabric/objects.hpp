@@ -88,13 +88,16 @@ class AddressVector {
   fid_av* get() const { return av_.get(); }
   // Refuses, naming why, an address the provider would take and then crash on: on shm, a name
   // with no shared-memory region behind it (libfabric 1.17's shm maps the region at the first
-  // send and dereferences it unchecked; a forged connection request could name one).
+  // send and dereferences it unchecked; a forged connection request could name one); or one
+  // that would leave the AV unusable: a socket address not of the domain's format
+  // (check_peer_address: libfabric 1.17's rxm AV then refuses every later address).
   Result<fi_addr_t> insert(const std::vector<uint8_t>& address);
   Status remove(fi_addr_t addr);
 
  private:
   Owned<fid_av> av_;
   bool shm_ = false;
+  uint32_t addr_format_ = FI_FORMAT_UNSPEC;
 };
 
 // An active endpoint: RDM (with an address vector) or connected MSG. Posts never wait: a

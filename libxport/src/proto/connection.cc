@@ -8,6 +8,7 @@
 
 #include "core/log.hpp"
 #include "core/random.hpp"
+#include "fabric/address.hpp"
 #include "proto/control.hpp"
 #include "proto/engine.hpp"
 
@@ -233,6 +234,11 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
                        h.endpoint_type == 1 ? "connected" : "RDM", " endpoints, this device uses ",
                        core_.connected_endpoints() ? "connected" : "RDM", " endpoints");
   }
+  // The address reaches the provider only if it is one of the domain's own format (a forged
+  // one may leave an rxm AV unusable: fabric/address.hpp).
+  Status usable = fabric::check_peer_address(core_.rails[0]->domain().info()->addr_format,
+                                             h.address);
+  if (!usable.ok()) return usable.with_context("connect: the handle's address");
   pool::Peer* peer = core_.peer_for(h.device_token);
   core_.ref(peer);  // held across set-up; the communicator takes its own
   if (peer->dead) {
@@ -352,12 +358,15 @@ void Connections::fail_channel(pool::Channel& ch, const Status& why) {
   for (CommId id : users) {
     CommState* c = core_.comm(id);
     if (c == nullptr) continue;
-    remove_from_backlog(*c);
+    // In the backlog (accepted by the transport, never taken) or still being accepted: never
+    // handed out, so nobody will close it.
+    const bool unclaimed = remove_from_backlog(*c);
     if (!c->is_send && c->phase == Phase::connecting) {
       auto lit = core_.listeners.find(c->listener_token);
       if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
-      c->user_closed = true;  // never handed out: nobody will close it
+      c->user_closed = true;
     }
+    if (unclaimed) c->user_closed = true;
     core_.fail_comm(*c, why);
   }
   // Nobody uses it any more (or never did: an accepted connection idle between
@@ -662,11 +671,14 @@ void Connections::on_conn_reject(const MsgHeader& h) {
                                   reject_text(h.aux)));
 }
 
-void Connections::remove_from_backlog(CommState& c) {
+bool Connections::remove_from_backlog(CommState& c) {
   auto it = core_.listeners.find(c.listener_token);
-  if (it == core_.listeners.end()) return;
+  if (it == core_.listeners.end()) return false;
   auto& q = it->second.ready;
-  q.erase(std::remove(q.begin(), q.end(), c.id), q.end());
+  const auto end = std::remove(q.begin(), q.end(), c.id);
+  const bool found = end != q.end();
+  q.erase(end, q.end());
+  return found;
 }
 
 void Connections::on_conn_cancel(const MsgHeader& h) {

@@ -69,7 +69,8 @@ class Connections {
   // Listener side: checks a request and makes the receiving communicator (nullptr + reason).
   CommState* admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
                    uint64_t* reject_reason);
-  void remove_from_backlog(CommState& c);
+  // Whether it was there: accepted by the transport, never handed to the caller.
+  bool remove_from_backlog(CommState& c);
   // Connected endpoints: places a connecting communicator in the pool, on the connection of
   // its group and slot (a secondary, whose request goes over it once connected) or on a new
   // one (a primary, whose request is the connection's parameter data).

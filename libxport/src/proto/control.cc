@@ -1,6 +1,8 @@
 // Control messages, receive buffers and connection retirement.
 #include "proto/control.hpp"
 
+#include <rdma/fi_cm.h>
+
 #include <algorithm>
 
 #include "core/log.hpp"
@@ -223,6 +225,14 @@ void Control::retire(std::unique_ptr<pool::Channel> connection) {
     done_with(p);
   }
   ep->cancel_receives();
+  if (core_.connected_endpoints() && connection->key.dir == pool::Direction::out &&
+      !connection->connected && ep->has_endpoint()) {
+    // Never connected: its connect was given up before the listener's answer, and nothing but
+    // the request went on it. The listener may have accepted it already; it learns now, from
+    // the shutdown, whether or not this device makes progress again (closing the endpoint
+    // waits for its cancellations to be read).
+    (void)fi_shutdown(ep->endpoint().get(), 0);
+  }
   // Once its last sends are out (a CLOSE may be among them) the connection is shut down, and
   // the endpoint stays allocated until its own FI_SHUTDOWN is read, so no queued event can
   // name an address a new connection reuses.

@@ -407,6 +407,10 @@ void Engine::release_region(memory::RegionState& r) {
 }
 
 std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
+  Lock l(core_);
+  // The device closed (its Regions outlive it): a key would name a device nobody can reach, and
+  // its endpoints, whose address a key carries, are gone.
+  if (shut_down_) return {};
   const memory::RegionState& r = **region.region;
   RemoteKey k;
   k.virt_addr = r.virt_addr;

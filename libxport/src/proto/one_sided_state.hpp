@@ -261,6 +261,9 @@ struct OutStream {
   uint64_t next_seq = 0;
   uint64_t done = 0;           // the target's done mark, as last heard
   uint64_t sync_sent = 0;      // the highest mark a win_sync asked for
+  // Since when an acknowledgement asked for (sync_sent > done) has been awaited without the done
+  // mark moving: past XPORT_PEER_TIMEOUT_MS the stream fails (Streams::check_stalls).
+  std::chrono::steady_clock::time_point sync_since{};
   uint64_t next_uncounted = 1; // ordinals of gets and native atomics
   uint32_t uncounted_inflight = 0;
   Barrier fence;               // operations issued from now on wait for it

@@ -84,6 +84,8 @@ void PeerHealth::check(Clock::time_point now) {
       ping(p, now);
     }
   }
+  // Window streams whose target stopped counting while it answers (stream.hpp).
+  core_.one_sided->streams().check_stalls(now);
   for (pool::Peer* p : idle) core_.retire_peer(*p);
   for (CommId id : lingering) {
     if (CommState* c = core_.comm(id)) core_.maybe_erase(*c);

@@ -267,7 +267,9 @@ void Streams::request_ack(OutStream& s, uint64_t upto) {
   if (s.phase != StreamPhase::ready || upto <= s.done || upto <= s.sync_sent) return;
   MsgHeader h = window_header(MsgType::win_sync);
   h.seq = upto;
-  if (send(s, h, nullptr).ok()) s.sync_sent = upto;
+  if (!send(s, h, nullptr).ok()) return;
+  if (s.sync_sent <= s.done) s.sync_since = Clock::now();  // (no answer was awaited before)
+  s.sync_sent = upto;
 }
 
 Status Streams::send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body) {
@@ -314,6 +316,8 @@ void Streams::advance(OutStream& s, uint64_t done) {
   if (s.peer != nullptr) s.peer->heard = true;  // (the health sweep reads the clock)
   if (done <= s.done) return;
   s.done = done;
+  // The target moves: the wait for what is still asked of it starts again.
+  if (s.sync_sent > done) s.sync_since = Clock::now();
   const uint32_t id = s.id;
   os_.windows().on_stream(s);
   if (OutStream* again = find(id)) {
@@ -449,6 +453,29 @@ void Streams::fail_peer(pool::Peer& p, const Status& why) {
   for (uint16_t index : live) {
     InStream* s = core_.in_streams[index].get();
     if (s != nullptr && s->peer == &p) erase_in(*s);
+  }
+}
+
+void Streams::check_stalls(Clock::time_point now) {
+  std::vector<uint32_t> stalled;
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->phase != StreamPhase::ready || s->sync_sent <= s->done) continue;
+    // Only while the peer answers (a keepalive's answer, any message) after it was asked: a
+    // silent one is declared lost on the same clock, which says more.
+    if (s->peer == nullptr || s->peer->dead || s->peer->last_heard <= s->sync_since) continue;
+    if (now - s->sync_since > core_.config.peer_timeout) stalled.push_back(id);
+  }
+  for (uint32_t id : stalled) {
+    OutStream* s = find(id);
+    if (s == nullptr) continue;
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - s->sync_since);
+    fail(*s, core::error(Code::fabric, "window stream to device ", std::hex,
+                         s->peer != nullptr ? s->peer->token : 0, std::dec, ": operation ",
+                         s->done, " never reached the target (asked to acknowledge up to ",
+                         s->sync_sent, ", no progress for ", waited.count(),
+                         " ms, XPORT_PEER_TIMEOUT_MS): a write its provider refused (a key that "
+                         "does not cover the range?) or lost; the stream is closed, windows "
+                         "opened from now on to that device use a new one"));
   }
 }
 

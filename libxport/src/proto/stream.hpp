@@ -95,6 +95,12 @@ class Streams {
     return mark != 0 && min_uncounted(s) < mark;
   }
   void fail_peer(pool::Peer& p, const Status& why);
+  // A stream whose target was asked to acknowledge and has not moved its done mark for
+  // XPORT_PEER_TIMEOUT_MS while the peer is alive fails (Code::fabric): a number that never
+  // lands (a write the target's provider refused and reported to nobody, as libfabric 1.17's
+  // tcp;ofi_rxm and sockets do) would otherwise hold every later operation of every window of
+  // this device to that peer. Windows opened afterwards get a new stream.
+  void check_stalls(Clock::time_point now);
   bool waits_on(const pool::Peer* p) const;
   void shutdown();
 
