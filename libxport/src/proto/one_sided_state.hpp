@@ -237,7 +237,8 @@ struct Piece {
 enum class StreamPhase : uint8_t { connecting, ready, failed };
 
 // The initiator side of a stream: everything this device's windows send to one peer device
-// (connected endpoints: to one connection), numbered in one sequence.
+// (connected endpoints: over the connection of the communicator it was made for), numbered in
+// one sequence.
 struct OutStream {
   uint32_t id = 0;
   uint8_t gen = 0;

@@ -89,10 +89,13 @@ Status Streams::request(OutStream& s, pool::Channel* ch) {
 }
 
 Result<OutStream*> Streams::for_comm(CommState& c) {
-  if (!c.connection) {
-    for (auto& [id, s] : core_.out_streams) {
-      if (s->peer == c.peer && !s->via && s->phase != StreamPhase::failed) return s.get();
-    }
+  // One stream per peer device, whatever communicator a window is opened over: its numbering is
+  // what orders one window's operations behind another's (a fence, a strong signal). Connected
+  // endpoints included: there the stream runs over the connection of the communicator it was
+  // made for, which it holds open (a stream per communicator let a strong signal on one window
+  // overtake a fenced put on another, over another connection).
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->peer == c.peer && s->phase != StreamPhase::failed) return s.get();
   }
   XPORT_ASSIGN_OR_RETURN(OutStream * s, make(c.peer, c.connection ? &c : nullptr));
   Status st = request(*s, core_.control_path(c));

@@ -1,5 +1,5 @@
 // Ordering and sequence of one-sided operations. A stream carries everything this device's
-// windows send to one peer device (connected endpoints: to one connection), numbered in one
+// windows send to one peer device (connected endpoints: over one connection), numbered in one
 // 64-bit sequence: writes carry their number's low bits in remote CQ data, signals, emulated
 // atomics and notifications all of it in their header. The target counts what landed; an
 // operation is applied once its turn comes (strong: every number below it done; weak: the writes
@@ -19,7 +19,8 @@ class Streams {
 
   // ---- initiator ----
   // The stream to the peer of `comm` (made and requested when there is none; connected
-  // endpoints: a stream of its own over the communicator's connection).
+  // endpoints: over the communicator's connection, which every later window to that peer then
+  // shares, whatever communicator it is opened over).
   Result<OutStream*> for_comm(CommState& comm);
   // A stream to the device behind a connection handle's (or a key's) control address.
   Result<OutStream*> for_address(uint64_t token, uint32_t provider_hash,
