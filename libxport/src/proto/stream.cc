@@ -117,6 +117,7 @@ Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
                        "connected endpoints: open windows over a communicator there");
   }
   pool::Peer* peer = core_.peer_for(token);
+  XPORT_RETURN_IF_ERROR(Core::check_open(*peer, "window"));
   for (auto& [id, s] : core_.out_streams) {
     if (s->peer == peer && !s->via && s->phase != StreamPhase::failed) return s.get();
   }

@@ -111,6 +111,10 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
     via = c->id;
   } else {
     peer = core_.peer_for(req->body.device_token);
+    if (peer->closed) {
+      core_.miss();  // a device of this process that closed sends nothing: a forgery
+      return;
+    }
   }
   core_.ref(peer);
   uint8_t refusal = 0;
