@@ -89,6 +89,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
     }
   }
+  one_sided->resend_after_rail_loss(peer);  // window streams' messages, the same way
 }
 
 void Core::announce_rail_state(uint32_t rail, bool in_service) {

@@ -891,6 +891,9 @@ void Engine::apply_link_states(Clock::time_point now) {
       h.quarantine("link down", now + core_.config.rail_retry);
       XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
       core_.announce_rail_state(r->index(), false);
+      // What this device sent on it may never arrive: it goes again on the rails left (its
+      // peers do the same for theirs when they hear of it).
+      core_.resend_after_rail_loss(nullptr);
     } else if (h.state() == rail::Health::State::quarantined) {
       if (!up) {
         h.quarantine(h.reason(), now + core_.config.rail_retry);  // back off again

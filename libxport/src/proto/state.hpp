@@ -572,8 +572,9 @@ class Core {
   // resumes) using its end of it towards this device.
   void announce_rail_state(uint32_t rail, bool in_service);
   // A rail of `peer` (or, with peer == nullptr, of this device) went out of service: messages
-  // the other side may never have seen on it — clear-to-sends, requests-to-send, credits — go
-  // again on the rails left (each is idempotent at its receiver).
+  // the other side may never have seen on it — clear-to-sends, requests-to-send, credits, and
+  // window streams' requests, operations, acknowledgements and closes — go again on the rails
+  // left (each is idempotent at its receiver).
   void resend_after_rail_loss(const pool::Peer* peer);
   // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from: a
   // post the domain refuses at once, error completions after kFatalInARow in a row (one failed
