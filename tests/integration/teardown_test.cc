@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "harness.hpp"
@@ -64,6 +65,22 @@ TEST_P(Teardown, AWaitThatTimesOutThenCloseInEitherOrder) {
       }
     } else {
       EXPECT_EQ(send.status().code(), Code::timeout) << send.status().to_string();
+    }
+    if (order == 0 && std::string(GetParam().provider) == "tcp;ofi_rxm") {
+      // Not what this test is about: libfabric 1.17's rxm leaks a connection request still
+      // queued inside an endpoint that closes (376 bytes, LeakSanitizer, manual progress), so
+      // here the listener's device first reads something of the connector (bounded: it goes
+      // on regardless after 10 s).
+      const auto until = std::chrono::steady_clock::now() + 10s;
+      auto heard = [&] {
+        uint64_t n = 0;
+        for (const auto& c : b->stats().cqs) n += c.completions;
+        return n > 0;
+      };
+      while (!heard() && std::chrono::steady_clock::now() < until) {
+        (void)a->progress();
+        (void)b->progress();
+      }
     }
     if (order == 0) {
       listener->reset();
