@@ -66,11 +66,17 @@ run "libxport transfer suite over shm with FI_MR_ENDPOINT enforced" \
 # stripe counts in the CQ data), writes with data consuming posted receives (FI_RX_CQ_DATA),
 # FI_MR_ENDPOINT, completions reordered across endpoints and delayed, posts delayed (a slow
 # NIC), and a CQ that fails if libxport ever lets more completions be outstanding than it holds.
+# Not the teardown tests (the configurations above run them): a post the strict provider delays
+# reaches the base provider after libxport handed it over, so after a device of the process
+# that it names has closed, and both bases then crash inside libfabric now and then (shm on the
+# closed device's unmapped region; tcp;ofi_rxm in its progress, 2 of 4 runs before and after
+# libxport stopped posting to closed devices). A NIC would fail such a post.
 for base in "tcp;ofi_rxm" shm; do
+  filter='Strict/*:-Strict/Teardown*'
   run "libxport transfer suite over $base with every hardware mode at once" \
     STRICT_FI_BASE="$base" STRICT_FI_CQ_DATA_SIZE=4 STRICT_FI_RX_CQ_DATA=1 STRICT_FI_MR_ENDPOINT=1 \
     STRICT_FI_REORDER=1 STRICT_FI_DELAY_US=200 STRICT_FI_DELAY_POST_US=200 STRICT_FI_CQ_OVERRUN=1 \
-    STRICT_FI_VERBOSE=1 "$suite" --gtest_filter='Strict/*'
+    STRICT_FI_VERBOSE=1 "$suite" --gtest_filter="$filter"
 done
 run "libxport under injected error completions and a dead domain" \
   STRICT_FI_MR_ENDPOINT=1 STRICT_FI_VERBOSE=1 "$injection"

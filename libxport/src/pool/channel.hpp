@@ -62,8 +62,13 @@ struct Channel {
     return ch;
   }
 
-  bool failed() const { return ep->failed; }
-  const std::string& failure() const { return ep->failure; }
+  // RDM: its peer is a device of this process that closed (Peer::closed): never posted to.
+  bool gone = false;
+  bool failed() const { return gone || ep->failed; }
+  const std::string& failure() const {
+    static const std::string kGone = "the peer device in this process closed";
+    return gone ? kGone : ep->failure;
+  }
 };
 
 struct Path {

@@ -131,7 +131,7 @@ void Atomics::send_emulated(OutStream& s, Piece& p, uint64_t seq) {
   const WindowOperand v{p.operand, p.compare};
   std::vector<uint8_t> body(sizeof(v));
   std::memcpy(body.data(), &v, sizeof(v));
-  Status st = os_.streams().send(s, h, &body);
+  Status st = os_.streams().send_op(s, h, &body, /*awaiting=*/true);
   if (st.ok()) return;
   a.valid = false;
   s.awaiting_count -= 1;
@@ -162,6 +162,9 @@ void Atomics::apply(InStream& in, const MsgHeader& h, const WindowOperand& v) {
     }
     ++core_.counters.atomics_applied;
   }
+  // Kept, in case the initiator asks again (its message went again after a rail went down).
+  if (in.answers.empty()) in.answers.resize(in.credits);
+  in.answers[h.seq % in.credits] = {h.seq, old, static_cast<uint8_t>(st), true};
   MsgHeader r{};
   r.type = static_cast<uint8_t>(MsgType::win_result);
   r.version = kWireVersion;
@@ -184,6 +187,8 @@ void Atomics::on_result(const MsgHeader& h) {
   if (a.valid && a.seq == h.seq) {
     a.valid = false;
     s->awaiting_count -= 1;
+    s->sent.answered(h.seq);
+    s->sent.prune(s->done);
     if (WindowState* w = os_.windows().find(a.window)) {
       if (TicketState* t = os_.windows().ticket(*w, a.ticket)) {
         if (status == 0 && t->result != nullptr) *t->result = h.aux;

@@ -240,6 +240,7 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
                                              h.address);
   if (!usable.ok()) return usable.with_context("connect: the handle's address");
   pool::Peer* peer = core_.peer_for(h.device_token);
+  XPORT_RETURN_IF_ERROR(Core::check_open(*peer, "connect"));
   core_.ref(peer);  // held across set-up; the communicator takes its own
   if (peer->dead) {
     // A device declared dead earlier answers again under the same token only if it was never
@@ -536,6 +537,10 @@ void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const 
     return;
   }
   pool::Peer* peer = core_.peer_for(req->body.device_token);
+  if (peer->closed) {
+    core_.miss();  // a device of this process that closed sends nothing: a forgery
+    return;
+  }
   core_.ref(peer);
   if (peer->dead) {  // a device we gave up on connects again: it is alive
     peer->dead = false;

@@ -89,6 +89,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
     }
   }
+  one_sided->resend_after_rail_loss(peer);  // window streams' messages, the same way
 }
 
 void Core::announce_rail_state(uint32_t rail, bool in_service) {
@@ -293,8 +294,25 @@ pool::Peer* Core::peer_for(uint64_t token) {
     slot = std::make_unique<pool::Peer>();
     slot->token = token;
     slot->last_heard = Clock::now();
+    if (device_closed_in_process(token)) {
+      slot->closed = true;
+      slot->dead = true;
+      slot->death = "the peer device in this process closed";
+    }
   }
   return slot.get();
+}
+
+void Core::close_peer(pool::Peer& p, const Status& why) {
+  p.closed = true;
+  for (auto& ch : p.channels) ch->gone = true;
+  fail_peer(p, why);
+}
+
+Status Core::check_open(const pool::Peer& p, const char* what) {
+  if (!p.closed) return Status::success();
+  return core::error(Code::closed, what, ": the peer device (", std::hex, p.token, std::dec,
+                     ") in this process closed");
 }
 
 void Core::unref(pool::Peer* p) {

@@ -21,7 +21,17 @@ namespace {
 // process is a SIGSEGV inside the provider. A closing device tells the others first.
 std::mutex g_engines_mu;
 std::vector<std::weak_ptr<Engine>> g_engines;
+// The tokens of this process's devices that closed: a device that learns of one only later (a
+// key or a handle of it used after it closed) never posts to it either. 8 bytes per device
+// closed in the life of the process.
+std::vector<uint64_t> g_closed_tokens;
 }  // namespace
+
+bool device_closed_in_process(uint64_t token) {
+  std::lock_guard<std::mutex> g(g_engines_mu);
+  return std::find(g_closed_tokens.begin(), g_closed_tokens.end(), token) !=
+         g_closed_tokens.end();
+}
 
 // core/knob.cc's ranges hold XPORT_MAX_REQUESTS to 1..4096 and XPORT_STRIPE_RAILS to 0..32
 // (core cannot include proto): these keep the two in step.
@@ -235,9 +245,17 @@ void Engine::peer_closed(uint64_t token) {
   Lock l(core_);
   if (shut_down_) return;
   auto it = core_.peers.find(token);
-  if (it == core_.peers.end() || it->second->dead) return;
-  core_.fail_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
-                                           std::dec, ") in this process closed"));
+  if (it != core_.peers.end() && !it->second->closed) {
+    core_.close_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
+                                              std::dec, ") in this process closed"));
+  }
+  // What it sent last is read while its memory is still mapped (its endpoints close once this
+  // returns), whether or not this device still knows it as a peer: libfabric's shm handles a
+  // peer's name, the end of a send or a transfer from it by touching the peer's region (its
+  // lock, an inject buffer handed back, a response) in this device's progress; after it
+  // closed, that was a SIGSEGV inside the provider. Nothing new goes to it from here on (its
+  // channels are gone; a peer made for its token later is made closed).
+  for (int i = 0; i < 8; ++i) progress_locked();
 }
 
 void Engine::shutdown() {
@@ -272,6 +290,7 @@ void Engine::shutdown() {
   std::vector<std::shared_ptr<Engine>> others;
   {
     std::lock_guard<std::mutex> g(g_engines_mu);
+    g_closed_tokens.push_back(core_.device_token);
     for (const auto& w : g_engines) {
       if (auto e = w.lock(); e && e.get() != this) others.push_back(std::move(e));
     }
@@ -891,6 +910,9 @@ void Engine::apply_link_states(Clock::time_point now) {
       h.quarantine("link down", now + core_.config.rail_retry);
       XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
       core_.announce_rail_state(r->index(), false);
+      // What this device sent on it may never arrive: it goes again on the rails left (its
+      // peers do the same for theirs when they hear of it).
+      core_.resend_after_rail_loss(nullptr);
     } else if (h.state() == rail::Health::State::quarantined) {
       if (!up) {
         h.quarantine(h.reason(), now + core_.config.rail_retry);  // back off again

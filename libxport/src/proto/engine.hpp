@@ -253,7 +253,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
  private:
   Engine();
   void shutdown();
-  // Another device of this process (its token) is closing: everything towards it fails now.
+  // Another device of this process (its token) is closing: everything towards it fails now,
+  // what it sent last is read while its endpoints are still open, and nothing is posted to it
+  // again (Core::close_peer).
   void peer_closed(uint64_t token);
   void drain_cqs();
   // Progress, under the lock; bounded work per call.

@@ -100,6 +100,9 @@ class OneSided {
   void fail_rail(uint32_t rail, const Status& why);
   // A peer was lost: its streams and their windows fail, its streams here are dropped.
   void fail_peer(pool::Peer& p, const Status& why);
+  // A rail went out of service here (nullptr) or at `p`: window messages it may have lost go
+  // again (Streams::resend_after_rail_loss).
+  void resend_after_rail_loss(const pool::Peer* p) { streams_.resend_after_rail_loss(p); }
   // A communicator failed: window streams over its connection fail (and their windows).
   void fail_comm(CommId comm, const Status& why);
   // Whether something of this device waits on `p` (keepalives and peer loss watch it).

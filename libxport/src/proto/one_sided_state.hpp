@@ -4,6 +4,7 @@
 // waiting on either side. docs/semantics.md ("One-sided") states what they promise.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -243,8 +244,63 @@ struct Piece {
 
 enum class StreamPhase : uint8_t { connecting, ready, failed };
 
+// The messages of a stream's operations (signals, emulated atomics, notifications) since the
+// target's done mark, in sequence order, each kept until the target is known to have it (its
+// number below the done mark; an emulated atomic: its answer came), so that they can go again
+// on another rail when one that may have carried them goes out of service. A ring that grows to
+// the most in flight (at most the stream's credits) and then allocates nothing.
+class SentLog {
+ public:
+  struct Entry {
+    MsgHeader h{};
+    std::vector<uint8_t> body;  // (its capacity is kept for the next message in its place)
+    bool awaiting = false;      // an emulated atomic whose answer has not come
+  };
+  bool empty() const { return count_ == 0; }
+  void push(const MsgHeader& h, const std::vector<uint8_t>* body, bool awaiting) {
+    if (count_ == ring_.size()) grow();
+    Entry& e = ring_[(head_ + count_) & (ring_.size() - 1)];
+    e.h = h;
+    if (body != nullptr) e.body.assign(body->begin(), body->end());
+    else e.body.clear();
+    e.awaiting = awaiting;
+    ++count_;
+  }
+  // The target has every number below `done`: entries below it that wait for no answer go.
+  void prune(uint64_t done) {
+    while (count_ > 0 && at(0).h.seq < done && !at(0).awaiting) {
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --count_;
+    }
+  }
+  // Operation `seq`'s answer came (an emulated atomic).
+  void answered(uint64_t seq) {
+    for (size_t i = 0; i < count_; ++i) {
+      if (at(i).h.seq == seq) at(i).awaiting = false;
+    }
+  }
+  // f(entry) for every entry, oldest first (f may not push or prune).
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < count_; ++i) f(const_cast<SentLog*>(this)->at(i));
+  }
+
+ private:
+  Entry& at(size_t i) { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  void grow() {
+    std::vector<Entry> bigger(std::max<size_t>(8, ring_.size() * 2));
+    for (size_t i = 0; i < count_; ++i) bigger[i] = std::move(at(i));
+    ring_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<Entry> ring_;  // a power of two long
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
 // The initiator side of a stream: everything this device's windows send to one peer device
-// (connected endpoints: to one connection), numbered in one sequence.
+// (connected endpoints: over the connection of the communicator it was made for), numbered in
+// one sequence.
 struct OutStream {
   uint32_t id = 0;
   uint8_t gen = 0;
@@ -284,6 +340,7 @@ struct OutStream {
   // Signals sent (publishes included), by sequence number modulo credits: a target that cannot
   // apply one (its region went) answers with its number, which fails that ticket.
   std::vector<Awaiting> signalled;
+  SentLog sent;  // operation messages the target may not have yet
 };
 
 // A message of a stream that arrived before its turn (copied out of its receive buffer).
@@ -320,6 +377,17 @@ struct InStream {
   std::deque<std::vector<uint8_t>> notes;  // notifications not yet taken
   // Operations done once their copy on to GPU memory has finished (staged regions), by seq.
   std::vector<std::pair<uint64_t, std::unique_ptr<gpu::StagedCopy>>> copies;
+  // The answers of emulated atomics applied here, by sequence number modulo credits (made at
+  // the first): an atomic sent again after a rail went down is answered again, not applied
+  // twice. A slot is reused only once the initiator has the answer it held (its credits count
+  // from its oldest unanswered atomic).
+  struct Answer {
+    uint64_t seq = 0;
+    uint64_t value = 0;
+    uint8_t status = 0;
+    bool valid = false;
+  };
+  std::vector<Answer> answers;
 };
 
 // A window provider operation that met -FI_EAGAIN or found no CQ room: posted by progress.

@@ -572,8 +572,9 @@ class Core {
   // resumes) using its end of it towards this device.
   void announce_rail_state(uint32_t rail, bool in_service);
   // A rail of `peer` (or, with peer == nullptr, of this device) went out of service: messages
-  // the other side may never have seen on it — clear-to-sends, requests-to-send, credits — go
-  // again on the rails left (each is idempotent at its receiver).
+  // the other side may never have seen on it — clear-to-sends, requests-to-send, credits, and
+  // window streams' requests, operations, acknowledgements and closes — go again on the rails
+  // left (each is idempotent at its receiver).
   void resend_after_rail_loss(const pool::Peer* peer);
   // Fatal errors (Code::closed: the domain or NIC failed) quarantine the rail they came from: a
   // post the domain refuses at once, error completions after kFatalInARow in a row (one failed
@@ -627,8 +628,15 @@ class Core {
   void forget_address(const pool::Channel& ch);
 
   // Peers: found by token or made; a reference per user; retired (AV entries removed, channels
-  // freed) with the last one.
+  // freed) with the last one. A peer made for a device of this process that has closed is
+  // made closed (device_closed_in_process).
   pool::Peer* peer_for(uint64_t token);
+  // A device of this process closed (its engine told the others, Engine::peer_closed): the
+  // peer is marked closed, its channels gone, and everything of it fails with Code::closed.
+  void close_peer(pool::Peer& p, const Status& why);
+  // Code::closed naming the peer when it is a device of this process that closed (nothing may
+  // be sent to it: callers about to post to it ask first), else ok.
+  static Status check_open(const pool::Peer& p, const char* what);
   void ref(pool::Peer* p) {
     if (p != nullptr) ++p->refs;
   }
@@ -641,6 +649,10 @@ class Core {
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };
+
+// Whether a device of this process with this token has closed (engine.cc keeps the list of
+// this process's engines, and the tokens of those that closed).
+bool device_closed_in_process(uint64_t token);
 
 // Inline: taken on every call of the public API.
 inline Lock::Lock(Core& c) : core_(&c) {

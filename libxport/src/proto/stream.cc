@@ -89,10 +89,13 @@ Status Streams::request(OutStream& s, pool::Channel* ch) {
 }
 
 Result<OutStream*> Streams::for_comm(CommState& c) {
-  if (!c.connection) {
-    for (auto& [id, s] : core_.out_streams) {
-      if (s->peer == c.peer && !s->via && s->phase != StreamPhase::failed) return s.get();
-    }
+  // One stream per peer device, whatever communicator a window is opened over: its numbering is
+  // what orders one window's operations behind another's (a fence, a strong signal). Connected
+  // endpoints included: there the stream runs over the connection of the communicator it was
+  // made for, which it holds open (a stream per communicator let a strong signal on one window
+  // overtake a fenced put on another, over another connection).
+  for (auto& [id, s] : core_.out_streams) {
+    if (s->peer == c.peer && s->phase != StreamPhase::failed) return s.get();
   }
   XPORT_ASSIGN_OR_RETURN(OutStream * s, make(c.peer, c.connection ? &c : nullptr));
   Status st = request(*s, core_.control_path(c));
@@ -114,6 +117,7 @@ Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
                        "connected endpoints: open windows over a communicator there");
   }
   pool::Peer* peer = core_.peer_for(token);
+  XPORT_RETURN_IF_ERROR(Core::check_open(*peer, "window"));
   for (auto& [id, s] : core_.out_streams) {
     if (s->peer == peer && !s->via && s->phase != StreamPhase::failed) return s.get();
   }
@@ -151,6 +155,10 @@ void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->phase != StreamPhase::connecting ||
       h.aux2 != s->nonce) {
     core_.miss(true);  // an answer to a request given up, or a forgery
+    const bool ours = s != nullptr && s->gen == (h.dst_gen & 0xf) && h.aux2 == s->nonce &&
+                      s->phase == StreamPhase::ready && s->target == h.src_comm &&
+                      s->target_gen == (h.src_gen & 0xf);
+    if (h.seq != 0 && !ours) refuse_answer(h);
     return;
   }
   if (h.aux != s->peer->token) {
@@ -290,6 +298,92 @@ Status Streams::send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* bod
   return core_.control->send(ch, h, body, nullptr, Dependent{}, s.peer);
 }
 
+Status Streams::send_op(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body,
+                        bool awaiting) {
+  Status st = send(s, h, body);
+  // (connected endpoints: the connection is the only path, there is no other rail to go on)
+  if (st.ok() && !s.via) s.sent.push(h, body, awaiting);
+  return st;
+}
+
+void Streams::resend_after_rail_loss(const pool::Peer* peer) {
+  std::vector<uint32_t> ids;
+  for (auto& [id, s] : core_.out_streams) {
+    if (!s->via && (peer == nullptr || s->peer == peer)) ids.push_back(id);
+  }
+  for (uint32_t id : ids) {
+    OutStream* s = find(id);
+    if (s == nullptr || s->peer == nullptr || s->peer->dead) continue;
+    if (s->phase == StreamPhase::connecting) {
+      // The target answers a repeated request (same nonce) with the stream it made for it.
+      if (!s->peer->paths.empty()) {
+        (void)request(*s, core_.pick(s->peer->paths, s->next_control, s->peer).control);
+      }
+      continue;
+    }
+    if (s->phase != StreamPhase::ready) continue;
+    // The target drops what it has already (by number) and answers an atomic it applied again.
+    s->sent.for_each([&](const SentLog::Entry& e) {
+      if (e.h.seq < s->done && !e.awaiting) return;
+      MsgHeader h = e.h;
+      (void)send(*s, h, e.body.empty() ? nullptr : &e.body);
+    });
+    if (s->sync_sent > s->done) {
+      MsgHeader h = window_header(MsgType::win_sync);
+      h.seq = s->sync_sent;
+      (void)send(*s, h, nullptr);
+    }
+  }
+  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
+    InStream* in = core_.in_streams[core_.in_stream_live[i]].get();
+    if (in != nullptr && !in->via && in->done > 0 && (peer == nullptr || in->peer == peer)) {
+      ack_now(*in);
+    }
+  }
+  const auto now = Clock::now();
+  while (!closed_.empty() && now - closed_.front().at > kCloseMemory) closed_.pop_front();
+  for (const Closed& c : closed_) {
+    auto it = core_.peers.find(c.peer);
+    if (it == core_.peers.end() || (peer != nullptr && it->second.get() != peer)) continue;
+    pool::Peer& p = *it->second;
+    if (p.dead || p.paths.empty()) continue;
+    MsgHeader h = window_header(MsgType::win_close);
+    h.dst_comm = c.target;
+    h.dst_gen = c.target_gen;
+    h.src_comm = c.id;
+    h.src_gen = c.gen;
+    uint32_t cursor = 0;
+    (void)core_.control->send(core_.pick(p.paths, cursor, &p).control, h, nullptr, nullptr,
+                              Dependent{}, &p);
+  }
+}
+
+void Streams::refuse_answer(const MsgHeader& h) {
+  // A stream the target made for a request given up here, or for a copy of a request that came
+  // late (a rail that went down delivered it after the stream it asked for had closed): it
+  // would hold its slot and CQ room there for ever. (RDM: the answer names its device.)
+  if (core_.connected_endpoints()) return;
+  auto it = core_.peers.find(h.aux);
+  if (it == core_.peers.end() || it->second->dead || it->second->paths.empty()) return;
+  pool::Peer& p = *it->second;
+  MsgHeader c = window_header(MsgType::win_close);
+  c.dst_comm = h.src_comm;
+  c.dst_gen = h.src_gen;
+  c.src_comm = h.dst_comm;
+  c.src_gen = h.dst_gen;
+  uint32_t cursor = 0;
+  (void)core_.control->send(core_.pick(p.paths, cursor, &p).control, c, nullptr, nullptr,
+                            Dependent{}, &p);
+}
+
+void Streams::closing(const OutStream& s) {
+  if (s.via || s.peer == nullptr) return;
+  const auto now = Clock::now();
+  while (!closed_.empty() && now - closed_.front().at > kCloseMemory) closed_.pop_front();
+  closed_.push_back({s.peer->token, static_cast<uint16_t>(s.id), s.gen, s.target, s.target_gen,
+                     now});
+}
+
 void Streams::on_gone(const MsgHeader& h) {
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
@@ -318,6 +412,7 @@ void Streams::advance(OutStream& s, uint64_t done) {
   s.done = done;
   // The target moves: the wait for what is still asked of it starts again.
   if (s.sync_sent > done) s.sync_since = Clock::now();
+  s.sent.prune(done);
   const uint32_t id = s.id;
   os_.windows().on_stream(s);
   if (OutStream* again = find(id)) {
@@ -386,6 +481,7 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
   if (was_ready && farewell && (s.peer == nullptr || !s.peer->dead)) {
     MsgHeader h = window_header(MsgType::win_close);
     (void)send(s, h, nullptr);  // the target frees its side (best effort)
+    closing(s);
   }
 }
 
@@ -431,6 +527,7 @@ void Streams::retry() {
     if (s->phase == StreamPhase::ready) {
       MsgHeader h = window_header(MsgType::win_close);
       (void)send(*s, h, nullptr);
+      closing(*s);
     }
     erase_out(*s);
   }

@@ -1,5 +1,5 @@
 // Ordering and sequence of one-sided operations. A stream carries everything this device's
-// windows send to one peer device (connected endpoints: to one connection), numbered in one
+// windows send to one peer device (connected endpoints: over one connection), numbered in one
 // 64-bit sequence: writes carry their number's low bits in remote CQ data, signals, emulated
 // atomics and notifications all of it in their header. The target counts what landed; an
 // operation is applied once its turn comes (strong: every number below it done; weak: the writes
@@ -19,7 +19,8 @@ class Streams {
 
   // ---- initiator ----
   // The stream to the peer of `comm` (made and requested when there is none; connected
-  // endpoints: a stream of its own over the communicator's connection).
+  // endpoints: over the communicator's connection, which every later window to that peer then
+  // shares, whatever communicator it is opened over).
   Result<OutStream*> for_comm(CommState& comm);
   // A stream to the device behind a connection handle's (or a key's) control address.
   Result<OutStream*> for_address(uint64_t token, uint32_t provider_hash,
@@ -38,6 +39,16 @@ class Streams {
   void request_ack(OutStream& s, uint64_t upto);
   // Sends a message of the stream to its target.
   Status send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body);
+  // Sends an operation's message (a signal, an emulated atomic: `awaiting` its answer, a
+  // notification), kept in the stream's SentLog until the target is known to have it.
+  Status send_op(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body,
+                 bool awaiting = false);
+  // A rail went out of service here (peer == nullptr) or at `peer`: what window streams may have
+  // lost on it goes again on the rails left, each idempotent at its receiver (docs/semantics.md,
+  // "Rail health"): at initiators, the stream requests not yet answered, the operation messages
+  // the target may not have, the last acknowledgement asked for, and the closes of the streams
+  // closed lately; at targets, the done mark.
+  void resend_after_rail_loss(const pool::Peer* peer);
   // The stream failed (a write error, its peer lost): its windows' tickets fail.
   // (farewell: tell the target with a win_close; not when the target itself said it is gone)
   void fail(OutStream& s, const Status& why, bool farewell = true);
@@ -119,6 +130,13 @@ class Streams {
   Result<InStream*> make_in(pool::Peer* peer, CommId via, pool::Channel* reply);
   void erase_in(InStream& in);
   bool ready(const InStream& in, const MsgHeader& h) const;
+  // Whether operation `seq` arrived before (applied, landed, waiting for its turn, or copying on
+  // to GPU memory): a message sent again after a rail went down whose first copy came too.
+  bool seen(const InStream& in, uint64_t seq) const;
+  // A repeated operation: dropped (an emulated atomic's answer goes again).
+  void repeated(InStream& in, const MsgHeader& h);
+  // Target: the done mark goes to the initiator now, whether or not it was sent before.
+  void ack_now(InStream& in);
   void mark(InStream& in, uint64_t seq);
   // Applies an operation whose turn came (its number is done from then on).
   void execute(InStream& in, WaitingOp& op);
@@ -127,6 +145,21 @@ class Streams {
   std::vector<RailAddresses> local_addresses() const;
   Core& core_;
   OneSided& os_;
+  // Streams closed lately (their win_close may have been on a rail that went down since): sent
+  // again on a rail loss within kCloseMemory of the close.
+  struct Closed {
+    uint64_t peer = 0;  // its token (the peer itself may be retired since)
+    uint16_t id = 0;
+    uint8_t gen = 0;
+    uint16_t target = 0;
+    uint8_t target_gen = 0;
+    Clock::time_point at{};
+  };
+  static constexpr std::chrono::seconds kCloseMemory{10};
+  std::deque<Closed> closed_;
+  void closing(const OutStream& s);
+  // An accepting answer for no stream waiting here: the target's stream is closed.
+  void refuse_answer(const MsgHeader& h);
   // What queued() found by looking at every stream (retry() keeps work_ to it).
   bool scan() const;
   size_t in_live_ = 0;

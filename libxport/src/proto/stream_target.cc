@@ -111,6 +111,10 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
     via = c->id;
   } else {
     peer = core_.peer_for(req->body.device_token);
+    if (peer->closed) {
+      core_.miss();  // a device of this process that closed sends nothing: a forgery
+      return;
+    }
   }
   core_.ref(peer);
   uint8_t refusal = 0;
@@ -130,7 +134,21 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
     refusal = static_cast<uint8_t>(WindowRefusal::bad);  // another CQ data layout
   }
   InStream* s = nullptr;
+  bool repeated_request = false;
   if (refusal == 0) {
+    // A request sent again (its answer, or itself, went on a rail that went down since): the
+    // stream made for it is the answer.
+    for (uint16_t index : core_.in_stream_live) {
+      InStream* in = core_.in_streams[index].get();
+      if (in != nullptr && in->peer == peer && in->nonce == h.aux2 &&
+          in->initiator == h.src_comm && in->initiator_gen == (h.src_gen & 0xf)) {
+        s = in;
+        repeated_request = true;
+        break;
+      }
+    }
+  }
+  if (refusal == 0 && s == nullptr) {
     auto made = make_in(peer, via, reply);
     if (made) {
       s = *made;
@@ -169,8 +187,8 @@ void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8
     CommState* owner = core_.comm(via);
     Status st = core_.control->send(reply, a, &bytes, owner, Dependent{},
                                     owner == nullptr ? peer : nullptr);
-    if (!st.ok() && s != nullptr) erase_in(*s);
-  } else if (s != nullptr) {
+    if (!st.ok() && s != nullptr && !repeated_request) erase_in(*s);
+  } else if (s != nullptr && !repeated_request) {
     erase_in(*s);
   }
   core_.unref(peer);
@@ -249,9 +267,12 @@ void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) 
     return;
   }
   const bool strong = ((h.slot >> 8) & kWinStrong) != 0;
-  if (h.seq < s->done || h.seq >= s->done + s->credits || s->landed[h.seq % s->credits] != 0 ||
-      (!strong && h.length > h.seq)) {
+  if (h.seq >= s->done + s->credits || (!strong && h.length > h.seq)) {
     core_.miss();
+    return;
+  }
+  if (h.seq < s->done || seen(*s, h.seq)) {
+    repeated(*s, h);
     return;
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
@@ -347,11 +368,38 @@ void Streams::poll_copies() {
   }
 }
 
+bool Streams::seen(const InStream& s, uint64_t seq) const {
+  if (s.ahead != 0 && s.landed[seq % s.credits] != 0) return true;
+  for (const WaitingOp& op : s.waiting) {
+    if (op.h.seq == seq) return true;
+  }
+  for (const auto& c : s.copies) {
+    if (c.first == seq) return true;
+  }
+  return false;
+}
+
+void Streams::repeated(InStream& s, const MsgHeader& h) {
+  core_.miss(true);  // (counted as traffic that was on its way: late, not misrouted)
+  if (h.type != static_cast<uint8_t>(MsgType::win_atomic) || s.answers.empty()) return;
+  const InStream::Answer& a = s.answers[h.seq % s.credits];
+  if (!a.valid || a.seq != h.seq) return;  // not applied yet: its answer will go then
+  MsgHeader r = window_header(MsgType::win_result);
+  r.seq = a.seq;
+  r.aux = a.value;
+  r.length = s.done;
+  r.slot = a.status;
+  reply(s, r);
+}
+
 void Streams::maybe_ack(InStream& s) {
   if (s.done == s.acked) return;
   const bool due = s.done - s.acked >= std::max<uint32_t>(1, s.credits / 2) ||
                    (s.sync_wanted > s.acked && s.done >= s.sync_wanted);
-  if (!due) return;
+  if (due) ack_now(s);
+}
+
+void Streams::ack_now(InStream& s) {
   MsgHeader h = window_header(MsgType::win_done);
   h.seq = s.done;
   s.acked = s.done;
@@ -366,6 +414,12 @@ void Streams::on_sync(const MsgHeader& h) {
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
   s->sync_wanted = std::max(s->sync_wanted, h.seq);
+  // Reached already: answered now, even if this mark went before (a win_sync sent again after
+  // a rail went down, whose first answer may have been lost on it).
+  if (h.seq <= s->done) {
+    ack_now(*s);
+    return;
+  }
   maybe_ack(*s);
 }
 

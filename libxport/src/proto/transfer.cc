@@ -101,7 +101,7 @@ void Transfers::send_notify(OutStream& s, const Piece& p, uint64_t seq) {
   h.version = kWireVersion;
   h.seq = seq;
   h.slot = static_cast<uint16_t>(p.flags << 8);
-  Status st = os_.streams().send(s, h, &p.payload);
+  Status st = os_.streams().send_op(s, h, &p.payload);
   if (st.ok()) return;
   if (WindowState* w = os_.windows().find(p.window)) {
     os_.windows().fail(*w, p.ticket, st.with_context("notification"));

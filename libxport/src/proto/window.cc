@@ -59,6 +59,10 @@ WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
     *err = core::error(Code::invalid_argument, what, ": window ", id, " is not open");
     return nullptr;
   }
+  if (w->peer != nullptr && w->peer->closed) {
+    *err = Core::check_open(*w->peer, what);
+    return nullptr;
+  }
   if (w->peer != nullptr && w->peer->dead) {
     *err = core::error(Code::peer_lost, what, ": the window's peer is lost (", w->peer->death, ")");
     return nullptr;

@@ -88,7 +88,8 @@ inline uint16_t window_stream_limit(size_t data_bytes) {
 // win_done  seq: every operation below it is done at the target
 // win_result seq: the operation; aux: the value fetched; length: the target's done mark;
 //           slot: WindowStatus
-// win_sync  seq: send win_done once the done mark reaches it
+// win_sync  seq: send win_done once the done mark reaches it (at once when it has, even if
+//           that mark was answered before: a win_sync goes again after a rail loss)
 // win_close (nothing else)
 // win_gone  (nothing else; target -> initiator)
 inline constexpr size_t kMaxNotifyBytes = 256;
