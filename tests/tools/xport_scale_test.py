@@ -17,8 +17,8 @@ from checks import check, failures
 
 tool = sys.argv[1]
 FIELDS = {"tool", "version", "mode", "peers", "provider", "rails", "procs", "threads", "rounds",
-          "devices", "opened", "all_opened", "open_s", "open_ms_per_peer", "open_ms_max", "error",
-          "error_code", "bytes_verified", "bad", "verified", "ok", "progress", "target",
+          "devices", "opened", "all_opened", "open_s", "open_ms_per_peer", "open_ms_max",
+          "open_slowest_peer", "error", "error_code", "errors", "bytes_verified", "bad", "verified", "ok", "progress", "target",
           "initiator", "knobs"}
 ONE_SIDED = {"size", "rounds_done", "rounds_s", "rounds_per_s_per_initiator",
              "put_signals_per_s", "round_ms_max", "lat_us_p50", "lat_us_p99", "lat_samples",
@@ -79,7 +79,7 @@ def healthy(p, where, provider, peers):
     check(p["peers"] == peers and p["provider"] == provider, f"{where}: identity {p}")
     check(p["ok"] is True and p["verified"] is True and p["all_opened"] is True and
           p["opened"] == peers and p["devices"] == peers and p["bad"] == 0 and
-          p["error"] is None, f"{where}: all opened and verified {p}")
+          p["error"] is None and p["errors"] == [], f"{where}: all opened and verified {p}")
     check(p["open_s"] > 0 and p["open_ms_max"] >= 0, f"{where}: open times {p}")
     t = p["target"]
     check(t["rss_after_bytes"] > 0 and t["rss_per_peer_bytes"] is not None and
@@ -168,6 +168,11 @@ for p in records(r, "XPORT_CQ_ENTRIES=64", rc=1):
     check(p["error"] is not None and "no room for another window stream" in p["error"] and
           "XPORT_CQ_ENTRIES" in p["error"] and p["error_code"] == "resource",
           f"XPORT_CQ_ENTRIES=64: the refusal by name {p['error']} ({p['error_code']})")
+    # Every refusal counted under one kind, named by the first refused initiator.
+    check([(e["step"], e["code"], e["count"], e["first_peer"]) for e in p["errors"]] ==
+          [("open", "resource", 8 - p["opened"], p["opened"])] and
+          "no room for another window stream" in p["errors"][0]["error"],
+          f"XPORT_CQ_ENTRIES=64: the refusals counted {p['errors']}")
     check(p["verified"] is True and p["rounds_done"] == 2 and
           p["signals_verified"] == 2 * p["opened"] + p["lat_samples"],
           f"XPORT_CQ_ENTRIES=64: the open windows verified {p}")

@@ -89,6 +89,18 @@ std::string one_line(std::string text) {
   return text;
 }
 
+std::string error_shape(const std::string& text) {
+  std::string key;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      key += c;
+    } else if (key.empty() || key.back() != '#') {
+      key += '#';
+    }
+  }
+  return key;
+}
+
 std::string index_list(const std::vector<size_t>& v) {
   if (v.empty()) return "-";
   std::string s;

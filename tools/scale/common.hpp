@@ -35,6 +35,9 @@ uint64_t field_u64(const std::vector<std::string>& w, const std::string& key);
 std::string error_of(const std::string& line);
 // A status or message made fit for one line.
 std::string one_line(std::string text);
+// An error's words with every number as '#': errors that differ only in their numbers (ms
+// waited, a device id) are one kind.
+std::string error_shape(const std::string& text);
 // Indices as "3,17,40" and back ("-": none).
 std::string index_list(const std::vector<size_t>& v);
 std::vector<size_t> parse_index_list(const std::string& s);

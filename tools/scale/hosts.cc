@@ -79,6 +79,12 @@ std::string Hosts::name(size_t h) const {
                        : range + " (process " + std::to_string(pids_[h]) + ")";
 }
 
+std::vector<std::string> Hosts::take_notes() {
+  std::vector<std::string> out;
+  out.swap(notes_);
+  return out;
+}
+
 Status Hosts::send(size_t h, const std::string& line) {
   Status s = channels_[h].send(line);
   return s.ok() ? s : s.with_context(name(h));
@@ -101,6 +107,10 @@ Result<std::string> Hosts::expect(size_t h, const std::string& prefix, Deadline 
                                   const std::function<void()>& tick) {
   for (;;) {
     XPORT_ASSIGN_OR_RETURN(std::string line, next_line(h, prefix, deadline, tick));
+    if (line.rfind("NOTE ", 0) == 0) {  // the distinct errors of the step, before its answer
+      notes_.push_back(line);
+      continue;
+    }
     // The answer to a step the target gave up on (its deadline passed first) comes late: skip.
     bool stale = false;
     for (const char* a : {"OPENED", "DONE", "PONG", "SENT", "STATS"}) {
@@ -135,6 +145,7 @@ Result<std::string> Hosts::next_line(size_t h, const std::string& prefix, Deadli
     if (!r.ok()) return Status(r.status().code(), name(h) + ": " + r.status().message());
     line = *r;
   }
+  if (line.rfind("NOTE ", 0) == 0) return line;  // expect() keeps it
   if (line.rfind("FAIL", 0) == 0) {
     return Status(Code::internal, name(h) + ": " + error_of(line));
   }

@@ -44,6 +44,8 @@ class Hosts {
   xport::Result<std::vector<std::string>> expect_all(const std::string& prefix,
                                                      xport::Deadline deadline,
                                                      const std::function<void()>& tick = {});
+  // The NOTE lines read so far (each distinct error of a step, with how many had it).
+  std::vector<std::string> take_notes();
   // Says goodbye, waits for each host's answer (closing its windows and comms: `tick` drives the
   // target meanwhile) and its end (processes are killed past the deadline). False when the
   // in-process thread did not end: the caller must not return into destructors that would wait for
@@ -60,6 +62,7 @@ class Hosts {
   Options opt_;
   std::vector<Share> shares_;
   std::vector<bench::LineChannel> channels_;
+  std::vector<std::string> notes_;
   std::vector<pid_t> pids_;  // empty with the in-process thread
   std::thread thread_;
   std::shared_ptr<std::atomic<bool>> thread_done_;  // the thread's last act

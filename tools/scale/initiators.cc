@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -38,26 +39,53 @@ struct Initiator {
   }
 };
 
-// What the workers of one step report: the slowest operation, and the initiators that failed
-// with the first error.
+// What the workers of one step report: the slowest operation, the initiators that failed, the
+// first error, and every distinct error with how many initiators had it (NOTE lines).
 struct Outcome {
+  struct Kind {
+    size_t count = 0, first = 0;
+    std::string code, text;
+  };
   std::mutex mu;
   std::vector<size_t> bad;
   std::string error, code;
+  std::map<std::string, Kind> kinds;  // by the error's text, its numbers left out
   uint64_t max_ns = 0;
+  size_t slowest = 0;
 
   void fail(Initiator& in, const Status& s) {
     std::lock_guard<std::mutex> l(mu);
     in.live = false;
     bad.push_back(in.index);
+    const std::string text = one_line(s.to_string());
     if (error.empty()) {
-      error = one_line("initiator " + std::to_string(in.index) + ": " + s.to_string());
+      error = "initiator " + std::to_string(in.index) + ": " + text;
       code = code_name(s.code());
     }
+    Kind& k = kinds[error_shape(text)];
+    if (k.count == 0 || in.index < k.first) {
+      k.first = in.index;
+      k.text = text;  // the first initiator's words
+    }
+    k.count += 1;
+    k.code = code_name(s.code());
   }
-  void took(uint64_t ns) {
+  void took(uint64_t ns, size_t index) {
     std::lock_guard<std::mutex> l(mu);
-    max_ns = std::max(max_ns, ns);
+    if (ns >= max_ns) {
+      max_ns = ns;
+      slowest = index;
+    }
+  }
+  // One NOTE line per distinct error of `step`, each ending in a newline: they go just before
+  // the step's answer.
+  std::string notes(const std::string& step) const {
+    std::string s;
+    for (const auto& [key, k] : kinds) {
+      s += "NOTE step=" + step + " count=" + std::to_string(k.count) +
+           " first=" + std::to_string(k.first) + " code=" + k.code + " error=" + k.text + "\n";
+    }
+    return s;
   }
   std::string tail() {
     std::sort(bad.begin(), bad.end());
@@ -193,7 +221,7 @@ class Host {
                        " rss0=" + std::to_string(rss0) + " rss1=" + std::to_string(rss1) +
                        " reg=" + std::to_string(reg);
     if (!first_error_.empty()) line += " code=" + first_code_ + " error=" + first_error_;
-    return ch_.send(line);
+    return ch_.send(out.notes("device") + line);
   }
 
   // The devices that never opened belong in every answer's bad list.
@@ -232,16 +260,19 @@ class Host {
           if (c.ok()) in.comm = std::move(c).value();
           if (!c.ok()) out.fail(in, c.status());
         }
-        out.took(now_ns() - t0);
+        out.took(now_ns() - t0, in.index);
         in.live = in.win != nullptr || in.comm != nullptr;
       }
     });
     size_t ok = 0;
     for (auto& in : inits_) ok += in->live ? 1 : 0;
+    std::string notes = out.notes(one_sided_ ? "open" : "connect");
     add_never_opened(out);
-    return "OPENED ok=" + std::to_string(ok) + " max_us=" + std::to_string(out.max_ns / 1000) +
-           " rss0=" + std::to_string(rss0) + " rss=" + std::to_string(resident_bytes()) +
-           " reg0=" + std::to_string(reg0) + " reg=" + std::to_string(registered()) + out.tail();
+    return notes + "OPENED ok=" + std::to_string(ok) +
+           " max_us=" + std::to_string(out.max_ns / 1000) +
+           " slowest=" + std::to_string(out.slowest) + " rss0=" + std::to_string(rss0) +
+           " rss=" + std::to_string(resident_bytes()) + " reg0=" + std::to_string(reg0) +
+           " reg=" + std::to_string(registered()) + out.tail();
   }
 
   // What initiator `in` sends in `round`: the pattern, wrong in one byte where a test asks.
@@ -274,7 +305,7 @@ class Host {
         if (Status s = in.win->quiet(dl); !s.ok()) out.fail(in, s.with_context("quiet"));
       }
     });
-    return "DONE " + std::to_string(r) + out.tail();
+    return out.notes("round") + "DONE " + std::to_string(r) + out.tail();
   }
 
   std::string ping(uint64_t peer, uint64_t r) {
@@ -334,7 +365,8 @@ class Host {
         }
       }
     });
-    return "SENT " + std::to_string(size) + " " + std::to_string(r) + out.tail();
+    return out.notes("send") + "SENT " + std::to_string(size) + " " + std::to_string(r) +
+           out.tail();
   }
 
   std::string stats() {

@@ -96,7 +96,16 @@ void print_json(const Record& r) {
   o += ",\"open_ms_per_peer\":" +
        num(r.open_s >= 0 && r.peers ? r.open_s * 1e3 / static_cast<double>(r.peers) : -1);
   o += ",\"open_ms_max\":" + num(r.open_ms_max);
+  o += ",\"open_slowest_peer\":" + std::to_string(r.open_slowest_peer);
   o += ",\"error\":" + str_or_null(r.error) + ",\"error_code\":" + str_or_null(r.error_code);
+  o += ",\"errors\":[";
+  for (size_t i = 0; i < r.errors.size(); ++i) {
+    const ErrorKind& e = r.errors[i];
+    o += std::string(i ? "," : "") + "{\"step\":" + str(e.step) + ",\"code\":" + str(e.code) +
+         ",\"count\":" + std::to_string(e.count) +
+         ",\"first_peer\":" + std::to_string(e.first_peer) + ",\"error\":" + str(e.text) + "}";
+  }
+  o += "]";
   if (r.mode == Mode::one_sided) {
     o += ",\"rounds_done\":" + std::to_string(r.rounds_done) + ",\"rounds_s\":" + num(r.rounds_s);
     o += ",\"rounds_per_s_per_initiator\":" + num(rate);
@@ -193,6 +202,12 @@ void print_row(const Record& r) {
       fig(reg / 1024.0, "%.1f").c_str(), fig(r.initiator_rss_per_device / kMiB, "%.2f").c_str(),
       fig(r.initiator_reg_per_device / 1024.0, "%.1f").c_str(), r.ok() ? "ok" : "NO",
       r.error.empty() ? (r.verified() ? "" : "data or signals wrong or missing") : r.error.c_str());
+  // Every distinct failure of the initiators, under the row.
+  for (const ErrorKind& e : r.errors) {
+    std::printf("       %s: %llu initiator%s (first %zu): %s\n", e.step.c_str(),
+                static_cast<unsigned long long>(e.count), e.count == 1 ? "" : "s", e.first_peer,
+                e.text.c_str());
+  }
 }
 
 }  // namespace

@@ -26,6 +26,14 @@ struct SendFigures {
   uint64_t messages = 0;  // messages verified
 };
 
+// Initiators that failed the same way in one step: "device" (opening), "open", "connect",
+// "round", "send".
+struct ErrorKind {
+  std::string step, code, text;
+  uint64_t count = 0;
+  size_t first_peer = 0;
+};
+
 struct Record {
   Mode mode = Mode::one_sided;
   size_t peers = 0;
@@ -37,10 +45,12 @@ struct Record {
   // Opening: windows (one-sided) or communicators (two-sided).
   size_t devices = 0;  // initiator devices that opened
   size_t opened = 0;
-  double open_s = -1;       // from the command to the last window (comm) opened or refused
-  double open_ms_max = -1;  // the slowest single open
-  std::string error;        // the first error, as the library worded it ("" when none)
-  std::string error_code;   // its code ("resource", "timeout", ...)
+  double open_s = -1;             // from the command to the last window (comm) opened or refused
+  double open_ms_max = -1;        // the slowest single open
+  std::string error;              // the first error, as the library worded it ("" when none)
+  std::string error_code;         // its code ("resource", "timeout", ...)
+  std::vector<ErrorKind> errors;  // every distinct failure of the initiators, counted
+  size_t open_slowest_peer = 0;   // which initiator's open was the slowest
 
   // One-sided traffic.
   int rounds_done = 0;

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -86,7 +87,11 @@ std::vector<bool> Target::opened(const std::vector<std::string>& lines) {
     const auto w = words(line);
     rec.opened += field_u64(w, "ok");
     reg += field_u64(w, "reg") - field_u64(w, "reg0");
-    rec.open_ms_max = std::max(rec.open_ms_max, static_cast<double>(field_u64(w, "max_us")) / 1e3);
+    const double ms = static_cast<double>(field_u64(w, "max_us")) / 1e3;
+    if (ms >= rec.open_ms_max) {
+      rec.open_ms_max = ms;
+      rec.open_slowest_peer = field_u64(w, "slowest");
+    }
     grew += field_u64(w, "rss") - field_u64(w, "rss0");
     for (size_t i : parse_index_list(field(w, "bad"))) {
       if (i < n) live[i] = false;
@@ -117,6 +122,24 @@ void Target::finish() {
   Status err;
   ended = hosts->stop(phase_with_grace(), &err, tick);
   note(err.with_context("closing"));
+  // Each step's distinct errors, summed over the hosts (errors that differ only in their
+  // numbers are one kind, named by the words of its first initiator).
+  for (const auto& line : hosts->take_notes()) {
+    const auto w = words(line);
+    const std::string step = field(w, "step"), text = error_of(line);
+    auto it = std::find_if(rec.errors.begin(), rec.errors.end(), [&](const ErrorKind& e) {
+      return e.step == step && error_shape(e.text) == error_shape(text);
+    });
+    if (it == rec.errors.end()) {
+      rec.errors.push_back({step, field(w, "code"), text, 0, field_u64(w, "first")});
+      it = rec.errors.end() - 1;
+    }
+    it->count += field_u64(w, "count");
+    if (field_u64(w, "first") < it->first_peer) {
+      it->first_peer = field_u64(w, "first");
+      it->text = text;
+    }
+  }
   if (ended) hosts.reset();
 }
 
