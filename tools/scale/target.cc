@@ -26,6 +26,15 @@ PassFigures Target::idle(int passes) {
           times.max_us()};
 }
 
+namespace {
+
+// A figure's growth between two fields of an answer.
+int64_t grown(const std::vector<std::string>& w, const char* before, const char* after) {
+  return static_cast<int64_t>(field_u64(w, after)) - static_cast<int64_t>(field_u64(w, before));
+}
+
+}  // namespace
+
 void Target::note(const Status& s) {
   if (!s.ok()) note(one_line(s.to_string()), code_name(s.code()));
 }
@@ -45,11 +54,12 @@ Status Target::start_hosts(const std::string& hello) {
   }
   // Opening N devices is one phase.
   XPORT_ASSIGN_OR_RETURN(auto lines, hosts->expect_all("READY", phase_with_grace()));
-  uint64_t devices = 0, rss = 0, reg = 0;
+  uint64_t devices = 0, reg = 0;
+  int64_t rss = 0;  // (memory can shrink while devices open: signed)
   for (const auto& line : lines) {
     const auto w = words(line);
     devices += field_u64(w, "devices");
-    rss += field_u64(w, "rss1") - field_u64(w, "rss0");
+    rss += grown(w, "rss0", "rss1");
     reg += field_u64(w, "reg");
     note(error_of(line), field(w, "code"));
   }
@@ -82,17 +92,17 @@ void Target::costs_after() {
 
 std::vector<bool> Target::opened(const std::vector<std::string>& lines) {
   std::vector<bool> live(n, true);
-  uint64_t grew = 0, reg = 0;
+  int64_t grew = 0, reg = 0;
   for (const auto& line : lines) {
     const auto w = words(line);
     rec.opened += field_u64(w, "ok");
-    reg += field_u64(w, "reg") - field_u64(w, "reg0");
+    reg += grown(w, "reg0", "reg");
     const double ms = static_cast<double>(field_u64(w, "max_us")) / 1e3;
     if (ms >= rec.open_ms_max) {
       rec.open_ms_max = ms;
       rec.open_slowest_peer = field_u64(w, "slowest");
     }
-    grew += field_u64(w, "rss") - field_u64(w, "rss0");
+    grew += grown(w, "rss0", "rss");
     for (size_t i : parse_index_list(field(w, "bad"))) {
       if (i < n) live[i] = false;
     }
