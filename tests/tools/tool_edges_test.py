@@ -61,6 +61,9 @@ if "xport-loopback" in tools:
 if "xport-bench" in tools:
     one_line_failure("xport-bench", ["--provider", "nosuch"], "'nosuch'")
     json_failure("xport-bench", ["--provider", "nosuch", "--json"], "'nosuch'")
+if "xport-scale" in tools:
+    one_line_failure("xport-scale", ["--provider", "nosuch"], "'nosuch'")
+    json_failure("xport-scale", ["--provider", "nosuch", "--json"], "'nosuch'")
 if "xport-topology" in tools:
     one_line_failure("xport-topology", ["--input", "/nonexistent/topo.xml"], "/nonexistent/topo.xml")
     json_failure("xport-topology", ["--input", "/nonexistent/topo.xml", "--json"],
