@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iostream>
 
+#include "common/cli.hpp"
 #include "common/tool.hpp"
 
 namespace scale {
@@ -96,21 +97,21 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
       "xport-scale: one target device and N initiator devices: how long N windows (or "
       "communicators) take to open, whether they all do, traffic into each with every byte "
       "verified, and what each peer costs at the target"};
-  app.get_formatter()->column_width(30);
+  xport::tool::plain_help(app, 30);
   std::string mode = "one-sided", peers = "16,64", nics, size = "4K", sizes = "4K,1M";
   app.add_option("--mode", mode,
                  "one-sided (windows by the target's key, put_signal) or "
                  "two-sided (communicators to one listener, sends)")
-      ->check(CLI::IsMember({"one-sided", "two-sided"}));
+      ->check(xport::tool::one_of({"one-sided", "two-sided"}));
   app.add_option("--peers", peers, "initiator counts N to measure, comma-separated (16,64,256)");
   app.add_option("--procs", opt->procs,
                  "0 (default): the initiator devices in the target's process; P: spread over P "
                  "child processes, the target alone in its own")
-      ->check(CLI::Range(0, 1024));
+      ->check(xport::tool::number_in(0, 1024, "", true));
   app.add_option("--threads", opt->threads,
                  "threads per initiator process that open windows (connect) and issue, each "
                  "over its share of the devices (default 1: one after another)")
-      ->check(CLI::Range(1, 1024));
+      ->check(xport::tool::number_in(1, 1024, "", true));
   app.add_option("--provider", opt->provider,
                  "libfabric provider (default: XPORT_PROVIDER, "
                  "else libxport's choice for peers on this host)");
@@ -120,20 +121,20 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   app.add_option("--rounds", opt->rounds,
                  "rounds of traffic (one-sided: a put_signal from every initiator and quiet; "
                  "two-sided: a message of each size from every initiator); default 20 / 3")
-      ->check(CLI::Range(0, 1000000));
+      ->check(xport::tool::number_in(0, 1000000, "", true));
   app.add_option("--latency-peers", opt->latency_peers,
                  "one-sided: initiators sampled for put_signal latency (default 4, 0: none)")
-      ->check(CLI::Range(0, 1024));
+      ->check(xport::tool::number_in(0, 1024, "", true));
   app.add_option("--latency-samples", opt->latency_samples,
                  "one-sided: latency samples per sampled initiator (default 50)")
-      ->check(CLI::Range(1, 100000));
+      ->check(xport::tool::number_in(1, 100000, "", true));
   app.add_option("--idle-passes", opt->idle_passes,
                  "progress passes timed at the target with nothing to do (default 10000)")
-      ->check(CLI::Range(1, 10000000));
+      ->check(xport::tool::number_in(1, 10000000, "", true));
   app.add_option("--timeout", opt->timeout_s,
                  "seconds each phase of a run may take (device opening, window opening, the "
                  "rounds, the latency samples, closing); default 60")
-      ->check(CLI::Range(1, 3600));
+      ->check(xport::tool::number_in(1, 3600, "", true));
   app.add_flag("--json", opt->json, "JSON Lines: one object per N");
   xport::tool::add_version(app, "xport-scale");
   app.add_option("--role", opt->role, "internal")
@@ -142,14 +143,22 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   app.add_option("--test-corrupt", opt->corrupt,
                  "internal: initiator 0 sends one wrong byte in this round")
       ->group("");
+  // Placeholders for the help, instead of the parser's own type names.
+  for (const auto& [name, placeholder] :
+       std::initializer_list<std::pair<const char*, const char*>>{
+           {"--mode", "MODE"}, {"--peers", "LIST"}, {"--procs", "P"}, {"--threads", "T"},
+           {"--provider", "NAME"}, {"--nics", "A,B"}, {"--size", "BYTES"}, {"--sizes", "LIST"},
+           {"--rounds", "N"}, {"--latency-peers", "N"}, {"--latency-samples", "N"},
+           {"--idle-passes", "N"}, {"--timeout", "SECONDS"}}) {
+    app.get_option(name)->type_name(placeholder);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitUsage;
+    return xport::tool::usage_exit(app, e, "xport-scale");
   }
-  auto usage = [](const std::string& what) {
-    std::cerr << "xport-scale: " << what << "\nRun with --help for more information.\n";
+  auto usage = [](const std::string& what) {  // one line, as every input error of the tools
+    std::cerr << "xport-scale: " << what << "\n";
     return kExitUsage;
   };
   opt->mode = mode == "two-sided" ? Mode::two_sided : Mode::one_sided;
