@@ -24,7 +24,9 @@
 // timed from the first start to the last end. Says whether the provider's data path scales with
 // threads in one process.
 // --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
-// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
+// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects);
+// the put modes add dst_page_offset (where in its page the target's region begins: 0, as
+// xport-bench's slots and fi_rma_bw's buffers).
 // A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
@@ -234,9 +236,12 @@ Fabric open_fabric(const char* provider, bool wait_object) {
 }
 
 // One registered buffer per side: `tx` bytes to send or write from, `rx` bytes to receive into
-// or be written to. Pages touched before the clock starts.
+// or be written to, each part starting on a page (as xport-bench's slots and fi_rma_bw's
+// buffers do: a write into the region behind an 8-byte ack area was misaligned, every copy one
+// page longer). Pages touched before the clock starts.
 void register_buffer(Fabric& f, size_t tx, size_t rx) {
   const size_t page = 4096;
+  tx = (tx + page - 1) / page * page;
   const size_t len = (tx + rx + page - 1) / page * page;
   f.buf = static_cast<uint8_t*>(std::aligned_alloc(page, len));
   if (f.buf == nullptr) die("aligned_alloc", -FI_ENOMEM);
@@ -651,6 +656,7 @@ struct Result {
   bool inject = false;
   Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
   double call_ns = -1, wait_ns = -1;  // --time-calls: mean ns per timed write, posting / waiting
+  uint64_t dst_page_offset = 0;       // put modes: where in its page the target's region begins
 };
 
 // --writedata: each side writes the SIZE bytes into the other's region (fi_writedata, the
@@ -728,6 +734,7 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
   r.in_flight = r.inject ? 0 : a.window;
   const uint64_t warmup = warmup_of(a);
   const size_t slots = slots_of(a, a.window);
+  r.dst_page_offset = target.rx % 4096;  // (an address or an offset into a page-aligned buffer)
   if (a.writedata) q.post_receives(kAckReceives);
   uint64_t issued = 0;
   uint64_t acks = 0;
@@ -834,6 +841,9 @@ void report(const Args& a, const Fabric& f, Result& r) {
         bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
         a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
         static_cast<unsigned long long>(g_eagain.load()));
+    if (a.mode == Mode::put) {
+      std::printf(",\"dst_page_offset\":%llu", static_cast<unsigned long long>(r.dst_page_offset));
+    }
     if (r.call_ns >= 0) {
       std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", r.call_ns, r.wait_ns);
     }

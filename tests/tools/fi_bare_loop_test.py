@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Runs the built fi-bare-loop (the bare libfabric loops docs/benchmarks.md compares libxport
 with) in the modes the benchmarks use: send and fi_writedata ping-pongs on shm and tcp;ofi_rxm
-(inject-sized and not), the 8-byte write rate with --work on either side, and the exit code (2)
-and message of bad usage. Short runs: this checks that each loop runs and reports, not how fast.
-Every run has a timeout (the tool's own watchdog ends a stalled wait after 10 s)."""
+(inject-sized and not), the 8-byte write rate with --work on either side, the put loops'
+page-aligned target region, and the exit code (2) and message of bad usage. Short runs: this
+checks that each loop runs and reports, not how fast. Every run has a timeout (the tool's own
+watchdog ends a stalled wait after 10 s)."""
 import json
 import os
 import subprocess
@@ -84,6 +85,21 @@ p = report("shm put-rate 8 --time-calls", "--provider", "shm", "--mode", "put-ra
 if p:
     check(p.get("inject") is True and "time_calls" not in p,
           f"injected writes: no time_calls ({p})")
+
+# Put modes: the writes land at the start of a page of the target's region (behind the 8-byte
+# ack area they were 8 bytes into one, every copy misaligned and a page longer: slower than the
+# same writes of fabtests' fi_rma_bw).
+for provider in ("shm", "tcp;ofi_rxm"):
+    for size, window, extra in (("64K", "64", []), ("1M", "4", []),
+                                ("64K", "8", ["--writedata"]), ("8", "64", [])):
+        where = f"{provider} put-bw {size} --window {window} {' '.join(extra)}"
+        p = report(where, "--provider", provider, "--mode", "put-bw", "--size", size,
+                   "--iterations", "40", "--warmup", "4", "--window", window, *extra)
+        if not p:
+            continue
+        check(p.get("dst_page_offset") == 0,
+              f"{where}: the target's region starts {p.get('dst_page_offset')} bytes into a page")
+        check(p.get("bw_bytes_per_s", 0) > 0, f"{where}: no bandwidth ({p})")
 
 # Bad usage: exit 2 and a message naming what was wrong.
 for args, says in (
