@@ -3,7 +3,8 @@
 
   scripts/bench-put-depth.py [--build build] [--rounds 5] [--provider shm] [--sizes 64K,1M]
                              [--depths 16,64] [--window 64] [--slots default,1] [--sliding]
-                             [--fi-rma-bw PATH] [--pin 0,1] [--rt] [--iterations-mib 2048]
+                             [--fi-rma-bw PATH] [--pin 0,1] [--rt] [--pause S]
+                             [--iterations-mib 2048]
 
 Each round runs, per size and per --slots choice, in an order that rotates round by round:
   bare      fi-bare-loop --mode put-bw --window W (fi_write; on shm the writer's own CMA copy)
@@ -22,7 +23,8 @@ operation in flight (64 MiB at most: 64 MiB at depth 64 and 1 MiB), 1 is fi_rma_
 buffer. The same slots in both tools keep the memory the copies touch equal: at 1 MiB, 16 against
 64 slots is 32 against 128 MiB between the two processes, in cache or not.
 --rt runs every process under chrt -f 1 (root): on a host shared with other work, a waiting
-process's sched_yield otherwise hands its core to whatever else is runnable there.
+process's sched_yield otherwise hands its core to whatever else is runnable there; --pause S
+sleeps S seconds after each run (the host's other work gets the cores back meanwhile).
 Prints one line per run (GB/s, 1e9 bytes), then per size and slots the median of each tool over
 the rounds and each xport-bench cell's median per-round ratio to that round's bare run (and to
 bare-b, fi_rma_bw), with the min and max of those ratios.
@@ -33,6 +35,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 K, M = 1 << 10, 1 << 20
 
@@ -78,7 +81,6 @@ def fi_rma_bw(path, size, iterations, window, pin, rt, round_no):
     pre = lambda cpu: (["chrt", "-f", "1"] if rt else []) + (["taskset", "-c", cpu] if cpu else [])
     server = subprocess.Popen(pre(b) + common + ["-B", str(port + 1000)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    import time
     time.sleep(0.3)
     client = subprocess.run(pre(a) + common + ["-B", str(port + 2000), "-P", str(port + 1000),
                                                "127.0.0.1"],
@@ -106,6 +108,7 @@ def main():
     p.add_argument("--fi-rma-bw", default="", help="path of fabtests' fi_rma_bw (shm)")
     p.add_argument("--pin", default="0,1", help="A,B: initiator on CPU A, target on CPU B")
     p.add_argument("--rt", action="store_true", help="chrt -f 1 for every process (root)")
+    p.add_argument("--pause", type=float, default=0, help="seconds to sleep after each run")
     p.add_argument("--iterations-mib", type=int, default=2048,
                    help="MiB each run moves (iterations = this / size)")
     a = p.parse_args()
@@ -156,6 +159,7 @@ def main():
                 results.setdefault((size, sl, cell), []).append(gbs)
                 print(f"round {r + 1} size {size_name(size)} slots {sl} {cell}: {gbs:.3f} GB/s",
                       flush=True)
+                time.sleep(a.pause)
     print()
     print("| size | slots | cell | median GB/s (min-max) | per round / bare | / bare-b "
           "| / fi_rma_bw |")
