@@ -9,6 +9,8 @@
 Each round runs, per size and per --slots choice, in an order that rotates round by round:
   bare      fi-bare-loop --mode put-bw --window W (fi_write; on shm the writer's own CMA copy)
   bare-b    the same with --batch: W writes posted, then all awaited (fi_rma_bw's loop)
+  bare-wd   the same with --writedata: fi_writedata, the target counting the CQ data (the
+            provider path of libxport's puts: on shm the target's CMA copy, not the writer's)
   xb-dN     xport-bench --op put --depth N: N puts per quiet (the issue's runs; --sliding adds
             xb-sN, N in flight, each new put waiting for the oldest)
   fi_rma_bw fabtests' fi_rma_bw -o write at its window (--fi-rma-bw PATH; shm only, once per size
@@ -26,8 +28,8 @@ buffer. The same slots in both tools keep the memory the copies touch equal: at 
 process's sched_yield otherwise hands its core to whatever else is runnable there; --pause S
 sleeps S seconds after each run (the host's other work gets the cores back meanwhile).
 Prints one line per run (GB/s, 1e9 bytes), then per size and slots the median of each tool over
-the rounds and each xport-bench cell's median per-round ratio to that round's bare run (and to
-bare-b, fi_rma_bw), with the min and max of those ratios.
+the rounds and each cell's median per-round ratio to that round's bare run (and to bare-b,
+bare-wd, fi_rma_bw), with the min and max of those ratios.
 """
 import argparse
 import json
@@ -142,6 +144,8 @@ def main():
                               + common + sopt + pin_b))
                 cells.append((sl, "bare-b", [bare, "--mode", "put-bw", "--window", str(a.window),
                                              "--batch"] + common + sopt + pin_b))
+                cells.append((sl, "bare-wd", [bare, "--mode", "put-bw", "--window", str(a.window),
+                                              "--writedata"] + common + sopt + pin_b))
                 for d in depths:
                     cells.append((sl, f"xb-d{d}", [xb, "--op", "put", "--depth", str(d)] + common
                                   + sopt + pin_x))
@@ -162,8 +166,8 @@ def main():
                 time.sleep(a.pause)
     print()
     print("| size | slots | cell | median GB/s (min-max) | per round / bare | / bare-b "
-          "| / fi_rma_bw |")
-    print("|---|---|---|---|---|---|---|")
+          "| / bare-wd | / fi_rma_bw |")
+    print("|---|---|---|---|---|---|---|---|")
     for size in sizes:
         rma = results.get((size, "-", "fi_rma_bw"))
         for sl in slot_choices + (["-"] if rma else []):
@@ -172,7 +176,7 @@ def main():
                     continue
                 line = (f"| {size_name(size)} | {sl} | {cell} | {statistics.median(v):.2f} "
                         f"({min(v):.2f}-{max(v):.2f}) |")
-                for base in ("bare", "bare-b", "fi_rma_bw"):
+                for base in ("bare", "bare-b", "bare-wd", "fi_rma_bw"):
                     b = results.get((size, "-" if base == "fi_rma_bw" else sl, base))
                     if not b or cell == base or len(b) != len(v):
                         line += " |"
