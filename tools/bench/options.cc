@@ -254,7 +254,8 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
            {"--op", "OP"}, {"--size", "LIST"}, {"--provider", "NAME"}, {"--nics", "A,B"},
            {"--iterations", "N"}, {"--warmup", "N"}, {"--depth", "N"}, {"--slots", "N"},
            {"--comms", "N"}, {"--groups", "G"}, {"--gap-us", "US"}, {"--cpu", "CPU"},
-           {"--peer-cpu", "CPU"}, {"--memory", "WHERE"}, {"--gpu", "N"}, {"--peer-gpu", "N"}, {"--initiator", "WHO"},
+           {"--peer-cpu", "CPU"}, {"--memory", "WHERE"}, {"--gpu", "N"}, {"--peer-gpu", "N"},
+           {"--initiator", "WHO"},
            {"--device-scope", "SCOPE"}, {"--port", "PORT"}, {"--connect", "HOST:PORT"},
            {"--timeout", "SECONDS"}, {"--pattern", "PATTERN"}}) {
     app.get_option(name)->type_name(placeholder);
