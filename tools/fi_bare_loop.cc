@@ -8,11 +8,16 @@
 //   send-bw    xport-bench's stream (one at 64 MiB); fi_injects complete at once and are held
 //              back only by the provider. The target acks when it has them all, so the clock
 //              covers delivery: messages the target received per second.
-//   put-rate   fi_write of SIZE into the target's registered buffer (slots of 64 MiB, as
-//   put-bw     xport-bench's), WINDOW in flight, polled on the CQ; fi_inject_write up to
+//   put-rate   fi_write of SIZE into the target's registered buffer (16 slots at most 64 MiB,
+//   put-bw     as xport-bench's), WINDOW in flight, polled on the CQ; fi_inject_write up to
 //              inject_size, then one fi_read (read after write is ordered) ends the phase.
 //              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
 //              and acks when it has them all.
+//              --slots N: the writes cycle through N SIZE-byte slots on each side instead (at
+//              most 64 MiB); --batch: WINDOW writes are posted, then all their completions
+//              awaited before the next WINDOW (a sliding window without it). fabtests'
+//              fi_rma_bw -o write is --batch --slots 1 (every write from one buffer to one
+//              address) at its default window of 64, though both of its processes write.
 //   pingpong --writedata: each side fi_writedata's SIZE bytes into the other's registered
 //              buffer and waits for the other's write by its CQ data (what libxport's
 //              rendezvous moves a large message with), instead of sends and receives.
@@ -24,12 +29,14 @@
 // timed from the first start to the last end. Says whether the provider's data path scales with
 // threads in one process.
 // --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
-// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
+// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects);
+// the put modes add slots, batch and dst_page_offset (where in its page the target's region
+// begins: 0, as xport-bench's slots and fi_rma_bw's buffers).
 // A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
-//                [--threads N] [--cpus A,B] [--work I,T] [--time-calls]
+//                [--threads N] [--cpus A,B] [--work I,T] [--time-calls] [--slots N] [--batch]
 // --work I,T (rate and bandwidth modes; a diagnostic): I steps of a dependent multiply-add chain
 // (about 4 cycles each, no memory touched) after each write or send the initiator posts, and T
 // after each write's data or receive the target reads: how the rate moves with either side's
@@ -76,7 +83,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSlotBytes = size_t{64} << 20;
 constexpr size_t kPingPongReceives = 4;  // kept posted on each side
 constexpr size_t kAckReceives = 2;
-constexpr size_t kAckBytes = 8;  // what an ack carries does not matter
+constexpr size_t kAckBytes = 8;   // what an ack carries does not matter
+constexpr size_t kPutSlots = 16;  // put modes' slots unless --slots (xport-bench's kRateSlots)
 
 enum class Mode { pingpong, send, put };
 
@@ -98,6 +106,8 @@ struct Args {
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
   int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
   int cpu_initiator = -1, cpu_target = -1;  // --cpus A,B
+  size_t slots = 0;    // put modes: SIZE-byte slots the writes cycle through (0: put_slots)
+  bool batch = false;  // put modes: WINDOW writes, then wait for all (fi_rma_bw's loop)
 };
 
 const char* g_role = "initiator";
@@ -234,9 +244,12 @@ Fabric open_fabric(const char* provider, bool wait_object) {
 }
 
 // One registered buffer per side: `tx` bytes to send or write from, `rx` bytes to receive into
-// or be written to. Pages touched before the clock starts.
+// or be written to, each part starting on a page (as xport-bench's slots and fi_rma_bw's
+// buffers do: a write into the region behind an 8-byte ack area was misaligned, every copy one
+// page longer). Pages touched before the clock starts.
 void register_buffer(Fabric& f, size_t tx, size_t rx) {
   const size_t page = 4096;
+  tx = (tx + page - 1) / page * page;
   const size_t len = (tx + rx + page - 1) / page * page;
   f.buf = static_cast<uint8_t*>(std::aligned_alloc(page, len));
   if (f.buf == nullptr) die("aligned_alloc", -FI_ENOMEM);
@@ -525,6 +538,11 @@ size_t slots_of(const Args& a, size_t bound) {
   return std::clamp<size_t>(kSlotBytes / a.size, 1, bound);
 }
 
+// The slots the put modes' writes cycle through: --slots, or kPutSlots whatever the window (as
+// xport-bench's puts: tools/bench/ops.hpp kRateSlots), so that a deeper window moves more writes
+// at once over the same memory, not over more of it.
+size_t put_slots(const Args& a) { return a.slots > 0 ? a.slots : slots_of(a, kPutSlots); }
+
 // Sends in flight in send-rate: WINDOW, at most one per slot as xport-bench's stream.
 size_t send_window(const Args& a) { return slots_of(a, a.window); }
 
@@ -545,7 +563,7 @@ void target_prepare(const Args& a, Fabric& f, Queues& q, int to_initiator, int f
     exchange(f, to_initiator, from_initiator);
     q.post_receives(receives);
   } else {
-    register_buffer(f, kAckBytes, slots_of(a, a.window) * a.size);
+    register_buffer(f, kAckBytes, put_slots(a) * a.size);
     exchange(f, to_initiator, from_initiator);
   }
 }
@@ -651,6 +669,7 @@ struct Result {
   bool inject = false;
   Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
   double call_ns = -1, wait_ns = -1;  // --time-calls: mean ns per timed write, posting / waiting
+  uint64_t dst_page_offset = 0;       // put modes: where in its page the target's region begins
 };
 
 // --writedata: each side writes the SIZE bytes into the other's region (fi_writedata, the
@@ -727,7 +746,8 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
   r.inject = a.inject && a.size <= f.inject_size;
   r.in_flight = r.inject ? 0 : a.window;
   const uint64_t warmup = warmup_of(a);
-  const size_t slots = slots_of(a, a.window);
+  const size_t slots = put_slots(a);
+  r.dst_page_offset = target.rx % 4096;  // (an address or an offset into a page-aligned buffer)
   if (a.writedata) q.post_receives(kAckReceives);
   uint64_t issued = 0;
   uint64_t acks = 0;
@@ -751,7 +771,9 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
         continue;
       }
       const auto w0 = timing ? Clock::now() : Clock::time_point{};
-      q.wait_tx_below(a.window, "keeping the window of writes");
+      // --batch: a full window is waited for to the last write (fi_rma_bw's ft_get_tx_comp).
+      q.wait_tx_below(a.batch && q.tx_pending >= a.window ? 1 : a.window,
+                      "keeping the window of writes");
       const auto c0 = timing ? Clock::now() : Clock::time_point{};
       if (a.writedata) {
         q.post("fi_writedata", [&] {
@@ -834,6 +856,10 @@ void report(const Args& a, const Fabric& f, Result& r) {
         bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
         a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
         static_cast<unsigned long long>(g_eagain.load()));
+    if (a.mode == Mode::put) {
+      std::printf(",\"slots\":%zu,\"batch\":%s,\"dst_page_offset\":%llu", put_slots(a),
+                  a.batch ? "true" : "false", static_cast<unsigned long long>(r.dst_page_offset));
+    }
     if (r.call_ns >= 0) {
       std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", r.call_ns, r.wait_ns);
     }
@@ -848,9 +874,12 @@ void report(const Args& a, const Fabric& f, Result& r) {
         a.size, a.iterations, p50, p99, mean);
   } else {
     std::printf(
-        "provider %s  %s %s%s %zu B  threads %d  in flight %zu  iterations %ld  msg_per_s %.0f  "
+        "provider %s  %s %s%s %zu B  threads %d  in flight %zu%s  iterations %ld  msg_per_s %.0f  "
         "GB/s %.3f\n",
         prov, a.mode_name.c_str(), r.inject ? "inject " : "", op, a.size, a.threads, r.in_flight,
+        a.mode != Mode::put ? ""
+        : a.batch           ? (" (batches), slots " + std::to_string(put_slots(a))).c_str()
+                            : (", slots " + std::to_string(put_slots(a))).c_str(),
         a.iterations, rate, bw / 1e9);
   }
   std::fflush(stdout);
@@ -859,7 +888,8 @@ void report(const Args& a, const Fabric& f, Result& r) {
 // The initiator's side of a rate or bandwidth loop: its buffer (SIZE-byte slots to send or write
 // from, and the acks' receives), the exchange; the target's region for put_rate.
 Hello initiator_prepare(const Args& a, Fabric& f, Queues& q, int to_target, int from_target) {
-  register_buffer(f, slots_of(a, a.window) * a.size, kAckBytes * kAckReceives);
+  register_buffer(f, (a.mode == Mode::put ? put_slots(a) : slots_of(a, a.window)) * a.size,
+                  kAckBytes * kAckReceives);
   q.rx_size = kAckBytes;
   q.rx_slots = kAckReceives;
   return exchange(f, to_target, from_target);
@@ -934,7 +964,8 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json] [--threads N] [--cpus A,B] [--work I,T] [--time-calls]\n",
+               "[--json] [--threads N] [--cpus A,B] [--work I,T] [--time-calls] [--slots N] "
+               "[--batch]\n",
                why);
   std::exit(2);
 }
@@ -1020,6 +1051,12 @@ Args parse(int argc, char** argv) {
       a.work_target = static_cast<uint32_t>(y);
     } else if (k == "--time-calls") {
       a.time_calls = true;
+    } else if (k == "--slots") {
+      const long n = std::atol(value());
+      if (n < 1 || n > 4096) usage("--slots wants 1..4096");
+      a.slots = static_cast<size_t>(n);
+    } else if (k == "--batch") {
+      a.batch = true;
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
       if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
@@ -1040,6 +1077,12 @@ Args parse(int argc, char** argv) {
     usage("--time-calls goes with put-rate and put-bw, one thread");
   }
   if (a.threads > 1 && a.mode == Mode::pingpong) usage("--threads goes with the rate and bandwidth modes");
+  if ((a.slots > 0 || a.batch) && a.mode != Mode::put) {
+    usage("--slots and --batch go with put-rate and put-bw");
+  }
+  if (a.slots > 0 && a.slots > std::max<size_t>(1, kSlotBytes / a.size)) {
+    usage("--slots: at most 64 MiB of SIZE-byte slots");
+  }
   return a;
 }
 

@@ -67,6 +67,7 @@ void json_point(const RunInfo& run, const Point& p) {
       run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
       ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
       ull(q.busiest_channel_ops));
+  if (p.slots > 0) std::printf(",\"slots\":%d", p.slots);  // put and get
   if (p.call_ns >= 0) {
     std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", p.call_ns, p.wait_ns);
   }
