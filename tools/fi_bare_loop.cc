@@ -68,6 +68,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/json.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -818,26 +820,38 @@ void report(const Args& a, const Fabric& f, Result& r) {
   const double max = r.lat_us.empty() ? 0 : r.lat_us.back();
   const char* prov = f.info->fabric_attr->prov_name;
   if (a.json) {
-    std::printf(
-        "{\"tool\":\"fi-bare-loop\",\"loop\":\"%s\",\"op\":\"%s\",\"size\":%zu,"
-        "\"provider\":\"%s\",\"inject\":%s,",
-        a.mode_name.c_str(), op, a.size, prov, r.inject ? "true" : "false");
+    using xport::core::JsonFixed;
+    std::string out;
+    xport::core::JsonWriter w(out);
+    w.begin_object()
+        .field("tool", "fi-bare-loop")
+        .field("loop", a.mode_name)
+        .field("op", op)
+        .field("size", a.size)
+        .field("provider", prov)
+        .field("inject", r.inject);
     if (a.mode == Mode::pingpong) {
-      std::printf(
-          "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,"
-          "\"lat_us_mean\":%.3f,",
-          p50, p99, max, mean);
+      w.field("lat_us_p50", JsonFixed{p50, 3})
+          .field("lat_us_p99", JsonFixed{p99, 3})
+          .field("lat_us_max", JsonFixed{max, 3})
+          .field("lat_us_mean", JsonFixed{mean, 3});
     }
-    std::printf(
-        "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
-        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d,\"eagain_retries\":%llu",
-        bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
-        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
-        static_cast<unsigned long long>(g_eagain.load()));
+    w.field("bw_bytes_per_s", JsonFixed{bw, 0})
+        .field("msg_per_s", JsonFixed{rate, 0})
+        .field("iterations", a.iterations)
+        .field("warmup", warmup_of(a))
+        .field("depth", a.mode == Mode::pingpong ? size_t{1} : a.window)
+        .field("in_flight", r.in_flight)
+        .field("threads", a.threads)
+        .field("eagain_retries", g_eagain.load());
     if (r.call_ns >= 0) {
-      std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", r.call_ns, r.wait_ns);
+      w.begin_object("time_calls")
+          .field("call_ns", JsonFixed{r.call_ns, 1})
+          .field("wait_ns", JsonFixed{r.wait_ns, 1})
+          .end_object();
     }
-    std::printf("}\n");
+    w.end_object();
+    std::printf("%s\n", out.c_str());
   } else if (a.mode == Mode::pingpong) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "

@@ -157,6 +157,12 @@ class JsonWriter {
     key(k);
     return value(v);
   }
+  // field(k, v) when `present`, else "k":null (a figure not measured, a value unknown).
+  template <typename T>
+  JsonWriter& field_or_null(std::string_view k, bool present, const T& v) {
+    key(k);
+    return present ? value(v) : value(kJsonNull);
+  }
   JsonWriter& raw_field(std::string_view k, std::string_view json) {
     key(k);
     return raw(json);

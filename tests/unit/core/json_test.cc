@@ -50,8 +50,11 @@ TEST(Json, WritesNestedContainersWithCommas) {
       .field("f", true)
       .field("g", false)
       .raw_field("h", "[1,2]")
+      .field_or_null("i", true, JsonFixed{0.5, 1})
+      .field_or_null("j", false, 7)
       .end_object();
-  EXPECT_EQ(out, R"({"a":1,"b":[1,"two",{"c":null}],"d":{},"e":[],"f":true,"g":false,"h":[1,2]})");
+  EXPECT_EQ(out, R"({"a":1,"b":[1,"two",{"c":null}],"d":{},"e":[],"f":true,"g":false,"h":[1,2],)"
+                 R"("i":0.5,"j":null})");
   EXPECT_TRUE(w.ok());
 }
 
