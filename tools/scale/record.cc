@@ -60,9 +60,7 @@ using xport::core::JsonGeneral;
 using xport::core::JsonWriter;
 
 // A figure (%.6g), or null when it was not measured (negative).
-void num(JsonWriter& w, const char* key, double v) {
-  w.field_or_null(key, v >= 0, JsonGeneral{v});
-}
+void num(JsonWriter& w, const char* key, double v) { w.field_or_null(key, v >= 0, JsonGeneral{v}); }
 // A text, or null when there is none.
 void str_or_null(JsonWriter& w, const char* key, const std::string& s) {
   w.field_or_null(key, !s.empty(), s);

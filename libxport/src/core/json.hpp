@@ -32,7 +32,11 @@ inline constexpr JsonNull kJsonNull{};
 // Length of the valid UTF-8 sequence at s[i], or 0.
 inline size_t json_utf8_length(std::string_view s, size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
-  const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  const size_t n = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xe  ? 3
+                   : (c >> 3) == 0x1e ? 4
+                                      : 0;
   if (n == 0 || i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
@@ -119,8 +123,7 @@ class JsonWriter {
   JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
   JsonWriter& value(bool b) { return literal(b ? "true" : "false"); }
   JsonWriter& value(JsonNull) { return literal("null"); }
-  template <std::integral T>
-    requires(!std::same_as<T, bool> && !std::same_as<T, char>)
+  template <std::integral T>  // value(bool) above wins for a bool
   JsonWriter& value(T v) {
     char buf[24];
     const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -144,8 +147,8 @@ class JsonWriter {
   JsonWriter& value(JsonGeneral n) {
     if (!std::isfinite(n.v)) return literal("null");
     char buf[32];  // "-1.23457e+308"
-    return literal(std::string_view(buf, length(std::snprintf(buf, sizeof buf, "%.6g", n.v),
-                                                sizeof buf)));
+    return literal(
+        std::string_view(buf, length(std::snprintf(buf, sizeof buf, "%.6g", n.v), sizeof buf)));
   }
   JsonWriter& value(double) = delete;  // say how: JsonFixed, JsonGeneral or JsonTrimmed
   // Text that is already JSON (a member rendered elsewhere), written as it is.

@@ -92,7 +92,8 @@ TEST(Json, NumbersKeepTheirPrintfFormats) {
   char want[400];
   std::snprintf(want, sizeof want, "%.17f", std::numeric_limits<double>::max());
   EXPECT_EQ(one(JsonFixed{std::numeric_limits<double>::max(), 17}), want);
-  EXPECT_EQ(one(JsonFixed{-std::numeric_limits<double>::max(), 40}).size(), std::string(want).size() + 1)
+  EXPECT_EQ(one(JsonFixed{-std::numeric_limits<double>::max(), 40}).size(),
+            std::string(want).size() + 1)
       << "decimals past 17 are 17";
 }
 

@@ -232,8 +232,8 @@ TEST_F(TopologyFixtures, JsonTextIsTheDocumentedLayout) {
       "\n  ],\n"
       "  \"nics\":[\n"
       "    {\"name\":\"rdmap16s27\",\"pci\":\"0000:10:1b.0\",\"numa\":0,\"kind\":\"efa\","
-      "\"provider\":\"\",\"model\":\"Elastic Fabric Adapter (EFA)\",\"cpus\":\"0-23\",\"link\":\"\","
-      "\"aliases\":[],\"ports\":[]},\n";
+      "\"provider\":\"\",\"model\":\"Elastic Fabric Adapter (EFA)\",\"cpus\":\"0-23\","
+      "\"link\":\"\",\"aliases\":[],\"ports\":[]},\n";
   EXPECT_NE(json.find(nics), std::string::npos) << json;
   const std::string tail =
       "\"aliases\":[],\"ports\":[]}\n"
