@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 #include "proto/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// The staging pool of GPU sources (api/staging_pool.hpp) through the public API, with the
+// The staging pool of GPU sources (gpu/staging/staging_pool.hpp) through the public API, with the
 // stand-in CUDA driver: at its bound (XPORT_GPU_STAGING_POOL) a call answers Code::again with
 // nothing issued, an operation larger than the pool can hold is refused by name, the pool grows
 // in ordinary host memory beyond its page-locked first slab and reuses what operations gave back.

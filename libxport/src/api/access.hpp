@@ -6,8 +6,8 @@
 #include <optional>
 #include <type_traits>
 
-#include "api/staging.hpp"
-#include "api/staging_pool.hpp"
+#include "gpu/staging/arrivals.hpp"
+#include "gpu/staging/staging_pool.hpp"
 #include "proto/engine.hpp"
 #include "xport/comm.hpp"
 #include "xport/context.hpp"
@@ -32,9 +32,9 @@ struct Access {
     return r.staged_->shadow_of(p);
   }
   // A staged source [p, p+len) inside r: copied, in the call, into staging bytes of its own
-  // (api/staging_pool.hpp) that the engine posts from, so the caller may rewrite its GPU buffer
-  // at once and later operations from the range never reach them. Nothing for host memory, an
-  // empty range, or one outside r (the engine refuses that by name, as before).
+  // (gpu/staging/staging_pool.hpp) that the engine posts from, so the caller may rewrite its
+  // GPU buffer at once and later operations from the range never reach them. Nothing for host
+  // memory, an empty range, or one outside r (the engine refuses that by name, as before).
   static Result<std::optional<StagedSource>> stage(const Region& r, const void* p, size_t len,
                                                    const char* what) {
     if (!r.staged_ || len == 0 || !r.contains(p, len)) return std::optional<StagedSource>();

@@ -37,7 +37,7 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   if (staged) {
     // The device's staging pool for this GPU's sources gets its page-locked slab now, while a
     // page-locked allocation cannot wait for a running kernel that waits on this device
-    // (api/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
+    // (gpu/staging/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
     auto pool = api::staging_pool(*engine_, staged->device());
     if (Status w = pool ? pool->warm() : Status::success(); !w.ok()) {
       XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->device(),

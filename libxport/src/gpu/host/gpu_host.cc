@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "xport/xport.hpp"

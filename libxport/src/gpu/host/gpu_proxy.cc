@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/gpu_telemetry.hpp"
+#include "gpu/staging/telemetry.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"

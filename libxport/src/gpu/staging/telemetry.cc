@@ -1,5 +1,5 @@
-// GPU staging and proxy counters as stats-segment blocks (api/gpu_telemetry.hpp).
-#include "api/gpu_telemetry.hpp"
+// GPU staging and proxy counters as stats-segment blocks (gpu/staging/telemetry.hpp).
+#include "gpu/staging/telemetry.hpp"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // Team hellos and the connections that wait for theirs (team_hello.hpp).
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 
 #include <cstring>
 

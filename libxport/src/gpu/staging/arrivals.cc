@@ -1,11 +1,11 @@
-// GPU memory in the public API (api/staging.hpp).
-#include "api/staging.hpp"
+// GPU memory in the public API (gpu/staging/arrivals.hpp).
+#include "gpu/staging/arrivals.hpp"
 
 #include <map>
 #include <utility>
 
 #include "core/format.hpp"
-#include "api/gpu_telemetry.hpp"
+#include "gpu/staging/telemetry.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
 

@@ -1,5 +1,5 @@
-// Staging bytes of GPU sources (api/staging_pool.hpp).
-#include "api/staging_pool.hpp"
+// Staging bytes of GPU sources (gpu/staging/staging_pool.hpp).
+#include "gpu/staging/staging_pool.hpp"
 
 #include <algorithm>
 #include <cstdlib>
