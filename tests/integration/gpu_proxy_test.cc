@@ -35,7 +35,7 @@ uint64_t counter(const telemetry::BlockRecord& b, telemetry::CounterId id) {
 // What the staging block of CUDA device 0 says now (UINT64_MAX: no block).
 uint64_t staged_to_host() {
   std::vector<telemetry::BlockRecord> out;
-  api::append_staging_blocks(out);
+  gpu::append_staging_blocks(out);
   for (const auto& b : out) {
     if (b.kind == static_cast<uint16_t>(telemetry::BlockKind::gpu_staging)) {
       return counter(b, telemetry::CounterId::gpu_staging_to_host_bytes);
@@ -136,7 +136,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
       << "the puts' sources were copied in from GPU memory: telemetry must count them";
   // The proxy's block, as the publisher builds it.
   std::vector<telemetry::BlockRecord> blocks;
-  api::append_proxy_block(st, 3, 0, blocks);
+  gpu::append_proxy_block(st, 3, 0, blocks);
   ASSERT_EQ(blocks.size(), 1u);
   EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_descriptors), count + 1);
   EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_capacity), 64u);

@@ -35,17 +35,17 @@ struct Access {
   // (gpu/staging/staging_pool.hpp) that the engine posts from, so the caller may rewrite its
   // GPU buffer at once and later operations from the range never reach them. Nothing for host
   // memory, an empty range, or one outside r (the engine refuses that by name, as before).
-  static Result<std::optional<StagedSource>> stage(const Region& r, const void* p, size_t len,
+  static Result<std::optional<gpu::StagedSource>> stage(const Region& r, const void* p, size_t len,
                                                    const char* what) {
-    if (!r.staged_ || len == 0 || !r.contains(p, len)) return std::optional<StagedSource>();
+    if (!r.staged_ || len == 0 || !r.contains(p, len)) return std::optional<gpu::StagedSource>();
     // (the Region's own device's pool: a Region of another device stays refused by the engine)
     auto* e = static_cast<proto::Engine*>(r.state_->owner.get());
-    XPORT_ASSIGN_OR_RETURN(StagedSource s, stage_source(*e, *r.staged_, p, len, what));
-    return std::optional<StagedSource>(std::move(s));
+    XPORT_ASSIGN_OR_RETURN(gpu::StagedSource s, gpu::stage_source(*e, *r.staged_, p, len, what));
+    return std::optional<gpu::StagedSource>(std::move(s));
   }
-  static Result<std::optional<StagedSource>> stage(const Region& r, size_t offset, size_t len,
+  static Result<std::optional<gpu::StagedSource>> stage(const Region& r, size_t offset, size_t len,
                                                    const char* what) {
-    if (!r.staged_ || offset > r.view_length_) return std::optional<StagedSource>();
+    if (!r.staged_ || offset > r.view_length_) return std::optional<gpu::StagedSource>();
     return stage(r, r.view_base_ + offset, len, what);
   }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
@@ -75,7 +75,9 @@ struct Access {
     out->engine_ = e;
     out->id_ = id.index;
     out->gen_ = id.gen;
-    if constexpr (std::is_same_v<Comm, RecvComm>) out->staged_ = std::make_shared<StagedArrivals>();
+    if constexpr (std::is_same_v<Comm, RecvComm>) {
+      out->staged_ = std::make_shared<gpu::StagedArrivals>();
+    }
     return out;
   }
   static std::unique_ptr<PendingConnect> pending(const std::shared_ptr<proto::Engine>& e,
@@ -100,7 +102,7 @@ struct Access {
     auto w = std::unique_ptr<Window>(new Window());
     w->engine_ = e;
     w->id_ = id;
-    w->staged_ = std::make_shared<StagedArrivals>();
+    w->staged_ = std::make_shared<gpu::StagedArrivals>();
     w->local_clear_ = e->local_clear(id);
     return w;
   }

@@ -6,7 +6,7 @@
 namespace xport {
 
 using api::Access;
-using api::StagedArrivals;
+using gpu::StagedArrivals;
 
 Listener::~Listener() {
   if (engine_) engine_->close_listener(token_);

@@ -24,7 +24,7 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   }
   // GPU memory: registered by the provider where the rails have FI_HMEM (XPORT_GPU_MEMORY
   // allowing), else a host shadow is registered in its place.
-  XPORT_ASSIGN_OR_RETURN(auto placed, api::place(buf, len, engine_->caps().hmem_enabled));
+  XPORT_ASSIGN_OR_RETURN(auto placed, gpu::place(buf, len, engine_->caps().hmem_enabled));
   auto& staged = placed.staged;
   // (a range inside a larger staged range is a view into its shadow)
   void* registered = staged ? staged->shadow_of(buf) : buf;
@@ -38,7 +38,7 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
     // The device's staging pool for this GPU's sources gets its page-locked slab now, while a
     // page-locked allocation cannot wait for a running kernel that waits on this device
     // (gpu/staging/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
-    auto pool = api::staging_pool(*engine_, staged->device());
+    auto pool = gpu::staging_pool(*engine_, staged->device());
     if (Status w = pool ? pool->warm() : Status::success(); !w.ok()) {
       XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->device(),
                 "'s sources (", w.to_string(), "): sources are staged through host memory");

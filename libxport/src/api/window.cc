@@ -8,8 +8,8 @@
 namespace xport {
 
 using api::Access;
-using api::StagedArrivals;
-using api::StagedSource;
+using gpu::StagedArrivals;
+using gpu::StagedSource;
 
 Result<std::unique_ptr<Window>> Window::open(const SendComm& comm, Deadline deadline) {
   const auto& e = Access::engine(comm);

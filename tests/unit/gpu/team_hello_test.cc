@@ -6,7 +6,7 @@
 
 #include "gpu/host/team_hello.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 namespace {
 
 TEST(TeamHello, RoundTripsAndRefusesAnythingElse) {
@@ -52,4 +52,4 @@ TEST(TeamHello, NoncesAreAlikeForOneTeamAndDifferBetweenTeams) {
 }
 
 }  // namespace
-}  // namespace xport::api
+}  // namespace xport::gpu

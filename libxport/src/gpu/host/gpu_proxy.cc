@@ -269,7 +269,7 @@ Status GpuProxy::start() {
   if (s_->started) return core::error(Code::invalid_argument, "GpuProxy::start: started already");
   s_->started = true;
   s_->thread = std::thread([st = s_.get()] { st->run(); });
-  s_->telemetry = api::attach_proxy_telemetry([this] { return stats(); }, s_->options.gpu);
+  s_->telemetry = gpu::attach_proxy_telemetry([this] { return stats(); }, s_->options.gpu);
   return Status::success();
 }
 

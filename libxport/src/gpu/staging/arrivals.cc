@@ -9,7 +9,7 @@
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 namespace {
 // Live shadows by the start of their GPU range. No two overlap: a range inside one shares it, a
@@ -223,4 +223,4 @@ Status StagedArrivals::settle_through(uint64_t key) {
   return first;
 }
 
-}  // namespace xport::api
+}  // namespace xport::gpu

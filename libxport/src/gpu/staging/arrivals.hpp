@@ -18,7 +18,7 @@
 #include "xport/comm.hpp"
 #include "xport/status.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 // Where [buf, buf+len) is registered: host memory as it is; GPU memory by the provider itself
 // (cuda_device >= 0) when `provider_registers_gpu` (the rails have FI_HMEM), else through a
@@ -85,4 +85,4 @@ class StagedArrivals {
   std::atomic<size_t> held_{0};
 };
 
-}  // namespace xport::api
+}  // namespace xport::gpu

@@ -8,7 +8,7 @@
 #include "core/knob.hpp"
 #include "gpu/staging_counters.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 namespace {
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -278,4 +278,4 @@ Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, c
   return s;
 }
 
-}  // namespace xport::api
+}  // namespace xport::gpu

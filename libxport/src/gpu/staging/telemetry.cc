@@ -9,7 +9,7 @@
 #include "telemetry/ordinals.hpp"
 #include "telemetry/publisher.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 namespace {
 
 using telemetry::BlockBuilder;
@@ -97,4 +97,4 @@ std::shared_ptr<void> attach_proxy_telemetry(std::function<GpuProxyStats()> read
   return t;
 }
 
-}  // namespace xport::api
+}  // namespace xport::gpu

@@ -9,7 +9,7 @@
 #include "telemetry/segment_format.hpp"
 #include "xport/gpu_proxy.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 // Registers the staging source with the process publisher, once per process (later calls do
 // nothing); called when the first shadow is made.
@@ -24,4 +24,4 @@ void append_proxy_block(const GpuProxyStats& stats, int proxy, int gpu,
 // proxy label is the lowest ordinal free in the process. `read` runs on the publisher thread.
 std::shared_ptr<void> attach_proxy_telemetry(std::function<GpuProxyStats()> read, int gpu);
 
-}  // namespace xport::api
+}  // namespace xport::gpu
