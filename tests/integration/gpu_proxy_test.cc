@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../unit/gpu/fake_driver.hpp"
+#include "gpu/host/proxy_telemetry.hpp"
 #include "gpu/staging/telemetry.hpp"
 #include "telemetry/names.hpp"
 #include "gpu/proxy_ring.hpp"

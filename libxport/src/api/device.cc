@@ -2,6 +2,7 @@
 // placed by gpu staging or the provider), opens listeners and communicators, reports stats.
 #include "api/access.hpp"
 #include "core/log.hpp"
+#include "gpu/staging/placement.hpp"
 
 namespace xport {
 

@@ -1,5 +1,5 @@
 // What host staging moved, per CUDA device of the process: relaxed atomics bumped where the
-// copies are enqueued (gpu/staged_memory.cc), read by telemetry (gpu/staging/arrivals.cc
+// copies are enqueued (gpu/staged_memory.cc), read by telemetry (gpu/staging/placement.cc
 // publishes them).
 #pragma once
 

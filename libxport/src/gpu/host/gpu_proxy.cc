@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/staging/telemetry.hpp"
+#include "gpu/host/proxy_telemetry.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
