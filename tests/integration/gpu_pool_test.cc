@@ -25,14 +25,14 @@ constexpr size_t kMiB = size_t{1} << 20;
 class GpuPool : public test::ProviderTest {
  protected:
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_device(n, 0);
+    auto p = gpu_->alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok());
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
   }
   void TearDown() override {
     test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_device(p);
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
   }
   const gpu::StagingCounters& counters() const { return gpu::staging_counters(0); }
   test::FakeGpuScope gpu_;

@@ -71,7 +71,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   auto w = Window::open(*p.send, soon());
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const size_t slice = 1024, count = 300;
-  auto* src = static_cast<uint8_t*>(*gpu_->alloc_device(slice * count, 0));
+  auto* src = static_cast<uint8_t*>(*gpu_->alloc_gpu(slice * count, 0));
   test::fill(src, slice * count, 3);
   std::vector<uint8_t> target(slice * count);
   std::vector<uint64_t> signals(4, 0), counters(4, 0);
@@ -153,7 +153,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   EXPECT_NE((*proxy)->last_error().message().find("window 9"), std::string::npos)
       << (*proxy)->last_error().to_string();
   proxy->reset();
-  gpu_->free_device(src);
+  gpu_->free_gpu(src);
 }
 
 TEST_P(GpuProxyTest, WithoutAGpuTheProxyIsRefused) {

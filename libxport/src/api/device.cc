@@ -39,9 +39,9 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
     // The device's staging pool for this GPU's sources gets its page-locked slab now, while a
     // page-locked allocation cannot wait for a running kernel that waits on this device
     // (gpu/staging/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
-    auto pool = gpu::staging_pool(*engine_, staged->device());
+    auto pool = gpu::staging_pool(*engine_, staged->gpu());
     if (Status w = pool ? pool->warm() : Status::success(); !w.ok()) {
-      XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->device(),
+      XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->gpu(),
                 "'s sources (", w.to_string(), "): sources are staged through host memory");
     }
   }

@@ -37,9 +37,9 @@ Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
                        ", +", info.alloc_size, ")");
   }
   if (provider_registers_gpu) {
-    XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
+    XPORT_LOG(debug, "register_memory: GPU ", info.gpu, " memory [", buf, ", +", len,
               ") registered by the provider (FI_HMEM_CUDA)");
-    return Placement{nullptr, info.device};
+    return Placement{nullptr, info.gpu};
   }
   std::lock_guard<std::mutex> g(g_shadows_mu);  // registration is a cold path
   for (auto it = g_shadows.begin(); it != g_shadows.end();) {
@@ -53,7 +53,7 @@ Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
     --it;
     auto live = it->second.lock();
     if (!live) continue;
-    const auto base = reinterpret_cast<uintptr_t>(live->device_base());
+    const auto base = reinterpret_cast<uintptr_t>(live->gpu_base());
     if (base + live->length() <= p) break;  // (the ones before end earlier still)
     if (live->contains(buf, len)) return Placement{std::move(live), -1};
     return core::error(Code::invalid_argument, "register_memory: GPU memory [", buf, ", +", len,
@@ -67,7 +67,7 @@ Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu) {
   if (!made.ok()) return made.status().with_context("register_memory (GPU memory, host staging)");
   g_shadows[p] = *made;
   publish_staging();
-  XPORT_LOG(debug, "register_memory: GPU ", info.device, " memory [", buf, ", +", len,
+  XPORT_LOG(debug, "register_memory: GPU ", info.gpu, " memory [", buf, ", +", len,
             ") staged through a host shadow at ", static_cast<void*>((*made)->shadow()));
   return Placement{std::move(made).value(), -1};
 }
