@@ -312,16 +312,30 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
   if (m == nullptr) return err;
   Request* r = c->take(ReqKind::send);
   if (r == nullptr) return ncclSuccess;  // too many outstanding: NCCL calls again
-  // With lanes, the lane's helper thread moves the bytes (its progress posts the writes) and a
-  // lane busy in that thread is not waited for: NCCL calls again (docs/nccl.md, "Lanes").
-  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag), c->lane->post_mode());
+  if (c->lane->driven()) {
+    // The lane's thread posts it and moves its bytes; this thread only queues it (docs/nccl.md,
+    // "Lanes"). What libxport would refuse in the call is refused here.
+    if (!m->region.contains(data, size)) {
+      c->give(r);
+      return state().fail(ncclInvalidArgument, "isend: buffer [%p, +%zu) is not inside its "
+                          "registration [%p, +%zu)", data, size, m->region.base(),
+                          m->region.length());
+    }
+    r->data[0] = const_cast<void*>(data);
+    r->lens[0] = size;
+    r->tags[0] = static_cast<uint32_t>(tag);
+    r->regions[0] = m->region;
+    c->lane->submit(r);
+    *request = r;
+    return ncclSuccess;
+  }
+  auto q = c->comm->isend(data, size, m->region, static_cast<uint32_t>(tag));
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;  // NCCL calls again
     return state().fail(q.status(), "isend", q.status().code() == Code::invalid_argument);
   }
   r->req = *q;
-  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -338,25 +352,43 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
     return state().fail(ncclInvalidArgument, "irecv: %d buffers (1..%zu, with data, sizes and "
                         "mhandles)", n, kMaxGroupedRecvs);
   }
-  RecvBuffer bufs[kMaxGroupedRecvs];
+  MemHandle* ms[kMaxGroupedRecvs];
   for (int i = 0; i < n; ++i) {
     ncclResult_t err = ncclSuccess;
-    MemHandle* m = mem_of(mhandles[i], c, "irecv", &err);
-    if (m == nullptr) return err;
-    bufs[i] = {data[i], sizes[i], &m->region, tags != nullptr ? static_cast<uint32_t>(tags[i]) : 0};
+    ms[i] = mem_of(mhandles[i], c, "irecv", &err);
+    if (ms[i] == nullptr) return err;
+    if (c->lane->driven() && !ms[i]->region.contains(data[i], sizes[i])) {
+      return state().fail(ncclInvalidArgument, "irecv: buffer %d [%p, +%zu) is not inside its "
+                          "registration [%p, +%zu)", i, data[i], sizes[i], ms[i]->region.base(),
+                          ms[i]->region.length());
+    }
   }
   Request* r = c->take(ReqKind::recv);
   if (r == nullptr) return ncclSuccess;
-  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)),
-                          c->lane->post_mode());
+  r->count = n;
+  if (c->lane->driven()) {  // the lane's thread posts it (isend says why)
+    for (int i = 0; i < n; ++i) {
+      r->data[i] = data[i];
+      r->lens[i] = sizes[i];
+      r->tags[i] = tags != nullptr ? static_cast<uint32_t>(tags[i]) : 0;
+      r->regions[i] = ms[i]->region;
+    }
+    c->lane->submit(r);
+    *request = r;
+    return ncclSuccess;
+  }
+  RecvBuffer bufs[kMaxGroupedRecvs];
+  for (int i = 0; i < n; ++i) {
+    bufs[i] = {data[i], sizes[i], &ms[i]->region,
+               tags != nullptr ? static_cast<uint32_t>(tags[i]) : 0};
+  }
+  auto q = c->comm->irecv(std::span<const RecvBuffer>(bufs, static_cast<size_t>(n)));
   if (!q.ok()) {
     c->give(r);
     if (q.status().code() == Code::again) return ncclSuccess;
     return state().fail(q.status(), "irecv", q.status().code() == Code::invalid_argument);
   }
   r->req = *q;
-  r->count = n;
-  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -385,13 +417,25 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
     // (A NULL request would tell NCCL there is nothing to flush.)
     return state().fail(ncclInternalError, "iflush: too many requests outstanding on the comm");
   }
+  if (c->lane->driven()) {  // the lane's thread posts it (isend says why)
+    if (!m->region.contains(data[last], static_cast<size_t>(sizes[last]))) {
+      c->give(r);
+      return state().fail(ncclInvalidArgument, "iflush: buffer [%p, +%d) is not inside its "
+                          "registration", data[last], sizes[last]);
+    }
+    r->data[0] = data[last];
+    r->lens[0] = static_cast<size_t>(sizes[last]);
+    r->regions[0] = m->region;
+    c->lane->submit(r);
+    *request = r;
+    return ncclSuccess;
+  }
   auto q = c->comm->iflush(data[last], static_cast<size_t>(sizes[last]), m->region);
   if (!q.ok()) {
     c->give(r);
     return state().fail(q.status(), "iflush", q.status().code() == Code::invalid_argument);
   }
   r->req = *q;
-  c->lane->begin();
   *request = r;
   return ncclSuccess;
 }
@@ -404,19 +448,24 @@ ncclResult_t x_test(void* request, int* done, int* sizes) {
     return state().fail(ncclInvalidArgument, "test: %p is not an outstanding request", request);
   }
   Result<Completion> c = Status(Code::internal, "");
-  // With lanes, each lane's helper thread makes its progress: test() only looks.
-  const TestMode mode = r->comm->lane->test_mode();
-  if (r->kind == ReqKind::send) {
-    c = static_cast<SendComm*>(r->comm)->comm->test(r->req, mode);
+  if (r->comm->lane->driven()) {
+    // The lane's thread posted and tested it: this thread only reads what it published.
+    if (!r->published.load(std::memory_order_acquire)) return ncclSuccess;
+    if (r->error.ok()) {
+      c = r->completion;
+    } else {
+      c = r->error;
+    }
+  } else if (r->kind == ReqKind::send) {
+    c = static_cast<SendComm*>(r->comm)->comm->test(r->req);
   } else {
-    c = static_cast<RecvComm*>(r->comm)->comm->test(r->req, mode);
+    c = static_cast<RecvComm*>(r->comm)->comm->test(r->req);
   }
   if (c.ok() && !c->done) return ncclSuccess;
   CommBase* comm = r->comm;
   const ReqKind kind = r->kind;
   const int count = r->count;
   comm->give(r);
-  comm->lane->end();
   if (!c.ok()) {
     return state().fail(c.status(), kind == ReqKind::send   ? "test (send)"
                                     : kind == ReqKind::recv ? "test (receive)"
@@ -439,9 +488,8 @@ ncclResult_t close_comm(void* p, const char* what) {
   if (c == nullptr) return state().fail(ncclInvalidArgument, "%s: %p is not such a comm", what, p);
   c->magic = 0;
   if constexpr (!std::is_same_v<Comm, ListenComm>) {
-    // Requests NCCL leaves outstanding end with the comm: its lane's helper stops counting them.
-    const int left = c->outstanding();
-    if (left > 0) c->lane->end(left);
+    // Requests NCCL leaves outstanding end with the comm: its lane's thread lets go of them.
+    if (c->lane->driven()) c->lane->forget(c);
   }
   delete c;  // libxport closes the communicator (docs/semantics.md, "Closing")
   return ncclSuccess;

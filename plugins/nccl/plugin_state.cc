@@ -53,6 +53,9 @@ Request* CommBase::take(ReqKind kind) {
   r->kind = kind;
   r->comm = this;
   r->count = 1;
+  r->next = nullptr;
+  r->published.store(false, std::memory_order_relaxed);
+  r->error = Status();
   return r;
 }
 
@@ -60,51 +63,6 @@ void CommBase::give(Request* r) {
   std::lock_guard<std::mutex> l(mu);
   r->busy = false;
   free.push_back(r);
-}
-
-int CommBase::outstanding() {
-  std::lock_guard<std::mutex> l(mu);
-  return static_cast<int>(pool.size() - free.size());
-}
-
-Lane::~Lane() {
-  if (helper.joinable()) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      stop = true;
-    }
-    stopping.store(true);
-    cv.notify_one();
-    helper.join();
-  }
-}
-
-void Lane::start_helper() { helper = std::thread([this] { run(); }); }
-
-void Lane::run() {
-  // Spins on progress passes while the lane has requests outstanding (NCCL's proxy thread only
-  // tests them), yielding now and then; sleeps while it has none.
-  uint32_t passes = 0;
-  bool warned = false;
-  for (;;) {
-    if (active.load(std::memory_order_relaxed) > 0) {
-      // (Requests may still be counted when the lane closes: it stops all the same.)
-      if (stopping.load(std::memory_order_relaxed)) return;
-      Status s = device->progress();
-      if (!s.ok() && !warned) {  // (the requests that fail report it through test(); once here)
-        warned = true;
-        PluginState::get().fail(s, "lane progress");
-      }
-      if (++passes % 256 == 0) std::this_thread::yield();
-      continue;
-    }
-    std::unique_lock<std::mutex> l(mu);
-    if (stop) return;
-    // (The timeout covers a request posted between the check above and the wait.)
-    cv.wait_for(l, std::chrono::milliseconds(1),
-                [this] { return stop || active.load(std::memory_order_relaxed) > 0; });
-    if (stop) return;
-  }
 }
 
 PluginState& PluginState::get() {
@@ -141,6 +99,10 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   if (lanes_ < 0 || lanes_ > 16) {
     return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16, or 0 (auto)", lanes_);
   }
+  const int spin_us = std::atoi(knob_value("XPORT_NCCL_LANE_SPIN_US").c_str());
+  if (spin_us < 0 || spin_us > 1000000) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANE_SPIN_US=%d: 0..1000000", spin_us);
+  }
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
   std::string lanes_why = "XPORT_NCCL_LANES";
@@ -159,7 +121,7 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
     nd->lanes.push_back(std::move(lane));
   }
   if (lanes_ > 1) {
-    for (auto& lane : nd->lanes) lane->start_helper();
+    for (auto& lane : nd->lanes) lane->start_thread(std::chrono::microseconds(spin_us));
   }
   nd->props = nd->lanes[0]->device->properties();
   nd->name = intern(nd->props.name);

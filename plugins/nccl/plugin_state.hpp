@@ -6,57 +6,20 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdarg>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "abi/net_v11.h"
+#include "lane.hpp"
 #include "xport/xport.hpp"
 
 namespace xport::nccl {
-
-// One lane of an NCCL device: a libxport Device of its own (its own engine, endpoints and
-// connections on the same rails). Every NCCL comm lives wholly on one lane, the lanes taken in
-// turn by listen and connect. With more than one lane (XPORT_NCCL_LANES; 0: auto), each has a
-// helper thread that drives its progress while requests are outstanding on it, and NCCL's
-// proxy thread only hands work over (PostMode::handoff, TestMode::observe), so that the comms
-// of NCCL's channels move their bytes in parallel (on tcp;ofi_rxm the kernel's copies, which
-// one proxy thread otherwise makes one after another: docs/nccl.md, "Lanes").
-struct Lane {
-  int index = 0;
-  std::unique_ptr<Device> device;
-  std::atomic<int> active{0};  // requests outstanding on the lane's comms
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;  // guarded by mu
-  std::atomic<bool> stopping{false};  // the same, read by the helper between progress passes
-  std::thread helper;
-
-  ~Lane();
-  void start_helper();
-  void begin() {  // a request was posted on the lane
-    if (active.fetch_add(1) == 0 && helper.joinable()) {
-      std::lock_guard<std::mutex> l(mu);
-      cv.notify_one();
-    }
-  }
-  void end(int n = 1) { active.fetch_sub(n); }
-  // Its helper thread makes its progress and moves its bytes: the proxy thread's calls only
-  // hand work over (PostMode::handoff) and look (TestMode::observe).
-  bool driven() const { return helper.joinable(); }
-  PostMode post_mode() const { return driven() ? PostMode::handoff : PostMode::now; }
-  TestMode test_mode() const { return driven() ? TestMode::observe : TestMode::progress; }
-
- private:
-  void run();
-};
 
 // One NCCL device: its lanes (lane 0 opened first; getProperties describes it) and the strings
 // getProperties hands out (interned: NCCL may keep the pointers after the last finalize closed
@@ -83,8 +46,8 @@ enum class ReqKind : uint8_t { send, recv, flush };
 
 struct Request;
 
-// What a communicator needs in common: its device and a pool of requests (NCCL has at most
-// NCCL_NET_MAX_REQUESTS per comm outstanding; a grouped receive is one).
+// What a communicator needs in common: its device and lane, and a pool of requests (NCCL has
+// at most NCCL_NET_MAX_REQUESTS per comm outstanding; a grouped receive is one).
 struct CommBase {
   uint64_t magic = 0;
   NetDevice* dev = nullptr;
@@ -94,8 +57,6 @@ struct CommBase {
   std::vector<Request*> free;
   Request* take(ReqKind kind);
   void give(Request* r);
-  // Requests taken and not given back (NCCL closed the comm with them outstanding).
-  int outstanding();
 };
 
 struct Request {
@@ -106,6 +67,16 @@ struct Request {
   CommBase* comm = nullptr;
   xport::Request req;
   int count = 1;
+  // On a driven lane (Lane::driven()): the post NCCL asked for, made by the lane's thread, and
+  // its outcome, published for test().
+  Request* next = nullptr;                  // the lane's inbox and lists
+  void* data[kMaxGroupedRecvs] = {};        // (a send's source: libxport's isend takes it const)
+  size_t lens[kMaxGroupedRecvs] = {};
+  uint32_t tags[kMaxGroupedRecvs] = {};
+  Region regions[kMaxGroupedRecvs];         // released once posted (libxport holds its own)
+  std::atomic<bool> published{false};       // error and completion below are final
+  Status error;                             // the post's or the request's failure, if any
+  Completion completion;
 };
 
 struct SendComm : CommBase {

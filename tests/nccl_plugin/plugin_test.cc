@@ -452,6 +452,100 @@ TEST_P(PluginTest, TwoProcessesGroupedReceivesEveryByteVerified) {
               static_cast<unsigned long long>(total));
 }
 
+// NCCL's proxy thread posts and tests while the lanes' threads drive their devices: every isend
+// and irecv gives a request (NCCL never has more than NCCL_STEPS outstanding per comm here), and
+// the messages arrive whole, in order. Before (issue 42) a lane's device was taken by the proxy
+// thread's calls only while its thread did not hold it, and a thread spinning on progress
+// passes holds it nearly always: posts were refused (NCCL calls again) and tests answered "not
+// done" until a call happened to fall between two passes.
+TEST_P(PluginTest, PostsAreTakenWhileTheLanesDriveTheirDevices) {
+  ncclNet_v11_t* n = p_.net;
+  void* send = nullptr;
+  void* recv = nullptr;
+  self_connect(&send, &recv);
+  ASSERT_TRUE(send && recv);
+  constexpr size_t kChunk = 128 * 1024;  // NCCL_P2P_NET_CHUNKSIZE
+  constexpr uint64_t kWindow = 8;        // NCCL_STEPS
+  constexpr uint64_t kMessages = 256;
+  std::vector<uint8_t> sbuf(kChunk * kWindow), rbuf(kChunk * kWindow);
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  ASSERT_EQ(n->regMr(send, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(n->regMr(recv, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* sreqs[kWindow] = {};
+  void* rreqs[kWindow] = {};
+  uint64_t sposted = 0, sdone = 0, rposted = 0, rdone = 0, refused = 0, tests = 0;
+  std::string err;
+  const bool finished = poll_until([&] {
+    if (rposted < kMessages && rposted - rdone < kWindow) {
+      void* data = rbuf.data() + (rposted % kWindow) * kChunk;
+      size_t size = kChunk;
+      int tag = 7;
+      if (n->irecv(recv, 1, &data, &size, &tag, &rmh, nullptr, &rreqs[rposted % kWindow]) !=
+          ncclSuccess) {
+        err = "irecv: " + warned_since(0);
+        return true;
+      }
+      if (rreqs[rposted % kWindow] == nullptr) ++refused;
+      else ++rposted;
+    }
+    if (sposted < kMessages && sposted - sdone < kWindow) {
+      uint8_t* data = sbuf.data() + (sposted % kWindow) * kChunk;
+      std::memset(data, static_cast<int>(sposted * 37 + 1), kChunk);
+      if (n->isend(send, data, kChunk, 7, smh, nullptr, &sreqs[sposted % kWindow]) !=
+          ncclSuccess) {
+        err = "isend: " + warned_since(0);
+        return true;
+      }
+      if (sreqs[sposted % kWindow] == nullptr) ++refused;
+      else ++sposted;
+    }
+    if (sdone < sposted) {
+      int d = 0, size = 0;
+      ++tests;
+      if (n->test(sreqs[sdone % kWindow], &d, &size) != ncclSuccess) {
+        err = "test (send): " + warned_since(0);
+        return true;
+      }
+      if (d) ++sdone;
+    }
+    if (rdone < rposted) {
+      int d = 0, size = 0;
+      ++tests;
+      if (n->test(rreqs[rdone % kWindow], &d, &size) != ncclSuccess) {
+        err = "test (recv): " + warned_since(0);
+        return true;
+      }
+      if (d) {
+        const uint8_t* data = rbuf.data() + (rdone % kWindow) * kChunk;
+        const auto want = static_cast<uint8_t>(rdone * 37 + 1);
+        if (size != static_cast<int>(kChunk)) err = "message " + std::to_string(rdone) + ": " +
+                                                    std::to_string(size) + " bytes";
+        for (size_t i = 0; i < kChunk && err.empty(); i += 4093) {
+          if (data[i] != want || data[kChunk - 1] != want) {
+            err = "message " + std::to_string(rdone) + ": wrong bytes";
+          }
+        }
+        if (!err.empty()) return true;
+        ++rdone;
+      }
+    }
+    return sdone == kMessages && rdone == kMessages;
+  }, 60s);
+  EXPECT_TRUE(finished) << sdone << " sends and " << rdone << " receives of " << kMessages
+                        << " done in 60 s";
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(refused, 0u) << "isend/irecv calls that gave no request, with fewer than "
+                         << kWindow << " outstanding on the comm (" << lanes() << " lanes)";
+  std::printf("%d lanes: %llu messages of %zu bytes, %llu posts refused, %.1f tests per "
+              "request\n", lanes(), static_cast<unsigned long long>(kMessages), kChunk,
+              static_cast<unsigned long long>(refused), tests / (2.0 * kMessages));
+  EXPECT_EQ(n->deregMr(send, smh), ncclSuccess);
+  EXPECT_EQ(n->deregMr(recv, rmh), ncclSuccess);
+  EXPECT_EQ(n->closeSend(send), ncclSuccess);
+  EXPECT_EQ(n->closeRecv(recv), ncclSuccess);
+}
+
 // NCCL may finalize with comms it never closed and requests still outstanding on them (an
 // aborted communicator): finalize returns, whatever the lanes (a lane's helper thread stops
 // with requests still counted).

@@ -59,10 +59,11 @@ enum class TestMode : uint8_t { progress, observe };
 // device if another thread holds it and posts what it can, a rendezvous message's data writes
 // included once the receiver's clear-to-send is in (on tcp the provider copies the data into
 // the socket in that call). handoff: for a runtime whose own threads drive progress (e.g. one
-// per device calling Device::progress(), as the NCCL plugin's lanes do): the call never waits
-// for the device (while another thread holds it: Code::again, nothing started, call again) and
-// leaves the data writes to the next progress pass, so the thread that drives the device moves
-// the bytes (docs/semantics.md, "Posting").
+// per device calling Device::progress()): the call never waits for the device (while another
+// thread holds it: Code::again, nothing started, call again) and leaves the data writes to the
+// next progress pass, so the thread that drives the device moves the bytes. A thread looping on
+// progress holds the device nearly always, so such calls are mostly refused (docs/semantics.md,
+// "Posting", says what the NCCL plugin does instead).
 enum class PostMode : uint8_t { now, handoff };
 
 // One buffer of a grouped receive: at most `len` bytes into [buf, buf+len) inside `region`, for
