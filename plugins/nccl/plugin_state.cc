@@ -21,8 +21,11 @@ std::string knob_value(const char* name) {
 }
 
 // XPORT_NCCL_LANES=0: lanes pay where the provider's data movement is the CPU's (software
-// providers: a lane's thread makes its copies), not where a NIC moves the bytes; a lane per 8
-// CPUs this process may run on leaves the cores to NCCL and the other ranks of the node.
+// providers: a lane's thread makes its copies), not where a NIC moves the bytes. A lane per 4
+// CPUs this process may run on, at most 16: one process driving 4 GPUs (nccl-tests -g 4) has
+// 4 GPUs' channels on its lanes, and on 4 x H200 (64 CPUs) went from 0.76-1.35x NET/Socket with
+// 4 lanes to 1.64-2.42x with 16 (docs/data/nccl-tests-device-2026-11-28-lanes). A lane's
+// thread spins only while its comms have requests outstanding (and XPORT_NCCL_LANE_SPIN_US).
 int auto_lanes(const std::string& provider, std::string* why) {
   const std::string core = provider.substr(0, provider.find(';'));
   const bool software = core == "tcp" || core == "net" || core == "shm" || core == "sockets" ||
@@ -30,7 +33,7 @@ int auto_lanes(const std::string& provider, std::string* why) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  const int lanes = software ? std::clamp(cpus / 8, 1, 4) : 1;
+  const int lanes = software ? std::clamp(cpus / 4, 1, 16) : 1;
   *why = "auto: " + provider + (software ? " moves bytes with the CPU, " : " offloads the data, ") +
          std::to_string(cpus) + " CPUs";
   return lanes;
