@@ -143,12 +143,14 @@ case "$mode" in
     fi
     if [ "${XPORT_SKIP_TSAN:-0}" != 1 ]; then
       # The suites that run threads against one device (and the library under them; pool: two
-      # threads opening and closing communicators on shared connections).
+      # threads opening and closing communicators on shared connections; the NCCL plugin's
+      # lanes: NCCL's threads queue posts that each lane's thread makes and publishes).
       # (TSan ignores atomic_thread_fence, which GCC says with -Wtsan: the seqlock that uses one
       # is suppressed in tests/tsan.supp instead.)
       targets="tests/xport-unit-tests tests/integration/xport-integration-tests
         tests/integration/xport-test-peer tests/integration/xport-pool-tests
-        tests/stress/xport-stress-tests" \
+        tests/stress/xport-stress-tests tests/nccl_plugin/xport-nccl-plugin-tests
+        plugins/nccl/libnccl-net-xport.so" \
         stage build-tsan configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread \
         -Db_lundef=false -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan || stop_here
       # The pool's unshared tcp;ofi_rxm configurations are left out here (each communicator
@@ -157,7 +159,7 @@ case "$mode" in
       GTEST_FILTER='-*tcp_ofi_rxm_groups0*' \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
         stage tsan python3 scripts/run-tests.py "$build_dir-tsan" --no-rebuild unit threads \
-        stress pool || status=1
+        stress pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm || status=1
     fi
     python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-tsan"
     print_stages
