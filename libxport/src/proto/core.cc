@@ -2,7 +2,7 @@
 // outcomes with their accounting, and peers with their channels.
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {

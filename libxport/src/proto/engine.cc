@@ -582,9 +582,9 @@ void Engine::close_comm(CommId id) {
   connections_.close(id);
 }
 
-// ---- two-sided: two_sided.cc ----
+// ---- two-sided: two_sided/calls.cc ----
 
-// ---- one-sided: engine_one_sided.cc ----
+// ---- one-sided: one_sided/calls.cc ----
 
 // ---- progress ----
 

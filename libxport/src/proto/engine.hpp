@@ -2,15 +2,15 @@
 // loop that reads every rail's CQ in bounded batches and dispatches each completion by its op
 // context and remote CQ data, and teardown. The work itself is done by its parts, one per
 // concern, over the shared state in state.hpp:
-//   control.hpp      control messages, receive buffers, connection retirement
-//   connection.hpp   listen/connect/accept, CONN_* messages, close
-//   eager.hpp        eager messages and credits
-//   rendezvous.hpp   RTS/CTS and striped writes
-//   matching.hpp     grouped receives, messages placed by tag
-//   one_sided.hpp    windows: puts, gets, signals, atomics, transfers over per-peer streams
-//                    (its own parts: window, stream, signal, atomic, transfer)
-//   flush.hpp        flush reads on every rail
-//   peer_health.hpp  keepalive, peer loss, clock-driven clean-up
+//   control.hpp            control messages, receive buffers, connection retirement
+//   connections/           listen/connect/accept, CONN_* messages, close
+//   two_sided/eager        eager messages and credits
+//   two_sided/rendezvous   RTS/CTS and striped writes
+//   two_sided/matching     grouped receives, messages placed by tag
+//   one_sided/             windows: puts, gets, signals, atomics, transfers over per-peer streams
+//                          (its own parts: window, stream, signal, atomic, transfer)
+//   flush.hpp              flush reads on every rail
+//   peer_health.hpp        keepalive, peer loss, clock-driven clean-up
 // Registration lives in memory/registry.hpp, rail health in rail/health.hpp, channels, peers and
 // comm ids in pool/.
 #pragma once
@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
-#include "proto/connection.hpp"
+#include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
-#include "proto/eager.hpp"
+#include "proto/two_sided/eager.hpp"
 #include "proto/flush.hpp"
-#include "proto/matching.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/two_sided/matching.hpp"
+#include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
-#include "proto/rendezvous.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 #include "proto/state.hpp"
 #include "proto/waker.hpp"
 #include "xport/stats.hpp"
@@ -110,7 +110,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void connect_abandon(CommId id);
   void close_comm(CommId id);
 
-  // two-sided (two_sided.cc). `handoff` (PostMode::handoff): the call takes the engine only if
+  // two-sided (two_sided/calls.cc). `handoff` (PostMode::handoff): the call takes the engine only if
   // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
   // the next progress pass.
   Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
@@ -144,7 +144,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
   Result<bool> test_flush(CommId comm, uint64_t id, bool progress = true);
 
-  // one-sided (engine_one_sided.cc; docs/semantics.md "One-sided")
+  // one-sided (one_sided/calls.cc; docs/semantics.md "One-sided")
   struct SignalRequest {
     const RemoteKey* key = nullptr;  // the signal word's region at the peer
     size_t offset = 0;

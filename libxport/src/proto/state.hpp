@@ -24,7 +24,7 @@
 #include "pool/comm_table.hpp"
 #include "pool/peer.hpp"
 #include "pool/pool.hpp"
-#include "proto/one_sided_state.hpp"
+#include "proto/one_sided/state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
 #include "xport/deadline.hpp"
@@ -151,7 +151,7 @@ inline constexpr uint32_t kMaxGroup = 8;
 // the sender's message s, which lands in the group's buffer `sub` once it is assigned
 // (buf/cap/region are then that buffer's). Groups whose buffers all carry one tag assign
 // message i to buffer i when posted; other groups as the messages' tags become known
-// (proto/matching.hpp).
+// (proto/two_sided/matching.hpp).
 struct RecvSlot {
   bool active = false;
   uint64_t seq = 0;
@@ -490,7 +490,7 @@ class Core {
   mutable WindowState* last_window = nullptr;
   mutable uint32_t last_stream_id = 0;
   mutable OutStream* last_stream = nullptr;
-  // One-sided streams (one_sided_state.hpp): this device's, by id, and its peers', by index.
+  // One-sided streams (one_sided/state.hpp): this device's, by id, and its peers', by index.
   std::map<uint32_t, std::unique_ptr<OutStream>> out_streams;
   uint32_t next_out_stream = 1;
   std::vector<std::unique_ptr<InStream>> in_streams;  // index 0 unused

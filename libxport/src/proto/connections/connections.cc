@@ -1,6 +1,6 @@
 // Connection set-up: listeners and their handles, connect/accept over the control path (RDM) or
 // connection-manager events (FI_EP_MSG), refusal with reasons, cancellation, and close.
-#include "proto/connection.hpp"
+#include "proto/connections/connections.hpp"
 
 #include <rdma/fi_cm.h>
 

@@ -21,7 +21,7 @@
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"
 #include "pool/peer.hpp"
-#include "proto/wire_one_sided.hpp"
+#include "proto/one_sided/wire.hpp"
 
 namespace xport::proto {
 

@@ -1,9 +1,9 @@
 // Eager messages under credit-based flow control.
-#include "proto/eager.hpp"
+#include "proto/two_sided/eager.hpp"
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/matching.hpp"
+#include "proto/two_sided/matching.hpp"
 
 namespace xport::proto {
 

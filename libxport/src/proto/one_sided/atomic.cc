@@ -1,10 +1,10 @@
 // Atomics: native (FI_ATOMIC on one rail) or emulated (applied by the target's progress).
-#include "proto/atomic.hpp"
+#include "proto/one_sided/atomic.hpp"
 
 #include <atomic>
 
 #include "core/log.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

@@ -1,10 +1,10 @@
 // Rendezvous: clear-to-send, request-to-send, striped writes with remote CQ data.
-#include "proto/rendezvous.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/eager.hpp"
-#include "proto/matching.hpp"
+#include "proto/two_sided/eager.hpp"
+#include "proto/two_sided/matching.hpp"
 
 namespace xport::proto {
 namespace {

@@ -1,12 +1,12 @@
 // Window streams at the target: counting what landed, applying operations in their turn and
 // acknowledging them (the initiator's side is stream.cc).
-#include "proto/stream.hpp"
+#include "proto/one_sided/stream.hpp"
 
 #include <algorithm>
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

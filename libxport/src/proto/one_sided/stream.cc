@@ -1,6 +1,6 @@
 // Window streams at the initiator: numbering, credits, fences and acknowledgements; progress,
 // failures and teardown of both sides (the target's side is stream_target.cc).
-#include "proto/stream.hpp"
+#include "proto/one_sided/stream.hpp"
 
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include "core/log.hpp"
 #include "core/random.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

@@ -12,12 +12,12 @@
 #include <array>
 #include <optional>
 
-#include "proto/atomic.hpp"
-#include "proto/signal.hpp"
+#include "proto/one_sided/atomic.hpp"
+#include "proto/one_sided/signal.hpp"
 #include "proto/state.hpp"
-#include "proto/stream.hpp"
-#include "proto/transfer.hpp"
-#include "proto/window.hpp"
+#include "proto/one_sided/stream.hpp"
+#include "proto/one_sided/transfer.hpp"
+#include "proto/one_sided/window.hpp"
 
 namespace xport::proto {
 
@@ -93,7 +93,7 @@ class OneSided {
   static uint32_t credit_reserve(const OutStream& s) {
     return std::max<uint32_t>(1, s.credits / 4);
   }
-  // Target: staged GPU copies of operations (proto/signal.cc, Signals::stage).
+  // Target: staged GPU copies of operations (signal.cc, Signals::stage).
   bool copying() const { return streams_.copying(); }
   void poll_copies() { streams_.poll_copies(); }
   // The rail's CQ failed: its operations (posted or queued) will never be reported.

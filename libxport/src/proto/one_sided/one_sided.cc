@@ -1,6 +1,6 @@
 // One-sided windows: issuing puts and gets, posting what streams release, and routing provider
 // completions and window messages to their parts.
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 #include "core/log.hpp"
 
