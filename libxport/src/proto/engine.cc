@@ -280,7 +280,7 @@ void Engine::shutdown() {
   for (;;) {
     Lock l(core_);
     progress_locked();
-    bool busy = !core_.pending_control.empty();
+    bool busy = control_.queued();
     core_.comms->for_each([&](uint16_t, CommState& c) { busy = busy || c.outstanding > 0; });
     for (auto& [id, w] : core_.windows) busy = busy || w->free.size() != w->ops.size();
     if (!busy || Clock::now() >= until) break;
@@ -358,11 +358,10 @@ void Engine::shutdown() {
     if (ch->owned) ch->owned->close_endpoint();
   }
   drain_cqs();
-  core_.pending_control.clear();
-  core_.pending_eager.clear();
-  core_.pending_stripes.clear();
-  core_.pending_rma.clear();
-  core_.pending_rx.clear();
+  control_.clear();
+  eager_.clear();
+  rendezvous_.clear();
+  one_sided_.clear();
   core_.last_stream_id = 0;
   core_.last_window_id = 0;
   core_.out_streams.clear();  // (their peers and communicators go below)
@@ -629,7 +628,7 @@ void Engine::progress_locked() {
   core_.in_progress = true;
   // Receive buffers handled in the previous pass (Control::repost_later), and posts the
   // provider refused, go back before the CQs are read.
-  if (!core_.pending_rx.empty()) control_.retry_receives();
+  if (control_.receives_waiting()) control_.retry_receives();
   // A bounded batch from every rail's CQ per pass: no rail starves another. Threads asleep in
   // a blocking wait are woken when it handled something (theirs may be among it).
   if (poll_cqs() > 0) {
@@ -650,9 +649,9 @@ void Engine::progress_locked() {
     }
   }
   // Posts queued for a retry (most passes have none).
-  if (!core_.pending_control.empty()) control_.retry();
-  if (!core_.pending_eager.empty()) eager_.retry();
-  if (!core_.pending_stripes.empty()) rendezvous_.retry();
+  if (control_.queued()) control_.retry();
+  if (eager_.queued()) eager_.retry();
+  if (rendezvous_.queued()) rendezvous_.retry();
   // (one-sided: queued posts, and stream pieces held behind a fence, an uncounted get or credits,
   // which nothing else releases once the target's answers have come)
   if (one_sided_.queued()) one_sided_.retry();
@@ -836,42 +835,9 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
   }
   // Posts queued for it would go to a dead NIC: eager sends and stripes fail with their
   // requests; control messages are dropped (what matters was sent again on the other rails).
-  for (size_t n = core_.pending_eager.size(); n > 0; --n) {
-    PendingEager p = core_.pending_eager.front();
-    core_.pending_eager.pop_front();
-    if (p.ch->rail != rail) {
-      core_.pending_eager.push_back(p);
-      continue;
-    }
-    if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
-    if (CommState* c = core_.comm(p.comm)) {
-      SendSlot& sl = c->sends[p.slot];
-      sl.queued = false;
-      core_.fail_send(*c, sl, why);
-      core_.release(*c, sl);
-    }
-  }
-  for (size_t n = core_.pending_stripes.size(); n > 0; --n) {
-    PendingStripe p = core_.pending_stripes.front();
-    core_.pending_stripes.pop_front();
-    CommState* c = core_.comm(p.comm);
-    if (c == nullptr || c->sends[p.slot].ctx[p.stripe].rail != rail) {
-      core_.pending_stripes.push_back(p);
-      continue;
-    }
-    core_.fail_send(*c, c->sends[p.slot], why);
-    core_.release(*c, c->sends[p.slot]);
-  }
-  for (size_t n = core_.pending_control.size(); n > 0; --n) {
-    PendingControl p = std::move(core_.pending_control.front());
-    core_.pending_control.pop_front();
-    if (p.ch->rail != rail || p.ch->owned) {
-      core_.pending_control.push_back(std::move(p));
-      continue;
-    }
-    if (CommState* c = core_.comm(p.owner)) core_.release(*c);
-    core_.unref(p.peer);
-  }
+  eager_.fail_rail(rail, why);
+  rendezvous_.fail_rail(rail, why);
+  control_.fail_rail(rail);
   // Bounce buffers with the provider on its endpoints (the rail's, and RDM communicators' own):
   // receives never come back, sends never complete (a headered eager send fails with its
   // request).
@@ -886,7 +852,7 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
   });
   for (rail::RailEndpoint* ep : eps) {
     ep->posted_rx = 0;
-    std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
+    control_.forget_receives(ep);
     for (size_t i = 0; i < ep->tx().count(); ++i) {
       memory::Buffer& b = ep->tx().at(static_cast<uint32_t>(i));
       if (!b.in_use) continue;

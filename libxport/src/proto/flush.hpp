@@ -3,13 +3,14 @@
 // came on its rail, which is what makes the data visible before a kernel uses it.
 #pragma once
 
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Flusher {
  public:
-  explicit Flusher(Core& core) : core_(core) {}
+  explicit Flusher(Core& core) : core_(core), unposted_(&core.counters.deferred_posts) {}
 
   // Starts a flush of [buf, buf+len): its id, or 0 when nothing is to be read (len 0, or
   // connected endpoints, whose receive completion already orders the data).
@@ -31,7 +32,11 @@ class Flusher {
  private:
   Status post(FlushState& f, uint32_t i);
   Core& core_;
-  std::vector<std::pair<uint64_t, uint32_t>> unposted_;  // (flush, read) queued for progress
+  struct Read {
+    uint64_t flush = 0;
+    uint32_t index = 0;  // its read (rail) in the flush
+  };
+  PendingQueue<Read> unposted_;
 };
 
 }  // namespace xport::proto

@@ -1,7 +1,7 @@
 // The state of one device's protocol engine, shared by its parts (engine.hpp lists them):
-// configuration, rails, peers, the comm table with its requests, windows, flushes, the queues of
-// posts waiting for the provider, and the engine lock. Everything here is read and written under
-// Core::mu (or by the only thread of a thread_safe = false device).
+// configuration, rails, peers, the comm table with its requests, windows, flushes, and the
+// engine lock (posts waiting for the provider are in their parts' queues). Everything here is
+// read and written under Core::mu (or by the only thread of a thread_safe = false device).
 #pragma once
 
 #include <algorithm>
@@ -365,9 +365,10 @@ struct Dependent {
   uint64_t seq = 0;
 };
 
-// Posts that met -FI_EAGAIN, found no bounce buffer or no CQ room: retried by progress (never by
-// spinning inside a call) until posted, dropped when their owner is gone, failed (with their
-// owner) after XPORT_EAGAIN_TIMEOUT_MS.
+// Posts that met -FI_EAGAIN, found no bounce buffer or no CQ room, each in its part's
+// PendingQueue (pending_queue.hpp): retried by progress (never by spinning inside a call) until
+// posted, dropped when their owner is gone, failed (with their owner) after
+// XPORT_EAGAIN_TIMEOUT_MS.
 struct PendingControl {
   pool::Channel* ch = nullptr;
   pool::Peer* peer = nullptr;  // a reference is held (RDM channels belong to their peer)
@@ -375,7 +376,6 @@ struct PendingControl {
   MsgHeader hdr{};
   std::vector<uint8_t> body;
   Dependent dep;
-  Clock::time_point since{};
 };
 
 struct PendingEager {
@@ -384,7 +384,6 @@ struct PendingEager {
   uint64_t seq = 0;
   pool::Channel* ch = nullptr;
   memory::Buffer* buffer = nullptr;  // headered: the bounce buffer it is in (else nullptr)
-  Clock::time_point since{};
 };
 
 struct PendingStripe {
@@ -394,7 +393,6 @@ struct PendingStripe {
   uint32_t stripe = 0;
   uint64_t raddr = 0;
   std::array<uint64_t, kMaxRails> keys{};
-  Clock::time_point since{};
 };
 
 struct PendingRx {
@@ -505,11 +503,6 @@ class Core {
   bool own_data_endpoints = false;
   std::map<uint64_t, std::unique_ptr<FlushState>> flushes;
   uint64_t next_flush = 1;
-  std::deque<PendingControl> pending_control;
-  std::deque<PendingEager> pending_eager;
-  std::deque<PendingStripe> pending_stripes;
-  std::deque<PendingRma> pending_rma;
-  std::deque<PendingRx> pending_rx;
   EngineCounters counters;
 
   // The parts (set by the Engine that owns them all).

@@ -14,6 +14,7 @@
 
 #include "proto/one_sided/atomic.hpp"
 #include "proto/one_sided/signal.hpp"
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 #include "proto/one_sided/stream.hpp"
 #include "proto/one_sided/transfer.hpp"
@@ -25,6 +26,7 @@ class OneSided {
  public:
   explicit OneSided(Core& core)
       : core_(core),
+        queued_(&core.counters.deferred_posts),
         windows_(core, *this),
         streams_(core, *this),
         signals_(core, *this),
@@ -85,7 +87,7 @@ class OneSided {
   void on_done(fabric::OpContext* ctx, const Status& st);
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
-  bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
+  bool queued() const { return !queued_.empty() || streams_.queued(); }
   // Whether the window's stream could not take another quarter of its credits now (the
   // target's acknowledgements, which only a progress pass reads, are due).
   bool short_of_credit(uint32_t window);
@@ -113,6 +115,8 @@ class OneSided {
   void on_write(uint64_t data, size_t len, uint32_t rail);
   // Device teardown: streams are told, windows forgotten.
   void shutdown();
+  // Teardown: queued posts are dropped.
+  void clear() { queued_.clear(); }
 
  private:
   // Posts one stripe of a put or a get. *injected: a put small enough to inject went, and
@@ -121,6 +125,7 @@ class OneSided {
                   uint64_t key, uint64_t data, bool* injected);
   void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
   Core& core_;
+  PendingQueue<PendingRma> queued_;
   Windows windows_;
   Streams streams_;
   Signals signals_;

@@ -53,8 +53,7 @@ void Eager::queue(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
                   memory::Buffer* buffer) {
   s.queued = true;
   core_.hold(c, s);
-  ++core_.counters.deferred_posts;
-  core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
+  queued_.push({c.id, slot, s.seq, ch, buffer}, Clock::now());
 }
 
 void Eager::grant_credit(CommState& c, uint64_t posted_through) {
@@ -186,37 +185,49 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
 }
 
 void Eager::retry() {
-  for (size_t n = core_.pending_eager.size(); n > 0 && !core_.pending_eager.empty(); --n) {
-    PendingEager p = core_.pending_eager.front();
-    core_.pending_eager.pop_front();
+  queued_.retry([&](PendingQueue<PendingEager>::Entry& e) {
+    const PendingEager& p = e.post;
     CommState* c = core_.comm(p.comm);
-    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
       // Cancelled (closed) or failed meanwhile: never posted, so never read again.
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
       core_.release(*c, s);
-      continue;
+      return false;
     }
     Status st = post(*c, s, p.slot, p.ch, p.buffer, true);
     if (st.ok()) {
       s.queued = false;
-      continue;
+      return false;
     }
     if (st.code() == Code::again) {
-      if (!core_.expired(p.since)) {
-        core_.pending_eager.push_back(p);
-        continue;
-      }
+      if (!core_.expired(e.since)) return true;
       st = core::error(Code::again, "eager send of message ", s.seq, ": the provider stayed "
                        "busy for XPORT_EAGAIN_TIMEOUT_MS");
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
       core_.fail_send(*c, s, st);
       core_.release(*c, s);
-      continue;
+      return false;
     }
     core_.fail_send(*c, s, std::move(st).with_context("eager send"));
-  }
+    return false;
+  });
+}
+
+void Eager::fail_rail(uint32_t rail, const Status& why) {
+  queued_.drop_if([&](PendingQueue<PendingEager>::Entry& e) {
+    const PendingEager& p = e.post;
+    if (p.ch->rail != rail) return false;
+    if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
+    if (CommState* c = core_.comm(p.comm)) {
+      SendSlot& sl = c->sends[p.slot];
+      sl.queued = false;
+      core_.fail_send(*c, sl, why);
+      core_.release(*c, sl);
+    }
+    return true;
+  });
 }
 
 void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b) {

@@ -4,13 +4,14 @@
 // receive buffer (or a copy) for its receive.
 #pragma once
 
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Eager {
  public:
-  explicit Eager(Core& core) : core_(core) {}
+  explicit Eager(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
 
   // Sender: the message goes now if its credit allows, else waits for credit in order.
   Status start(CommState& c, SendSlot& s, uint16_t slot);
@@ -33,6 +34,10 @@ class Eager {
   // buffer's).
   void on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b);
   void retry();
+  bool queued() const { return !queued_.empty(); }
+  // The rail's CQ failed: messages queued for it fail with their requests.
+  void fail_rail(uint32_t rail, const Status& why);
+  void clear() { queued_.clear(); }
 
   // Receiver: reports receives posted up to `last` towards the next credit (every depth/2).
   Status report_posted(CommState& c, uint64_t last);
@@ -58,6 +63,7 @@ class Eager {
               uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
   Core& core_;
+  PendingQueue<PendingEager> queued_;
 };
 
 }  // namespace xport::proto

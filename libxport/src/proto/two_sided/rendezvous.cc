@@ -162,10 +162,7 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
     else r.cq_give();
   }
   if (st.code() == Code::again) {
-    if (!queued) {
-      ++core_.counters.deferred_posts;
-      queue_stripe(c, s, slot, stripe, raddr, keys, Clock::now());
-    }
+    if (!queued) queue_stripe(c, s, slot, stripe, raddr, keys, Clock::now());
     return st;
   }
   if (!st.ok()) {
@@ -190,38 +187,51 @@ void Rendezvous::queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t
   p.stripe = stripe;
   p.raddr = raddr;
   p.keys = keys;
-  p.since = since;
-  core_.pending_stripes.push_back(p);
+  // (a refused post is counted; a handoff's stripes, queued before any try, are not)
+  queued_.push(p, since, since != Clock::time_point{});
 }
 
 void Rendezvous::retry() {
-  for (size_t n = core_.pending_stripes.size(); n > 0 && !core_.pending_stripes.empty(); --n) {
-    PendingStripe p = core_.pending_stripes.front();
-    core_.pending_stripes.pop_front();
+  queued_.retry([&](PendingQueue<PendingStripe>::Entry& e) {
+    const PendingStripe& p = e.post;
     CommState* c = core_.comm(p.comm);
-    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
       core_.release(*c, s);  // failed meanwhile: this stripe is never posted
-      continue;
+      return false;
     }
     Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
-    if (st.code() == Code::again && p.since == Clock::time_point{}) {
+    if (st.code() == Code::again && e.since == Clock::time_point{}) {
       // Queued by a handoff call and refused at its first try: the clock starts now.
-      p.since = Clock::now();
-      core_.pending_stripes.push_back(p);
-    } else if (st.code() == Code::again && core_.expired(p.since)) {
+      e.since = Clock::now();
+      return true;
+    }
+    if (st.code() == Code::again && core_.expired(e.since)) {
       core_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
                                          ": the provider stayed busy (-FI_EAGAIN) for "
                                          "XPORT_EAGAIN_TIMEOUT_MS"));
       core_.release(*c, s);
-    } else if (st.code() == Code::again) {
-      core_.pending_stripes.push_back(p);
-    } else if (!st.ok()) {
+      return false;
+    }
+    if (st.code() == Code::again) return true;
+    if (!st.ok()) {
       core_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",
                                                                    s.seq)));
     }
-  }
+    return false;
+  });
+}
+
+void Rendezvous::fail_rail(uint32_t rail, const Status& why) {
+  queued_.drop_if([&](PendingQueue<PendingStripe>::Entry& e) {
+    const PendingStripe& p = e.post;
+    CommState* c = core_.comm(p.comm);
+    if (c == nullptr || c->sends[p.slot].ctx[p.stripe].rail != rail) return false;
+    core_.fail_send(*c, c->sends[p.slot], why);
+    core_.release(*c, c->sends[p.slot]);
+    return true;
+  });
 }
 
 void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {

@@ -3,13 +3,14 @@
 // message with remote CQ data, striped over the rails; the receiver counts the stripes.
 #pragma once
 
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Rendezvous {
  public:
-  explicit Rendezvous(Core& core) : core_(core) {}
+  explicit Rendezvous(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
 
   // Sender: writes at once if the CTS is already here, else asks for it. `handoff`: the writes
   // of a CTS already here are queued for the next progress pass instead (PostMode::handoff).
@@ -17,6 +18,10 @@ class Rendezvous {
   void on_cts(const MsgHeader& h, const uint8_t* body, size_t len);
   void on_write_done(fabric::OpContext* ctx, const Status& st);
   void retry();
+  bool queued() const { return !queued_.empty(); }
+  // The rail's CQ failed: stripes queued for it fail with their requests.
+  void fail_rail(uint32_t rail, const Status& why);
+  void clear() { queued_.clear(); }
 
   // The receiver refused message h.seq (its tag): the send fails, no ABORT owed.
   void on_refuse(const MsgHeader& h);
@@ -36,13 +41,14 @@ class Rendezvous {
   void consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& cts, bool defer = false);
   // Queues stripe `stripe` of message s for Rendezvous::retry (progress) to post; `since`: when
   // the provider first refused it (none yet: the XPORT_EAGAIN_TIMEOUT_MS clock starts at the
-  // first refusal).
+  // first refusal, and it is not counted as deferred).
   void queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
                     const std::array<uint64_t, kMaxRails>& keys, Clock::time_point since);
   // Posts stripe `stripe` of message s (queued when the provider or the CQ is full).
   Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
                      const std::array<uint64_t, kMaxRails>& keys, bool queued);
   Core& core_;
+  PendingQueue<PendingStripe> queued_;
 };
 
 }  // namespace xport::proto
