@@ -9,6 +9,66 @@
 
 namespace xport::proto {
 
+void Control::register_handlers(Dispatch& d) {
+  dispatch_ = &d;
+  d.completion<&Control::received, &Control::receive_failed>(fabric::OpType::rx_buffer, this);
+  d.completion<&Control::sent, &Control::send_failed>(fabric::OpType::tx_buffer, this);
+  d.consumed<&Control::consumed>(this);
+}
+
+void Control::received(fabric::OpContext* ctx, const fi_cq_data_entry& e) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  memory::Buffer* b = &ep->rx().at(ctx->index);
+  ep->posted_rx -= 1;
+  if (ep->failed) return;  // a connection being retired: its buffers are not reposted
+  ep->endpoint().counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
+  ep->endpoint().counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
+  bool hold = false;
+  // (remote CQ data here is a headerless eager message: the dispatch table routed writes)
+  if (carries_remote_data(e)) {
+    dispatch_->eager_arrived(ep, b, e.data, e.len, &hold);
+  } else {
+    dispatch_->message_arrived(ep, b, e.len, &hold);
+  }
+  // The buffer goes back to the provider at the next pass (the bare loops repost after they
+  // answered, too): the completion's caller sees it one provider call sooner.
+  if (!hold) repost_later(ep, b);
+}
+
+void Control::receive_failed(fabric::OpContext* ctx, const Status& status, int err) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->posted_rx -= 1;
+  if (err == FI_ECANCELED || ep->failed) return;
+  ep->endpoint().counters().error_completions.add();
+  XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
+  // A connection serves one peer: its loss fails that communicator. The shared RDM
+  // endpoints serve every peer: one peer's failure must not stop receives for the others.
+  pool::Channel* ch = ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid) : nullptr;
+  if (ch != nullptr && status.code() == Code::peer_lost) {
+    connection_lost(*ch, status);
+    return;
+  }
+  repost(ep, &ep->rx().at(ctx->index));
+}
+
+void Control::consumed(fabric::OpContext* ctx) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->posted_rx -= 1;
+  repost(ep, &ep->rx().at(ctx->index));
+}
+
+void Control::sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->endpoint().count_completion(false);
+  on_sent(&ep->tx().at(ctx->index), Status());
+}
+
+void Control::send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->endpoint().count_completion(true);
+  on_sent(&ep->tx().at(ctx->index), st);
+}
+
 Status Control::send(pool::Channel* ch, const MsgHeader& h, const std::vector<uint8_t>* body,
                      CommState* owner, Dependent dep, pool::Peer* peer) {
   if (ch == nullptr) return core::error(Code::internal, "control message without a channel");
@@ -58,6 +118,7 @@ Status Control::attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* bo
   if (body_len > 0) std::memcpy(b->data + sizeof(MsgHeader), body, body_len);
   // A control message: no request waits for its completion; the peer's token names whom an
   // error completion concerns.
+  b->ctx.type = fabric::OpType::tx_buffer;
   b->ctx.comm = 0;
   b->ctx.seq = peer != nullptr ? peer->token : 0;
   Status s;

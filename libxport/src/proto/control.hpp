@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "proto/dispatch.hpp"
+#include "proto/hook.hpp"
 #include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
@@ -15,6 +17,11 @@ class Control {
  public:
   explicit Control(Core& core)
       : core_(core), queued_(&core.counters.deferred_posts), rx_waiting_(nullptr) {}
+  // Completions of receive buffers (what arrived goes on to the dispatch table's arrivals) and
+  // of control messages' send buffers.
+  void register_handlers(Dispatch& d);
+  // A connection whose receive buffer failed with its peer lost (bound by the engine).
+  Hook<void(pool::Channel&, const Status&)> connection_lost;
 
   // Sends a control message on `ch`, a path of `owner` (or, without a communicator, a channel of
   // `peer`). When the provider is busy, no bounce buffer is free or the CQ has no room, it is
@@ -62,8 +69,14 @@ class Control {
   Status attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len,
                  const pool::Peer* peer);
   void give_up(PendingControl& p, Status why);
+  void received(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void receive_failed(fabric::OpContext* ctx, const Status& st, int err);
+  void consumed(fabric::OpContext* ctx);
+  void sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void send_failed(fabric::OpContext* ctx, const Status& st, int err);
   void done_with(PendingControl& p);
   Core& core_;
+  Dispatch* dispatch_ = nullptr;
   PendingQueue<PendingControl> queued_;
   PendingQueue<PendingRx> rx_waiting_;          // receive buffers to post again (not counted)
   std::vector<const pool::Channel*> blocked_;  // retry(): channels with a message kept this pass

@@ -142,6 +142,15 @@ Engine::Engine() {
   core_.one_sided = &one_sided_;
   core_.flusher = &flusher_;
   core_.health = &health_;
+  // The dispatch table: each part registers the completions, messages and arrivals it handles.
+  control_.register_handlers(dispatch_);
+  connections_.register_handlers(dispatch_);
+  eager_.register_handlers(dispatch_);
+  rendezvous_.register_handlers(dispatch_);
+  one_sided_.register_handlers(dispatch_);
+  flusher_.register_handlers(dispatch_);
+  health_.register_handlers(dispatch_);
+  control_.connection_lost.bind<&Connections::fail_channel>(&connections_);
 }
 
 Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& rails,
@@ -607,10 +616,10 @@ size_t Engine::poll_cqs() {
   for (size_t i = 0; i < core_.rails.size(); ++i) {
     rail::Rail& r = *core_.rails[i];
     if (r.cq_failed()) continue;
-    core_.polling_rail = i;
+    dispatch_.polling(i);
     auto n = r.cq().poll(
-        core_.config.cq_batch, [this](const fi_cq_data_entry& e) { on_completion(e); },
-        [this](void* ctx, Status s, int err) { on_error(ctx, std::move(s), err); });
+        core_.config.cq_batch, [this](const fi_cq_data_entry& e) { dispatch_.done(e); },
+        [this](void* ctx, Status s, int err) { dispatch_.failed(ctx, s, err); });
     if (!n.ok()) {
       // The CQ itself failed (overrun, a dead device): the rail is out of service for good;
       // other rails and their communicators go on.
@@ -856,7 +865,7 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
     for (size_t i = 0; i < ep->tx().count(); ++i) {
       memory::Buffer& b = ep->tx().at(static_cast<uint32_t>(i));
       if (!b.in_use) continue;
-      if (b.ctx.comm != 0) {
+      if (b.ctx.type == fabric::OpType::eager_buffer) {
         eager_.on_sent(&b.ctx, why, &b);
       } else {
         ep->tx().give_back(&b);
@@ -891,196 +900,6 @@ void Engine::apply_link_states(Clock::time_point now) {
   }
 }
 
-void Engine::on_completion(const fi_cq_data_entry& e) {
-  auto* ctx = fabric::op_context_of(e.op_context);
-  rail::Rail& rail = *core_.rails[core_.polling_rail];
-  rail.health().consecutive_failures() = 0;
-  XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len,
-            " data 0x", std::hex, e.data, " ctx ", e.op_context);
-  // Target side of a write with data. (sockets also flags the initiator's own write completion
-  // with FI_REMOTE_CQ_DATA, so initiator flags exclude it.)
-  const bool remote_data =
-      (e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ | FI_SEND));
-  // ... unless it is a headerless eager message: a received message (not a remote write) with
-  // CQ data, in one of our receive buffers.
-  const bool eager_data = remote_data && (e.flags & FI_RECV) &&
-                          !(e.flags & (FI_RMA | FI_REMOTE_WRITE)) && ctx != nullptr &&
-                          ctx->type == fabric::OpType::rx_buffer;
-  if (remote_data && !eager_data) {
-    if (is_window_write(e.data)) {  // comm id 0: a window's write, counted by its stream
-      one_sided_.on_write(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
-    } else {
-      rendezvous_.on_write_data(e.data, e.len, static_cast<uint32_t>(core_.polling_rail));
-    }
-    // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: repost it.
-    // Otherwise op_context is undefined for remote completions and must not be read (the
-    // entry's CQ room was held by the clear-to-send).
-    if (core_.rx_cq_data_mode && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
-      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
-      ep->posted_rx -= 1;
-      rail.cq_give();
-      control_.repost(ep, &ep->rx().at(ctx->index));
-    }
-    return;
-  }
-  if (ctx == nullptr) {
-    core_.miss();
-    return;
-  }
-  rail.cq_give();
-  switch (ctx->type) {
-    case fabric::OpType::rx_buffer: {
-      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
-      on_receive(ep, &ep->rx().at(ctx->index), e, eager_data);
-      break;
-    }
-    case fabric::OpType::tx_buffer: {
-      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
-      memory::Buffer* b = &ep->tx().at(ctx->index);
-      if (ctx->comm == 0) {
-        ep->endpoint().count_completion(false);
-        control_.on_sent(b, Status());
-      } else {
-        eager_.on_sent(ctx, Status(), b);
-      }
-      break;
-    }
-    case fabric::OpType::eager_send: eager_.on_sent(ctx, Status(), nullptr); break;
-    case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, Status()); break;
-    case fabric::OpType::put:
-    case fabric::OpType::get:
-    case fabric::OpType::atomic: one_sided_.on_done(ctx, Status()); break;
-    case fabric::OpType::flush: flusher_.on_done(ctx, Status()); break;
-  }
-}
-
-void Engine::on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_data_entry& e,
-                        bool eager_data) {
-  ep->posted_rx -= 1;
-  if (ep->failed) return;  // a connection being retired: its buffers are not reposted
-  ep->endpoint().counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
-  ep->endpoint().counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
-  bool hold = false;
-  if (eager_data) {
-    eager_.on_eager_data(ep, b, e.data, e.len, &hold);
-  } else {
-    on_message(ep, b, e.len, &hold);
-  }
-  // The buffer goes back to the provider at the next pass (the bare loops repost after they
-  // answered, too): the completion's caller sees it one provider call sooner.
-  if (!hold) control_.repost_later(ep, b);
-}
-
-void Engine::on_error(void* context, Status status, int err) {
-  auto* ctx = fabric::op_context_of(context);
-  const bool cancelled = err == FI_ECANCELED;
-  if (!cancelled) {
-    core_.note_failure(static_cast<uint32_t>(core_.polling_rail), status, false);
-  }
-  if (ctx == nullptr) {
-    XPORT_LOG(warn, "error completion without context: ", status.to_string());
-    core_.miss();
-    return;
-  }
-  core_.rails[core_.polling_rail]->cq_give();
-  switch (ctx->type) {
-    case fabric::OpType::rx_buffer: {
-      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
-      ep->posted_rx -= 1;
-      if (cancelled || ep->failed) return;
-      ep->endpoint().counters().error_completions.add();
-      XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
-      // A connection serves one peer: its loss fails that communicator. The shared RDM
-      // endpoints serve every peer: one peer's failure must not stop receives for the others.
-      pool::Channel* ch = ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid)
-                                             : nullptr;
-      if (ch != nullptr && status.code() == Code::peer_lost) {
-        core_.connections->fail_channel(*ch, status);
-        return;
-      }
-      control_.repost(ep, &ep->rx().at(ctx->index));
-      break;
-    }
-    case fabric::OpType::tx_buffer: {
-      auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
-      memory::Buffer* b = &ep->tx().at(ctx->index);
-      if (ctx->comm == 0) {
-        ep->endpoint().count_completion(true);
-        control_.on_sent(b, status);
-      } else {
-        eager_.on_sent(ctx, status, b);
-      }
-      break;
-    }
-    case fabric::OpType::eager_send: eager_.on_sent(ctx, status, nullptr); break;
-    case fabric::OpType::rndv_write: rendezvous_.on_write_done(ctx, status); break;
-    case fabric::OpType::put:
-    case fabric::OpType::get:
-    case fabric::OpType::atomic: one_sided_.on_done(ctx, status); break;
-    case fabric::OpType::flush: flusher_.on_done(ctx, status); break;
-  }
-}
-
-void Engine::on_message(rail::RailEndpoint* ep, memory::Buffer* b, size_t len, bool* hold) {
-  auto h = decode_header(b->data, len);
-  if (!h) {
-    core_.miss();
-    XPORT_LOG(warn, "dropping malformed message on ", ep->label(), ": ", h.status().to_string());
-    return;
-  }
-  dispatch(ep, b, *h, b->data + sizeof(MsgHeader), len - sizeof(MsgHeader), hold);
-}
-
-void Engine::dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h,
-                      const uint8_t* body, size_t body_len, bool* hold) {
-  const auto type = static_cast<MsgType>(h.type);
-  switch (type) {
-    case MsgType::conn_req: connections_.on_conn_req(ep, h, body, body_len); return;
-    case MsgType::conn_ack: connections_.on_conn_ack(h, body, body_len); return;
-    case MsgType::conn_reject: connections_.on_conn_reject(h); return;
-    case MsgType::conn_cancel: connections_.on_conn_cancel(h); return;
-    case MsgType::ping: health_.on_ping(h); return;
-    case MsgType::pong: health_.on_pong(h); return;
-    case MsgType::rail_state: health_.on_rail_state(h); return;
-    default:
-      if (is_window_message(type)) {
-        one_sided_.on_message(ep, h, body, body_len);
-        return;
-      }
-      break;
-  }
-  // A clear-to-send, a credit or a close from a listener may take another rail than its
-  // CONN_ACK and overtake it: kept for the connecting communicator, replayed after the ACK.
-  if (type == MsgType::cts || type == MsgType::credit || type == MsgType::close) {
-    CommState* c = core_.comm({h.dst_comm, h.dst_gen});
-    if (c != nullptr && c->is_send && c->phase == Phase::connecting && !c->connection) {
-      if (c->stash.size() < 2u * c->depth + 4) {
-        c->stash.push_back({h, std::vector<uint8_t>(body, body + body_len)});
-      } else {
-        core_.miss();
-      }
-      return;
-    }
-  }
-  switch (type) {
-    case MsgType::cts: rendezvous_.on_cts(h, body, body_len); break;
-    case MsgType::eager:
-      if (b != nullptr) eager_.on_eager(ep, b, h, hold);
-      break;
-    case MsgType::abort: rendezvous_.on_abort(h); break;
-    case MsgType::close: connections_.on_close(h); break;
-    case MsgType::rts: rendezvous_.on_rts(h); break;
-    case MsgType::credit: eager_.on_credit(h); break;
-    case MsgType::refuse: rendezvous_.on_refuse(h); break;
-    default: core_.miss(); break;
-  }
-}
-
-void Engine::dispatch_stashed(Stashed& m) {
-  bool hold = false;
-  dispatch(nullptr, nullptr, m.header, m.body.data(), m.body.size(), &hold);
-}
-
 namespace {
 // A receive buffer outside every pool, for injected traffic: nothing may hold it.
 struct Scratch {
@@ -1102,30 +921,24 @@ void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
   }
   Scratch s(bytes, len);
   bool hold = false;
-  core_.polling_rail = rail;
-  dispatch(nullptr, &s.buffer, *h, s.bytes.data() + sizeof(MsgHeader), len - sizeof(MsgHeader),
-           &hold);
+  dispatch_.polling(rail);
+  dispatch_.route(Message{*h, s.bytes.data() + sizeof(MsgHeader), len - sizeof(MsgHeader), nullptr,
+                          &s.buffer, &hold});
 }
 
 void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len,
                             bool eager) {
   Lock l(core_);
   if (rail >= core_.rails.size() || shut_down_) return;
-  core_.polling_rail = rail;
+  dispatch_.polling(rail);
   if (!eager) {
-    if (is_window_write(data)) {
-      one_sided_.on_write(data, len, static_cast<uint32_t>(rail));
-    } else {
-      rendezvous_.on_write_data(data, len, static_cast<uint32_t>(rail));
-    }
+    dispatch_.write_landed(data, len, static_cast<uint32_t>(rail));
     return;
   }
-  rail::RailEndpoint* ep = core_.rails[rail]->data();
-  if (ep == nullptr) return;
+  if (core_.rails[rail]->data() == nullptr) return;
   Scratch s(payload, len);
   bool hold = false;
-  eager_.on_eager_data(nullptr, &s.buffer, data, len, &hold);
-  (void)ep;
+  dispatch_.eager_arrived(nullptr, &s.buffer, data, len, &hold);
 }
 
 Stats Engine::stats() const {

@@ -26,13 +26,14 @@
 #include "core/cpu_relax.hpp"
 #include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
-#include "proto/two_sided/eager.hpp"
+#include "proto/dispatch.hpp"
 #include "proto/flush.hpp"
-#include "proto/two_sided/matching.hpp"
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
-#include "proto/two_sided/rendezvous.hpp"
 #include "proto/state.hpp"
+#include "proto/two_sided/eager.hpp"
+#include "proto/two_sided/matching.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 #include "proto/waker.hpp"
 #include "xport/stats.hpp"
 
@@ -218,9 +219,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // shutdown, since its registrations hold the engine (nullptr once shut down).
   std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
 
-  // For the parts: a control message that overtook its CONN_ACK, dispatched once it is in.
-  void dispatch_stashed(Stashed& m);
-
   // For engine-level tests and the fuzz target: what progress does with `len` bytes that arrived
   // as a message on rail `rail` (control endpoint), or with a remote-CQ-data completion on it
   // (`eager`: a headerless eager message of `len` payload bytes, else a peer's write). Nothing
@@ -274,13 +272,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
-  void on_completion(const fi_cq_data_entry& e);
-  void on_error(void* context, Status status, int err);
-  void on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_data_entry& e,
-                  bool eager_data);
-  void on_message(rail::RailEndpoint* ep, memory::Buffer* b, size_t len, bool* hold);
-  void dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h,
-                const uint8_t* body, size_t body_len, bool* hold);
   CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
   // Under the lock: the connection's id, or the error that ended it (then it is given up).
   Result<CommId> connect_outcome(CommId id, Status s);
@@ -296,6 +287,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t*> local_word(const LocalBuffer& region, size_t offset, const char* what);
 
   mutable Core core_;  // (the lock is taken in const calls too)
+  Dispatch dispatch_{core_};
   Control control_{core_};
   Connections connections_{core_};
   Eager eager_{core_};

@@ -3,6 +3,10 @@
 
 namespace xport::proto {
 
+void Flusher::register_handlers(Dispatch& d) {
+  d.completion<&Flusher::read_done, &Flusher::read_failed>(fabric::OpType::flush, this);
+}
+
 Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
                                 const RegionRef& region) {
   if (len == 0 || c.connection) return uint64_t{0};

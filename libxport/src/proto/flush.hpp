@@ -3,6 +3,7 @@
 // came on its rail, which is what makes the data visible before a kernel uses it.
 #pragma once
 
+#include "proto/dispatch.hpp"
 #include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
@@ -11,6 +12,8 @@ namespace xport::proto {
 class Flusher {
  public:
   explicit Flusher(Core& core) : core_(core), unposted_(&core.counters.deferred_posts) {}
+  // Completions of flush reads.
+  void register_handlers(Dispatch& d);
 
   // Starts a flush of [buf, buf+len): its id, or 0 when nothing is to be read (len 0, or
   // connected endpoints, whose receive completion already orders the data).
@@ -31,6 +34,8 @@ class Flusher {
 
  private:
   Status post(FlushState& f, uint32_t i);
+  void read_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
+  void read_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
   Core& core_;
   struct Read {
     uint64_t flush = 0;

@@ -464,7 +464,6 @@ class Core {
   // (only the holder itself can find its own id there, so relaxed order is enough).
   std::atomic<std::thread::id> holder{};
   bool in_progress = false;
-  size_t polling_rail = 0;        // the rail whose CQ is being read
 
   // Declaration order is teardown order reversed: everything that names channels and endpoints
   // goes before the peers, the peers before the rails.

@@ -224,6 +224,9 @@ inline uint64_t encode_cq_data(const CqData& d, size_t data_bytes) {
   if (data_bytes >= 8) v |= static_cast<uint64_t>(d.high) << 32;
   return v;
 }
+// Comm id 0 is never issued (a rendezvous write always names one): remote CQ data whose low 16
+// bits are 0 is a window's write (one_sided/wire.hpp has its layout).
+inline bool is_window_write(uint64_t data) { return (data & 0xffff) == 0; }
 inline CqData decode_cq_data(uint64_t v, size_t data_bytes) {
   CqData d;
   d.comm = static_cast<uint16_t>(v & 0xffff);

@@ -10,7 +10,6 @@
 #include "core/random.hpp"
 #include "fabric/address.hpp"
 #include "proto/control.hpp"
-#include "proto/engine.hpp"
 
 namespace xport::proto {
 namespace {
@@ -40,6 +39,29 @@ MsgHeader bare(MsgType t) {
 }
 
 }  // namespace
+
+void Connections::register_handlers(Dispatch& d) {
+  dispatch_ = &d;
+  d.message<&Connections::on_conn_req>(MsgType::conn_req, this);
+  d.message<&Connections::on_conn_ack>(MsgType::conn_ack, this);
+  d.message<&Connections::on_conn_reject>(MsgType::conn_reject, this);
+  d.message<&Connections::on_conn_cancel>(MsgType::conn_cancel, this);
+  d.message<&Connections::on_close>(MsgType::close, this, /*gated=*/true);
+  d.gate<&Connections::stash>(this);
+}
+
+bool Connections::stash(const Message& m) {
+  CommState* c = core_.comm({m.h.dst_comm, m.h.dst_gen});
+  if (c == nullptr || !c->is_send || c->phase != Phase::connecting || c->connection) {
+    return false;
+  }
+  if (c->stash.size() < 2u * c->depth + 4) {
+    c->stash.push_back({m.h, std::vector<uint8_t>(m.body, m.body + m.len)});
+  } else {
+    core_.miss();
+  }
+  return true;
+}
 
 MsgHeader Connections::header(MsgType t, const CommState& c) const {
   MsgHeader h = bare(t);
@@ -454,7 +476,8 @@ void Connections::close(CommId id) {
   core_.maybe_erase(*c);
 }
 
-void Connections::on_close(const MsgHeader& h) {
+void Connections::on_close(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::either);
   if (c == nullptr) return;
   if (c->is_send) {
@@ -515,9 +538,10 @@ CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::
   return c;
 }
 
-void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
-                              size_t len) {
-  auto req = decode_conn_request(body, len);
+void Connections::on_conn_req(const Message& m) {
+  const MsgHeader& h = m.h;
+  rail::RailEndpoint* ep = m.ep;
+  auto req = decode_conn_request(m.body, m.len);
   // Connected endpoints: a request on a pooled connection (a secondary joining it).
   pool::Channel* via = nullptr;
   if (core_.connected_endpoints()) {
@@ -645,8 +669,9 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
   c.peer->last_heard = Clock::now();
 }
 
-void Connections::on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t len) {
-  auto ack = decode_conn_ack(body, len);
+void Connections::on_conn_ack(const Message& m) {
+  const MsgHeader& h = m.h;
+  auto ack = decode_conn_ack(m.body, m.len);
   if (!ack) {
     core_.miss();
     XPORT_LOG(warn, "dropping connection acknowledgement: ", ack.status().to_string());
@@ -663,10 +688,11 @@ void Connections::on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t le
   if (c->phase != Phase::ready) return;
   // Control messages that overtook the acknowledgement on other rails.
   std::deque<Stashed> stash = std::move(c->stash);
-  for (Stashed& m : stash) core_.engine->dispatch_stashed(m);
+  for (Stashed& s : stash) dispatch_->replay(s);
 }
 
-void Connections::on_conn_reject(const MsgHeader& h) {
+void Connections::on_conn_reject(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.comm({h.dst_comm, h.dst_gen});
   if (c == nullptr || !c->is_send || c->phase != Phase::connecting || h.aux2 != c->nonce) {
     core_.miss(true);
@@ -686,7 +712,8 @@ bool Connections::remove_from_backlog(CommState& c) {
   return found;
 }
 
-void Connections::on_conn_cancel(const MsgHeader& h) {
+void Connections::on_conn_cancel(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* found = nullptr;
   core_.comms->for_each([&](uint16_t, CommState& c) {
     if (!c.is_send && c.nonce == h.aux2 && c.peer_comm.index == h.src_comm &&

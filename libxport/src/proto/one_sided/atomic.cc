@@ -8,6 +8,10 @@
 
 namespace xport::proto {
 
+void Atomics::register_handlers(Dispatch& d) {
+  d.message<&Atomics::on_result>(MsgType::win_result, this);
+}
+
 void Atomics::negotiate() {
   core_.native_atomics = false;
   if (core_.config.atomics == EngineConfig::Atomics::emulated || !core_.caps.atomics_enabled) {
@@ -175,7 +179,8 @@ void Atomics::apply(InStream& in, const MsgHeader& h, const WindowOperand& v) {
   os_.streams().reply(in, r);
 }
 
-void Atomics::on_result(const MsgHeader& h) {
+void Atomics::on_result(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = os_.streams().find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm ||
       s->phase != StreamPhase::ready) {

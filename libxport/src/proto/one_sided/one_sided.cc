@@ -393,6 +393,14 @@ void OneSided::retry() {
 
 // ---- completions ----
 
+void OneSided::register_handlers(Dispatch& d) {
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::put, this);
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::get, this);
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::atomic, this);
+  streams_.register_handlers(d);
+  atomics_.register_handlers(d);
+}
+
 void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
   auto* w = static_cast<WindowState*>(ctx->owner);
   w->paths[ctx->rail].data->ep->endpoint().count_completion(!st.ok());
@@ -466,27 +474,6 @@ bool OneSided::waits_on(const pool::Peer* p) const {
     if (w->peer == p && (w->waiters > 0 || w->busy())) return true;
   }
   return false;
-}
-
-void OneSided::on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
-                          size_t len) {
-  switch (static_cast<MsgType>(h.type)) {
-    case MsgType::win_req: streams_.on_request(ep, h, body, len); break;
-    case MsgType::win_ack: streams_.on_accept(h, body, len); break;
-    case MsgType::win_signal:
-    case MsgType::win_atomic:
-    case MsgType::win_notify: streams_.on_operation(h, body, len); break;
-    case MsgType::win_done: streams_.on_done(h); break;
-    case MsgType::win_result: atomics_.on_result(h); break;
-    case MsgType::win_sync: streams_.on_sync(h); break;
-    case MsgType::win_close: streams_.on_close(h); break;
-    case MsgType::win_gone: streams_.on_gone(h); break;
-    default: core_.miss(); break;
-  }
-}
-
-void OneSided::on_write(uint64_t data, size_t len, uint32_t rail) {
-  streams_.on_write(data, len, rail);
 }
 
 void OneSided::shutdown() { streams_.shutdown(); }

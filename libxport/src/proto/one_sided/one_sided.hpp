@@ -12,13 +12,14 @@
 #include <array>
 #include <optional>
 
+#include "proto/dispatch.hpp"
 #include "proto/one_sided/atomic.hpp"
 #include "proto/one_sided/signal.hpp"
-#include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
 #include "proto/one_sided/stream.hpp"
 #include "proto/one_sided/transfer.hpp"
 #include "proto/one_sided/window.hpp"
+#include "proto/pending_queue.hpp"
+#include "proto/state.hpp"
 
 namespace xport::proto {
 
@@ -109,10 +110,9 @@ class OneSided {
   void fail_comm(CommId comm, const Status& why);
   // Whether something of this device waits on `p` (keepalives and peer loss watch it).
   bool waits_on(const pool::Peer* p) const;
-  // A message of types win_*: routed to its part.
-  void on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
-  // Remote CQ data with a zero comm id: a window write landed on `rail`.
-  void on_write(uint64_t data, size_t len, uint32_t rail);
+  // Completions of puts, gets and native atomics; the win_* messages and window writes (its
+  // parts' handlers).
+  void register_handlers(Dispatch& d);
   // Device teardown: streams are told, windows forgotten.
   void shutdown();
   // Teardown: queued posts are dropped.
@@ -124,6 +124,8 @@ class OneSided {
   Status post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len, uint64_t raddr,
                   uint64_t key, uint64_t data, bool* injected);
   void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
+  void op_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
+  void op_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
   Core& core_;
   PendingQueue<PendingRma> queued_;
   Windows windows_;

@@ -24,6 +24,19 @@ std::vector<RailAddresses> Streams::local_addresses() const {
   return out;
 }
 
+void Streams::register_handlers(Dispatch& d) {
+  d.message<&Streams::on_request>(MsgType::win_req, this);
+  d.message<&Streams::on_accept>(MsgType::win_ack, this);
+  d.message<&Streams::on_operation>(MsgType::win_signal, this);
+  d.message<&Streams::on_operation>(MsgType::win_atomic, this);
+  d.message<&Streams::on_operation>(MsgType::win_notify, this);
+  d.message<&Streams::on_done>(MsgType::win_done, this);
+  d.message<&Streams::on_sync>(MsgType::win_sync, this);
+  d.message<&Streams::on_close>(MsgType::win_close, this);
+  d.message<&Streams::on_gone>(MsgType::win_gone, this);
+  d.window_write<&Streams::on_write>(this);
+}
+
 // ---- initiator ----
 
 OutStream* Streams::find(uint32_t id) const {
@@ -150,7 +163,10 @@ void Streams::abandon(uint32_t id, const Status& why) {
   if (OutStream* s = find(id); s != nullptr && s->phase == StreamPhase::connecting) fail(*s, why);
 }
 
-void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
+void Streams::on_accept(const Message& m) {
+  const MsgHeader& h = m.h;
+  const uint8_t* body = m.body;
+  const size_t len = m.len;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->phase != StreamPhase::connecting ||
       h.aux2 != s->nonce) {
@@ -384,7 +400,8 @@ void Streams::closing(const OutStream& s) {
                      now});
 }
 
-void Streams::on_gone(const MsgHeader& h) {
+void Streams::on_gone(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
     core_.miss(true);
@@ -393,7 +410,8 @@ void Streams::on_gone(const MsgHeader& h) {
   fail(*s, Status(Code::closed, "window: the target's device closed"), false);
 }
 
-void Streams::on_done(const MsgHeader& h) {
+void Streams::on_done(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
     core_.miss(true);

@@ -7,6 +7,32 @@
 
 namespace xport::proto {
 
+void Eager::register_handlers(Dispatch& d) {
+  d.completion<&Eager::sent, &Eager::send_failed>(fabric::OpType::eager_send, this);
+  d.completion<&Eager::buffer_sent, &Eager::buffer_send_failed>(fabric::OpType::eager_buffer, this);
+  d.message<&Eager::on_eager>(MsgType::eager, this);
+  d.message<&Eager::on_credit>(MsgType::credit, this, /*gated=*/true);
+  d.eager_data<&Eager::on_eager_data>(this);
+}
+
+void Eager::sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  on_sent(ctx, Status(), nullptr);
+}
+
+void Eager::send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  on_sent(ctx, st, nullptr);
+}
+
+void Eager::buffer_sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  on_sent(ctx, Status(), &ep->tx().at(ctx->index));
+}
+
+void Eager::buffer_send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  on_sent(ctx, st, &ep->tx().at(ctx->index));
+}
+
 Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
   if (s.seq < c.credit_limit && c.credit_wait.empty()) {
     return post(c, s, slot, core_.data_path(c), nullptr, false);
@@ -74,9 +100,9 @@ void Eager::grant_credit(CommState& c, uint64_t posted_through) {
   }
 }
 
-void Eager::on_credit(const MsgHeader& h) {
-  CommState* c = core_.route(h, Core::Side::send);
-  if (c != nullptr) grant_credit(*c, h.seq);
+void Eager::on_credit(const Message& m) {
+  CommState* c = core_.route(m.h, Core::Side::send);
+  if (c != nullptr) grant_credit(*c, m.h.seq);
 }
 
 Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
@@ -155,6 +181,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       } else if (!rail.cq_take()) {
         st = Status(Code::again, "CQ full");
       } else {
+        b->ctx.type = fabric::OpType::eager_buffer;
         b->ctx.comm = c.id.index;  // the request the completion belongs to
         b->ctx.comm_gen = c.id.gen;
         b->ctx.slot = slot;
@@ -291,15 +318,17 @@ void Eager::drop_unexpected(Unexpected& u) {
   u = Unexpected{};
 }
 
-void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold) {
+void Eager::on_eager(const Message& m) {
+  if (m.buffer == nullptr) return;  // (eager messages are never replayed)
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
-  accept(*c, ep, b, h.slot, h.seq, sizeof(MsgHeader), h.length, static_cast<uint32_t>(h.aux2),
-         hold);
+  accept(*c, m.ep, m.buffer, h.slot, h.seq, sizeof(MsgHeader), h.length,
+         static_cast<uint32_t>(h.aux2), m.hold);
 }
 
 void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,

@@ -26,6 +26,24 @@ enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2, kOtherTag = 3 };
 
 }  // namespace
 
+void Rendezvous::register_handlers(Dispatch& d) {
+  d.completion<&Rendezvous::write_done, &Rendezvous::write_failed>(fabric::OpType::rndv_write,
+                                                                   this);
+  d.message<&Rendezvous::on_cts>(MsgType::cts, this, /*gated=*/true);
+  d.message<&Rendezvous::on_abort>(MsgType::abort, this);
+  d.message<&Rendezvous::on_rts>(MsgType::rts, this);
+  d.message<&Rendezvous::on_refuse>(MsgType::refuse, this);
+  d.rendezvous_write<&Rendezvous::on_write_data>(this);
+}
+
+void Rendezvous::write_done(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  on_write_done(ctx, Status());
+}
+
+void Rendezvous::write_failed(fabric::OpContext* ctx, const Status& st, int) {
+  on_write_done(ctx, st);
+}
+
 Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff) {
   EarlyCts& e = c.early_cts[slot];
   if (e.valid && e.cts.seq == s.seq) {
@@ -45,7 +63,8 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
   return Status::success();
 }
 
-void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
+void Rendezvous::on_cts(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -57,8 +76,8 @@ void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
   cts.raddr = h.aux;
   cts.length = h.length;
   cts.tag = static_cast<uint32_t>(h.aux2);
-  cts.rails = static_cast<uint32_t>(len / 8);
-  std::memcpy(cts.keys.data(), body, len);
+  cts.rails = static_cast<uint32_t>(m.len / 8);
+  std::memcpy(cts.keys.data(), m.body, m.len);
   // A clear-to-send also says every receive up to it is posted: eager credit.
   core_.eager->grant_credit(*c, h.seq);
   SendSlot& s = c->sends[h.slot];
@@ -297,7 +316,8 @@ Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
   return Status::success();
 }
 
-void Rendezvous::on_rts(const MsgHeader& h) {
+void Rendezvous::on_rts(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -321,7 +341,8 @@ void Rendezvous::on_rts(const MsgHeader& h) {
   // the data (on the data endpoints) overtook it (on the control endpoint). Nothing to do.
 }
 
-void Rendezvous::on_refuse(const MsgHeader& h) {
+void Rendezvous::on_refuse(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -338,7 +359,8 @@ void Rendezvous::on_refuse(const MsgHeader& h) {
                   /*tell_receiver=*/false);
 }
 
-void Rendezvous::on_abort(const MsgHeader& h) {
+void Rendezvous::on_abort(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   RecvSlot& r = c->recvs[c->slot_of(h.seq)];
