@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/json.hpp"
 #include "status_tables.hpp"
 #include "xport/xport.hpp"
 
@@ -72,50 +73,19 @@ uint64_t value(const BlockSnapshot& b, CounterId id) {
   return 0;
 }
 
-namespace {
-
-std::string json_number(double v) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o + "\"";
-}
-
-}  // namespace
-
 void chart(std::ostream& os, const std::string& title, const RateChart& c, const char* unit) {
-  // Appended piece by piece: `"literal" + std::string&&` trips GCC 12's -Wrestrict at -O3 (a
-  // false positive; see tools/probe/report.cc).
-  std::string data = "{\"title\":";
-  data += json_string(title);
-  data += ",\"unit\":";
-  data += json_string(unit);
-  data += ",\"ages\":[";
-  for (size_t i = 0; i < c.ages_s.size(); ++i) {
-    if (i) data += ',';
-    data += json_number(c.ages_s[i]);
+  using xport::core::JsonGeneral;
+  std::string data;
+  xport::core::JsonWriter w(data);
+  w.begin_object().field("title", title).field("unit", unit).begin_array("ages");
+  for (double age : c.ages_s) w.value(JsonGeneral{age});
+  w.end_array().begin_array("series");
+  for (const auto& series : c.series) {
+    w.begin_object().field("name", series.name).begin_array("values");
+    for (double v : series.values) w.value(JsonGeneral{v});
+    w.end_array().end_object();
   }
-  data += "],\"series\":[";
-  for (size_t k = 0; k < c.series.size(); ++k) {
-    data += k ? ",{\"name\":" : "{\"name\":";
-    data += json_string(c.series[k].name);
-    data += ",\"values\":[";
-    for (size_t i = 0; i < c.series[k].values.size(); ++i) {
-      if (i) data += ',';
-      data += json_number(c.series[k].values[i]);
-    }
-    data += "]}";
-  }
-  data += "]}";
+  w.end_array().end_object();
   os << "<figure class=chart data-chart=\"" << esc(data) << "\"><figcaption>" << esc(title)
      << (c.ages_s.size() < 2 ? " (rates after a few seconds)" : "") << "</figcaption></figure>\n";
 }

@@ -7,6 +7,8 @@
 #   scripts/bench-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/bench-pack)]
 # PACK_BINS: other programs of the build to pack instead (paths under BUILD_DIR), e.g. the GPU
 # tests for the device machine: PACK_BINS="tests/gpu/xport-gpu-tests tools/xport-bench".
+# FI_RMA_BW: fabtests' fi_rma_bw (built against this libfabric) packed beside them, for
+#   scripts/bench-put-depth.py --fi-rma-bw PACK/tools/fi_rma_bw.
 set -euo pipefail
 
 build=${1:-build}
@@ -17,6 +19,7 @@ read -r -a tools <<<"${PACK_BINS:-tools/xport-bench tools/fi-bare-loop tools/fi-
 for t in "${tools[@]}"; do
   [ -x "$build/$t" ] || die "$build/$t is missing: ninja -C $build $t"
 done
+[ -z "${FI_RMA_BW:-}" ] || [ -x "$FI_RMA_BW" ] || die "FI_RMA_BW=$FI_RMA_BW is not a program"
 rm -rf "$pack"
 mkdir -p "$pack/tools" "$pack/lib" "$pack/scripts"
 for t in "${tools[@]}"; do
@@ -30,7 +33,8 @@ for t in "${tools[@]}"; do
     cp -L "$path" "$pack/lib/$name"
   done
 done
-cp scripts/bench-bare.py scripts/bench-latency.py "$pack/scripts/"
+cp scripts/bench-bare.py scripts/bench-latency.py scripts/bench-put-depth.py "$pack/scripts/"
+[ -z "${FI_RMA_BW:-}" ] || cp "$FI_RMA_BW" "$pack/tools/fi_rma_bw"
 missing=$(LD_LIBRARY_PATH="$pack/lib" ldd "$pack"/tools/* | grep "not found" || true)
 [ -z "$missing" ] || die "unresolved with the pack: $missing"
 {

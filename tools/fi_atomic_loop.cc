@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "common/raw_fabric.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -38,55 +40,46 @@ void check(const char* what, int ret) {
   if (ret != 0) die(what, ret);
 }
 
+void check(raw_fabric::Outcome o) { check(o.call, o.ret); }
+
+// One side's libfabric objects (tools/common/raw_fabric.hpp): one CQ for both directions.
 struct Fabric {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
+  raw_fabric::Domain d;
+  raw_fabric::Fid<fid_cq> cq;
+  raw_fabric::Fid<fid_av> av;
+  raw_fabric::Fid<fid_ep> ep;
 };
 
 Fabric open_fabric(const char* provider) {
-  fi_info* hints = fi_allocinfo();
-  hints->caps = FI_ATOMIC | FI_RMA | FI_MSG;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->mode = FI_CONTEXT;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->fabric_attr->prov_name = strdup(provider);
+  raw_fabric::Hints h;
+  h.provider = provider;
+  h.caps = FI_ATOMIC | FI_RMA | FI_MSG;
+  raw_fabric::Info list;
+  check(raw_fabric::get_info(raw_fabric::make_hints(h).get(), &list));
   Fabric f;
-  check("fi_getinfo", fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &f.info));
-  fi_freeinfo(hints);
-  check("fi_fabric", fi_fabric(f.info->fabric_attr, &f.fabric, nullptr));
-  check("fi_domain", fi_domain(f.fabric, f.info, &f.domain, nullptr));
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
-  cq_attr.size = 64;
-  check("fi_cq_open", fi_cq_open(f.domain, &cq_attr, &f.cq, nullptr));
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  check("fi_av_open", fi_av_open(f.domain, &av_attr, &f.av, nullptr));
-  check("fi_endpoint", fi_endpoint(f.domain, f.info, &f.ep, nullptr));
-  check("fi_ep_bind cq", fi_ep_bind(f.ep, &f.cq->fid, FI_TRANSMIT | FI_RECV));
-  check("fi_ep_bind av", fi_ep_bind(f.ep, &f.av->fid, 0));
-  check("fi_enable", fi_enable(f.ep));
+  check(raw_fabric::open_domain(std::move(list), &f.d));
+  raw_fabric::CqOptions cq;
+  cq.format = FI_CQ_FORMAT_CONTEXT;
+  cq.size = 64;
+  check(raw_fabric::open_cq(f.d.domain.get(), cq, &f.cq));
+  check(raw_fabric::open_av(f.d.domain.get(), &f.av));
+  check(raw_fabric::open_endpoint(f.d.domain.get(), f.d.info.get(), f.cq.get(), f.cq.get(),
+                                  f.av.get(), &f.ep));
   return f;
 }
 
-fid_mr* reg(Fabric& f, void* buf, size_t len, uint64_t access) {
-  fid_mr* mr = nullptr;
-  check("fi_mr_reg", fi_mr_reg(f.domain, buf, len, access, 0, 0, 0, &mr, nullptr));
-  if (f.info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
-    check("fi_mr_bind", fi_mr_bind(mr, &f.ep->fid, 0));
-    check("fi_mr_enable", fi_mr_enable(mr));
-  }
+// `buf` registered (bound to the endpoint under FI_MR_ENDPOINT); closed before the fabric by
+// being declared after it.
+raw_fabric::Fid<fid_mr> reg(Fabric& f, void* buf, size_t len, uint64_t access) {
+  raw_fabric::Fid<fid_mr> mr;
+  check(raw_fabric::register_memory(f.d.domain.get(), *f.d.info, f.ep.get(), buf, len, access, 0,
+                                    &mr));
   return mr;
 }
 
 // What the target tells the initiator.
 struct Hello {
-  uint8_t addr[256];
-  size_t addr_len;
+  raw_fabric::Address addr;
   uint64_t word;  // its address (FI_MR_VIRT_ADDR) or 0
   uint64_t key;
 };
@@ -114,24 +107,23 @@ void read_all(int fd, void* p, size_t n) {
 int target(const char* provider, int to_parent, int from_parent) {
   Fabric f = open_fabric(provider);
   alignas(64) static uint64_t word[8] = {};
-  fid_mr* mr = reg(f, word, sizeof(word), FI_REMOTE_READ | FI_REMOTE_WRITE);
+  raw_fabric::Fid<fid_mr> mr = reg(f, word, sizeof(word), FI_REMOTE_READ | FI_REMOTE_WRITE);
   Hello h{};
-  h.addr_len = sizeof(h.addr);
-  check("fi_getname", fi_getname(&f.ep->fid, h.addr, &h.addr_len));
-  h.word = (f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(word) : 0;
-  h.key = fi_mr_key(mr);
+  check(raw_fabric::get_address(f.ep.get(), &h.addr));
+  h.word =
+      (f.d.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(word) : 0;
+  h.key = fi_mr_key(mr.get());
   write_all(to_parent, &h, sizeof(h));
   // Poll (progress) until the initiator says it is done (a byte, or its exit).
   fi_cq_entry e[16];
   for (;;) {
-    (void)fi_cq_read(f.cq, e, 16);
+    (void)fi_cq_read(f.cq.get(), e, 16);
     fd_set in;
     FD_ZERO(&in);
     FD_SET(from_parent, &in);
     timeval tv{0, 0};
     if (select(from_parent + 1, &in, nullptr, nullptr, &tv) > 0) break;
   }
-  fi_close(&mr->fid);
   return 0;
 }
 
@@ -155,10 +147,10 @@ int main(int argc, char** argv) {
   Hello h{};
   read_all(up[0], &h, sizeof(h));
   fi_addr_t peer = 0;
-  if (fi_av_insert(f.av, h.addr, 1, &peer, 0, nullptr) != 1) die("fi_av_insert", -FI_EINVAL);
+  check(raw_fabric::insert_address(f.av.get(), h.addr.bytes, &peer));
   alignas(64) static uint64_t local[2] = {1, 0};  // operand, result
-  fid_mr* mr = reg(f, local, sizeof(local), FI_READ | FI_WRITE);
-  void* desc = fi_mr_desc(mr);
+  raw_fabric::Fid<fid_mr> mr = reg(f, local, sizeof(local), FI_READ | FI_WRITE);
+  void* desc = fi_mr_desc(mr.get());
   std::vector<double> lat;
   lat.reserve(static_cast<size_t>(iterations));
   fi_context ctx{};
@@ -166,17 +158,17 @@ int main(int argc, char** argv) {
   for (int i = 0; i < warmup + iterations; ++i) {
     const auto t0 = Clock::now();
     int ret;
-    while ((ret = static_cast<int>(fi_fetch_atomic(f.ep, &local[0], 1, desc, &local[1], desc,
+    while ((ret = static_cast<int>(fi_fetch_atomic(f.ep.get(), &local[0], 1, desc, &local[1], desc,
                                                    peer, h.word, h.key, FI_UINT64, FI_SUM,
                                                    &ctx))) == -FI_EAGAIN) {
       fi_cq_entry e;
-      (void)fi_cq_read(f.cq, &e, 1);
+      (void)fi_cq_read(f.cq.get(), &e, 1);
     }
     check("fi_fetch_atomic", ret);
     fi_cq_entry e;
     const auto deadline = t0 + std::chrono::seconds(10);
     for (uint32_t spin = 0;; ++spin) {
-      ssize_t n = fi_cq_read(f.cq, &e, 1);
+      ssize_t n = fi_cq_read(f.cq.get(), &e, 1);
       if (n == 1) break;
       if (spin % 1024 == 0 && Clock::now() > deadline) {
         std::fprintf(stderr, "fi-atomic-loop: fetch %d did not complete within 10 s\n", i);
@@ -186,7 +178,7 @@ int main(int argc, char** argv) {
       }
       if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
-        fi_cq_readerr(f.cq, &err, 0);
+        fi_cq_readerr(f.cq.get(), &err, 0);
         die("completion error", -err.err);
       }
       if (n != -FI_EAGAIN) die("fi_cq_read", static_cast<int>(n));
@@ -207,10 +199,10 @@ int main(int argc, char** argv) {
   double sum = 0;
   for (double v : lat) sum += v;
   const auto pct = [&](double q) { return lat[std::min(lat.size() - 1, size_t(q * lat.size()))]; };
-  std::printf("provider %s  fi_fetch_atomic FI_SUM u64  iterations %d  p50_us %.2f  p99_us %.2f  "
-              "mean_us %.2f\n",
-              f.info->fabric_attr->prov_name, iterations, pct(0.50), pct(0.99),
-              sum / static_cast<double>(lat.size()));
-  fi_close(&mr->fid);
+  std::printf(
+      "provider %s  fi_fetch_atomic FI_SUM u64  iterations %d  p50_us %.2f  p99_us %.2f  "
+      "mean_us %.2f\n",
+      f.d.info->fabric_attr->prov_name, iterations, pct(0.50), pct(0.99),
+      sum / static_cast<double>(lat.size()));
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

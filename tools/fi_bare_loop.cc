@@ -8,11 +8,16 @@
 //   send-bw    xport-bench's stream (one at 64 MiB); fi_injects complete at once and are held
 //              back only by the provider. The target acks when it has them all, so the clock
 //              covers delivery: messages the target received per second.
-//   put-rate   fi_write of SIZE into the target's registered buffer (slots of 64 MiB, as
-//   put-bw     xport-bench's), WINDOW in flight, polled on the CQ; fi_inject_write up to
+//   put-rate   fi_write of SIZE into the target's registered buffer (16 slots at most 64 MiB,
+//   put-bw     as xport-bench's), WINDOW in flight, polled on the CQ; fi_inject_write up to
 //              inject_size, then one fi_read (read after write is ordered) ends the phase.
 //              --writedata: fi_writedata, the target counts its FI_REMOTE_CQ_DATA completions
 //              and acks when it has them all.
+//              --slots N: the writes cycle through N SIZE-byte slots on each side instead (at
+//              most 64 MiB); --batch: WINDOW writes are posted, then all their completions
+//              awaited before the next WINDOW (a sliding window without it). fabtests'
+//              fi_rma_bw -o write is --batch --slots 1 (every write from one buffer to one
+//              address) at its default window of 64, though both of its processes write.
 //   pingpong --writedata: each side fi_writedata's SIZE bytes into the other's registered
 //              buffer and waits for the other's write by its CQ data (what libxport's
 //              rendezvous moves a large message with), instead of sends and receives.
@@ -24,12 +29,14 @@
 // timed from the first start to the last end. Says whether the provider's data path scales with
 // threads in one process.
 // --json: one object with xport-bench's keys for the same figures (lat_us_*, bw_bytes_per_s,
-// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects).
+// msg_per_s, depth) and in_flight, the most operations this loop kept in flight (0: injects);
+// the put modes add slots, batch and dst_page_offset (where in its page the target's region
+// begins: 0, as xport-bench's slots and fi_rma_bw's buffers).
 // A wait that sees no completion for 10 s ends the run (exit 1, naming the wait), as does a
 // provider call that does not return for 10 s.
 //   fi-bare-loop --mode M [--provider shm] [--size 8] [--iterations N] [--warmup W]
 //                [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] [--json]
-//                [--threads N] [--cpus A,B] [--work I,T] [--time-calls]
+//                [--threads N] [--cpus A,B] [--work I,T] [--time-calls] [--slots N] [--batch]
 // --work I,T (rate and bandwidth modes; a diagnostic): I steps of a dependent multiply-add chain
 // (about 4 cycles each, no memory touched) after each write or send the initiator posts, and T
 // after each write's data or receive the target reads: how the rate moves with either side's
@@ -64,9 +71,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/raw_fabric.hpp"
+#include "core/json.hpp"
 
 namespace {
 
@@ -76,7 +87,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSlotBytes = size_t{64} << 20;
 constexpr size_t kPingPongReceives = 4;  // kept posted on each side
 constexpr size_t kAckReceives = 2;
-constexpr size_t kAckBytes = 8;  // what an ack carries does not matter
+constexpr size_t kAckBytes = 8;   // what an ack carries does not matter
+constexpr size_t kPutSlots = 16;  // put modes' slots unless --slots (xport-bench's kRateSlots)
 
 enum class Mode { pingpong, send, put };
 
@@ -98,6 +110,8 @@ struct Args {
   bool block = false;  // pingpong: the target sleeps in fi_cq_sread for each ping
   int threads = 1;     // rate and bandwidth modes: independent fabrics, one thread each
   int cpu_initiator = -1, cpu_target = -1;  // --cpus A,B
+  size_t slots = 0;    // put modes: SIZE-byte slots the writes cycle through (0: put_slots)
+  bool batch = false;  // put modes: WINDOW writes, then wait for all (fi_rma_bw's loop)
 };
 
 const char* g_role = "initiator";
@@ -186,87 +200,70 @@ struct Stall {
   }
 };
 
+struct FreeBytes {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// One side's libfabric objects (tools/common/raw_fabric.hpp), closed in reverse: the MR, then
+// the buffer is freed, the endpoint, AV, CQs, domain and fabric.
 struct Fabric {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* txcq = nullptr;
-  fid_cq* rxcq = nullptr;
-  fid_ep* ep = nullptr;
-  fid_mr* mr = nullptr;
-  uint8_t* buf = nullptr;  // [tx | rx], one registration
+  raw_fabric::Domain d;
+  raw_fabric::Fid<fid_cq> txcq, rxcq;
+  raw_fabric::Fid<fid_av> av;
+  raw_fabric::Fid<fid_ep> ep;
+  std::unique_ptr<uint8_t, FreeBytes> bytes;  // [tx | rx], one registration
+  raw_fabric::Fid<fid_mr> mr;
+  uint8_t* buf = nullptr;  // bytes.get()
   size_t tx_bytes = 0;
   void* desc = nullptr;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   size_t inject_size = 0;
 };
 
+void check(raw_fabric::Outcome o) { check(o.call, o.ret); }
+
 Fabric open_fabric(const char* provider, bool wait_object) {
-  fi_info* hints = fi_allocinfo();
-  hints->caps = FI_MSG | FI_RMA;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->mode = FI_CONTEXT;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->fabric_attr->prov_name = strdup(provider);
+  raw_fabric::Hints h;
+  h.provider = provider;
+  raw_fabric::Info list;
+  check(raw_fabric::get_info(raw_fabric::make_hints(h).get(), &list));
   Fabric f;
-  check("fi_getinfo", fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &f.info));
-  fi_freeinfo(hints);
-  f.inject_size = f.info->tx_attr->inject_size;
-  check("fi_fabric", fi_fabric(f.info->fabric_attr, &f.fabric, nullptr));
-  check("fi_domain", fi_domain(f.fabric, f.info, &f.domain, nullptr));
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.size = 1024;
+  check(raw_fabric::open_domain(std::move(list), &f.d));
+  f.inject_size = f.d.info->tx_attr->inject_size;
+  raw_fabric::CqOptions cq;
+  cq.size = 1024;
   // --block: CQs with a file descriptor to sleep on, as libxport's XPORT_WAIT=block asks for.
-  cq_attr.wait_obj = wait_object ? FI_WAIT_FD : FI_WAIT_NONE;
-  check("fi_cq_open tx", fi_cq_open(f.domain, &cq_attr, &f.txcq, nullptr));
-  check("fi_cq_open rx", fi_cq_open(f.domain, &cq_attr, &f.rxcq, nullptr));
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  check("fi_av_open", fi_av_open(f.domain, &av_attr, &f.av, nullptr));
-  check("fi_endpoint", fi_endpoint(f.domain, f.info, &f.ep, nullptr));
-  check("fi_ep_bind tx cq", fi_ep_bind(f.ep, &f.txcq->fid, FI_TRANSMIT));
-  check("fi_ep_bind rx cq", fi_ep_bind(f.ep, &f.rxcq->fid, FI_RECV));
-  check("fi_ep_bind av", fi_ep_bind(f.ep, &f.av->fid, 0));
-  check("fi_enable", fi_enable(f.ep));
+  cq.wait = wait_object ? FI_WAIT_FD : FI_WAIT_NONE;
+  fid_domain* domain = f.d.domain.get();
+  check("fi_cq_open tx", raw_fabric::open_cq(domain, cq, &f.txcq).ret);
+  check("fi_cq_open rx", raw_fabric::open_cq(domain, cq, &f.rxcq).ret);
+  check(raw_fabric::open_av(domain, &f.av));
+  check(raw_fabric::open_endpoint(domain, f.d.info.get(), f.txcq.get(), f.rxcq.get(), f.av.get(),
+                                  &f.ep));
   return f;
 }
 
 // One registered buffer per side: `tx` bytes to send or write from, `rx` bytes to receive into
-// or be written to. Pages touched before the clock starts.
+// or be written to, each part starting on a page (as xport-bench's slots and fi_rma_bw's
+// buffers do: a write into the region behind an 8-byte ack area was misaligned, every copy one
+// page longer). Pages touched before the clock starts.
 void register_buffer(Fabric& f, size_t tx, size_t rx) {
   const size_t page = 4096;
+  tx = (tx + page - 1) / page * page;
   const size_t len = (tx + rx + page - 1) / page * page;
-  f.buf = static_cast<uint8_t*>(std::aligned_alloc(page, len));
+  f.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(page, len)));
+  f.buf = f.bytes.get();
   if (f.buf == nullptr) die("aligned_alloc", -FI_ENOMEM);
   std::memset(f.buf, 0x5a, len);
   f.tx_bytes = tx;
-  const uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  check("fi_mr_reg", fi_mr_reg(f.domain, f.buf, len, access, 0, 0, 0, &f.mr, nullptr));
-  if (f.info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
-    check("fi_mr_bind", fi_mr_bind(f.mr, &f.ep->fid, 0));
-    check("fi_mr_enable", fi_mr_enable(f.mr));
-  }
-  f.desc = fi_mr_desc(f.mr);
-}
-
-void close_fabric(Fabric& f) {
-  fi_close(&f.ep->fid);
-  fi_close(&f.mr->fid);
-  fi_close(&f.av->fid);
-  fi_close(&f.txcq->fid);
-  fi_close(&f.rxcq->fid);
-  fi_close(&f.domain->fid);
-  fi_close(&f.fabric->fid);
-  fi_freeinfo(f.info);
-  std::free(f.buf);
+  check(raw_fabric::register_memory(f.d.domain.get(), *f.d.info, f.ep.get(), f.buf, len,
+                                    raw_fabric::kAllAccess, 0, &f.mr));
+  f.desc = fi_mr_desc(f.mr.get());
 }
 
 // What each side tells the other before the first message.
 struct Hello {
-  uint8_t addr[256];
-  size_t addr_len;
+  raw_fabric::Address addr;
   uint64_t rx;  // its receive/write region: address (FI_MR_VIRT_ADDR) or offset
   uint64_t key;
 };
@@ -293,18 +290,15 @@ void read_all(int fd, void* p, size_t n) {
 
 Hello exchange(Fabric& f, int out, int in) {
   Hello mine{};
-  mine.addr_len = sizeof(mine.addr);
-  check("fi_getname", fi_getname(&f.ep->fid, mine.addr, &mine.addr_len));
-  const bool virt = f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+  check(raw_fabric::get_address(f.ep.get(), &mine.addr));
+  const bool virt = f.d.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
   mine.rx = virt ? reinterpret_cast<uint64_t>(f.buf + f.tx_bytes) : f.tx_bytes;
-  mine.key = fi_mr_key(f.mr);
+  mine.key = fi_mr_key(f.mr.get());
   write_all(out, &mine, sizeof(mine));
   Hello theirs{};
   read_all(in, &theirs, sizeof(theirs));
   start_watchdog();
-  if (fi_av_insert(f.av, theirs.addr, 1, &f.peer, 0, nullptr) != 1) {
-    die("fi_av_insert", -FI_EINVAL);
-  }
+  check(raw_fabric::insert_address(f.av.get(), theirs.addr.bytes, &f.peer));
   return theirs;
 }
 
@@ -340,7 +334,7 @@ struct Queues {
 
   int post_recv() {
     const int ret = static_cast<int>(
-        fi_recv(f->ep, rx_slot(reposts), rx_size, f->desc, FI_ADDR_UNSPEC, &rx_ctx));
+        fi_recv(f->ep.get(), rx_slot(reposts), rx_size, f->desc, FI_ADDR_UNSPEC, &rx_ctx));
     if (ret == 0) ++reposts;
     return ret;
   }
@@ -374,15 +368,15 @@ struct Queues {
       if (ret == -FI_EAGAIN) break;
       check("fi_recv", ret);
     }
-    ssize_t n = fi_cq_read(f->rxcq, e, 64);
+    ssize_t n = fi_cq_read(f->rxcq.get(), e, 64);
     seen += handle_rx(n);
     if (tx_pending == 0) return seen;
-    n = fi_cq_read(f->txcq, e, 64);
+    n = fi_cq_read(f->txcq.get(), e, 64);
     if (n > 0) {
       tx_pending -= static_cast<uint64_t>(n);
       seen += static_cast<size_t>(n);
     } else if (n == -FI_EAVAIL) {
-      cq_error(f->txcq, "transmit");
+      cq_error(f->txcq.get(), "transmit");
     } else if (n != -FI_EAGAIN) {
       die("fi_cq_read tx", static_cast<int>(n));
     }
@@ -410,7 +404,7 @@ struct Queues {
       }
       seen += static_cast<size_t>(n);
     } else if (n == -FI_EAVAIL) {
-      cq_error(f->rxcq, "receive");
+      cq_error(f->rxcq.get(), "receive");
     } else if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT) {
       die("fi_cq_read rx", static_cast<int>(n));
     }
@@ -427,7 +421,7 @@ struct Queues {
     while (*count < target) {
       if (progress() > 0) continue;  // reposts, transmit completions, what came meanwhile
       fid_t cq = &f->rxcq->fid;
-      if (fi_trywait(f->fabric, &cq, 1) != 0) continue;  // entries to read first
+      if (fi_trywait(f->d.fabric.get(), &cq, 1) != 0) continue;  // entries to read first
       pollfd p{fd, POLLIN, 0};
       if (poll(&p, 1, 100) == 0 && Clock::now() > deadline) {
         std::fprintf(stderr, "fi-bare-loop: %s: no completion within 10 s while %s\n", g_role,
@@ -481,11 +475,11 @@ struct Queues {
              bool inject) {
     if (inject) {
       post("fi_inject_writedata",
-           [&] { return fi_inject_writedata(f->ep, buf, len, data, f->peer, dst, key); });
+           [&] { return fi_inject_writedata(f->ep.get(), buf, len, data, f->peer, dst, key); });
       return;
     }
     post("fi_writedata", [&] {
-      return fi_writedata(f->ep, buf, len, f->desc, data, f->peer, dst, key, &tx_ctx);
+      return fi_writedata(f->ep.get(), buf, len, f->desc, data, f->peer, dst, key, &tx_ctx);
     });
     ++tx_pending;
   }
@@ -493,10 +487,10 @@ struct Queues {
   // One send of `len` bytes from `buf`: fi_inject where it fits (no completion), else fi_send.
   void send(const void* buf, size_t len, bool inject) {
     if (inject) {
-      post("fi_inject", [&] { return fi_inject(f->ep, buf, len, f->peer); });
+      post("fi_inject", [&] { return fi_inject(f->ep.get(), buf, len, f->peer); });
       return;
     }
-    post("fi_send", [&] { return fi_send(f->ep, buf, len, f->desc, f->peer, &tx_ctx); });
+    post("fi_send", [&] { return fi_send(f->ep.get(), buf, len, f->desc, f->peer, &tx_ctx); });
     ++tx_pending;
   }
 };
@@ -525,12 +519,17 @@ size_t slots_of(const Args& a, size_t bound) {
   return std::clamp<size_t>(kSlotBytes / a.size, 1, bound);
 }
 
+// The slots the put modes' writes cycle through: --slots, or kPutSlots whatever the window (as
+// xport-bench's puts: tools/bench/ops.hpp kRateSlots), so that a deeper window moves more writes
+// at once over the same memory, not over more of it.
+size_t put_slots(const Args& a) { return a.slots > 0 ? a.slots : slots_of(a, kPutSlots); }
+
 // Sends in flight in send-rate: WINDOW, at most one per slot as xport-bench's stream.
 size_t send_window(const Args& a) { return slots_of(a, a.window); }
 
 // Receives the send-rate target keeps posted.
 size_t send_receives(const Args& a, const Fabric& f) {
-  return std::clamp<size_t>(2 * a.window, 2, f.info->rx_attr->size);
+  return std::clamp<size_t>(2 * a.window, 2, f.d.info->rx_attr->size);
 }
 
 // ---- target ----
@@ -545,7 +544,7 @@ void target_prepare(const Args& a, Fabric& f, Queues& q, int to_initiator, int f
     exchange(f, to_initiator, from_initiator);
     q.post_receives(receives);
   } else {
-    register_buffer(f, kAckBytes, slots_of(a, a.window) * a.size);
+    register_buffer(f, kAckBytes, put_slots(a) * a.size);
     exchange(f, to_initiator, from_initiator);
   }
 }
@@ -596,7 +595,6 @@ int target_threads(const Args& a, int to_initiator, int from_initiator) {
   (void)!read(from_initiator, &c, 1);  // a byte, or the initiator's end
   done = true;
   for (auto& t : ts) t.join();
-  for (auto& f : fs) close_fabric(f);
   return 0;
 }
 
@@ -615,7 +613,7 @@ int target(const Args& a, int to_initiator, int from_initiator) {
     register_buffer(f, a.size, a.size);
     q.rx_size = a.size;
     const Hello peer = exchange(f, to_initiator, from_initiator);
-    q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
+    q.post_receives(std::min(kPingPongReceives, f.d.info->rx_attr->size));
     const uint64_t* seen = a.writedata ? &q.rma_data : &q.received;  // pings, or their writes
     for (uint64_t i = 0; i < total; ++i) {
       if (a.block) {
@@ -635,7 +633,6 @@ int target(const Args& a, int to_initiator, int from_initiator) {
     target_loop(a, q);
   }
   serve_until_done(q, from_initiator);
-  close_fabric(f);
   return 0;
 }
 
@@ -651,6 +648,7 @@ struct Result {
   bool inject = false;
   Clock::time_point t0, t1;  // the timed phase (--threads: summed over loops by their span)
   double call_ns = -1, wait_ns = -1;  // --time-calls: mean ns per timed write, posting / waiting
+  uint64_t dst_page_offset = 0;       // put modes: where in its page the target's region begins
 };
 
 // --writedata: each side writes the SIZE bytes into the other's region (fi_writedata, the
@@ -662,7 +660,7 @@ Result pingpong(const Args& a, Fabric& f, Queues& q, const Hello& peer) {
   const uint64_t warmup = warmup_of(a);
   const uint64_t total = warmup + static_cast<uint64_t>(a.iterations);
   r.lat_us.reserve(static_cast<size_t>(a.iterations));
-  q.post_receives(std::min(kPingPongReceives, f.info->rx_attr->size));
+  q.post_receives(std::min(kPingPongReceives, f.d.info->rx_attr->size));
   // One clock read per round trip: each one's end is the next one's start.
   auto t0 = Clock::now();
   auto start = t0;
@@ -727,7 +725,8 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
   r.inject = a.inject && a.size <= f.inject_size;
   r.in_flight = r.inject ? 0 : a.window;
   const uint64_t warmup = warmup_of(a);
-  const size_t slots = slots_of(a, a.window);
+  const size_t slots = put_slots(a);
+  r.dst_page_offset = target.rx % 4096;  // (an address or an offset into a page-aligned buffer)
   if (a.writedata) q.post_receives(kAckReceives);
   uint64_t issued = 0;
   uint64_t acks = 0;
@@ -741,26 +740,28 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
       if (r.inject) {
         if (a.writedata) {
           q.post("fi_inject_writedata", [&] {
-            return fi_inject_writedata(f.ep, src, a.size, issued, f.peer, dst, target.key);
+            return fi_inject_writedata(f.ep.get(), src, a.size, issued, f.peer, dst, target.key);
           });
         } else {
           q.post("fi_inject_write",
-                 [&] { return fi_inject_write(f.ep, src, a.size, f.peer, dst, target.key); });
+                 [&] { return fi_inject_write(f.ep.get(), src, a.size, f.peer, dst, target.key); });
         }
         burn(a.work_initiator);
         continue;
       }
       const auto w0 = timing ? Clock::now() : Clock::time_point{};
-      q.wait_tx_below(a.window, "keeping the window of writes");
+      // --batch: a full window is waited for to the last write (fi_rma_bw's ft_get_tx_comp).
+      q.wait_tx_below(a.batch && q.tx_pending >= a.window ? 1 : a.window,
+                      "keeping the window of writes");
       const auto c0 = timing ? Clock::now() : Clock::time_point{};
       if (a.writedata) {
         q.post("fi_writedata", [&] {
-          return fi_writedata(f.ep, src, a.size, f.desc, issued, f.peer, dst, target.key,
+          return fi_writedata(f.ep.get(), src, a.size, f.desc, issued, f.peer, dst, target.key,
                               &q.tx_ctx);
         });
       } else {
         q.post("fi_write", [&] {
-          return fi_write(f.ep, src, a.size, f.desc, f.peer, dst, target.key, &q.tx_ctx);
+          return fi_write(f.ep.get(), src, a.size, f.desc, f.peer, dst, target.key, &q.tx_ctx);
         });
       }
       if (timing) {
@@ -775,7 +776,7 @@ Result put_rate(const Args& a, Fabric& f, Queues& q, const Hello& target) {
       q.wait(&q.received, ++acks, what);
     } else if (r.inject) {  // injected writes have no completion: a read ordered after them
       q.post("fi_read", [&] {
-        return fi_read(f.ep, f.buf, sizeof(uint64_t), f.desc, f.peer, target.rx, target.key,
+        return fi_read(f.ep.get(), f.buf, sizeof(uint64_t), f.desc, f.peer, target.rx, target.key,
                        &q.tx_ctx);
       });
       ++q.tx_pending;
@@ -816,28 +817,45 @@ void report(const Args& a, const Fabric& f, Result& r) {
   const double mean = r.lat_us.empty() ? 0 : sum / static_cast<double>(r.lat_us.size());
   const double p50 = percentile(r.lat_us, 0.5), p99 = percentile(r.lat_us, 0.99);
   const double max = r.lat_us.empty() ? 0 : r.lat_us.back();
-  const char* prov = f.info->fabric_attr->prov_name;
+  const char* prov = f.d.info->fabric_attr->prov_name;
   if (a.json) {
-    std::printf(
-        "{\"tool\":\"fi-bare-loop\",\"loop\":\"%s\",\"op\":\"%s\",\"size\":%zu,"
-        "\"provider\":\"%s\",\"inject\":%s,",
-        a.mode_name.c_str(), op, a.size, prov, r.inject ? "true" : "false");
+    using xport::core::JsonFixed;
+    std::string out;
+    xport::core::JsonWriter w(out);
+    w.begin_object()
+        .field("tool", "fi-bare-loop")
+        .field("loop", a.mode_name)
+        .field("op", op)
+        .field("size", a.size)
+        .field("provider", prov)
+        .field("inject", r.inject);
     if (a.mode == Mode::pingpong) {
-      std::printf(
-          "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,"
-          "\"lat_us_mean\":%.3f,",
-          p50, p99, max, mean);
+      w.field("lat_us_p50", JsonFixed{p50, 3})
+          .field("lat_us_p99", JsonFixed{p99, 3})
+          .field("lat_us_max", JsonFixed{max, 3})
+          .field("lat_us_mean", JsonFixed{mean, 3});
     }
-    std::printf(
-        "\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"iterations\":%ld,\"warmup\":%llu,"
-        "\"depth\":%zu,\"in_flight\":%zu,\"threads\":%d,\"eagain_retries\":%llu",
-        bw, rate, a.iterations, static_cast<unsigned long long>(warmup_of(a)),
-        a.mode == Mode::pingpong ? size_t{1} : a.window, r.in_flight, a.threads,
-        static_cast<unsigned long long>(g_eagain.load()));
+    w.field("bw_bytes_per_s", JsonFixed{bw, 0})
+        .field("msg_per_s", JsonFixed{rate, 0})
+        .field("iterations", a.iterations)
+        .field("warmup", warmup_of(a))
+        .field("depth", a.mode == Mode::pingpong ? size_t{1} : a.window)
+        .field("in_flight", r.in_flight)
+        .field("threads", a.threads)
+        .field("eagain_retries", g_eagain.load());
+    if (a.mode == Mode::put) {
+      w.field("slots", put_slots(a))
+          .field("batch", a.batch)
+          .field("dst_page_offset", r.dst_page_offset);
+    }
     if (r.call_ns >= 0) {
-      std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", r.call_ns, r.wait_ns);
+      w.begin_object("time_calls")
+          .field("call_ns", JsonFixed{r.call_ns, 1})
+          .field("wait_ns", JsonFixed{r.wait_ns, 1})
+          .end_object();
     }
-    std::printf("}\n");
+    w.end_object();
+    std::printf("%s\n", out.c_str());
   } else if (a.mode == Mode::pingpong) {
     std::printf(
         "provider %s  %s %s %zu B  iterations %ld  one-way p50_us %.2f  p99_us %.2f  "
@@ -848,9 +866,12 @@ void report(const Args& a, const Fabric& f, Result& r) {
         a.size, a.iterations, p50, p99, mean);
   } else {
     std::printf(
-        "provider %s  %s %s%s %zu B  threads %d  in flight %zu  iterations %ld  msg_per_s %.0f  "
+        "provider %s  %s %s%s %zu B  threads %d  in flight %zu%s  iterations %ld  msg_per_s %.0f  "
         "GB/s %.3f\n",
         prov, a.mode_name.c_str(), r.inject ? "inject " : "", op, a.size, a.threads, r.in_flight,
+        a.mode != Mode::put ? ""
+        : a.batch           ? (" (batches), slots " + std::to_string(put_slots(a))).c_str()
+                            : (", slots " + std::to_string(put_slots(a))).c_str(),
         a.iterations, rate, bw / 1e9);
   }
   std::fflush(stdout);
@@ -859,7 +880,8 @@ void report(const Args& a, const Fabric& f, Result& r) {
 // The initiator's side of a rate or bandwidth loop: its buffer (SIZE-byte slots to send or write
 // from, and the acks' receives), the exchange; the target's region for put_rate.
 Hello initiator_prepare(const Args& a, Fabric& f, Queues& q, int to_target, int from_target) {
-  register_buffer(f, slots_of(a, a.window) * a.size, kAckBytes * kAckReceives);
+  register_buffer(f, (a.mode == Mode::put ? put_slots(a) : slots_of(a, a.window)) * a.size,
+                  kAckBytes * kAckReceives);
   q.rx_size = kAckBytes;
   q.rx_slots = kAckReceives;
   return exchange(f, to_target, from_target);
@@ -921,7 +943,7 @@ int initiator(const Args& a, int to_target, int from_target) {
   waitpid(g_peer, &status, 0);
   g_peer = 0;
   report(a, fs[0], r);
-  for (auto& f : fs) close_fabric(f);
+  fs.clear();  // every fabric closed before the verdict, as before
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "fi-bare-loop: the target failed\n");
     return 1;
@@ -934,7 +956,8 @@ int initiator(const Args& a, int to_target, int from_target) {
                "fi-bare-loop: %s\nusage: fi-bare-loop --mode pingpong|send-rate|send-bw|"
                "put-rate|put-bw [--provider shm] [--size 8|4K|1M] [--iterations 10000] "
                "[--warmup N] [--window 64] [--writedata] [--no-inject] [--gap-us US] [--block] "
-               "[--json] [--threads N] [--cpus A,B] [--work I,T] [--time-calls]\n",
+               "[--json] [--threads N] [--cpus A,B] [--work I,T] [--time-calls] [--slots N] "
+               "[--batch]\n",
                why);
   std::exit(2);
 }
@@ -1020,6 +1043,12 @@ Args parse(int argc, char** argv) {
       a.work_target = static_cast<uint32_t>(y);
     } else if (k == "--time-calls") {
       a.time_calls = true;
+    } else if (k == "--slots") {
+      const long n = std::atol(value());
+      if (n < 1 || n > 4096) usage("--slots wants 1..4096");
+      a.slots = static_cast<size_t>(n);
+    } else if (k == "--batch") {
+      a.batch = true;
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
       if (a.threads < 1 || a.threads > 64) usage("--threads wants 1..64");
@@ -1040,6 +1069,12 @@ Args parse(int argc, char** argv) {
     usage("--time-calls goes with put-rate and put-bw, one thread");
   }
   if (a.threads > 1 && a.mode == Mode::pingpong) usage("--threads goes with the rate and bandwidth modes");
+  if ((a.slots > 0 || a.batch) && a.mode != Mode::put) {
+    usage("--slots and --batch go with put-rate and put-bw");
+  }
+  if (a.slots > 0 && a.slots > std::max<size_t>(1, kSlotBytes / a.size)) {
+    usage("--slots: at most 64 MiB of SIZE-byte slots");
+  }
   return a;
 }
 

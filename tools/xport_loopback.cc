@@ -13,6 +13,7 @@
 
 #include "common/cli.hpp"
 #include "common/tool.hpp"
+#include "core/json.hpp"
 #include "xport/xport.hpp"
 
 namespace {
@@ -72,7 +73,8 @@ void add_phase(std::vector<Phase>& phases, const Phase& p) {
   phases.push_back(p);
 }
 
-using xport::tool::json_escape;
+using xport::core::JsonGeneral;
+using xport::core::JsonWriter;
 
 // "pool: groups 1 x 4 channels, 2 channels, 1 CQ, 2 comms attached (1 primary, 1 secondary),
 // 0 routing misses, 1234 ops (busiest channel 800)"
@@ -96,39 +98,52 @@ std::string pool_line(const xport::PoolStats& p) {
   return os.str();
 }
 
-void print_stats(const std::string& device, const xport::Stats& st, bool json, std::ostream& os,
-                 bool first) {
-  if (json) {
-    os << (first ? "" : ",") << "{\"device\":\"" << device << "\",\"endpoints\":[";
-    for (size_t i = 0; i < st.endpoints.size(); ++i) {
-      const auto& e = st.endpoints[i];
-      os << (i ? "," : "") << "{\"name\":\"" << json_escape(e.name) << "\"";
-      for (int op = 0; op < xport::kStatOps; ++op) {
-        os << ",\"" << xport::stat_op_name(op) << "_ops\":" << e.ops[op] << ",\""
-           << xport::stat_op_name(op) << "_bytes\":" << e.bytes[op];
-      }
-      os << ",\"posted\":" << e.posted << ",\"completed\":" << e.completed
-         << ",\"error_completions\":" << e.error_completions
-         << ",\"eagain_retries\":" << e.eagain_retries << "}";
+// One device's counters in the JSON's "stats" array.
+void json_stats(JsonWriter& w, const std::string& device, const xport::Stats& st) {
+  w.begin_object().field("device", device).begin_array("endpoints");
+  for (const auto& e : st.endpoints) {
+    w.begin_object().field("name", e.name);
+    for (int op = 0; op < xport::kStatOps; ++op) {
+      const std::string name = xport::stat_op_name(op);
+      w.field(name + "_ops", e.ops[op]).field(name + "_bytes", e.bytes[op]);
     }
-    os << "],\"cqs\":[";
-    for (size_t i = 0; i < st.cqs.size(); ++i) {
-      const auto& c = st.cqs[i];
-      os << (i ? "," : "") << "{\"name\":\"" << json_escape(c.name) << "\",\"polls\":" << c.polls
-         << ",\"empty_polls\":" << c.empty_polls << ",\"completions\":" << c.completions
-         << ",\"error_completions\":" << c.error_completions << ",\"max_batch\":" << c.max_batch
-         << "}";
-    }
-    const auto& p = st.pool;
-    os << "],\"routing_misses\":" << st.routing_misses << ",\"pool\":{\"groups\":" << p.groups
-       << ",\"channels_per_group\":" << p.channels_per_group << ",\"channels\":" << p.channels
-       << ",\"cqs\":" << p.cqs << ",\"comms_attached\":" << p.comms_attached
-       << ",\"primaries\":" << p.primaries << ",\"secondaries\":" << p.secondaries
-       << ",\"routing_misses\":" << p.routing_misses << ",\"channel_ops\":" << p.channel_ops
-       << ",\"busiest_channel_ops\":" << p.busiest_channel_ops
-       << ",\"registered_bytes\":" << p.registered_bytes << "}}";
-    return;
+    w.field("posted", e.posted)
+        .field("completed", e.completed)
+        .field("error_completions", e.error_completions)
+        .field("eagain_retries", e.eagain_retries)
+        .end_object();
   }
+  w.end_array().begin_array("cqs");
+  for (const auto& c : st.cqs) {
+    w.begin_object()
+        .field("name", c.name)
+        .field("polls", c.polls)
+        .field("empty_polls", c.empty_polls)
+        .field("completions", c.completions)
+        .field("error_completions", c.error_completions)
+        .field("max_batch", c.max_batch)
+        .end_object();
+  }
+  const auto& p = st.pool;
+  w.end_array()
+      .field("routing_misses", st.routing_misses)
+      .begin_object("pool")
+      .field("groups", p.groups)
+      .field("channels_per_group", p.channels_per_group)
+      .field("channels", p.channels)
+      .field("cqs", p.cqs)
+      .field("comms_attached", p.comms_attached)
+      .field("primaries", p.primaries)
+      .field("secondaries", p.secondaries)
+      .field("routing_misses", p.routing_misses)
+      .field("channel_ops", p.channel_ops)
+      .field("busiest_channel_ops", p.busiest_channel_ops)
+      .field("registered_bytes", p.registered_bytes)
+      .end_object()
+      .end_object();
+}
+
+void print_stats(const std::string& device, const xport::Stats& st, std::ostream& os) {
   char line[256];
   os << "device " << device << "\n";
   for (const auto& e : st.endpoints) {
@@ -285,20 +300,32 @@ int run(const Options& opt) {
 
   std::ostringstream os;
   if (opt.json) {
-    os << "{\"provider\":\"" << json_escape(rep.caps.provider) << "\",\"domain\":\""
-       << json_escape(rep.caps.domain) << "\",\"reason\":\"" << json_escape(rep.reason)
-       << "\",\"ok\":" << (error.empty() ? "true" : "false") << ",\"error\":\""
-       << json_escape(error) << "\",\"rounds\":" << rounds << ",\"phases\":[";
-    for (size_t i = 0; i < phases.size(); ++i) {
-      const auto& p = phases[i];
-      os << (i ? "," : "") << "{\"name\":\"" << p.name << "\",\"ops\":" << p.ops
-         << ",\"bytes\":" << p.bytes << ",\"seconds\":" << p.seconds
-         << ",\"bw_bytes_per_s\":" << (p.seconds > 0 ? p.bytes / p.seconds : 0) << "}";
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object()
+        .field("provider", rep.caps.provider)
+        .field("domain", rep.caps.domain)
+        .field("reason", rep.reason)
+        .field("ok", error.empty())
+        .field("error", error)
+        .field("rounds", rounds)
+        .begin_array("phases");
+    for (const auto& p : phases) {
+      // Seconds and bandwidth as iostreams print a double (%.6g), as they always were.
+      w.begin_object()
+          .field("name", p.name)
+          .field("ops", p.ops)
+          .field("bytes", p.bytes)
+          .field("seconds", JsonGeneral{p.seconds})
+          .field("bw_bytes_per_s",
+                 JsonGeneral{p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds : 0})
+          .end_object();
     }
-    os << "],\"stats\":[";
-    print_stats("A", dev_a->stats(), true, os, true);
-    print_stats("B", dev_b->stats(), true, os, false);
-    os << "]}\n";
+    w.end_array().begin_array("stats");
+    json_stats(w, "A", dev_a->stats());
+    json_stats(w, "B", dev_b->stats());
+    w.end_array().end_object();
+    os << out << "\n";
   } else {
     os << "xport-loopback " << xport::version() << ": provider " << rep.caps.provider
        << " domain " << rep.caps.domain << "\n  why: " << rep.reason << "\n";
@@ -315,8 +342,8 @@ int run(const Options& opt) {
       os << line;
     }
     os << "\n";
-    print_stats("A", dev_a->stats(), false, os, true);
-    print_stats("B", dev_b->stats(), false, os, false);
+    print_stats("A", dev_a->stats(), os);
+    print_stats("B", dev_b->stats(), os);
     os << (error.empty() ? "\nOK: every byte verified\n" : "\nFAILED: " + error + "\n");
   }
   std::cout << os.str() << std::flush;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 #include "proto/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -24,10 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto k = xport::proto::decode_key(bytes);
   if (k.ok() && k->length == 0) __builtin_trap();
-  xport::api::TeamHello th;
-  if (xport::api::decode_team_hello(bytes, &th)) {  // a hello that decodes re-encodes alike
-    uint8_t again[xport::api::kTeamHelloBytes];
-    xport::api::encode_team_hello(th, again);
+  xport::gpu::TeamHello th;
+  if (xport::gpu::decode_team_hello(bytes, &th)) {  // a hello that decodes re-encodes alike
+    uint8_t again[xport::gpu::kTeamHelloBytes];
+    xport::gpu::encode_team_hello(th, again);
     if (size != sizeof(again) || std::memcmp(again, data, size) != 0) __builtin_trap();
   }
   return 0;

@@ -33,7 +33,7 @@ Deadline soon() { return Deadline::after(std::chrono::seconds(30)); }
 Result<std::vector<uint8_t>> read_gpu(const uint8_t* p, size_t n) {
   gpu::Driver& d = gpu::driver();
   XPORT_ASSIGN_OR_RETURN(auto info, d.classify(p));
-  XPORT_ASSIGN_OR_RETURN(auto s, d.open_stream(info));
+  XPORT_ASSIGN_OR_RETURN(auto s, d.open_copy_queue(info));
   std::vector<uint8_t> out(n);
   XPORT_RETURN_IF_ERROR(s->copy_to_host(out.data(), p, n));
   XPORT_RETURN_IF_ERROR(s->synchronize());
@@ -53,14 +53,14 @@ int run(Device& dev) {
   const char* g = std::getenv("XPORT_TEST_GPU_DST");
   const int gpu_index = g ? std::atoi(g) : 0;
   constexpr size_t kData = 16 << 20, kSig = 4096;
-  auto data = d.alloc_device(kData, gpu_index);
-  auto sig = d.alloc_device(kSig, gpu_index);
+  auto data = d.alloc_gpu(kData, gpu_index);
+  auto sig = d.alloc_gpu(kSig, gpu_index);
   if (!data.ok() || !sig.ok()) return fail("cudaMalloc on GPU " + std::to_string(gpu_index));
   {
     std::vector<uint8_t> zero(kData, 0);
-    auto s = d.open_stream(*d.classify(*data));
-    if (!s.ok() || !(*s)->copy_to_device(*data, zero.data(), kData).ok() ||
-        !(*s)->copy_to_device(*sig, zero.data(), kSig).ok() || !(*s)->synchronize().ok()) {
+    auto s = d.open_copy_queue(*d.classify(*data));
+    if (!s.ok() || !(*s)->copy_to_gpu(*data, zero.data(), kData).ok() ||
+        !(*s)->copy_to_gpu(*sig, zero.data(), kSig).ok() || !(*s)->synchronize().ok()) {
       return fail("zeroing GPU memory");
     }
   }

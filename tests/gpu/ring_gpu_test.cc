@@ -178,14 +178,14 @@ TEST_P(GpuProxyKernels, KernelsPutWithSignalsThroughTheProxy) {
   ASSERT_TRUE(w.ok());
   const int blocks = 4, threads = 32;
   const size_t slice = 4096, n = slice * blocks * threads, big = 64 << 20;
-  auto src = driver().alloc_device(big, 0);
+  auto src = driver().alloc_gpu(big, 0);
   ASSERT_TRUE(src.ok());
   std::vector<uint8_t> pattern(n), target(big), signals(64, 0);
   test::fill(pattern.data(), n, 21);
   {
-    auto s = driver().open_stream(*driver().classify(*src));
+    auto s = driver().open_copy_queue(*driver().classify(*src));
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->copy_to_device(*src, pattern.data(), n).ok());
+    ASSERT_TRUE((*s)->copy_to_gpu(*src, pattern.data(), n).ok());
     ASSERT_TRUE((*s)->synchronize().ok());
   }
   auto sreg = dev_->register_memory(*src, big);
@@ -234,7 +234,7 @@ TEST_P(GpuProxyKernels, KernelsPutWithSignalsThroughTheProxy) {
               (unsigned long long)stats.max_occupancy);
   proxy->reset();
   sreg = Status(Code::closed, "dropped");
-  driver().free_device(*src);
+  driver().free_gpu(*src);
 }
 
 // Kernels put_signal into GPU memory (the target's, staged), the signal word in GPU memory too;
@@ -246,17 +246,17 @@ TEST_P(GpuProxyKernels, KernelsPutIntoGpuMemoryAndAKernelWaitsOnTheSignal) {
   ASSERT_TRUE(w.ok());
   const int blocks = 2, threads = 32;
   const size_t slice = 8192, n = slice * blocks * threads;
-  auto src = driver().alloc_device(n, 0);
-  auto dst = driver().alloc_device(n, 0);
-  auto sig = driver().alloc_device(64, 0);
+  auto src = driver().alloc_gpu(n, 0);
+  auto dst = driver().alloc_gpu(n, 0);
+  auto sig = driver().alloc_gpu(64, 0);
   ASSERT_TRUE(src.ok() && dst.ok() && sig.ok());
   std::vector<uint8_t> pattern(n), zero(n, 0);
   test::fill(pattern.data(), n, 77);
-  auto s = driver().open_stream(*driver().classify(*src));
+  auto s = driver().open_copy_queue(*driver().classify(*src));
   ASSERT_TRUE(s.ok());
-  ASSERT_TRUE((*s)->copy_to_device(*src, pattern.data(), n).ok());
-  ASSERT_TRUE((*s)->copy_to_device(*dst, zero.data(), n).ok());
-  ASSERT_TRUE((*s)->copy_to_device(*sig, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*src, pattern.data(), n).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*dst, zero.data(), n).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*sig, zero.data(), 64).ok());
   ASSERT_TRUE((*s)->synchronize().ok());
   {
     auto sreg = dev_->register_memory(*src, n);
@@ -289,9 +289,9 @@ TEST_P(GpuProxyKernels, KernelsPutIntoGpuMemoryAndAKernelWaitsOnTheSignal) {
     ASSERT_TRUE((*s)->synchronize().ok());
     EXPECT_EQ(test::first_mismatch(back.data(), n, 77), -1) << "the target's GPU memory";
   }
-  driver().free_device(*src);
-  driver().free_device(*dst);
-  driver().free_device(*sig);
+  driver().free_gpu(*src);
+  driver().free_gpu(*dst);
+  driver().free_gpu(*sig);
 }
 
 // put_signal round trips: two kernels (one per device, each with its proxy) ping-pong 8 bytes
@@ -329,14 +329,14 @@ TEST_P(GpuProxyKernels, PutSignalRoundTripDeviceAgainstHost) {
   }
   ASSERT_TRUE(wa.ok() && wb.ok()) << wa.status().to_string() << wb.status().to_string();
   // Each side: 64 bytes of GPU memory: 8 bytes of data at 0, its signal word at 8.
-  auto ga = driver().alloc_device(64, 0);
-  auto gb = driver().alloc_device(64, 0);
+  auto ga = driver().alloc_gpu(64, 0);
+  auto gb = driver().alloc_gpu(64, 0);
   ASSERT_TRUE(ga.ok() && gb.ok());
   std::vector<uint8_t> zero(64, 0);
-  auto s = driver().open_stream(*driver().classify(*ga));
+  auto s = driver().open_copy_queue(*driver().classify(*ga));
   ASSERT_TRUE(s.ok());
-  ASSERT_TRUE((*s)->copy_to_device(*ga, zero.data(), 64).ok());
-  ASSERT_TRUE((*s)->copy_to_device(*gb, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*ga, zero.data(), 64).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*gb, zero.data(), 64).ok());
   ASSERT_TRUE((*s)->synchronize().ok());
   const int rounds = 1000;
   double device_us = 0, host_us = 0, host_gpu_us = 0;
@@ -408,8 +408,8 @@ TEST_P(GpuProxyKernels, PutSignalRoundTripDeviceAgainstHost) {
               "%.1f us, host-initiated from GPU memory (the same staged regions and words) %.1f us "
               "(%.2fx), host-initiated from host memory %.1f us (%.2fx)\n", GetParam().provider,
               rounds, device_us, host_gpu_us, device_us / host_gpu_us, host_us, device_us / host_us);
-  driver().free_device(*ga);
-  driver().free_device(*gb);
+  driver().free_gpu(*ga);
+  driver().free_gpu(*gb);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuProxyKernels,

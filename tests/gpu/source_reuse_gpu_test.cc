@@ -42,10 +42,10 @@ class GpuSourceReuse : public test::ProviderTest {
   }
   void TearDown() override {
     test::ProviderTest::TearDown();
-    for (void* p : allocs_) gpu::driver().free_device(p);
+    for (void* p : allocs_) gpu::driver().free_gpu(p);
   }
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu::driver().alloc_device(n, 0);
+    auto p = gpu::driver().alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok()) << p.status().to_string();
     if (!p.ok()) return nullptr;
     allocs_.push_back(*p);

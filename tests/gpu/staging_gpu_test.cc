@@ -39,10 +39,10 @@ class GpuMemory : public test::ProviderTest {
   }
   void TearDown() override {
     test::ProviderTest::TearDown();
-    for (void* p : allocs_) gpu::driver().free_device(p);
+    for (void* p : allocs_) gpu::driver().free_gpu(p);
   }
   uint8_t* gpu_alloc(size_t n, int device) {
-    auto p = gpu::driver().alloc_device(n, device);
+    auto p = gpu::driver().alloc_gpu(n, device);
     EXPECT_TRUE(p.ok()) << p.status().to_string();
     if (!p.ok()) return nullptr;
     allocs_.push_back(*p);
@@ -50,14 +50,14 @@ class GpuMemory : public test::ProviderTest {
   }
   // Host <-> GPU through a stream of the driver (the test's own view of GPU memory).
   void to_gpu(uint8_t* dst, const uint8_t* src, size_t n) {
-    auto s = gpu::driver().open_stream(*gpu::driver().classify(dst));
+    auto s = gpu::driver().open_copy_queue(*gpu::driver().classify(dst));
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->copy_to_device(dst, src, n).ok());
+    ASSERT_TRUE((*s)->copy_to_gpu(dst, src, n).ok());
     ASSERT_TRUE((*s)->synchronize().ok());
   }
   std::vector<uint8_t> from_gpu(const uint8_t* src, size_t n) {
     std::vector<uint8_t> out(n);
-    auto s = gpu::driver().open_stream(*gpu::driver().classify(src));
+    auto s = gpu::driver().open_copy_queue(*gpu::driver().classify(src));
     EXPECT_TRUE(s.ok());
     EXPECT_TRUE((*s)->copy_to_host(out.data(), src, n).ok());
     EXPECT_TRUE((*s)->synchronize().ok());
@@ -318,7 +318,7 @@ namespace {
 TEST(GpuCopyLatency, SmallCopiesOfTheStagingPath) {
   gpu::Driver& d = gpu::driver();
   if (!d.available()) GTEST_SKIP() << "no GPU: " << d.describe();
-  auto mem = d.alloc_device(4096, 0);
+  auto mem = d.alloc_gpu(4096, 0);
   ASSERT_TRUE(mem.ok());
   auto info = d.classify(*mem);
   ASSERT_TRUE(info.ok());
@@ -342,15 +342,15 @@ TEST(GpuCopyLatency, SmallCopiesOfTheStagingPath) {
       if (*done) break;
     }
   });
-  auto s = d.open_stream(*info);
+  auto s = d.open_copy_queue(*info);
   ASSERT_TRUE(s.ok());
   uint64_t word = 0;
   const double raw_sync = time_us([&] {
-    ASSERT_TRUE((*s)->copy_to_device(g + 16, &word, 8).ok());
+    ASSERT_TRUE((*s)->copy_to_gpu(g + 16, &word, 8).ok());
     ASSERT_TRUE((*s)->synchronize().ok());
   });
   const double raw_mark = time_us([&] {
-    ASSERT_TRUE((*s)->copy_to_device(g + 16, (*staged)->shadow(), 8).ok());
+    ASSERT_TRUE((*s)->copy_to_gpu(g + 16, (*staged)->shadow(), 8).ok());
     auto m = (*s)->mark();
     ASSERT_TRUE(m.ok());
     for (;;) {
@@ -364,7 +364,7 @@ TEST(GpuCopyLatency, SmallCopiesOfTheStagingPath) {
               "pinned HtoD + event polled %.2f us\n", n, in, out, raw_sync, raw_mark);
   s->reset();
   staged->reset();
-  d.free_device(*mem);
+  d.free_gpu(*mem);
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ class TwoProcessGpu : public test::ProviderTest {
   void TearDown() override {
     test::ProviderTest::TearDown();
     unsetenv("XTEST_FAKE_GPU");
-    if (src_ != nullptr) gpu::driver().free_device(src_);
+    if (src_ != nullptr) gpu::driver().free_gpu(src_);
     fake_.reset();
   }
   std::string expect_line(test::ChildProcess& p, const std::string& prefix) {
@@ -64,9 +64,9 @@ class TwoProcessGpu : public test::ProviderTest {
   void fill_src(size_t off, size_t n, uint64_t seed) {
     std::vector<uint8_t> host(n);
     test::fill(host.data(), n, seed);
-    auto s = gpu::driver().open_stream(*gpu::driver().classify(src_));
+    auto s = gpu::driver().open_copy_queue(*gpu::driver().classify(src_));
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->copy_to_device(src_ + off, host.data(), n).ok());
+    ASSERT_TRUE((*s)->copy_to_gpu(src_ + off, host.data(), n).ok());
     ASSERT_TRUE((*s)->synchronize().ok());
   }
   bool real_ = false;
@@ -87,7 +87,7 @@ TEST_P(TwoProcessGpu, EveryOperationLandsInTheOtherProcesssGpuMemory) {
   auto w = Window::open(**comm, Deadline::after(20s));
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   constexpr size_t kSrc = 8 << 20;
-  auto src = gpu::driver().alloc_device(kSrc, env_int("XPORT_TEST_GPU_SRC"));
+  auto src = gpu::driver().alloc_gpu(kSrc, env_int("XPORT_TEST_GPU_SRC"));
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   src_ = static_cast<uint8_t*>(*src);
   auto reg = dev_->register_memory(src_, kSrc);

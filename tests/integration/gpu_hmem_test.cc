@@ -88,7 +88,7 @@ class GpuHmem : public ::testing::TestWithParam<const char*> {
     return Status::success();
   }
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_device(n, 0);
+    auto p = gpu_->alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok());
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
@@ -96,7 +96,7 @@ class GpuHmem : public ::testing::TestWithParam<const char*> {
   void TearDown() override {
     dev_.reset();
     ctx_.reset();
-    for (uint8_t* p : allocs_) gpu_->free_device(p);
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
     for (const char* v : {"XPORT_PROVIDER", "XPORT_GPU_MEMORY", "STRICT_FI_BASE", "STRICT_FI_HMEM",
                           "STRICT_FI_CQ_DATA_SIZE", "XPORT_EAGER_IN_CQ_DATA"})
       unsetenv(v);
@@ -132,7 +132,7 @@ TEST_P(GpuHmem, GpuMemoryIsRegisteredByTheProviderUnderHmem) {
   auto m = dev_->register_memory(managed, 4096);
   EXPECT_EQ(m.status().code(), Code::invalid_argument);
   EXPECT_NE(m.status().message().find("managed"), std::string::npos) << m.status().to_string();
-  gpu_->free_device(managed);
+  gpu_->free_gpu(managed);
 }
 
 TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
@@ -204,7 +204,7 @@ TEST_P(GpuHmem, BytesMoveThroughProviderRegisteredGpuMemory) {
   ASSERT_TRUE((*w)->quiet(soon()).ok());
   EXPECT_EQ(strict_totals().op_rejects, before.op_rejects)
       << "an operation on GPU memory without its MR's descriptor, or an inject from it";
-  EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_device(), 0u) << "nothing was staged";
+  EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_gpu(), 0u) << "nothing was staged";
 }
 
 // An eager message that carries a header (4-byte CQ data as on efa and verbs, headers asked for,
@@ -255,7 +255,7 @@ TEST_P(GpuHmem, HeaderedEagerSendsFromGpuMemoryAreReadByTheProvider) {
     EXPECT_GE(strict_hmem_sends(), sends_before + 3)
         << "each message posted with its GPU Region's descriptor, not from a bounce buffer";
     EXPECT_EQ(strict_totals().op_rejects, before.op_rejects);
-    EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_device(), 0u) << "nothing was staged";
+    EXPECT_EQ(gpu_->bytes_to_host() + gpu_->bytes_to_gpu(), 0u) << "nothing was staged";
     p = Pair{};
     unsetenv(k.env);
   }

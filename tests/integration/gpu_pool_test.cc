@@ -1,4 +1,4 @@
-// The staging pool of GPU sources (api/staging_pool.hpp) through the public API, with the
+// The staging pool of GPU sources (gpu/staging/staging_pool.hpp) through the public API, with the
 // stand-in CUDA driver: at its bound (XPORT_GPU_STAGING_POOL) a call answers Code::again with
 // nothing issued, an operation larger than the pool can hold is refused by name, the pool grows
 // in ordinary host memory beyond its page-locked first slab and reuses what operations gave back.
@@ -25,14 +25,14 @@ constexpr size_t kMiB = size_t{1} << 20;
 class GpuPool : public test::ProviderTest {
  protected:
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_device(n, 0);
+    auto p = gpu_->alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok());
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
   }
   void TearDown() override {
     test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_device(p);
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
   }
   const gpu::StagingCounters& counters() const { return gpu::staging_counters(0); }
   test::FakeGpuScope gpu_;

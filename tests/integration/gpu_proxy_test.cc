@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "../unit/gpu/fake_driver.hpp"
-#include "api/gpu_telemetry.hpp"
+#include "gpu/host/proxy_telemetry.hpp"
+#include "gpu/staging/telemetry.hpp"
 #include "telemetry/names.hpp"
 #include "gpu/proxy_ring.hpp"
 #include "harness.hpp"
@@ -35,7 +36,7 @@ uint64_t counter(const telemetry::BlockRecord& b, telemetry::CounterId id) {
 // What the staging block of CUDA device 0 says now (UINT64_MAX: no block).
 uint64_t staged_to_host() {
   std::vector<telemetry::BlockRecord> out;
-  api::append_staging_blocks(out);
+  gpu::append_staging_blocks(out);
   for (const auto& b : out) {
     if (b.kind == static_cast<uint16_t>(telemetry::BlockKind::gpu_staging)) {
       return counter(b, telemetry::CounterId::gpu_staging_to_host_bytes);
@@ -70,7 +71,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   auto w = Window::open(*p.send, soon());
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const size_t slice = 1024, count = 300;
-  auto* src = static_cast<uint8_t*>(*gpu_->alloc_device(slice * count, 0));
+  auto* src = static_cast<uint8_t*>(*gpu_->alloc_gpu(slice * count, 0));
   test::fill(src, slice * count, 3);
   std::vector<uint8_t> target(slice * count);
   std::vector<uint64_t> signals(4, 0), counters(4, 0);
@@ -136,7 +137,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
       << "the puts' sources were copied in from GPU memory: telemetry must count them";
   // The proxy's block, as the publisher builds it.
   std::vector<telemetry::BlockRecord> blocks;
-  api::append_proxy_block(st, 3, 0, blocks);
+  gpu::append_proxy_block(st, 3, 0, blocks);
   ASSERT_EQ(blocks.size(), 1u);
   EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_descriptors), count + 1);
   EXPECT_EQ(counter(blocks[0], telemetry::CounterId::gpu_proxy_capacity), 64u);
@@ -152,7 +153,7 @@ TEST_P(GpuProxyTest, DescriptorsFromTheRingAreExecutedAndCompletedInOrder) {
   EXPECT_NE((*proxy)->last_error().message().find("window 9"), std::string::npos)
       << (*proxy)->last_error().to_string();
   proxy->reset();
-  gpu_->free_device(src);
+  gpu_->free_gpu(src);
 }
 
 TEST_P(GpuProxyTest, WithoutAGpuTheProxyIsRefused) {

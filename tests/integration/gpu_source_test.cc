@@ -29,7 +29,7 @@ Deadline soon() { return Deadline::after(20s); }
 class GpuSources : public test::ProviderTest {
  protected:
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_device(n, 0);
+    auto p = gpu_->alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok());
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
@@ -38,7 +38,7 @@ class GpuSources : public test::ProviderTest {
     pair_ = Pair{};
     peer_.reset();
     test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_device(p);
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
   }
   // A window from dev_ to a second device of this process that nothing progresses until the
   // test says so: what dev_ sends it is neither acknowledged nor applied meanwhile.

@@ -37,14 +37,14 @@ class GpuStaging : public test::ProviderTest {
  protected:
   // "GPU memory" of the fake driver, freed at the end of the test.
   uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_device(n, 0);
+    auto p = gpu_->alloc_gpu(n, 0);
     EXPECT_TRUE(p.ok());
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
   }
   void TearDown() override {
     test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_device(p);
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
   }
   test::FakeGpuScope gpu_;
   std::vector<uint8_t*> allocs_;
@@ -101,7 +101,7 @@ TEST_P(GpuStaging, SendAndReceiveBetweenGpuBuffers) {
   EXPECT_EQ(test::first_mismatch(dst, 5000, 99), -1);
   ASSERT_TRUE(p.send->wait(*s, soon()).ok());
   EXPECT_GT(gpu_->bytes_to_host(), 0u);
-  EXPECT_GT(gpu_->bytes_to_device(), 0u);
+  EXPECT_GT(gpu_->bytes_to_gpu(), 0u);
 }
 
 TEST_P(GpuStaging, HostToGpuAndGpuToHostAndGroupedReceives) {
@@ -190,7 +190,7 @@ TEST_P(GpuStaging, BadGpuMemoryIsRefusedByName) {
   auto m = dev_->register_memory(managed, 4096);
   EXPECT_EQ(m.status().code(), Code::invalid_argument);
   EXPECT_NE(m.status().message().find("managed"), std::string::npos) << m.status().to_string();
-  gpu_->free_device(managed);
+  gpu_->free_gpu(managed);
   uint8_t* g = gpu_alloc(4096);
   auto past = dev_->register_memory(g + 1024, 4096);
   EXPECT_EQ(past.status().code(), Code::invalid_argument);
@@ -367,9 +367,9 @@ TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
   ASSERT_TRUE(dkey.ok() && gkey.ok());
   // Nothing page-locked is allocated while signals are applied (a kernel spinning on the word
   // runs meanwhile, and a page-locked allocation may wait for it: seen on H200s, a 30 s stall
-  // when early reads allocated their scratch word and streams on first use).
+  // when early reads allocated their scratch word and copy queues on first use).
   const int pinned_before = gpu_->pinned_live();
-  const int streams_before = gpu_->streams_opened();
+  const int queues_before = gpu_->queues_opened();
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < kPuts; ++i) {
       auto t = (*w)->put_signal(*sreg, i * kSlice, *dkey, i * kSlice, kSlice, *gkey, 8, 1);
@@ -382,7 +382,7 @@ TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
   }
   EXPECT_EQ(test::first_mismatch(gpu, kPuts * kSlice, 77), -1);
   EXPECT_EQ(gpu_->pinned_live(), pinned_before) << "page-locked memory allocated by signals";
-  EXPECT_LE(gpu_->streams_opened() - streams_before, 4) << "a stream per signal in flight";
+  EXPECT_LE(gpu_->queues_opened() - queues_before, 4) << "a copy queue per signal in flight";
 }
 
 // A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,
@@ -400,10 +400,10 @@ TEST_P(GpuStaging, ASignalWhoseCopyCannotStartFailsAndIsAppliedOnce) {
   ASSERT_TRUE(greg.ok());
   auto gkey = dev_->import_key(greg->export_key());
   ASSERT_TRUE(gkey.ok());
-  gpu_->fail_copies_to_device(true);
+  gpu_->fail_copies_to_gpu(true);
   ASSERT_TRUE((*w)->signal(*gkey, 64, 5, SignalOp::add).ok());
   Status q = (*w)->quiet(soon());
-  gpu_->fail_copies_to_device(false);
+  gpu_->fail_copies_to_gpu(false);
   EXPECT_FALSE(q.ok()) << "a signal that never reached GPU memory was reported applied";
   auto word = (*w)->read_signal(*greg, 64);  // the target's shadow word
   ASSERT_TRUE(word.ok());

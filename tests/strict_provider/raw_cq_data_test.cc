@@ -122,7 +122,7 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
   fi_context2 rctx{}, sctx{}, wctx{};
   ASSERT_EQ(fi_recv(ep_[1], r.data(), 64, fi_mr_desc(mr), FI_ADDR_UNSPEC, &rctx), 0);
   auto drive = [&] {
-    (void)fi_cq_read(p.cq, nullptr, 0);
+    (void)fi_cq_read(p.cq.get(), nullptr, 0);
     progress();
   };
   auto post = [&](auto&& f) {
@@ -132,14 +132,15 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
     return ret;
   };
   ASSERT_EQ(post([&] {
-              return fi_senddata(p.ep, a.data(), 16, fi_mr_desc(p.mr), 0x1122334455667788ull, p.to,
-                                 &sctx);
+              return fi_senddata(p.ep.get(), a.data(), 16, fi_mr_desc(p.mr.get()),
+                                 0x1122334455667788ull, p.to, &sctx);
             }),
             0)
       << "the 8-byte peer accepts 64-bit data";
   ASSERT_EQ(post([&] {
-              return fi_writedata(p.ep, a.data(), 16, fi_mr_desc(p.mr), 0xaabbccdd00000001ull, p.to,
-                                  raddr(b.data()), fi_mr_key(mb), &wctx);
+              return fi_writedata(p.ep.get(), a.data(), 16, fi_mr_desc(p.mr.get()),
+                                  0xaabbccdd00000001ull, p.to, raddr(b.data()), fi_mr_key(mb),
+                                  &wctx);
             }),
             0);
   bool got_msg = false, got_write = false;
@@ -161,7 +162,7 @@ TEST_F(Raw, TargetSeesOnlyTheLow32BitsEvenFromAWiderPeer) {
   // Let the peer's own completions come back before it closes.
   for (int n = 0; n < 2 && Clock::now() < until;) {
     fi_cq_data_entry e{};
-    if (fi_cq_read(p.cq, &e, 1) == 1) ++n;
+    if (fi_cq_read(p.cq.get(), &e, 1) == 1) ++n;
     progress();
   }
 }

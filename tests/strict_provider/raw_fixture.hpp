@@ -1,6 +1,7 @@
 // Raw libfabric through the strict provider: one domain, one CQ and AV (or one CQ per endpoint),
 // two RDM endpoints that know each other's address, for tests that need exact control of every
-// call. STRICT_TEST_PROGRESS=auto|manual picks the data progress asked of the base.
+// call. Opened and owned through tools/common/raw_fabric.hpp, the bare loops' set-up.
+// STRICT_TEST_PROGRESS=auto|manual picks the data progress asked of the base.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/raw_fabric.hpp"
 
 namespace strict_test {
 
@@ -49,24 +52,37 @@ class ScopedEnv {
   std::vector<Saved> saved_;
 };
 
-inline fi_info* strict_hints(int mr_mode) {
-  fi_info* h = fi_allocinfo();
-  h->caps =
+inline raw_fabric::Hints strict_hint_fields(int mr_mode) {
+  raw_fabric::Hints h;
+  h.provider = "strict";
+  h.caps =
       FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+  h.mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   if (const char* p = std::getenv("STRICT_TEST_PROGRESS"); p != nullptr && *p != '\0') {
-    h->domain_attr->data_progress =
-        std::strcmp(p, "auto") == 0 ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    h.data_progress = std::strcmp(p, "auto") == 0 ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
   }
-  h->ep_attr->type = FI_EP_RDM;
-  h->domain_attr->mr_mode = mr_mode;
-  h->domain_attr->threading = FI_THREAD_SAFE;
-  h->fabric_attr->prov_name = strdup("strict");
+  h.mr_mode = mr_mode;
+  h.threading = FI_THREAD_SAFE;
   return h;
 }
 
-constexpr int kMrModes =
-    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+// The rig's hints, for tests that call fi_getinfo themselves (the caller frees them).
+inline fi_info* strict_hints(int mr_mode) {
+  return raw_fabric::make_hints(strict_hint_fields(mr_mode)).release();
+}
+
+constexpr int kMrModes = raw_fabric::kMrModes | FI_MR_ENDPOINT;
+
+// The entry of fi_getinfo's `list` the rig opens: the first "lo" domain of an IPv4 fabric (its
+// name has a dot), else the first (e.g. shm, whose domain is not "lo").
+inline const fi_info* rig_entry(const fi_info* list) {
+  for (const fi_info* i = list; i != nullptr; i = i->next) {
+    const char* d = i->domain_attr->name;
+    const char* f = i->fabric_attr->name;
+    if (d != nullptr && std::strcmp(d, "lo") == 0 && f != nullptr && std::strchr(f, '.')) return i;
+  }
+  return list;
+}
 
 struct Completion {
   ssize_t ret = 0;  // 1: success entry, -FI_EAVAIL: error entry in err, else what fi_cq_read said
@@ -80,11 +96,11 @@ using Clock = std::chrono::steady_clock;
 // A second domain on the rig's fabric (as another process's NIC would be), opened under the
 // environment of its caller: one CQ, one endpoint, one MR. Closed by the rig's TearDown.
 struct PeerDomain {
-  fid_domain* domain = nullptr;
-  fid_cq* cq = nullptr;
-  fid_av* av = nullptr;
-  fid_ep* ep = nullptr;
-  fid_mr* mr = nullptr;
+  raw_fabric::Fid<fid_domain> domain;
+  raw_fabric::Fid<fid_cq> cq;
+  raw_fabric::Fid<fid_av> av;
+  raw_fabric::Fid<fid_ep> ep;
+  raw_fabric::Fid<fid_mr> mr;
   fi_addr_t to = FI_ADDR_NOTAVAIL;        // where `ep` sends (set by the test)
   fi_addr_t to_ep1 = FI_ADDR_NOTAVAIL;    // the rig's endpoint 1, in this domain's AV
   fi_addr_t from_rig = FI_ADDR_NOTAVAIL;  // this endpoint, in the rig's AV
@@ -108,50 +124,42 @@ class RawRig : public ::testing::Test {
 
   // Opens everything; returns false (with a gtest failure) when something refuses.
   bool open_rig(const RigOptions& o = RigOptions()) {
-    const int mr_mode = o.mr_mode;
-    fi_info* hints = strict_hints(mr_mode);
-    hints->caps |= o.extra_caps;
-    fi_info* list = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
-    fi_freeinfo(hints);
-    EXPECT_EQ(ret, 0) << "fi_getinfo(strict): " << fi_strerror(-ret)
-                      << " (is FI_PROVIDER_PATH set to the module's directory?)";
-    if (ret != 0) return false;
-    for (fi_info* i = list; i != nullptr; i = i->next) {
-      const char* d = i->domain_attr->name;
-      const char* f = i->fabric_attr->name;
-      if (d != nullptr && std::strcmp(d, "lo") == 0 && f != nullptr && std::strchr(f, '.')) {
-        info_ = fi_dupinfo(i);
-        break;
-      }
+    raw_fabric::Hints h = strict_hint_fields(o.mr_mode);
+    h.caps |= o.extra_caps;
+    raw_fabric::Info list;
+    const raw_fabric::Outcome got = raw_fabric::get_info(raw_fabric::make_hints(h).get(), &list);
+    EXPECT_EQ(got.ret, 0) << "fi_getinfo(strict): " << fi_strerror(-got.ret)
+                          << " (is FI_PROVIDER_PATH set to the module's directory?)";
+    if (!got.ok()) return false;
+    if (!opened(
+            raw_fabric::open_domain(raw_fabric::Info(fi_dupinfo(rig_entry(list.get()))), &rig_))) {
+      return false;
     }
-    if (info_ == nullptr) info_ = fi_dupinfo(list);  // e.g. shm, whose domain is not "lo"
-    fi_freeinfo(list);
-    if (fi_fabric(info_->fabric_attr, &fabric_, nullptr) != 0) return fail("fi_fabric");
-    if (fi_domain(fabric_, info_, &domain_, nullptr) != 0) return fail("fi_domain");
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_DATA;
-    cq_attr.size = o.cq_size;
-    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) return fail("fi_cq_open");
-    cqs_[0] = cqs_[1] = cq_;
+    info_ = rig_.info.get();
+    fabric_ = rig_.fabric.get();
+    domain_ = rig_.domain.get();
+    raw_fabric::CqOptions cq;
+    cq.size = o.cq_size;
+    if (!opened(raw_fabric::open_cq(domain_, cq, &cq_owners_[0]))) return false;
+    cq_ = cqs_[0] = cqs_[1] = cq_owners_[0].get();
     if (o.cq_per_endpoint) {
-      cq_attr.size = o.cq1_size;
-      if (fi_cq_open(domain_, &cq_attr, &cqs_[1], nullptr) != 0) return fail("fi_cq_open");
+      cq.size = o.cq1_size;
+      if (!opened(raw_fabric::open_cq(domain_, cq, &cq_owners_[1]))) return false;
+      cqs_[1] = cq_owners_[1].get();
     }
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    if (fi_av_open(domain_, &av_attr, &av_, nullptr) != 0) return fail("fi_av_open");
+    if (!opened(raw_fabric::open_av(domain_, &av_owner_))) return false;
+    av_ = av_owner_.get();
     for (int i = 0; i < 2; ++i) {
-      if (fi_endpoint(domain_, info_, &ep_[i], nullptr) != 0) return fail("fi_endpoint");
-      if (fi_ep_bind(ep_[i], &cqs_[i]->fid, FI_TRANSMIT | FI_RECV) != 0) return fail("bind cq");
-      if (fi_ep_bind(ep_[i], &av_->fid, 0) != 0) return fail("bind av");
-      if (fi_enable(ep_[i]) != 0) return fail("fi_enable");
+      if (!opened(
+              raw_fabric::open_endpoint(domain_, info_, cqs_[i], cqs_[i], av_, &ep_owners_[i]))) {
+        return false;
+      }
+      ep_[i] = ep_owners_[i].get();
     }
     for (int i = 0; i < 2; ++i) {
-      char name[256];
-      size_t len = sizeof(name);
-      if (fi_getname(&ep_[i]->fid, name, &len) != 0) return fail("fi_getname");
-      if (fi_av_insert(av_, name, 1, &addr_[i], 0, nullptr) != 1) return fail("fi_av_insert");
+      raw_fabric::Address name;
+      if (!opened(raw_fabric::get_address(ep_[i], &name))) return false;
+      if (!opened(raw_fabric::insert_address(av_, name.bytes, &addr_[i]))) return false;
     }
     return true;
   }
@@ -165,53 +173,51 @@ class RawRig : public ::testing::Test {
   }
 
   bool open_peer(PeerDomain* p, void* buf, size_t len) {
-    if (fi_domain(fabric_, info_, &p->domain, nullptr) != 0) return fail("peer fi_domain");
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_DATA;
-    if (fi_cq_open(p->domain, &cq_attr, &p->cq, nullptr) != 0) return fail("peer fi_cq_open");
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    if (fi_av_open(p->domain, &av_attr, &p->av, nullptr) != 0) return fail("peer fi_av_open");
-    if (fi_endpoint(p->domain, info_, &p->ep, nullptr) != 0) return fail("peer fi_endpoint");
-    if (fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV) != 0) return fail("peer bind");
-    if (fi_ep_bind(p->ep, &p->av->fid, 0) != 0) return fail("peer bind av");
-    if (fi_enable(p->ep) != 0) return fail("peer fi_enable");
-    char name[256];
-    size_t n = sizeof(name);
-    if (fi_getname(&ep_[1]->fid, name, &n) != 0) return fail("fi_getname");
-    if (fi_av_insert(p->av, name, 1, &p->to_ep1, 0, nullptr) != 1) return fail("peer av insert");
-    n = sizeof(name);
-    if (fi_getname(&p->ep->fid, name, &n) != 0) return fail("peer fi_getname");
-    if (fi_av_insert(av_, name, 1, &p->from_rig, 0, nullptr) != 1) return fail("rig av insert");
-    if (fi_mr_reg(p->domain, buf, len,
-                  FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 99,
-                  0, &p->mr, nullptr) != 0)
-      return fail("peer fi_mr_reg");
-    return true;
+    if (!opened({fi_domain(fabric_, info_, p->domain.out(), nullptr), "fi_domain"}, "peer ")) {
+      return false;
+    }
+    if (!opened(raw_fabric::open_cq(p->domain.get(), raw_fabric::CqOptions(), &p->cq), "peer ") ||
+        !opened(raw_fabric::open_av(p->domain.get(), &p->av), "peer ") ||
+        !opened(raw_fabric::open_endpoint(p->domain.get(), info_, p->cq.get(), p->cq.get(),
+                                          p->av.get(), &p->ep),
+                "peer ")) {
+      return false;
+    }
+    raw_fabric::Address name;
+    if (!opened(raw_fabric::get_address(ep_[1], &name)) ||
+        !opened(raw_fabric::insert_address(p->av.get(), name.bytes, &p->to_ep1), "peer ")) {
+      return false;
+    }
+    if (!opened(raw_fabric::get_address(p->ep.get(), &name), "peer ") ||
+        !opened(raw_fabric::insert_address(av_, name.bytes, &p->from_rig), "rig ")) {
+      return false;
+    }
+    return opened(raw_fabric::register_memory(p->domain.get(), *info_, nullptr, buf, len,
+                                              raw_fabric::kAllAccess, 99, &p->mr),
+                  "peer ");
   }
 
   void TearDown() override {
     for (const auto& p : peers_) {
-      for (fid* f :
-           {p->mr != nullptr ? &p->mr->fid : nullptr, p->ep != nullptr ? &p->ep->fid : nullptr,
-            p->av != nullptr ? &p->av->fid : nullptr, p->cq != nullptr ? &p->cq->fid : nullptr,
-            p->domain != nullptr ? &p->domain->fid : nullptr})
-        close_fid(f);
+      for (int ret :
+           {p->mr.close(), p->ep.close(), p->av.close(), p->cq.close(), p->domain.close()}) {
+        EXPECT_EQ(ret, 0) << "fi_close: " << fi_strerror(-ret);
+      }
     }
     // Dependents first: MRs bound to an endpoint, endpoints, then what they were bound to.
-    for (fid_mr* m : mrs_) close_fid(m != nullptr ? &m->fid : nullptr);
-    for (fid_ep* e : ep_) close_fid(e != nullptr ? &e->fid : nullptr);
-    close_fid(av_ != nullptr ? &av_->fid : nullptr);
-    if (cqs_[1] != cq_) close_fid(cqs_[1] != nullptr ? &cqs_[1]->fid : nullptr);
-    close_fid(cq_ != nullptr ? &cq_->fid : nullptr);
-    close_fid(domain_ != nullptr ? &domain_->fid : nullptr);
-    close_fid(fabric_ != nullptr ? &fabric_->fid : nullptr);
-    fi_freeinfo(info_);
+    for (auto& m : mrs_) close_fid(m);
+    for (auto& e : ep_owners_) close_fid(e);
+    close_fid(av_owner_);
+    close_fid(cq_owners_[1]);
+    close_fid(cq_owners_[0]);
+    close_fid(rig_.domain);
+    close_fid(rig_.fabric);
+    rig_.info.reset();
   }
 
-  static void close_fid(fid* f) {
-    if (f == nullptr) return;
-    int ret = fi_close(f);
+  template <typename T>
+  static void close_fid(raw_fabric::Fid<T>& f) {
+    const int ret = f.close();
     EXPECT_EQ(ret, 0) << "fi_close: " << fi_strerror(-ret);
   }
 
@@ -220,24 +226,38 @@ class RawRig : public ::testing::Test {
   // Registers `buf`; binds and enables it on endpoint `bind_to` unless that is -1 or the domain
   // does not use FI_MR_ENDPOINT.
   fid_mr* reg(void* buf, size_t len, int bind_to, uint64_t key) {
-    fid_mr* mr = nullptr;
-    int ret = fi_mr_reg(domain_, buf, len,
-                        FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-                        0, key, 0, &mr, nullptr);
-    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
-    if (ret != 0) return nullptr;
-    mrs_.push_back(mr);
-    if (bind_to >= 0 && mr_endpoint()) {
-      EXPECT_EQ(fi_mr_bind(mr, &ep_[bind_to]->fid, 0), 0);
-      EXPECT_EQ(fi_mr_enable(mr), 0);
-    }
-    return mr;
+    raw_fabric::Fid<fid_mr> mr;
+    const raw_fabric::Outcome o =
+        raw_fabric::register_memory(domain_, *info_, bind_to >= 0 ? ep_[bind_to] : nullptr, buf,
+                                    len, raw_fabric::kAllAccess, key, &mr);
+    EXPECT_EQ(o.ret, 0) << o.call << ": " << fi_strerror(-o.ret);
+    if (!mr) return nullptr;
+    return adopt_mr(std::move(mr));
+  }
+
+  // An MR registered elsewhere (raw_hmem_test's CUDA registrations), closed at TearDown.
+  fid_mr* adopt_mr(raw_fabric::Fid<fid_mr> mr) {
+    mrs_.push_back(std::move(mr));
+    return mrs_.back().get();
   }
 
   void close_mr(fid_mr* mr) {
-    for (fid_mr*& m : mrs_)
-      if (m == mr) m = nullptr;
-    EXPECT_EQ(fi_close(&mr->fid), 0);
+    for (auto& m : mrs_) {
+      if (m.get() == mr) {
+        EXPECT_EQ(m.close(), 0);
+      }
+    }
+  }
+
+  // The test's own fi_close of endpoint `i` (a refusal leaves it open); once it is closed,
+  // TearDown leaves it alone.
+  int close_endpoint(int i) {
+    const int ret = fi_close(&ep_[i]->fid);
+    if (ret == 0) {
+      ep_owners_[i].release();
+      ep_[i] = nullptr;
+    }
+    return ret;
   }
 
   // Drives progress on every CQ of the rig without taking entries (a read of count 0).
@@ -301,11 +321,21 @@ class RawRig : public ::testing::Test {
                                  static_cast<const uint8_t*>(start));
   }
 
-  bool fail(const char* what) {
-    ADD_FAILURE() << what << " failed on the strict provider";
+  // True when `o` went through; else a gtest failure naming the call (`who`: whose it was).
+  static bool opened(const raw_fabric::Outcome& o, const char* who = "") {
+    if (o.ok()) return true;
+    ADD_FAILURE() << who << o.call << " failed on the strict provider: " << fi_strerror(-o.ret);
     return false;
   }
 
+  // What the rig opened (TearDown closes them, checking each fi_close) ...
+  raw_fabric::Domain rig_;
+  raw_fabric::Fid<fid_cq> cq_owners_[2];  // endpoint 1's own only with cq_per_endpoint
+  raw_fabric::Fid<fid_av> av_owner_;
+  raw_fabric::Fid<fid_ep> ep_owners_[2];
+  std::vector<raw_fabric::Fid<fid_mr>> mrs_;
+  std::vector<std::unique_ptr<PeerDomain>> peers_;
+  // ... and the names the tests use in their libfabric calls.
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
@@ -314,8 +344,6 @@ class RawRig : public ::testing::Test {
   fid_av* av_ = nullptr;
   fid_ep* ep_[2] = {nullptr, nullptr};
   fi_addr_t addr_[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
-  std::vector<fid_mr*> mrs_;
-  std::vector<std::unique_ptr<PeerDomain>> peers_;
 };
 
 }  // namespace strict_test

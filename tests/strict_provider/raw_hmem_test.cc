@@ -51,7 +51,7 @@ TEST_F(RawHmem, GpuMemoryNeedsItsDescriptorAndIsNeverInjected) {
   std::vector<uint8_t> gpu(4096, 7);  // "GPU memory": host bytes registered as CUDA memory
   fid_mr* mr = nullptr;
   ASSERT_EQ(reg_cuda(domain_, gpu.data(), gpu.size(), &mr), 0);
-  mrs_.push_back(mr);
+  adopt_mr(raw_fabric::Fid<fid_mr>(mr));
   fi_context2 ctx{};
   ASSERT_EQ(fi_send(ep_[0], gpu.data() + 100, 64, nullptr, addr_[1], &ctx), 0);
   Completion c = next();

@@ -289,18 +289,19 @@ TEST_F(Order, DelayedPostsGoOutWithoutCallsUnderAutoProgress) {
   PeerDomain& p = *peer;
   fi_context2 r[2]{}, s[2]{};
   for (size_t i = 0; i < 2; ++i)
-    ASSERT_EQ(
-        fi_recv(p.ep, rbuf.data() + i * kSlot, kSlot, fi_mr_desc(p.mr), FI_ADDR_UNSPEC, &r[i]), 0);
+    ASSERT_EQ(fi_recv(p.ep.get(), rbuf.data() + i * kSlot, kSlot, fi_mr_desc(p.mr.get()),
+                      FI_ADDR_UNSPEC, &r[i]),
+              0);
   auto peer_completion = [&] {
     fi_cq_data_entry e{};
     const auto until = Clock::now() + std::chrono::seconds(5);
     while (Clock::now() < until)
-      if (fi_cq_read(p.cq, &e, 1) == 1) return true;
+      if (fi_cq_read(p.cq.get(), &e, 1) == 1) return true;
     return false;
   };
   // A first message while both sides are driven, so that the connection is up.
   ASSERT_EQ(retry([&] {
-              (void)fi_cq_read(p.cq, nullptr, 0);
+              (void)fi_cq_read(p.cq.get(), nullptr, 0);
               return fi_send(ep_[0], src_[0].data(), kSlot, fi_mr_desc(msrc_[0]), p.from_rig,
                              &s[0]);
             }),
@@ -310,7 +311,7 @@ TEST_F(Order, DelayedPostsGoOutWithoutCallsUnderAutoProgress) {
   while (!first && Clock::now() < until) {
     progress();
     fi_cq_data_entry e{};
-    first = fi_cq_read(p.cq, &e, 1) == 1;
+    first = fi_cq_read(p.cq.get(), &e, 1) == 1;
   }
   ASSERT_TRUE(first) << "the first message never arrived";
   ASSERT_EQ(next().ret, 1) << "the first send's completion";
@@ -334,16 +335,13 @@ TEST_F(Order, DelayedPostsToAStalledPeerHoldBackOnlyThatPeer) {
     char name[64] = "strict-no-such-peer";
     ASSERT_EQ(fi_av_insert(av_, name, 1, &gone, 0, nullptr), 1);
   } else {
-    fid_ep* tmp = nullptr;
-    ASSERT_EQ(fi_endpoint(domain_, info_, &tmp, nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(tmp, &cq_->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(tmp, &av_->fid, 0), 0);
-    ASSERT_EQ(fi_enable(tmp), 0);
-    char name[256];
-    size_t len = sizeof(name);
-    ASSERT_EQ(fi_getname(&tmp->fid, name, &len), 0);
-    ASSERT_EQ(fi_av_insert(av_, name, 1, &gone, 0, nullptr), 1);
-    ASSERT_EQ(fi_close(&tmp->fid), 0);
+    raw_fabric::Fid<fid_ep> tmp;
+    const raw_fabric::Outcome o = raw_fabric::open_endpoint(domain_, info_, cq_, cq_, av_, &tmp);
+    ASSERT_TRUE(o.ok()) << o.call << ": " << fi_strerror(-o.ret);
+    raw_fabric::Address name;
+    ASSERT_TRUE(raw_fabric::get_address(tmp.get(), &name).ok());
+    ASSERT_TRUE(raw_fabric::insert_address(av_, name.bytes, &gone).ok());
+    ASSERT_EQ(tmp.close(), 0);
   }
   fi_context2 dead[3]{};
   for (auto& c : dead) {
@@ -391,11 +389,7 @@ TEST_F(Order, DelaysApplyToTheNamedDomain) {
     fi_info* list = nullptr;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list), 0);
     fi_freeinfo(hints);
-    for (fi_info* i = list; i != nullptr && name.empty(); i = i->next)
-      if (i->domain_attr->name != nullptr && std::strcmp(i->domain_attr->name, "lo") == 0 &&
-          std::strchr(i->fabric_attr->name, '.') != nullptr)
-        name = i->domain_attr->name;
-    if (name.empty()) name = list->domain_attr->name;
+    name = rig_entry(list)->domain_attr->name;
     fi_freeinfo(list);
   }
   ScopedEnv env{{"STRICT_FI_DELAY_POST_US", "100000"}, {"STRICT_FI_DELAY_DOMAIN", name.c_str()}};

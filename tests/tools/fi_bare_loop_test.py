@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Runs the built fi-bare-loop (the bare libfabric loops docs/benchmarks.md compares libxport
 with) in the modes the benchmarks use: send and fi_writedata ping-pongs on shm and tcp;ofi_rxm
-(inject-sized and not), the 8-byte write rate with --work on either side, and the exit code (2)
-and message of bad usage. Short runs: this checks that each loop runs and reports, not how fast.
-Every run has a timeout (the tool's own watchdog ends a stalled wait after 10 s)."""
+(inject-sized and not), the 8-byte write rate with --work on either side, the put loops' slots,
+--batch and page-aligned target region, and the exit code (2) and message of bad usage. Short
+runs: this checks that each loop runs and reports, not how fast. Every run has a timeout (the
+tool's own watchdog ends a stalled wait after 10 s)."""
 import json
 import os
 import subprocess
@@ -85,6 +86,27 @@ if p:
     check(p.get("inject") is True and "time_calls" not in p,
           f"injected writes: no time_calls ({p})")
 
+# Put modes: the writes land at the start of a page of the target's region (behind the 8-byte
+# ack area they were 8 bytes into one, every copy misaligned and a page longer: slower than the
+# same writes of fabtests' fi_rma_bw); they cycle through 16 slots whatever the window (as
+# xport-bench's puts), or --slots; --batch posts the window, then waits for all of it.
+for provider in ("shm", "tcp;ofi_rxm"):
+    for size, window, extra, slots, batch in (
+            ("64K", "64", [], 16, False), ("1M", "64", [], 16, False), ("1M", "4", [], 16, False),
+            ("64K", "64", ["--slots", "1", "--batch"], 1, True),
+            ("64K", "8", ["--slots", "3", "--writedata"], 3, False),
+            ("8", "64", ["--slots", "5"], 5, False)):
+        where = f"{provider} put-bw {size} --window {window} {' '.join(extra)}"
+        p = report(where, "--provider", provider, "--mode", "put-bw", "--size", size,
+                   "--iterations", "40", "--warmup", "4", "--window", window, *extra)
+        if not p:
+            continue
+        check(p.get("dst_page_offset") == 0,
+              f"{where}: the target's region starts {p.get('dst_page_offset')} bytes into a page")
+        check(p.get("slots") == slots and p.get("batch") is batch,
+              f"{where}: slots {p.get('slots')} (expected {slots}), batch {p.get('batch')}")
+        check(p.get("bw_bytes_per_s", 0) > 0, f"{where}: no bandwidth ({p})")
+
 # Bad usage: exit 2 and a message naming what was wrong.
 for args, says in (
         (["--mode", "put-rate", "--work", "5"], "--work wants I,T"),
@@ -94,7 +116,11 @@ for args, says in (
         (["--mode", "send-rate", "--writedata"], "--writedata goes with pingpong, put-rate"),
         (["--mode", "put-rate", "--cpus", "1"], "--cpus wants A,B"),
         (["--mode", "send-bw", "--time-calls"], "--time-calls goes with put-rate and put-bw"),
-        (["--mode", "put-bw", "--threads", "2", "--time-calls"], "one thread")):
+        (["--mode", "put-bw", "--threads", "2", "--time-calls"], "one thread"),
+        (["--mode", "send-bw", "--slots", "2"], "--slots and --batch go with put-rate and put-bw"),
+        (["--mode", "pingpong", "--batch"], "--slots and --batch go with put-rate and put-bw"),
+        (["--mode", "put-bw", "--slots", "0"], "--slots wants 1..4096"),
+        (["--mode", "put-bw", "--size", "1M", "--slots", "65"], "at most 64 MiB")):
     r = run(*args)
     check(r.returncode == 2, f"{args}: exit 2 (got {r.returncode})")
     check(says in r.stderr, f"{args}: stderr names the problem ({says!r}): {r.stderr.strip()!r}")

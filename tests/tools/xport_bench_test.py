@@ -2,7 +2,8 @@
 """Runs the built xport-bench in local mode as scripts do: every operation with --check on shm and
 tcp;ofi_rxm (loopback), put_signal round trips, --memory cuda (run where a GPU is, refused with
 exit 3 where none is), several comms per peer (--comms) and the alltoall pattern under every
---groups, the JSON and CSV shapes of docs/tools.md with the pool counters, --check catching a
+--groups, the slots puts and gets cycle through (the same at every depth unless --slots),
+the JSON and CSV shapes of docs/tools.md with the pool counters, --check catching a
 corrupted byte, --expect-* verdicts, size lists and ranges, and the exit codes of bad usage (2).
 Every run has a timeout; nothing sleeps."""
 import json
@@ -135,6 +136,22 @@ for prov, extra in providers:
                           "--json"), f"{prov} put --sliding")
     check(len(pts) == 1 and "time_calls" not in pts[0],
           f"{prov}: no time_calls without --time-calls {pts}")
+    # Slots: unchecked puts and gets cycle through 16 whatever the depth (at most 64 MiB of
+    # them), so a deeper window moves more operations over the same memory (one slot per
+    # operation made --depth 64 at 1 MiB copy between 128 MiB of buffers where --depth 16 used
+    # 32); --slots N instead; checked operations each have a slot of their own.
+    for op, depth, args, size, slots in (
+            ("put", 4, [], "64K", 16), ("put", 64, [], "64K", 16), ("put", 64, [], "1M", 16),
+            ("put", 64, [], "8M", 8), ("get", 64, ["--sliding"], "1M", 16),
+            ("put", 64, ["--slots", "1"], "1M", 1), ("get", 16, ["--slots", "3"], "64K", 3),
+            ("put", 64, ["--check"], "1M", 64), ("put", 8, ["--check"], "64K", 8)):
+        where = f"{prov} {op} --depth {depth} --size {size} {' '.join(args)}"
+        pts = json_points(run("--provider", prov, *extra, "--op", op, "--size", size,
+                              "--depth", str(depth), "--iterations", "20", "--warmup", "2",
+                              *args, "--json"), where)
+        check(len(pts) == 1 and pts[0].get("slots") == slots and pts[0]["depth"] == depth,
+              f"{where}: {slots} slots at depth {depth}: "
+              f"{[(p.get('slots'), p['depth']) for p in pts]}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",
@@ -306,6 +323,10 @@ for args, names in ((["--size", "12X"], "'12X'"), (["--size", "0"], "'0' is zero
                     (["--sliding"], "--sliding belongs to --op put and get"),
                     (["--op", "put", "--sliding", "--check"], "--sliding belongs to --op put and get"),
                     (["--op", "put", "--time-calls"], "--time-calls goes with --sliding"),
+                    (["--op", "send", "--slots", "2"], "--slots belongs to --op put and get"),
+                    (["--op", "put", "--slots", "2", "--check"],
+                     "--slots belongs to --op put and get, without --check"),
+                    (["--op", "put", "--slots", "0"], "--slots"),
                     (["--server", "--pattern", "alltoall"], "--pattern belongs to --connect"),
                     (["--connect", "127.0.0.1:18515", "--pattern", "fan-in"], "excludes --server"),
                     (["--memory", "gpu"], "--memory"), (["--initiator", "kernel"], "--initiator"),

@@ -532,8 +532,13 @@ Plan make_plan(const Options& opt, size_t size) {
   p.iterations = iterations_for(opt, size);
   p.warmup = warmup_for(opt, size);
   p.depth = depth_of(opt);
-  p.slots =
-      static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, static_cast<size_t>(p.depth)));
+  // Checked batches need a slot per operation (their bytes must not overlap); unchecked puts and
+  // gets cycle through --slots or kRateSlots whatever the depth; at most 64 MiB of them.
+  const bool rate_slots = !opt.check && (opt.op == Op::put || opt.op == Op::get);
+  const size_t want = opt.slots > 0 ? static_cast<size_t>(opt.slots)
+                      : rate_slots  ? kRateSlots
+                                    : static_cast<size_t>(p.depth);
+  p.slots = static_cast<int>(std::clamp<size_t>(kSlotBytes / size, 1, want));
   p.check = opt.check;
   p.sliding = opt.sliding;
   p.time_calls = opt.time_calls;

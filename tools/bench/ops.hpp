@@ -22,6 +22,7 @@ struct Plan {
   int iterations = 0;
   int depth = 1;  // operations outstanding (send) or per quiet (put, get)
   int slots = 1;  // distinct buffer areas of `size` bytes, so checked transfers never overlap
+                  // (unchecked puts and gets: kRateSlots or --slots)
   bool check = false;
   bool sliding = false;  // put/get rate phase: `depth` in flight, each new op waits for the
                         // oldest to be locally complete; one quiet ends the phase
@@ -39,6 +40,12 @@ struct Plan {
 // Operations in flight never span more than this many bytes of buffer: depth is lowered for
 // large sizes (64 MiB: one slot).
 inline constexpr size_t kSlotBytes = size_t{64} << 20;
+// Unchecked puts and gets cycle through this many slots (at most kSlotBytes of them) whatever the
+// depth, unless --slots says otherwise: a deeper window then moves more operations at once over
+// the same memory, not over more of it (one slot per operation made --depth 64 at 1 MiB copy
+// between 128 MiB of buffers where --depth 16 used 32, out of cache and slower on shm, with
+// libxport's own work per put the same). fi-bare-loop's put modes use as many (kPutSlots).
+inline constexpr size_t kRateSlots = 16;
 Plan make_plan(const Options& opt, size_t size);
 size_t buffer_bytes(const std::vector<Plan>& plans);
 

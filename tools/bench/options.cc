@@ -188,6 +188,11 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                "put and get: the rate phase keeps --depth operations in flight (each new one "
                "waits for the oldest to be locally complete) and one quiet ends the phase, as "
                "fi-bare-loop's window; default: --depth operations per quiet");
+  app.add_option("--slots", opt->slots,
+                 "put and get without --check: the SIZE-byte slots the operations cycle through "
+                 "on each side, whatever the depth (default 16; at most 64 MiB of them; 1 is "
+                 "fabtests' fi_rma_bw, every write from one buffer to one address)")
+      ->check(xport::tool::number_in(1, 65536, "", true));
   app.add_flag("--time-calls", opt->time_calls,
                "with --sliding, a diagnostic: the rate phase reads the clock around each put or "
                "get call and each wait for the oldest operation, and the JSON gives their mean "
@@ -247,9 +252,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
   for (const auto& [name, placeholder] :
        std::initializer_list<std::pair<const char*, const char*>>{
            {"--op", "OP"}, {"--size", "LIST"}, {"--provider", "NAME"}, {"--nics", "A,B"},
-           {"--iterations", "N"}, {"--warmup", "N"}, {"--depth", "N"}, {"--comms", "N"},
-           {"--groups", "G"}, {"--gap-us", "US"}, {"--cpu", "CPU"}, {"--peer-cpu", "CPU"},
-           {"--memory", "WHERE"}, {"--gpu", "N"}, {"--peer-gpu", "N"}, {"--initiator", "WHO"},
+           {"--iterations", "N"}, {"--warmup", "N"}, {"--depth", "N"}, {"--slots", "N"},
+           {"--comms", "N"}, {"--groups", "G"}, {"--gap-us", "US"}, {"--cpu", "CPU"},
+           {"--peer-cpu", "CPU"}, {"--memory", "WHERE"}, {"--gpu", "N"}, {"--peer-gpu", "N"},
+           {"--initiator", "WHO"},
            {"--device-scope", "SCOPE"}, {"--port", "PORT"}, {"--connect", "HOST:PORT"},
            {"--timeout", "SECONDS"}, {"--pattern", "PATTERN"}}) {
     app.get_option(name)->type_name(placeholder);
@@ -331,6 +337,10 @@ std::optional<int> parse(int argc, char** argv, Options* opt) {
                  "reuses slots while earlier operations on them are in flight)");
   }
   if (opt->time_calls && !opt->sliding) return usage("--time-calls goes with --sliding");
+  if (opt->slots > 0 && ((opt->op != Op::put && opt->op != Op::get) || opt->check)) {
+    return usage("--slots belongs to --op put and get, without --check (checked operations "
+                 "each have a slot of their own)");
+  }
   if (!pattern.empty() && pattern != "alltoall" && (opt->server || !opt->connect.empty())) {
     return usage("--pattern " + pattern + " (MPI mode) excludes --server and --connect");
   }

@@ -47,6 +47,8 @@ struct Options {
   bool check = false;
   bool sliding = false;  // --sliding: put/get rate with a sliding window, one quiet at the end
   bool time_calls = false;  // --time-calls (with --sliding): clock each put/get and each wait
+  int slots = 0;   // --slots (put, get, unchecked): SIZE-byte slots the operations cycle
+                   // through; 0: kRateSlots
   int gap_us = 0;  // --gap-us
   bool cuda = false;            // --memory cuda: data buffers in GPU memory
   int gpu = 0;                  // --gpu: this process's GPU

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "common/tool.hpp"
+#include "core/json.hpp"
 #include "xport/xport.hpp"
 
 namespace bench {
@@ -20,8 +20,6 @@ double link_fraction(const RunInfo& run, const Point& p) {
   return p.bw * 8.0 / static_cast<double>(run.link_bits_per_s);
 }
 
-std::string json_string(const std::string& s) { return "\"" + xport::tool::json_escape(s) + "\""; }
-
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -30,53 +28,84 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
-std::string json_strings(const std::vector<std::string>& v) {
-  std::vector<std::string> q;
-  for (const auto& x : v) q.push_back(json_string(x));
-  return "[" + join(q, ",") + "]";
+using xport::core::JsonFixed;
+using xport::core::JsonWriter;
+
+void strings(JsonWriter& w, const char* key, const std::vector<std::string>& v) {
+  w.begin_array(key);
+  for (const auto& x : v) w.value(x);
+  w.end_array();
+}
+
+void print_json(const std::string& json) {
+  std::fwrite(json.data(), 1, json.size(), stdout);
+  std::fputc('\n', stdout);
 }
 
 void json_point(const RunInfo& run, const Point& p) {
-  const std::string op(to_string(run.op));
   const double f = link_fraction(run, p);
-  std::string link = run.link_bits_per_s ? std::to_string(run.link_bits_per_s) : "null";
-  char frac[32] = "null";
-  if (f >= 0) std::snprintf(frac, sizeof(frac), "%.4f", f);
-  std::printf(
-      "{\"record\":\"point\",\"op\":\"%s\",\"size\":%zu,\"rails\":%zu,\"provider\":%s,"
-      "\"mode\":\"%s\",\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_max\":%.3f,"
-      "\"lat_us_mean\":%.3f,\"bw_bytes_per_s\":%.0f,\"msg_per_s\":%.0f,\"link_bits_per_s\":%s,"
-      "\"link_fraction\":%s,\"iterations\":%d,\"warmup\":%d,\"depth\":%d,\"check\":%s,"
-      "\"sliding\":%s,\"rail_names\":%s",
-      op.c_str(), p.size, run.rails.size(), json_string(run.provider).c_str(), run.mode.c_str(),
-      p.p50_us, p.p99_us, p.max_us, p.mean_us, p.bw, p.rate, link.c_str(), frac, p.iterations,
-      p.warmup, p.depth, run.check ? "true" : "false", run.sliding ? "true" : "false",
-      json_strings(run.rails).c_str());
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object()
+      .field("record", "point")
+      .field("op", to_string(run.op))
+      .field("size", p.size)
+      .field("rails", run.rails.size())
+      .field("provider", run.provider)
+      .field("mode", run.mode)
+      .field("lat_us_p50", JsonFixed{p.p50_us, 3})
+      .field("lat_us_p99", JsonFixed{p.p99_us, 3})
+      .field("lat_us_max", JsonFixed{p.max_us, 3})
+      .field("lat_us_mean", JsonFixed{p.mean_us, 3})
+      .field("bw_bytes_per_s", JsonFixed{p.bw, 0})
+      .field("msg_per_s", JsonFixed{p.rate, 0})
+      .field_or_null("link_bits_per_s", run.link_bits_per_s != 0, run.link_bits_per_s)
+      .field_or_null("link_fraction", f >= 0, JsonFixed{f, 4})
+      .field("iterations", p.iterations)
+      .field("warmup", p.warmup)
+      .field("depth", p.depth)
+      .field("check", run.check)
+      .field("sliding", run.sliding);
+  strings(w, "rail_names", run.rails);
   if (!run.pattern.empty()) {
-    std::printf(",\"pattern\":\"%s\",\"ranks\":%d,\"streams\":%d", run.pattern.c_str(), run.ranks,
-                p.streams);
+    w.field("pattern", run.pattern).field("ranks", run.ranks).field("streams", p.streams);
   }
-  std::printf(",\"memory\":\"%s\",\"initiator\":\"%s\",\"round_trip\":%s",
-              run.cuda ? "cuda" : "host", run.device ? "device" : "host",
-              run.round_trip ? "true" : "false");
   const xport::PoolStats& q = run.pool;
-  std::printf(
-      ",\"comms\":%d,\"pool\":{\"groups\":%u,\"channels_per_group\":%u,\"channels\":%llu,"
-      "\"cqs\":%llu,\"comms_attached\":%llu,\"primaries\":%llu,\"secondaries\":%llu,"
-      "\"routing_misses\":%llu,\"channel_ops\":%llu,\"busiest_channel_ops\":%llu}",
-      run.comms, q.groups, q.channels_per_group, ull(q.channels), ull(q.cqs), ull(q.comms_attached),
-      ull(q.primaries), ull(q.secondaries), ull(q.routing_misses), ull(q.channel_ops),
-      ull(q.busiest_channel_ops));
+  w.field("memory", run.cuda ? "cuda" : "host")
+      .field("initiator", run.device ? "device" : "host")
+      .field("round_trip", run.round_trip)
+      .field("comms", run.comms)
+      .begin_object("pool")
+      .field("groups", q.groups)
+      .field("channels_per_group", q.channels_per_group)
+      .field("channels", q.channels)
+      .field("cqs", q.cqs)
+      .field("comms_attached", q.comms_attached)
+      .field("primaries", q.primaries)
+      .field("secondaries", q.secondaries)
+      .field("routing_misses", q.routing_misses)
+      .field("channel_ops", q.channel_ops)
+      .field("busiest_channel_ops", q.busiest_channel_ops)
+      .end_object();
+  if (p.slots > 0) w.field("slots", p.slots);  // put and get
   if (p.call_ns >= 0) {
-    std::printf(",\"time_calls\":{\"call_ns\":%.1f,\"wait_ns\":%.1f}", p.call_ns, p.wait_ns);
+    w.begin_object("time_calls")
+        .field("call_ns", JsonFixed{p.call_ns, 1})
+        .field("wait_ns", JsonFixed{p.wait_ns, 1})
+        .end_object();
   }
   const RunInfo::Progress& g = run.progress;
-  std::printf(
-      ",\"progress\":{\"cq_polls\":%llu,\"cq_empty_polls\":%llu,\"cq_completions\":%llu,"
-      "\"posts\":%llu,\"eagain_retries\":%llu,\"window_ops_held\":%llu,"
-      "\"deferred_posts\":%llu}}\n",
-      ull(g.cq_polls), ull(g.cq_empty_polls), ull(g.cq_completions), ull(g.posts),
-      ull(g.eagain_retries), ull(g.window_ops_held), ull(g.deferred_posts));
+  w.begin_object("progress")
+      .field("cq_polls", g.cq_polls)
+      .field("cq_empty_polls", g.cq_empty_polls)
+      .field("cq_completions", g.cq_completions)
+      .field("posts", g.posts)
+      .field("eagain_retries", g.eagain_retries)
+      .field("window_ops_held", g.window_ops_held)
+      .field("deferred_posts", g.deferred_posts)
+      .end_object()
+      .end_object();
+  print_json(out);
 }
 
 void csv_point(const RunInfo& run, const Point& p) {
@@ -230,20 +259,25 @@ void Printer::begin(const RunInfo& run, const std::vector<std::string>& argv, si
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
     const xport::FabricInfo fi = xport::fabric_info();
-    std::string knobs;
-    for (const auto& k : xport::knob_list()) {
-      knobs += (knobs.empty() ? "" : ",") + json_string(k.name) + ":" + json_string(k.value);
-    }
-    std::printf(
-        "{\"record\":\"header\",\"tool\":\"xport-bench\",\"version\":%s,\"build\":%s,"
-        "\"libfabric\":%s,\"host\":%s,\"time\":\"%s\",\"argv\":%s,\"op\":\"%s\",\"mode\":\"%s\","
-        "\"provider\":%s,\"rails\":%s,\"link_bits_per_s\":%s,\"points\":%zu,\"knobs\":{%s}}\n",
-        json_string(xport::version()).c_str(), json_string(xport::build_id()).c_str(),
-        json_string(fi.runtime_version).c_str(), json_string(host).c_str(), utc_now().c_str(),
-        json_strings(argv).c_str(), std::string(to_string(run.op)).c_str(), run.mode.c_str(),
-        json_string(run.provider).c_str(), json_strings(run.rails).c_str(),
-        run.link_bits_per_s ? std::to_string(run.link_bits_per_s).c_str() : "null", planned,
-        knobs.c_str());
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object()
+        .field("record", "header")
+        .field("tool", "xport-bench")
+        .field("version", xport::version())
+        .field("build", xport::build_id())
+        .field("libfabric", fi.runtime_version)
+        .field("host", host)
+        .field("time", utc_now());
+    strings(w, "argv", argv);
+    w.field("op", to_string(run.op)).field("mode", run.mode).field("provider", run.provider);
+    strings(w, "rails", run.rails);
+    w.field_or_null("link_bits_per_s", run.link_bits_per_s != 0, run.link_bits_per_s)
+        .field("points", planned)
+        .begin_object("knobs");
+    for (const auto& k : xport::knob_list()) w.field(k.name, k.value);
+    w.end_object().end_object();
+    print_json(out);
   } else if (format_ == Format::csv) {
     std::printf(
         "op,size,rails,provider,mode,lat_us_p50,lat_us_p99,lat_us_max,lat_us_mean,"
@@ -299,11 +333,19 @@ bool Printer::end(EndStatus status, const std::string& reason, int exit_status) 
   if (begun_ && format_ == Format::json) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::printf(
-        "{\"record\":\"end\",\"tool\":\"xport-bench\",\"status\":\"%s\",\"error\":%s,"
-        "\"points\":%zu,\"planned\":%zu,\"elapsed_s\":%.3f,\"exit_status\":%d}\n",
-        to_string(status), json_string(status == EndStatus::complete ? "" : line).c_str(), printed_,
-        planned_, s, exit_status);
+    std::string out;
+    JsonWriter(out)
+        .begin_object()
+        .field("record", "end")
+        .field("tool", "xport-bench")
+        .field("status", to_string(status))
+        .field("error", status == EndStatus::complete ? std::string() : line)
+        .field("points", printed_)
+        .field("planned", planned_)
+        .field("elapsed_s", JsonFixed{s, 3})
+        .field("exit_status", exit_status)
+        .end_object();
+    print_json(out);
   } else if (begun_ && format_ == Format::table && status == EndStatus::complete) {
     table_end(run_);
   }

@@ -24,6 +24,7 @@ Point summarize(const Plan& plan, const Measured& m) {
   p.iterations = plan.iterations;
   p.warmup = plan.warmup;
   p.depth = plan.depth;
+  if (plan.op == Op::put || plan.op == Op::get) p.slots = plan.slots;
   p.p50_us = percentile(m.lat_us, 0.5);
   p.p99_us = percentile(m.lat_us, 0.99);
   p.max_us = m.lat_us.empty() ? 0 : *std::max_element(m.lat_us.begin(), m.lat_us.end());

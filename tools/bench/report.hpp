@@ -23,6 +23,7 @@ struct Point {
   // MPI mode: the phase in seconds since this rank left the point's barrier.
   double start_s = 0, end_s = 0;
   double call_ns = -1, wait_ns = -1;  // Measured's (--time-calls); not in pack()
+  int slots = 0;                      // put and get: the plan's slots (0: not said); not in pack()
 };
 Point summarize(const Plan& plan, const Measured& m);
 // MPI mode: bytes and messages of all streams over the time from the first stream's start to

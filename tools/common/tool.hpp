@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/json.hpp"  // header-only: the one JSON writer (tools/meson.build says why)
 #include "xport/provider.hpp"
 #include "xport/xport.hpp"
 
@@ -30,36 +31,20 @@ inline void add_version(CLI::App& app, std::string_view tool) {
   app.set_version_flag("--version", version_text(tool), "print the version and exit");
 }
 
-inline std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
 // A failure before the tool's main work: one line on stderr ("tool: what"), and with --json
 // also {"tool": ..., "version": ..., "error": ...} on stdout. Returns the exit code, 1.
 inline int early_failure(std::string_view tool, bool json, std::string_view what) {
   std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(tool.size()), tool.data(),
                static_cast<int>(what.size()), what.data());
   if (json) {
-    std::printf("{\"tool\":\"%s\",\"version\":\"%s\",\"error\":\"%s\"}\n",
-                json_escape(tool).c_str(), json_escape(version()).c_str(),
-                json_escape(what).c_str());
+    std::string out;
+    xport::core::JsonWriter(out)
+        .begin_object()
+        .field("tool", tool)
+        .field("version", version())
+        .field("error", what)
+        .end_object();
+    std::printf("%s\n", out.c_str());
     std::fflush(stdout);
   }
   return 1;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/json.hpp"
+
 namespace probe {
 
 std::string_view to_string(Verdict v) {
@@ -21,56 +23,54 @@ std::string_view to_string(Verdict v) {
   return "FAIL";
 }
 
-std::string json_string(std::string_view s) {
-  std::string o = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (u < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof(esc), "\\u%04x", u);
-      o += esc;
-    } else {
-      o += c;
-    }
-  }
-  return o + "\"";
-}
+using xport::core::JsonGeneral;
+using xport::core::JsonWriter;
+
+std::string json_string(std::string_view s) { return xport::core::json_string(s); }
 
 std::string json_array(const std::vector<std::string>& raw_items) {
-  std::string o = "[";
-  for (size_t i = 0; i < raw_items.size(); ++i) {
-    if (i > 0) o += ',';
-    o += raw_items[i];
-  }
-  return o + "]";
+  std::string o;
+  JsonWriter w(o);
+  w.begin_array();
+  for (const auto& item : raw_items) w.raw(item);
+  w.end_array();
+  return o;
 }
 
 std::string json_strings(const std::vector<std::string>& items) {
-  std::vector<std::string> raw;
-  for (const auto& s : items) raw.push_back(json_string(s));
-  return json_array(raw);
+  std::string o;
+  JsonWriter w(o);
+  w.begin_array();
+  for (const auto& s : items) w.value(s);
+  w.end_array();
+  return o;
 }
 
+namespace {
+
+template <typename T>
+std::string json_value(const T& v) {
+  std::string o;
+  JsonWriter(o).value(v);
+  return o;
+}
+
+}  // namespace
+
 JsonObject& JsonObject::str(std::string_view key, std::string_view value) {
-  return raw(key, json_string(value));
+  return raw(key, json_value(value));
 }
 
 JsonObject& JsonObject::num(std::string_view key, double value) {
-  if (!std::isfinite(value)) return raw(key, "null");
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.6g", value);
-  return raw(key, buf);
+  return raw(key, json_value(JsonGeneral{value}));  // null when not finite
 }
 
 JsonObject& JsonObject::integer(std::string_view key, int64_t value) {
-  return raw(key, std::to_string(value));
+  return raw(key, json_value(value));
 }
 
 JsonObject& JsonObject::boolean(std::string_view key, bool value) {
-  return raw(key, value ? "true" : "false");
+  return raw(key, json_value(value));
 }
 
 JsonObject& JsonObject::raw(std::string_view key, std::string json) {
@@ -79,16 +79,12 @@ JsonObject& JsonObject::raw(std::string_view key, std::string json) {
 }
 
 std::string JsonObject::render() const {
-  std::string o = "{";
-  // Appended piece by piece: `"," + std::string&&` trips GCC 12's -Wrestrict at -O3 (a false
-  // positive that failed release builds).
-  for (size_t i = 0; i < fields_.size(); ++i) {
-    if (i > 0) o += ',';
-    o += json_string(fields_[i].first);
-    o += ':';
-    o += fields_[i].second;
-  }
-  return o + "}";
+  std::string o;
+  JsonWriter w(o);
+  w.begin_object();
+  for (const auto& [key, json] : fields_) w.raw_field(key, json);
+  w.end_object();
+  return o;
 }
 
 int Report::exit_status() const {
@@ -124,39 +120,43 @@ int count(const Report& r, Verdict v) {
 }  // namespace
 
 std::string to_json(const Report& r) {
-  std::vector<std::string> checks;
+  std::string o;
+  JsonWriter w(o);
+  w.begin_object()
+      .field("tool", "xport-probe")
+      .field("version", r.version)
+      .field("host", r.host)
+      .field("budget_s", JsonGeneral{r.budget_s})
+      .field("elapsed_s", JsonGeneral{r.elapsed_s})
+      .begin_array("checks");
   for (const Check& c : r.checks) {
-    JsonObject o;
-    o.str("name", c.name)
-        .raw("rail", c.rail.empty() ? "null" : json_string(c.rail))
-        .str("status", to_string(c.status))
-        .str("reason", c.reason)
-        .num("seconds", c.seconds)
-        .raw("details", c.details.render());
-    checks.push_back(o.render());
+    w.begin_object().field("name", c.name).field_or_null("rail", !c.rail.empty(), c.rail);
+    w.field("status", to_string(c.status))
+        .field("reason", c.reason)
+        .field("seconds", JsonGeneral{c.seconds})
+        .raw_field("details", c.details.render())
+        .end_object();
   }
-  std::vector<std::string> knobs;
+  w.end_array().begin_array("knobs");
   for (const KnobRow& k : r.knobs) {
-    JsonObject o;
-    o.str("name", k.name).str("value", k.value).str("source", k.source).str("error", k.error);
-    knobs.push_back(o.render());
+    w.begin_object()
+        .field("name", k.name)
+        .field("value", k.value)
+        .field("source", k.source)
+        .field("error", k.error)
+        .end_object();
   }
-  JsonObject summary;
-  summary.integer("pass", count(r, Verdict::pass))
-      .integer("warn", count(r, Verdict::warn))
-      .integer("fail", count(r, Verdict::fail))
-      .integer("skip", count(r, Verdict::skip));
-  JsonObject top;
-  top.str("tool", "xport-probe")
-      .str("version", r.version)
-      .str("host", r.host)
-      .num("budget_s", r.budget_s)
-      .num("elapsed_s", r.elapsed_s)
-      .raw("checks", json_array(checks))
-      .raw("knobs", json_array(knobs))
-      .raw("summary", summary.render())
-      .integer("exit_status", r.exit_status());
-  return top.render() + "\n";
+  w.end_array()
+      .begin_object("summary")
+      .field("pass", count(r, Verdict::pass))
+      .field("warn", count(r, Verdict::warn))
+      .field("fail", count(r, Verdict::fail))
+      .field("skip", count(r, Verdict::skip))
+      .end_object()
+      .field("exit_status", r.exit_status())
+      .end_object();
+  o += '\n';
+  return o;
 }
 
 namespace {

@@ -104,7 +104,10 @@ std::string error_shape(const std::string& text) {
 std::string index_list(const std::vector<size_t>& v) {
   if (v.empty()) return "-";
   std::string s;
-  for (size_t i : v) s += (s.empty() ? "" : ",") + std::to_string(i);
+  for (size_t i : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(i);
+  }
   return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include "common.hpp"
 #include "common/tool.hpp"
+#include "core/json.hpp"
 #include "xport/knobs.hpp"
 
 namespace scale {
@@ -55,24 +56,28 @@ std::string fig(double v, const char* fmt) {
   std::snprintf(b, sizeof b, fmt, v);
   return b;
 }
-std::string num(double v) {
-  if (v < 0) return "null";
-  char b[48];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
+using xport::core::JsonGeneral;
+using xport::core::JsonWriter;
+
+// A figure (%.6g), or null when it was not measured (negative).
+void num(JsonWriter& w, const char* key, double v) { w.field_or_null(key, v >= 0, JsonGeneral{v}); }
+// A text, or null when there is none.
+void str_or_null(JsonWriter& w, const char* key, const std::string& s) {
+  w.field_or_null(key, !s.empty(), s);
 }
-std::string str(const std::string& s) { return "\"" + xport::tool::json_escape(s) + "\""; }
-std::string str_or_null(const std::string& s) { return s.empty() ? "null" : str(s); }
 
 double per(const Record& r, uint64_t after, uint64_t before, size_t n) {
   if (n == 0 || !r.costs_measured) return -1;
   return (static_cast<double>(after) - static_cast<double>(before)) / static_cast<double>(n);
 }
 
-std::string passes_json(const PassFigures& p) {
-  return "{\"passes\":" + std::to_string(p.passes) + ",\"mean_us\":" + num(p.mean_us) +
-         ",\"p50_us\":" + num(p.p50_us) + ",\"p99_us\":" + num(p.p99_us) +
-         ",\"max_us\":" + num(p.max_us) + "}";
+void passes_json(JsonWriter& w, const char* key, const PassFigures& p) {
+  w.begin_object(key).field("passes", p.passes);
+  num(w, "mean_us", p.mean_us);
+  num(w, "p50_us", p.p50_us);
+  num(w, "p99_us", p.p99_us);
+  num(w, "max_us", p.max_us);
+  w.end_object();
 }
 
 std::string size_text(size_t s) {
@@ -84,85 +89,103 @@ std::string size_text(size_t s) {
 void print_json(const Record& r) {
   const double lat50 = percentile(r.latencies_us, 0.50), lat99 = percentile(r.latencies_us, 0.99);
   const double rate = r.rounds_s > 0 ? r.rounds_done / r.rounds_s : -1;
-  std::string o = "{\"tool\":\"xport-scale\",\"version\":" + str(xport::version());
-  o += ",\"mode\":" + str(mode_name(r.mode)) + ",\"peers\":" + std::to_string(r.peers);
-  o += ",\"provider\":" + str(r.provider) + ",\"rails\":" + str(r.rails);
-  o += ",\"procs\":" + std::to_string(r.procs) + ",\"threads\":" + std::to_string(r.threads);
-  if (r.mode == Mode::one_sided) o += ",\"size\":" + std::to_string(r.size);
-  o += ",\"rounds\":" + std::to_string(r.rounds);
-  o += ",\"devices\":" + std::to_string(r.devices) + ",\"opened\":" + std::to_string(r.opened);
-  o += ",\"all_opened\":" + std::string(r.opened == r.peers ? "true" : "false");
-  o += ",\"open_s\":" + num(r.open_s);
-  o += ",\"open_ms_per_peer\":" +
-       num(r.open_s >= 0 && r.peers ? r.open_s * 1e3 / static_cast<double>(r.peers) : -1);
-  o += ",\"open_ms_max\":" + num(r.open_ms_max);
-  o += ",\"open_slowest_peer\":" + std::to_string(r.open_slowest_peer);
-  o += ",\"error\":" + str_or_null(r.error) + ",\"error_code\":" + str_or_null(r.error_code);
-  o += ",\"errors\":[";
-  for (size_t i = 0; i < r.errors.size(); ++i) {
-    const ErrorKind& e = r.errors[i];
-    o += std::string(i ? "," : "") + "{\"step\":" + str(e.step) + ",\"code\":" + str(e.code) +
-         ",\"count\":" + std::to_string(e.count) +
-         ",\"first_peer\":" + std::to_string(e.first_peer) + ",\"error\":" + str(e.text) + "}";
+  std::string o;
+  JsonWriter w(o);
+  w.begin_object()
+      .field("tool", "xport-scale")
+      .field("version", xport::version())
+      .field("mode", mode_name(r.mode))
+      .field("peers", r.peers)
+      .field("provider", r.provider)
+      .field("rails", r.rails)
+      .field("procs", r.procs)
+      .field("threads", r.threads);
+  if (r.mode == Mode::one_sided) w.field("size", r.size);
+  w.field("rounds", r.rounds)
+      .field("devices", r.devices)
+      .field("opened", r.opened)
+      .field("all_opened", r.opened == r.peers);
+  num(w, "open_s", r.open_s);
+  num(w, "open_ms_per_peer",
+      r.open_s >= 0 && r.peers ? r.open_s * 1e3 / static_cast<double>(r.peers) : -1);
+  num(w, "open_ms_max", r.open_ms_max);
+  w.field("open_slowest_peer", r.open_slowest_peer);
+  str_or_null(w, "error", r.error);
+  str_or_null(w, "error_code", r.error_code);
+  w.begin_array("errors");
+  for (const ErrorKind& e : r.errors) {
+    w.begin_object()
+        .field("step", e.step)
+        .field("code", e.code)
+        .field("count", e.count)
+        .field("first_peer", e.first_peer)
+        .field("error", e.text)
+        .end_object();
   }
-  o += "]";
+  w.end_array();
   if (r.mode == Mode::one_sided) {
-    o += ",\"rounds_done\":" + std::to_string(r.rounds_done) + ",\"rounds_s\":" + num(r.rounds_s);
-    o += ",\"rounds_per_s_per_initiator\":" + num(rate);
-    o += ",\"put_signals_per_s\":" + num(rate >= 0 ? rate * static_cast<double>(r.opened) : -1);
-    o += ",\"round_ms_max\":" + num(r.round_ms_max);
-    o += ",\"lat_us_p50\":" + num(lat50) + ",\"lat_us_p99\":" + num(lat99);
-    o += ",\"lat_samples\":" + std::to_string(r.latencies_us.size()) +
-         ",\"lat_peers\":" + std::to_string(r.latency_peers);
+    w.field("rounds_done", r.rounds_done);
+    num(w, "rounds_s", r.rounds_s);
+    num(w, "rounds_per_s_per_initiator", rate);
+    num(w, "put_signals_per_s", rate >= 0 ? rate * static_cast<double>(r.opened) : -1);
+    num(w, "round_ms_max", r.round_ms_max);
+    num(w, "lat_us_p50", lat50);
+    num(w, "lat_us_p99", lat99);
+    w.field("lat_samples", r.latencies_us.size()).field("lat_peers", r.latency_peers);
   } else {
-    o += ",\"sends\":[";
-    for (size_t i = 0; i < r.sends.size(); ++i) {
-      const SendFigures& s = r.sends[i];
+    w.begin_array("sends");
+    for (const SendFigures& s : r.sends) {
       const double mps = s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : -1;
-      o += std::string(i ? "," : "") + "{\"size\":" + std::to_string(s.size) +
-           ",\"rounds\":" + std::to_string(s.rounds) + ",\"seconds\":" + num(s.seconds) +
-           ",\"messages\":" + std::to_string(s.messages) + ",\"msgs_per_s\":" + num(mps) +
-           ",\"bytes_per_s\":" + num(mps >= 0 ? mps * static_cast<double>(s.size) : -1) + "}";
+      w.begin_object().field("size", s.size).field("rounds", s.rounds);
+      num(w, "seconds", s.seconds);
+      w.field("messages", s.messages);
+      num(w, "msgs_per_s", mps);
+      num(w, "bytes_per_s", mps >= 0 ? mps * static_cast<double>(s.size) : -1);
+      w.end_object();
     }
-    o += "]";
+    w.end_array();
   }
-  o += ",\"bytes_verified\":" + std::to_string(r.bytes_verified);
-  o += std::string(r.mode == Mode::one_sided ? ",\"signals_verified\":"
-                                             : ",\"messages_verified\":") +
-       std::to_string(r.signals_verified);
-  o += ",\"bad\":" + std::to_string(r.bad);
-  o += ",\"verified\":" + std::string(r.verified() ? "true" : "false");
-  o += ",\"ok\":" + std::string(r.ok() ? "true" : "false");
-  o += ",\"progress\":{\"alone\":" + passes_json(r.progress_alone) +
-       ",\"idle\":" + passes_json(r.progress_idle) +
-       ",\"serving\":" + passes_json(r.progress_serving) + "}";
-  o += ",\"target\":{\"rss_before_bytes\":" + std::to_string(r.target_rss_before) +
-       ",\"rss_after_bytes\":" + std::to_string(r.target_rss_after) +
-       ",\"rss_per_peer_bytes\":" + num(per(r, r.target_rss_after, r.target_rss_before, r.opened)) +
-       ",\"registered_before_bytes\":" + std::to_string(r.target_reg_before) +
-       ",\"registered_after_bytes\":" + std::to_string(r.target_reg_after) +
-       ",\"registered_per_peer_bytes\":" +
-       num(per(r, r.target_reg_after, r.target_reg_before, r.opened)) +
-       ",\"device_registered_bytes\":" + std::to_string(r.model_registered) +
-       ",\"cq_room_per_peer\":null,\"cq_entries\":" + str_or_null(r.cq_entries) +
-       ",\"window_credits\":" + str_or_null(r.window_credits) +
-       ",\"window_streams\":" + std::to_string(r.window_streams) +
-       ",\"peers\":" + std::to_string(r.peer_count) +
-       ",\"pool_channels\":" + std::to_string(r.pool_channels) +
-       ",\"cqs\":" + std::to_string(r.cqs) + ",\"endpoints\":" + std::to_string(r.endpoints) +
-       ",\"deferred_posts\":" + std::to_string(r.deferred_posts) +
-       ",\"signals_applied\":" + std::to_string(r.signals_applied) + "}";
-  o += ",\"initiator\":{\"rss_per_device_bytes\":" + num(r.initiator_rss_per_device) +
-       ",\"registered_per_device_bytes\":" + num(r.initiator_reg_per_device) +
-       ",\"rss_per_open_bytes\":" + num(r.initiator_rss_per_peer_open) +
-       ",\"registered_per_open_bytes\":" + num(r.initiator_reg_per_peer_open) +
-       ",\"window_ops_held\":" + std::to_string(r.initiator_ops_held) +
-       ",\"deferred_posts\":" + std::to_string(r.initiator_deferred_posts) + "}";
-  o += ",\"knobs\":{";
-  for (size_t i = 0; i < r.knobs.size(); ++i) {
-    o += std::string(i ? "," : "") + str(r.knobs[i].first) + ":" + str(r.knobs[i].second);
-  }
-  o += "}}";
+  w.field("bytes_verified", r.bytes_verified)
+      .field(r.mode == Mode::one_sided ? "signals_verified" : "messages_verified",
+             r.signals_verified)
+      .field("bad", r.bad)
+      .field("verified", r.verified())
+      .field("ok", r.ok())
+      .begin_object("progress");
+  passes_json(w, "alone", r.progress_alone);
+  passes_json(w, "idle", r.progress_idle);
+  passes_json(w, "serving", r.progress_serving);
+  w.end_object()
+      .begin_object("target")
+      .field("rss_before_bytes", r.target_rss_before)
+      .field("rss_after_bytes", r.target_rss_after);
+  num(w, "rss_per_peer_bytes", per(r, r.target_rss_after, r.target_rss_before, r.opened));
+  w.field("registered_before_bytes", r.target_reg_before)
+      .field("registered_after_bytes", r.target_reg_after);
+  num(w, "registered_per_peer_bytes", per(r, r.target_reg_after, r.target_reg_before, r.opened));
+  w.field("device_registered_bytes", r.model_registered)
+      .field("cq_room_per_peer", xport::core::kJsonNull);
+  str_or_null(w, "cq_entries", r.cq_entries);
+  str_or_null(w, "window_credits", r.window_credits);
+  w.field("window_streams", r.window_streams)
+      .field("peers", r.peer_count)
+      .field("pool_channels", r.pool_channels)
+      .field("cqs", r.cqs)
+      .field("endpoints", r.endpoints)
+      .field("deferred_posts", r.deferred_posts)
+      .field("signals_applied", r.signals_applied)
+      .end_object()
+      .begin_object("initiator");
+  num(w, "rss_per_device_bytes", r.initiator_rss_per_device);
+  num(w, "registered_per_device_bytes", r.initiator_reg_per_device);
+  num(w, "rss_per_open_bytes", r.initiator_rss_per_peer_open);
+  num(w, "registered_per_open_bytes", r.initiator_reg_per_peer_open);
+  w.field("window_ops_held", r.initiator_ops_held)
+      .field("deferred_posts", r.initiator_deferred_posts)
+      .end_object()
+      .begin_object("knobs");
+  for (const auto& [name, value] : r.knobs) w.field(name, value);
+  w.end_object().end_object();
   std::printf("%s\n", o.c_str());
 }
 

@@ -23,6 +23,8 @@ class Engine;
 }
 namespace api {
 struct Access;
+}
+namespace gpu {
 class StagedArrivals;
 }
 
@@ -160,7 +162,7 @@ class RecvComm {
   std::shared_ptr<proto::Engine> engine_;
   uint16_t id_ = 0;
   uint8_t gen_ = 0;
-  std::shared_ptr<api::StagedArrivals> staged_;  // receives into staged GPU memory
+  std::shared_ptr<gpu::StagedArrivals> staged_;  // receives into staged GPU memory
 };
 
 }  // namespace xport

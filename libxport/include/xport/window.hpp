@@ -138,7 +138,7 @@ class Window {
   friend struct api::Access;
   std::shared_ptr<proto::Engine> engine_;
   uint32_t id_ = 0;
-  std::shared_ptr<api::StagedArrivals> staged_;  // gets into staged GPU memory, by ticket
+  std::shared_ptr<gpu::StagedArrivals> staged_;  // gets into staged GPU memory, by ticket
   // The engine's mark under which every ticket is locally complete without error: wait_local
   // answers those without an engine call (but every 16th, which makes a progress pass).
   std::shared_ptr<const std::atomic<uint64_t>> local_clear_;

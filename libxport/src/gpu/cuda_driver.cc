@@ -102,13 +102,13 @@ class ContextScope {
 };
 
 // Marks: where the driver has stream memory operations, a mark is a cuStreamWriteValue64 of
-// its number into a word of mapped page-locked memory the stream owns, so that reached() is
+// its number into a word of mapped page-locked memory the CUDA stream owns, so that reached() is
 // one load, no driver call (cuEventQuery cost ~3 us on an H100, in every progress pass while
 // a copy was in flight, under the engine's lock). Otherwise, or if the first write fails, an
 // event per mark.
-class CudaStream final : public Stream {
+class CudaCopyQueue final : public CopyQueue {
  public:
-  CudaStream(const Api& a, CUcontext ctx, CUstream s) : a_(a), ctx_(ctx), stream_(s) {
+  CudaCopyQueue(const Api& a, CUcontext ctx, CUstream s) : a_(a), ctx_(ctx), cuda_stream_(s) {
     if (a_.cuStreamWriteValue64 == nullptr) return;
     ContextScope scope(a_, ctx_);
     void* p = nullptr;
@@ -117,43 +117,44 @@ class CudaStream final : public Stream {
     }
     CUdeviceptr d = 0;
     if (a_.cuMemHostGetDevicePointer(&d, p, 0) != CUDA_SUCCESS ||
-        a_.cuStreamWriteValue64(stream_, d, 0, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
-        a_.cuStreamSynchronize(stream_) != CUDA_SUCCESS) {
+        a_.cuStreamWriteValue64(cuda_stream_, d, 0, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+            CUDA_SUCCESS ||
+        a_.cuStreamSynchronize(cuda_stream_) != CUDA_SUCCESS) {
       a_.cuMemFreeHost(p);
       return;
     }
     word_ = static_cast<uint64_t*>(p);
-    word_device_ = d;
+    word_gpu_ = d;
   }
-  ~CudaStream() override {
+  ~CudaCopyQueue() override {
     ContextScope scope(a_, ctx_);
-    a_.cuStreamSynchronize(stream_);
+    a_.cuStreamSynchronize(cuda_stream_);
     for (auto& [m, e] : events_) a_.cuEventDestroy(e);
-    a_.cuStreamDestroy(stream_);
+    a_.cuStreamDestroy(cuda_stream_);
     if (word_ != nullptr) a_.cuMemFreeHost(word_);
   }
   Status copy_to_host(void* dst, const void* src, size_t n) override {
     ContextScope scope(a_, ctx_);
-    return check(a_.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), n, stream_),
+    return check(a_.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), n, cuda_stream_),
                  "cuMemcpyDtoHAsync", n);
   }
-  Status copy_to_device(void* dst, const void* src, size_t n) override {
+  Status copy_to_gpu(void* dst, const void* src, size_t n) override {
     ContextScope scope(a_, ctx_);
-    return check(a_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, n, stream_),
+    return check(a_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, n, cuda_stream_),
                  "cuMemcpyHtoDAsync", n);
   }
   Result<uint64_t> mark() override {
     ContextScope scope(a_, ctx_);
     if (word_ != nullptr) {
       // Ordered after the stream's earlier work, with a memory barrier before the write.
-      XPORT_RETURN_IF_ERROR(check(a_.cuStreamWriteValue64(stream_, word_device_, marks_ + 1,
+      XPORT_RETURN_IF_ERROR(check(a_.cuStreamWriteValue64(cuda_stream_, word_gpu_, marks_ + 1,
                                                           CU_STREAM_WRITE_VALUE_DEFAULT),
                                   "cuStreamWriteValue64", 8));
       return ++marks_;
     }
     CUevent e;
     XPORT_RETURN_IF_ERROR(check(a_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", 0));
-    if (Status s = check(a_.cuEventRecord(e, stream_), "cuEventRecord", 0); !s.ok()) {
+    if (Status s = check(a_.cuEventRecord(e, cuda_stream_), "cuEventRecord", 0); !s.ok()) {
       a_.cuEventDestroy(e);
       return s;
     }
@@ -177,7 +178,7 @@ class CudaStream final : public Stream {
   }
   Status synchronize() override {
     ContextScope scope(a_, ctx_);
-    XPORT_RETURN_IF_ERROR(check(a_.cuStreamSynchronize(stream_), "cuStreamSynchronize", 0));
+    XPORT_RETURN_IF_ERROR(check(a_.cuStreamSynchronize(cuda_stream_), "cuStreamSynchronize", 0));
     for (auto& [m, e] : events_) a_.cuEventDestroy(e);
     events_.clear();
     return Status::success();
@@ -193,23 +194,23 @@ class CudaStream final : public Stream {
   }
   const Api& a_;
   CUcontext ctx_;
-  CUstream stream_;
+  CUstream cuda_stream_;
   uint64_t marks_ = 0;
   std::map<uint64_t, CUevent> events_;
-  uint64_t* word_ = nullptr;  // mapped page-locked: the last mark the stream reached
-  CUdeviceptr word_device_ = 0;
+  uint64_t* word_ = nullptr;  // mapped page-locked: the last mark the CUDA stream reached
+  CUdeviceptr word_gpu_ = 0;
 };
 
 class CudaDriver final : public Driver {
  public:
   // libcuda.so.1 stays loaded for the process's life (the driver is never unloaded).
-  CudaDriver(Api a, int version, int devices) : a_(a), version_(version), devices_(devices) {}
+  CudaDriver(Api a, int version, int gpus) : a_(a), version_(version), gpus_(gpus) {}
 
   std::string describe() const override {
-    return core::str("cuda driver ", version_ / 1000, ".", (version_ % 1000) / 10, ", ", devices_,
+    return core::str("cuda driver ", version_ / 1000, ".", (version_ % 1000) / 10, ", ", gpus_,
                      " GPU(s)");
   }
-  bool available() const override { return devices_ > 0; }
+  bool available() const override { return gpus_ > 0; }
 
   Result<PointerInfo> classify(const void* p) override {
     unsigned int type = 0;
@@ -231,11 +232,11 @@ class CudaDriver final : public Driver {
     if (managed) {
       info.kind = MemoryKind::managed;
     } else if (type == CU_MEMORYTYPE_DEVICE) {
-      info.kind = MemoryKind::device;
+      info.kind = MemoryKind::gpu;
     } else {
       return info;
     }
-    info.device = ordinal;
+    info.gpu = ordinal;
     info.alloc_base = static_cast<uintptr_t>(start);
     info.alloc_size = size;
     info.context = ctx;
@@ -254,7 +255,7 @@ class CudaDriver final : public Driver {
   void free_pinned(void* p) override {
     if (p != nullptr) a_.cuMemFreeHost(p);
   }
-  Result<void*> alloc_mapped(size_t n, void** device) override {
+  Result<void*> alloc_mapped(size_t n, void** gpu_address) override {
     CUcontext ctx;
     XPORT_RETURN_IF_ERROR(primary(0, ctx));
     ContextScope scope(a_, ctx);
@@ -267,52 +268,52 @@ class CudaDriver final : public Driver {
       a_.cuMemFreeHost(p);
       return fail(r, "cuMemHostGetDevicePointer", n, Code::resource);
     }
-    *device = reinterpret_cast<void*>(d);
+    *gpu_address = reinterpret_cast<void*>(d);
     return p;
   }
 
-  Result<std::unique_ptr<Stream>> open_stream(const PointerInfo& info) override {
+  Result<std::unique_ptr<CopyQueue>> open_copy_queue(const PointerInfo& info) override {
     CUcontext ctx = static_cast<CUcontext>(info.context);
-    if (ctx == nullptr) XPORT_RETURN_IF_ERROR(primary(info.device, ctx));
+    if (ctx == nullptr) XPORT_RETURN_IF_ERROR(primary(info.gpu, ctx));
     ContextScope scope(a_, ctx);
     CUstream s;
     CUresult r = a_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) return fail(r, "cuStreamCreate", 0, Code::resource);
-    return std::unique_ptr<Stream>(new CudaStream(a_, ctx, s));
+    return std::unique_ptr<CopyQueue>(new CudaCopyQueue(a_, ctx, s));
   }
 
-  Result<void*> alloc_device(size_t n, int device) override {
+  Result<void*> alloc_gpu(size_t n, int gpu) override {
     CUcontext ctx;
-    XPORT_RETURN_IF_ERROR(primary(device, ctx));
+    XPORT_RETURN_IF_ERROR(primary(gpu, ctx));
     ContextScope scope(a_, ctx);
     CUdeviceptr p = 0;
     CUresult r = a_.cuMemAlloc(&p, n);
     if (r != CUDA_SUCCESS) return fail(r, "cuMemAlloc", n, Code::resource);
     return reinterpret_cast<void*>(p);
   }
-  void free_device(void* p) override {
+  void free_gpu(void* p) override {
     if (p != nullptr) a_.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
   }
 
  private:
-  // The device's primary context (the one the CUDA runtime uses), retained once per device for
+  // The GPU's primary context (the one the CUDA runtime uses), retained once per GPU for
   // the process's life.
-  Status primary(int device, CUcontext& out) {
-    if (device < 0 || device >= devices_) {
-      return core::error(Code::invalid_argument, "GPU ", device, " does not exist (", devices_,
+  Status primary(int gpu, CUcontext& out) {
+    if (gpu < 0 || gpu >= gpus_) {
+      return core::error(Code::invalid_argument, "GPU ", gpu, " does not exist (", gpus_,
                          " GPU(s))");
     }
     std::lock_guard<std::mutex> g(mu_);
-    auto it = primaries_.find(device);
+    auto it = primaries_.find(gpu);
     if (it != primaries_.end()) {
       out = it->second;
       return Status::success();
     }
     CUdevice dev;
-    CUresult r = a_.cuDeviceGet(&dev, device);
+    CUresult r = a_.cuDeviceGet(&dev, gpu);
     if (r == CUDA_SUCCESS) r = a_.cuDevicePrimaryCtxRetain(&out, dev);
     if (r != CUDA_SUCCESS) return fail(r, "cuDevicePrimaryCtxRetain", 0, Code::fabric);
-    primaries_.emplace(device, out);
+    primaries_.emplace(gpu, out);
     return Status::success();
   }
   Status fail(CUresult r, const char* call, size_t n, Code code) const {
@@ -324,7 +325,7 @@ class CudaDriver final : public Driver {
 
   Api a_;
   int version_;
-  int devices_;
+  int gpus_;
   std::mutex mu_;
   std::map<int, CUcontext> primaries_;
 };
@@ -353,15 +354,15 @@ std::unique_ptr<Driver> load_cuda_driver(std::string& why_not) {
     dlclose(lib);
     return nullptr;
   }
-  int version = 0, devices = 0;
+  int version = 0, gpus = 0;
   a.cuDriverGetVersion(&version);
-  a.cuDeviceGetCount(&devices);
-  if (devices <= 0) {
+  a.cuDeviceGetCount(&gpus);
+  if (gpus <= 0) {
     why_not = "the CUDA driver sees no GPU";
     dlclose(lib);
     return nullptr;
   }
-  return std::unique_ptr<Driver>(new CudaDriver(a, version, devices));
+  return std::unique_ptr<Driver>(new CudaDriver(a, version, gpus));
 }
 
 }  // namespace xport::gpu

@@ -24,11 +24,11 @@ class NoGpu final : public Driver {
   Result<void*> alloc_pinned(size_t) override { return unsupported("pinned host memory"); }
   void free_pinned(void*) override {}
   Result<void*> alloc_mapped(size_t, void**) override { return unsupported("mapped memory"); }
-  Result<std::unique_ptr<Stream>> open_stream(const PointerInfo&) override {
-    return unsupported("a copy stream");
+  Result<std::unique_ptr<CopyQueue>> open_copy_queue(const PointerInfo&) override {
+    return unsupported("a copy queue (CUDA stream)");
   }
-  Result<void*> alloc_device(size_t, int) override { return unsupported("GPU memory"); }
-  void free_device(void*) override {}
+  Result<void*> alloc_gpu(size_t, int) override { return unsupported("GPU memory"); }
+  void free_gpu(void*) override {}
 
  private:
   Status unsupported(const char* what) const {

@@ -15,26 +15,27 @@ namespace xport::gpu {
 
 enum class MemoryKind : uint8_t {
   host,     // ordinary or CUDA-pinned host memory: registered as it is
-  device,   // cudaMalloc / cuMemAlloc / cuMemCreate (VMM) memory of one GPU
+  gpu,      // cudaMalloc / cuMemAlloc / cuMemCreate (VMM) memory of one GPU ("device memory")
   managed,  // cudaMallocManaged: refused (it migrates under the NIC's feet)
 };
 
 struct PointerInfo {
   MemoryKind kind = MemoryKind::host;
-  int device = -1;              // CUDA device ordinal (device and managed memory)
+  int gpu = -1;                 // CUDA device ordinal (GPU and managed memory)
   uintptr_t alloc_base = 0;     // the allocation [alloc_base, +alloc_size) holding the pointer
   size_t alloc_size = 0;
   void* context = nullptr;      // the CUcontext it was allocated in, nullptr for VMM memory
 };
 
-// Copies on one non-blocking stream (never the legacy default stream: a copy must not wait
-// for, or hold up, a kernel that spins on a signal). Copies run in the order enqueued.
+// Copies on one non-blocking CUDA stream (never the legacy default stream: a copy must not wait
+// for, or hold up, a kernel that spins on a signal). Copies run in the order enqueued. (Named
+// apart from a Window's streams, which order one-sided operations to a peer.)
 // Not thread-safe: one user at a time (StagedMemory lends them out).
-class Stream {
+class CopyQueue {
  public:
-  virtual ~Stream() = default;
-  virtual Status copy_to_host(void* dst, const void* device_src, size_t n) = 0;
-  virtual Status copy_to_device(void* device_dst, const void* src, size_t n) = 0;
+  virtual ~CopyQueue() = default;
+  virtual Status copy_to_host(void* dst, const void* gpu_src, size_t n) = 0;
+  virtual Status copy_to_gpu(void* gpu_dst, const void* src, size_t n) = 0;
   // A mark after everything enqueued so far; marks increase.
   virtual Result<uint64_t> mark() = 0;
   // Whether everything enqueued before `mark` is done. Never blocks.
@@ -55,13 +56,13 @@ class Driver {
   virtual Result<void*> alloc_pinned(size_t n) = 0;
   virtual void free_pinned(void* p) = 0;
   // Page-locked host memory mapped into every GPU's address space: the host address, and the
-  // address kernels use in *device (the proxy ring).
-  virtual Result<void*> alloc_mapped(size_t n, void** device) = 0;
-  // A stream on the GPU that holds `info`'s memory (in its context).
-  virtual Result<std::unique_ptr<Stream>> open_stream(const PointerInfo& info) = 0;
+  // address kernels use in *gpu_address (the proxy ring).
+  virtual Result<void*> alloc_mapped(size_t n, void** gpu_address) = 0;
+  // A copy queue (a CUDA stream) on the GPU that holds `info`'s memory (in its context).
+  virtual Result<std::unique_ptr<CopyQueue>> open_copy_queue(const PointerInfo& info) = 0;
   // GPU memory for tools and tests (xport-bench --memory cuda, the GPU tests).
-  virtual Result<void*> alloc_device(size_t n, int device) = 0;
-  virtual void free_device(void* p) = 0;
+  virtual Result<void*> alloc_gpu(size_t n, int gpu) = 0;
+  virtual void free_gpu(void* p) = 0;
 };
 
 // The process's driver: CUDA when libcuda.so.1 loads and initialises, else one that finds no

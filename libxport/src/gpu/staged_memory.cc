@@ -9,32 +9,32 @@
 
 namespace xport::gpu {
 
-StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stream> stream,
+StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
                        uint64_t mark)
-    : owner_(std::move(owner)), stream_(std::move(stream)), mark_(mark) {}
+    : owner_(std::move(owner)), queue_(std::move(queue)), mark_(mark) {}
 
 StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, uint8_t* word, WordOp op,
                        uint64_t operand)
     : owner_(std::move(owner)), phase_(Phase::turn), word_(word), op_(op), operand_(operand) {}
 
 StagedCopy::~StagedCopy() {
-  // Nobody waited: the stream may still be copying into memory its user is about to drop.
-  if (stream_ && !done_) (void)stream_->synchronize();
+  // Nobody waited: the queue may still be copying into memory its user is about to drop.
+  if (queue_ && !done_) (void)queue_->synchronize();
   give_back();
   if (scratch_ >= 0) owner_->give_scratch(scratch_);
   if (word_ != nullptr && !done_) owner_->leave_turn(this, false);
 }
 
 void StagedCopy::give_back() {
-  if (stream_) owner_->give_stream(std::move(stream_));
+  if (queue_) owner_->give_queue(std::move(queue_));
 }
 
 Result<bool> StagedCopy::done() {
   if (done_) return true;
   if (word_ != nullptr) return advance();
-  auto reached = stream_->reached(mark_);
+  auto reached = queue_->reached(mark_);
   if (!reached.ok()) {
-    staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    staging_counters(owner_->gpu()).copy_errors.fetch_add(1, std::memory_order_relaxed);
     return reached.status();
   }
   const bool d = *reached;
@@ -46,7 +46,7 @@ Result<bool> StagedCopy::done() {
 }
 
 Result<bool> StagedCopy::advance() {
-  StagingCounters& c = staging_counters(owner_->device());
+  StagingCounters& c = staging_counters(owner_->gpu());
   auto finish = [&](bool wrote) {
     done_ = true;
     give_back();
@@ -56,13 +56,13 @@ Result<bool> StagedCopy::advance() {
   };
   auto fail = [&](const Status& s) -> Result<bool> {
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
-    if (stream_) (void)stream_->synchronize();
+    if (queue_) (void)queue_->synchronize();
     finish(false);  // (leaves the line: the next update of the word goes on)
     return s;
   };
   auto read_into = [&](uint64_t* dst) -> Status {
-    Status st = stream_->copy_to_host(dst, word_, sizeof(uint64_t));
-    auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
+    Status st = queue_->copy_to_host(dst, word_, sizeof(uint64_t));
+    auto m = st.ok() ? queue_->mark() : Result<uint64_t>(st);
     if (!m.ok()) return m.status();
     mark_ = *m;
     c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
@@ -97,10 +97,10 @@ Result<bool> StagedCopy::advance() {
   }
   if (phase_ == Phase::turn) {
     if (!owner_->my_turn(this)) return false;
-    if (!stream_) {
-      auto s = owner_->take_stream();
+    if (!queue_) {
+      auto s = owner_->take_queue();
       if (!s.ok()) return fail(s.status());
-      stream_ = std::move(s).value();
+      queue_ = std::move(s).value();
     }
     if (op_ == WordOp::add) {
       // The GPU's word, not the shadow's: a kernel may have written it (reset) since.
@@ -112,7 +112,7 @@ Result<bool> StagedCopy::advance() {
     }
   }
   if (phase_ == Phase::reading) {
-    auto r = stream_->reached(mark_);
+    auto r = queue_->reached(mark_);
     if (!r.ok()) return fail(r.status());
     if (!*r) return false;
     phase_ = Phase::read;
@@ -126,20 +126,20 @@ Result<bool> StagedCopy::advance() {
     phase_ = Phase::writing;
   }
   if (phase_ == Phase::writing && !written_) {
-    if (!stream_) {  // (a held set: nothing was read, no stream taken yet)
-      auto s = owner_->take_stream();
+    if (!queue_) {  // (a held set: nothing was read, no queue taken yet)
+      auto s = owner_->take_queue();
       if (!s.ok()) return fail(s.status());
-      stream_ = std::move(s).value();
+      queue_ = std::move(s).value();
     }
-    Status st = stream_->copy_to_device(word_, shadow, sizeof(uint64_t));
-    auto m = st.ok() ? stream_->mark() : Result<uint64_t>(st);
+    Status st = queue_->copy_to_gpu(word_, shadow, sizeof(uint64_t));
+    auto m = st.ok() ? queue_->mark() : Result<uint64_t>(st);
     if (!m.ok()) return fail(m.status());
     mark_ = *m;
     written_ = true;
     c.copies_to_gpu.fetch_add(1, std::memory_order_relaxed);
     c.to_gpu_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
   }
-  auto r = stream_->reached(mark_);
+  auto r = queue_->reached(mark_);
   if (!r.ok()) return fail(r.status());
   if (!*r) return false;
   finish(true);
@@ -163,8 +163,8 @@ Status StagedCopy::wait() {
     }
   }
   if (done_) return Status::success();
-  if (Status s = stream_->synchronize(); !s.ok()) {
-    staging_counters(owner_->device()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+  if (Status s = queue_->synchronize(); !s.ok()) {
+    staging_counters(owner_->gpu()).copy_errors.fetch_add(1, std::memory_order_relaxed);
     return s;
   }
   done_ = true;
@@ -175,7 +175,7 @@ Status StagedCopy::wait() {
 StagedMemory::StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                            uint8_t* shadow)
     : driver_(driver), base_(base), length_(length), info_(info), shadow_(shadow) {
-  StagingCounters& c = staging_counters(info_.device);
+  StagingCounters& c = staging_counters(info_.gpu);
   c.used.store(true, std::memory_order_relaxed);
   c.shadows.fetch_add(1, std::memory_order_relaxed);
   c.shadow_bytes.fetch_add(length_, std::memory_order_relaxed);
@@ -187,12 +187,12 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
   XPORT_ASSIGN_OR_RETURN(void* shadow, driver.alloc_pinned(length));
   auto out = std::shared_ptr<StagedMemory>(new StagedMemory(
       driver, static_cast<uint8_t*>(base), length, info, static_cast<uint8_t*>(shadow)));
-  // One stream up front, so that a GPU that cannot give one fails the registration, not the
-  // first transfer; and what signal words' early reads use (scratch words, their stream), so
+  // One copy queue up front, so that a GPU that cannot give one fails the registration, not the
+  // first transfer; and what signal words' early reads use (scratch words, their queue), so
   // that nothing is allocated for them while kernels run.
-  XPORT_ASSIGN_OR_RETURN(auto s, out->take_stream());
-  out->give_stream(std::move(s));
-  XPORT_ASSIGN_OR_RETURN(out->ahead_, driver.open_stream(info));
+  XPORT_ASSIGN_OR_RETURN(auto s, out->take_queue());
+  out->give_queue(std::move(s));
+  XPORT_ASSIGN_OR_RETURN(out->ahead_, driver.open_copy_queue(info));
   XPORT_ASSIGN_OR_RETURN(void* scratch, driver.alloc_pinned(kScratchWords * sizeof(uint64_t)));
   out->scratch_ = static_cast<uint64_t*>(scratch);
   for (int i = kScratchWords - 1; i >= 0; --i) out->scratch_free_.push_back(i);
@@ -204,12 +204,12 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 }
 
 StagedMemory::~StagedMemory() {
-  streams_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
+  queues_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
   if (ahead_) (void)ahead_->synchronize();
   ahead_.reset();
   if (scratch_ != nullptr) driver_.free_pinned(scratch_);
   driver_.free_pinned(shadow_);
-  StagingCounters& c = staging_counters(info_.device);
+  StagingCounters& c = staging_counters(info_.gpu);
   c.shadows.fetch_sub(1, std::memory_order_relaxed);
   c.shadow_bytes.fetch_sub(length_, std::memory_order_relaxed);
 }
@@ -220,7 +220,7 @@ uint8_t* StagedMemory::shadow_of(const void* p) const {
   return shadow_ + (q - base_);
 }
 
-uint8_t* StagedMemory::device_of(const void* s) const {
+uint8_t* StagedMemory::gpu_of(const void* s) const {
   const auto* q = static_cast<const uint8_t*>(s);
   if (q < shadow_ || q > shadow_ + length_) return nullptr;
   return base_ + (q - shadow_);
@@ -231,21 +231,21 @@ bool StagedMemory::contains(const void* p, size_t n) const {
   return q >= base_ && n <= length_ && static_cast<size_t>(q - base_) <= length_ - n;
 }
 
-Result<std::unique_ptr<Stream>> StagedMemory::take_stream() {
+Result<std::unique_ptr<CopyQueue>> StagedMemory::take_queue() {
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (!streams_.empty()) {
-      auto s = std::move(streams_.back());
-      streams_.pop_back();
+    if (!queues_.empty()) {
+      auto s = std::move(queues_.back());
+      queues_.pop_back();
       return s;
     }
   }
-  return driver_.open_stream(info_);
+  return driver_.open_copy_queue(info_);
 }
 
-void StagedMemory::give_stream(std::unique_ptr<Stream> s) {
+void StagedMemory::give_queue(std::unique_ptr<CopyQueue> s) {
   std::lock_guard<std::mutex> g(mu_);
-  streams_.push_back(std::move(s));
+  queues_.push_back(std::move(s));
 }
 
 void StagedMemory::join_turn(const StagedCopy* c) {
@@ -269,14 +269,14 @@ int StagedMemory::take_scratch() {
 
 Result<uint64_t> StagedMemory::read_ahead(uint64_t* dst, const uint8_t* word) {
   std::lock_guard<std::mutex> g(ahead_mu_);
-  if (!ahead_) return Status(Code::resource, "no read-ahead stream");
+  if (!ahead_) return Status(Code::resource, "no read-ahead CUDA stream");
   XPORT_RETURN_IF_ERROR(ahead_->copy_to_host(dst, word, sizeof(uint64_t)));
   return ahead_->mark();
 }
 
 Result<bool> StagedMemory::read_ahead_reached(uint64_t mark) {
   std::lock_guard<std::mutex> g(ahead_mu_);
-  if (!ahead_) return Status(Code::resource, "no read-ahead stream");
+  if (!ahead_) return Status(Code::resource, "no read-ahead CUDA stream");
   return ahead_->reached(mark);
 }
 
@@ -304,7 +304,7 @@ void StagedMemory::leave_turn(const StagedCopy* c, bool wrote) {
 namespace {
 Status out_of_range(const char* what, const void* p, size_t n, const StagedMemory& m) {
   return core::error(Code::invalid_argument, what, ": [", p, ", +", n,
-                     ") is not inside the GPU region [", static_cast<const void*>(m.device_base()),
+                     ") is not inside the GPU region [", static_cast<const void*>(m.gpu_base()),
                      ", +", m.length(), ")");
 }
 }  // namespace
@@ -317,7 +317,7 @@ Status StagedMemory::copy_in(const void* p, size_t n) {
 Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
   if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
   if (n == 0) return Status::success();
-  XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
+  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
   Status st;
   for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
     size_t len = std::min(kStagingChunk, n - off);
@@ -325,8 +325,8 @@ Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
                          len);
   }
   Status sync = s->synchronize();
-  give_stream(std::move(s));
-  StagingCounters& c = staging_counters(info_.device);
+  give_queue(std::move(s));
+  StagingCounters& c = staging_counters(info_.gpu);
   if (!st.ok() || !sync.ok()) c.copy_errors.fetch_add(1, std::memory_order_relaxed);
   XPORT_RETURN_IF_ERROR(st);
   XPORT_RETURN_IF_ERROR(sync);
@@ -346,21 +346,21 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
   for (const auto& [p, n] : ranges) {
     if (!contains(p, n)) return out_of_range("staging copy out", p, n, *this);
   }
-  XPORT_ASSIGN_OR_RETURN(auto s, take_stream());
+  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
   Status st;
   uint64_t total = 0;
   for (const auto& [p, n] : ranges) {
     for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
       size_t len = std::min(kStagingChunk, n - off);
-      st = s->copy_to_device(static_cast<uint8_t*>(p) + off, shadow_of(p) + off, len);
+      st = s->copy_to_gpu(static_cast<uint8_t*>(p) + off, shadow_of(p) + off, len);
     }
     total += n;
   }
   Result<uint64_t> mark = st.ok() ? s->mark() : Result<uint64_t>(st);
-  StagingCounters& c = staging_counters(info_.device);
+  StagingCounters& c = staging_counters(info_.gpu);
   if (!mark.ok()) {
     (void)s->synchronize();
-    give_stream(std::move(s));
+    give_queue(std::move(s));
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
     return mark.status();
   }
@@ -388,7 +388,7 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_word_update(void* word, 
         if (m.ok()) {
           c->mark_ = *m;
           c->phase_ = StagedCopy::Phase::early_reading;
-          StagingCounters& k = staging_counters(info_.device);
+          StagingCounters& k = staging_counters(info_.gpu);
           k.copies_to_host.fetch_add(1, std::memory_order_relaxed);
           k.to_host_bytes.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
         } else {

@@ -1,8 +1,8 @@
 // GPU memory the provider cannot register (no FI_HMEM, no DMA-BUF): a page-locked host shadow
 // of the same size is registered in its place, and data moves between the GPU range and its
-// shadow by copies on non-blocking streams, chunked so that large copies of several threads
-// interleave. Sources are copied in before an operation is posted; destinations are copied out
-// once the provider has filled the shadow (docs/semantics.md, "GPU memory").
+// shadow by copies on copy queues (non-blocking CUDA streams), chunked so that large copies of
+// several threads interleave. Sources are copied in before an operation is posted; destinations
+// are copied out once the provider has filled the shadow (docs/semantics.md, "GPU memory").
 #pragma once
 
 #include <atomic>
@@ -23,11 +23,11 @@ class StagedMemory;
 // How a signal word in staged GPU memory changes (StagedMemory::start_word_update).
 enum class WordOp : uint8_t { add, set };
 
-// Copies out in flight, on a stream lent by their StagedMemory until they are done; or a signal
+// Copies out in flight, on a copy queue lent by their StagedMemory until they are done; or a signal
 // word's update on the GPU, which goes through its phases as done() is polled.
 class StagedCopy {
  public:
-  StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<Stream> stream, uint64_t mark);
+  StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue, uint64_t mark);
   ~StagedCopy();
   StagedCopy(const StagedCopy&) = delete;
   StagedCopy& operator=(const StagedCopy&) = delete;
@@ -50,7 +50,7 @@ class StagedCopy {
   Result<bool> advance();
   void give_back();
   std::shared_ptr<StagedMemory> owner_;
-  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<CopyQueue> queue_;
   uint64_t mark_ = 0;
   bool done_ = false;
   Phase phase_ = Phase::copy;
@@ -72,16 +72,18 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   StagedMemory(const StagedMemory&) = delete;
   StagedMemory& operator=(const StagedMemory&) = delete;
 
-  uint8_t* device_base() const { return base_; }
+  uint8_t* gpu_base() const { return base_; }
   size_t length() const { return length_; }
   uint8_t* shadow() const { return shadow_; }
-  int device() const { return info_.device; }
+  int gpu() const { return info_.gpu; }  // its CUDA device ordinal
   // The shadow's address for the GPU address p, or nullptr when p is outside the range.
   uint8_t* shadow_of(const void* p) const;
   bool contains(const void* p, size_t n) const;
 
   // The GPU address for the shadow address s, or nullptr when s is outside the shadow.
-  uint8_t* device_of(const void* s) const;
+  uint8_t* gpu_of(const void* s) const;
+  // (gpu_of's former name, still called by proto/signal.cc: goes once proto moves to gpu_of)
+  uint8_t* device_of(const void* s) const { return gpu_of(s); }
 
   // GPU -> shadow for [p, p+n); done when it returns.
   Status copy_in(const void* p, size_t n);
@@ -107,8 +109,8 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   friend class StagedCopy;
   StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                uint8_t* shadow);
-  Result<std::unique_ptr<Stream>> take_stream();
-  void give_stream(std::unique_ptr<Stream> s);
+  Result<std::unique_ptr<CopyQueue>> take_queue();
+  void give_queue(std::unique_ptr<CopyQueue> s);
   // Word updates in their order per word: joining the line, whose turn it is, and leaving it
   // (a finished update bumps the word's version).
   void join_turn(const StagedCopy* c);
@@ -119,7 +121,7 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   int take_scratch();
   void give_scratch(int slot);
   uint64_t* scratch_word(int slot) const { return scratch_ + slot; }
-  // Early reads go on one stream of their own, made with the shadow (nothing is allocated or
+  // Early reads go on one copy queue of their own, made with the shadow (nothing is allocated or
   // created while kernels may be running: page-locked allocations can wait for them).
   Result<uint64_t> read_ahead(uint64_t* dst, const uint8_t* word);
   Result<bool> read_ahead_reached(uint64_t mark);
@@ -129,15 +131,15 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   size_t length_;
   PointerInfo info_;
   uint8_t* shadow_;
-  std::mutex mu_;  // guards streams_ only: no copy runs or waits under it
-  std::vector<std::unique_ptr<Stream>> streams_;
+  std::mutex mu_;  // guards queues_ only: no copy runs or waits under it
+  std::vector<std::unique_ptr<CopyQueue>> queues_;
   std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::map<const uint8_t*, uint64_t> word_versions_;
   uint64_t* scratch_ = nullptr;  // kScratchWords pinned words, allocated with the shadow
   std::vector<int> scratch_free_;
   std::mutex ahead_mu_;  // guards ahead_ (its users are several StagedCopy objects)
-  std::unique_ptr<Stream> ahead_;
+  std::unique_ptr<CopyQueue> ahead_;
   static constexpr int kScratchWords = 256;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};

@@ -6,9 +6,9 @@
 
 namespace xport::gpu {
 
-StagingCounters& staging_counters(int device) {
+StagingCounters& staging_counters(int gpu) {
   static StagingCounters counters[kCountedGpus];
-  return counters[std::clamp(device, 0, kCountedGpus - 1)];
+  return counters[std::clamp(gpu, 0, kCountedGpus - 1)];
 }
 
 }  // namespace xport::gpu

@@ -1,184 +1,86 @@
-// xport-topology's JSON (shape documented in docs/tools.md): written by hand, escaped strictly,
-// invalid UTF-8 from hostile input replaced so the output always parses.
+// xport-topology's JSON (shape documented in docs/tools.md), through core::JsonWriter: strings
+// escaped strictly, invalid UTF-8 from hostile input replaced so the output always parses.
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "core/json.hpp"
 #include "xport/topology.hpp"
 
 namespace xport::topology {
 namespace {
 
-// Length of the valid UTF-8 sequence at s[i], or 0.
-size_t utf8_length(const std::string& s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  if (n == 2 && c < 0xc2) return 0;  // overlong
-  return n;
+using core::JsonWriter;
+
+// NUMA node, null when unknown.
+void numa(JsonWriter& w, const char* key, int n) {
+  if (n < 0) {
+    w.field(key, core::kJsonNull);
+  } else {
+    w.field(key, n);
+  }
 }
 
-void quote(std::string& out, const std::string& s) {
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      ++i;
-    } else if (size_t n = utf8_length(s, i); n > 0) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\\ufffd";
-      ++i;
+void gpu(JsonWriter& w, const Topology& topo, const Gpu& g, const GpuRails* rails) {
+  w.begin_object().field("pci", g.pci.to_string());
+  numa(w, "numa", g.numa);
+  w.field("vendor", g.vendor)
+      .field("model", g.model)
+      .field("cpus", g.cpus)
+      .field("link", g.link.to_string())
+      .begin_array("rails");
+  if (rails != nullptr) {
+    for (const Rail& rail : rails->rails) {
+      if (rail.nic >= topo.nics.size()) continue;
+      const Nic& n = topo.nics[rail.nic];
+      w.begin_object()
+          .field("nic", n.name)
+          .field("pci", n.pci.to_string())
+          .field("distance", to_string(rail.path.distance))
+          .field("hops", rail.path.hops)
+          .end_object();
     }
   }
-  out += '"';
+  w.end_array().field("overridden", rails != nullptr && rails->overridden).end_object();
 }
 
-void number(std::string& out, double v) {
-  if (!std::isfinite(v)) v = 0;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  std::string s = buf;
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  out += s;
-}
-
-void numa(std::string& out, int n) { out += n < 0 ? std::string("null") : std::to_string(n); }
-
-void key(std::string& out, const char* k) {
-  out += '"';
-  out += k;
-  out += "\":";
+void nic(JsonWriter& w, const Nic& n) {
+  w.begin_object().field("name", n.name).field("pci", n.pci.to_string());
+  numa(w, "numa", n.numa);
+  w.field("kind", n.kind)
+      .field("provider", n.provider)
+      .field("model", n.model)
+      .field("cpus", n.cpus)
+      .field("link", n.link.to_string())
+      .begin_array("aliases");
+  for (const std::string& a : n.aliases) w.value(a);
+  w.end_array().begin_array("ports");
+  for (const auto& p : n.ports) {
+    const double rate = std::isfinite(p.rate_gbps) ? p.rate_gbps : 0;
+    w.begin_object()
+        .field("port", p.number)
+        .field("state", p.state)
+        .field("rate_gbps", core::JsonTrimmed{rate, 3})
+        .end_object();
+  }
+  w.end_array().end_object();
 }
 
 }  // namespace
 
 std::string to_json(const Topology& topo, const Plan& plan) {
-  std::string out = "{\n";
-  out += "  \"source\":";
-  quote(out, std::string(to_string(topo.source)));
-  out += ",\n  \"gpus\":[";
+  std::string out;
+  // The top object and its arrays one member per line; each GPU and NIC on one line.
+  JsonWriter w(out, 2);
+  w.begin_object().field("source", to_string(topo.source)).begin_array("gpus");
   for (size_t i = 0; i < topo.gpus.size(); ++i) {
-    const Gpu& g = topo.gpus[i];
-    out += i ? ",\n    {" : "\n    {";
-    key(out, "pci");
-    quote(out, g.pci.to_string());
-    out += ',';
-    key(out, "numa");
-    numa(out, g.numa);
-    out += ',';
-    key(out, "vendor");
-    quote(out, g.vendor);
-    out += ',';
-    key(out, "model");
-    quote(out, g.model);
-    out += ',';
-    key(out, "cpus");
-    quote(out, g.cpus);
-    out += ',';
-    key(out, "link");
-    quote(out, g.link.to_string());
-    out += ',';
-    key(out, "rails");
-    out += '[';
-    const GpuRails* rails = i < plan.gpus.size() ? &plan.gpus[i] : nullptr;
-    if (rails != nullptr) {
-      for (size_t r = 0; r < rails->rails.size(); ++r) {
-        const Rail& rail = rails->rails[r];
-        if (rail.nic >= topo.nics.size()) continue;
-        const Nic& n = topo.nics[rail.nic];
-        out += r ? ",{" : "{";
-        key(out, "nic");
-        quote(out, n.name);
-        out += ',';
-        key(out, "pci");
-        quote(out, n.pci.to_string());
-        out += ',';
-        key(out, "distance");
-        quote(out, std::string(to_string(rail.path.distance)));
-        out += ',';
-        key(out, "hops");
-        out += std::to_string(rail.path.hops);
-        out += '}';
-      }
-    }
-    out += "],";
-    key(out, "overridden");
-    out += rails != nullptr && rails->overridden ? "true" : "false";
-    out += '}';
+    gpu(w, topo, topo.gpus[i], i < plan.gpus.size() ? &plan.gpus[i] : nullptr);
   }
-  out += topo.gpus.empty() ? "],\n" : "\n  ],\n";
-  out += "  \"nics\":[";
-  for (size_t i = 0; i < topo.nics.size(); ++i) {
-    const Nic& n = topo.nics[i];
-    out += i ? ",\n    {" : "\n    {";
-    key(out, "name");
-    quote(out, n.name);
-    out += ',';
-    key(out, "pci");
-    quote(out, n.pci.to_string());
-    out += ',';
-    key(out, "numa");
-    numa(out, n.numa);
-    out += ',';
-    key(out, "kind");
-    quote(out, n.kind);
-    out += ',';
-    key(out, "provider");
-    quote(out, n.provider);
-    out += ',';
-    key(out, "model");
-    quote(out, n.model);
-    out += ',';
-    key(out, "cpus");
-    quote(out, n.cpus);
-    out += ',';
-    key(out, "link");
-    quote(out, n.link.to_string());
-    out += ',';
-    key(out, "aliases");
-    out += '[';
-    for (size_t a = 0; a < n.aliases.size(); ++a) {
-      if (a) out += ',';
-      quote(out, n.aliases[a]);
-    }
-    out += "],";
-    key(out, "ports");
-    out += '[';
-    for (size_t p = 0; p < n.ports.size(); ++p) {
-      out += p ? ",{" : "{";
-      key(out, "port");
-      out += std::to_string(n.ports[p].number);
-      out += ',';
-      key(out, "state");
-      quote(out, n.ports[p].state);
-      out += ',';
-      key(out, "rate_gbps");
-      number(out, n.ports[p].rate_gbps);
-      out += '}';
-    }
-    out += "]}";
-  }
-  out += topo.nics.empty() ? "],\n" : "\n  ],\n";
-  out += "  \"explanation\":";
-  quote(out, plan.explanation);
-  out += ",\n  \"notes\":[";
-  for (size_t i = 0; i < topo.notes.size(); ++i) {
-    out += i ? ",\n    " : "\n    ";
-    quote(out, topo.notes[i]);
-  }
-  out += topo.notes.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  w.end_array().begin_array("nics");
+  for (const Nic& n : topo.nics) nic(w, n);
+  w.end_array().field("explanation", plan.explanation).begin_array("notes");
+  for (const std::string& note : topo.notes) w.value(note);
+  w.end_array().end_object();
+  out += '\n';
   return out;
 }
 

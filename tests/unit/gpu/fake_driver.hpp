@@ -1,5 +1,5 @@
 // A stand-in for the CUDA driver (gpu::Driver) so that CI, which has no GPU, runs every staging
-// path: "GPU memory" is host memory it hands out and recognises; its streams hold copies back
+// path: "GPU memory" is host memory it hands out and recognises; its copy queues hold copies back
 // until the caller asks whether they are done (a few times) or synchronises, so code that
 // reads a destination before its copy finished sees stale bytes and fails its test.
 #pragma once
@@ -33,8 +33,8 @@ class FakeGpuDriver final : public gpu::Driver {
     if (it == allocs_.begin()) return info;
     --it;
     if (q >= it->first + it->second.size) return info;
-    info.kind = it->second.managed ? gpu::MemoryKind::managed : gpu::MemoryKind::device;
-    info.device = 0;
+    info.kind = it->second.managed ? gpu::MemoryKind::managed : gpu::MemoryKind::gpu;
+    info.gpu = 0;
     info.alloc_base = it->first;
     info.alloc_size = it->second.size;
     return info;
@@ -53,21 +53,21 @@ class FakeGpuDriver final : public gpu::Driver {
     --pinned_live_;
     std::free(p);
   }
-  Result<void*> alloc_mapped(size_t n, void** device) override {
+  Result<void*> alloc_mapped(size_t n, void** gpu_address) override {
     std::lock_guard<std::mutex> g(mu_);
     ++pinned_live_;
     void* p = std::aligned_alloc(64, (n + 63) / 64 * 64);
     std::memset(p, 0, n);
-    *device = p;  // one address space: "kernels" are CPU threads
+    *gpu_address = p;  // one address space: "kernels" are CPU threads
     return p;
   }
-  Result<std::unique_ptr<gpu::Stream>> open_stream(const gpu::PointerInfo&) override {
+  Result<std::unique_ptr<gpu::CopyQueue>> open_copy_queue(const gpu::PointerInfo&) override {
     std::lock_guard<std::mutex> g(mu_);
-    ++streams_opened_;
-    return std::unique_ptr<gpu::Stream>(new FakeStream(*this));
+    ++queues_opened_;
+    return std::unique_ptr<gpu::CopyQueue>(new FakeCopyQueue(*this));
   }
-  Result<void*> alloc_device(size_t n, int) override { return alloc(n, false); }
-  void free_device(void* p) override {
+  Result<void*> alloc_gpu(size_t n, int) override { return alloc(n, false); }
+  void free_gpu(void* p) override {
     std::lock_guard<std::mutex> g(mu_);
     allocs_.erase(reinterpret_cast<uintptr_t>(p));
     std::free(p);
@@ -78,14 +78,14 @@ class FakeGpuDriver final : public gpu::Driver {
     std::lock_guard<std::mutex> g(mu_);
     return pinned_live_;
   }
-  int streams_opened() const {
+  int queues_opened() const {
     std::lock_guard<std::mutex> g(mu_);
-    return streams_opened_;
+    return queues_opened_;
   }
   // Copies to "GPU memory" fail from now on (a GPU that has gone bad).
-  void fail_copies_to_device(bool fail) { fail_to_device_ = fail; }
+  void fail_copies_to_gpu(bool fail) { fail_to_gpu_ = fail; }
   uint64_t bytes_to_host() const { return to_host_; }
-  uint64_t bytes_to_device() const { return to_device_; }
+  uint64_t bytes_to_gpu() const { return to_gpu_; }
 
  private:
   uint8_t scribble_ = 0;
@@ -101,15 +101,15 @@ class FakeGpuDriver final : public gpu::Driver {
     return p;
   }
 
-  class FakeStream final : public gpu::Stream {
+  class FakeCopyQueue final : public gpu::CopyQueue {
    public:
-    explicit FakeStream(FakeGpuDriver& d) : d_(d) {}
+    explicit FakeCopyQueue(FakeGpuDriver& d) : d_(d) {}
     Status copy_to_host(void* dst, const void* src, size_t n) override {
       ops_.push_back({dst, src, n, true});
       return Status::success();
     }
-    Status copy_to_device(void* dst, const void* src, size_t n) override {
-      if (d_.fail_to_device_) return Status(Code::fabric, "fake GPU: copy to device failed");
+    Status copy_to_gpu(void* dst, const void* src, size_t n) override {
+      if (d_.fail_to_gpu_) return Status(Code::fabric, "fake GPU: copy to GPU failed");
       ops_.push_back({dst, src, n, false});
       return Status::success();
     }
@@ -147,7 +147,7 @@ class FakeGpuDriver final : public gpu::Driver {
           continue;
         }
         std::memcpy(op.dst, op.src, op.n);
-        (op.to_host ? d_.to_host_ : d_.to_device_) += op.n;
+        (op.to_host ? d_.to_host_ : d_.to_gpu_) += op.n;
       }
       if (m == UINT64_MAX) done_ = marks_;
     }
@@ -162,10 +162,10 @@ class FakeGpuDriver final : public gpu::Driver {
   mutable std::mutex mu_;
   std::map<uintptr_t, Alloc> allocs_;
   int pinned_live_ = 0;
-  int streams_opened_ = 0;
+  int queues_opened_ = 0;
   std::atomic<uint64_t> to_host_{0};
-  std::atomic<uint64_t> to_device_{0};
-  std::atomic<bool> fail_to_device_{false};
+  std::atomic<uint64_t> to_gpu_{0};
+  std::atomic<bool> fail_to_gpu_{false};
 };
 
 // Installs a FakeGpuDriver for the life of a test.

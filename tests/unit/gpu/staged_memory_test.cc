@@ -1,4 +1,4 @@
-// gpu::StagedMemory over the fake driver: shadows, copies in and out, chunking, streams lent
+// gpu::StagedMemory over the fake driver: shadows, copies in and out, chunking, copy queues lent
 // and given back, shadows freed.
 #include "gpu/staged_memory.hpp"
 
@@ -15,7 +15,7 @@ namespace {
 TEST(StagedMemory, TheShadowStartsAsTheGpuBytes) {
   test::FakeGpuDriver d;
   const size_t n = 3 * 4096;
-  auto* dev = static_cast<uint8_t*>(*d.alloc_device(n, 0));
+  auto* dev = static_cast<uint8_t*>(*d.alloc_gpu(n, 0));
   for (size_t i = 0; i < n; ++i) dev[i] = static_cast<uint8_t>(i * 13 + 1);
   auto info = d.classify(dev);
   ASSERT_TRUE(info.ok());
@@ -25,17 +25,17 @@ TEST(StagedMemory, TheShadowStartsAsTheGpuBytes) {
   EXPECT_EQ(std::memcmp((*m)->shadow(), dev, n), 0)
       << "a signal word set on the GPU before registering must read the same in the shadow";
   m->reset();
-  d.free_device(dev);
+  d.free_gpu(dev);
 }
 
 TEST(StagedMemory, CopiesInAndOutThroughTheShadow) {
   test::FakeGpuDriver d;
   const size_t n = kStagingChunk * 2 + 123;  // more than one chunk
-  auto* dev = static_cast<uint8_t*>(*d.alloc_device(n, 0));
+  auto* dev = static_cast<uint8_t*>(*d.alloc_gpu(n, 0));
   for (size_t i = 0; i < n; ++i) dev[i] = static_cast<uint8_t>(i * 7);
   auto info = d.classify(dev);
   ASSERT_TRUE(info.ok());
-  ASSERT_EQ(info->kind, MemoryKind::device);
+  ASSERT_EQ(info->kind, MemoryKind::gpu);
   {
     auto m = StagedMemory::create(d, dev, n, *info);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -62,29 +62,29 @@ TEST(StagedMemory, CopiesInAndOutThroughTheShadow) {
     EXPECT_EQ(d.pinned_live(), 2) << "the shadow and its signal scratch words";
   }
   EXPECT_EQ(d.pinned_live(), 0) << "the shadow outlived its StagedMemory";
-  d.free_device(dev);
+  d.free_gpu(dev);
 }
 
-TEST(StagedMemory, ConcurrentCopiesUseStreamsOfTheirOwn) {
+TEST(StagedMemory, ConcurrentCopiesUseQueuesOfTheirOwn) {
   test::FakeGpuDriver d;
-  auto* dev = static_cast<uint8_t*>(*d.alloc_device(4096, 0));
+  auto* dev = static_cast<uint8_t*>(*d.alloc_gpu(4096, 0));
   auto m = StagedMemory::create(d, dev, 4096, *d.classify(dev));
   ASSERT_TRUE(m.ok());
   auto a = (*m)->start_copy_out({{dev, 10}});
   auto b = (*m)->start_copy_out({{dev + 10, 10}});
   ASSERT_TRUE(a.ok() && b.ok());
-  // (one more, the read-ahead stream of signal words, opened with the shadow)
-  EXPECT_EQ(d.streams_opened(), 3) << "two copies in flight share no stream";
+  // (one more, the read-ahead queue of signal words, opened with the shadow)
+  EXPECT_EQ(d.queues_opened(), 3) << "two copies in flight share no copy queue";
   ASSERT_TRUE((*a)->wait().ok());
   ASSERT_TRUE((*b)->wait().ok());
   a->reset();
   b->reset();
   auto c = (*m)->start_copy_out({{dev, 10}});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(d.streams_opened(), 3) << "a stream given back is lent again";
+  EXPECT_EQ(d.queues_opened(), 3) << "a copy queue given back is lent again";
   c->reset();
   m->reset();
-  d.free_device(dev);
+  d.free_gpu(dev);
 }
 
 TEST(GpuDriver, TheProcessDriverSeesHostMemoryAsHost) {

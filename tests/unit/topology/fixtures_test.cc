@@ -212,5 +212,63 @@ TEST_F(TopologyFixtures, JsonOfEveryFixtureParsesWithTheDocumentedShape) {
   }
 }
 
+// The text itself, as docs/tools.md shows it: the top object and its arrays one member per line,
+// each GPU and NIC compact on its line, no spaces; a port's rate without trailing zeros.
+TEST_F(TopologyFixtures, JsonTextIsTheDocumentedLayout) {
+  auto topo = load_file((dir_ / "hwloc" / "aws-p4d.24xlarge.xml").string());
+  ASSERT_TRUE(topo.ok());
+  auto p = plan(*topo, PlanOptions{std::string()});
+  ASSERT_TRUE(p.ok());
+  const std::string json = to_json(*topo, *p);
+  const std::string head =
+      "{\n"
+      "  \"source\":\"hwloc-xml\",\n"
+      "  \"gpus\":[\n"
+      "    {\"pci\":\"0000:10:1c.0\",\"numa\":0,\"vendor\":\"nvidia\",\"model\":\"GA100 [A100 SXM4 "
+      "40GB]\",\"cpus\":\"0-23\",\"link\":\"31.5 GB/s\",\"rails\":[{\"nic\":\"rdmap16s27\","
+      "\"pci\":\"0000:10:1b.0\",\"distance\":\"PHB\",\"hops\":2}],\"overridden\":false},\n";
+  EXPECT_EQ(json.substr(0, head.size()), head);
+  const std::string nics =
+      "\n  ],\n"
+      "  \"nics\":[\n"
+      "    {\"name\":\"rdmap16s27\",\"pci\":\"0000:10:1b.0\",\"numa\":0,\"kind\":\"efa\","
+      "\"provider\":\"\",\"model\":\"Elastic Fabric Adapter (EFA)\",\"cpus\":\"0-23\","
+      "\"link\":\"\",\"aliases\":[],\"ports\":[]},\n";
+  EXPECT_NE(json.find(nics), std::string::npos) << json;
+  const std::string tail =
+      "\"aliases\":[],\"ports\":[]}\n"
+      "  ],\n"
+      "  \"explanation\":\"\",\n"
+      "  \"notes\":[]\n"
+      "}\n";
+  ASSERT_GE(json.size(), tail.size());
+  EXPECT_EQ(json.substr(json.size() - tail.size()), tail);
+
+  // Unknown NUMA is null, a port's rate loses its trailing zeros, notes get a line each, and
+  // hostile text (control characters, invalid UTF-8) is escaped so that the output parses.
+  Topology t;
+  t.source = Source::live;
+  Nic n;
+  n.name = "mlx5_0";
+  n.numa = -1;
+  n.model = "bad\x01\xff\"name\"";
+  n.ports.push_back({1, "ACTIVE", 12.5});
+  n.ports.push_back({2, "DOWN", 400});
+  t.nics.push_back(n);
+  t.notes = {"one", "two"};
+  Plan none;
+  const std::string small = to_json(t, none);
+  EXPECT_NE(small.find("\"numa\":null"), std::string::npos) << small;
+  EXPECT_NE(small.find("\"model\":\"bad\\u0001\\ufffd\\\"name\\\"\""), std::string::npos) << small;
+  EXPECT_NE(small.find("\"ports\":[{\"port\":1,\"state\":\"ACTIVE\",\"rate_gbps\":12.5},"
+                       "{\"port\":2,\"state\":\"DOWN\",\"rate_gbps\":400}]"),
+            std::string::npos)
+      << small;
+  EXPECT_NE(small.find("  \"gpus\":[],\n"), std::string::npos) << small;
+  EXPECT_NE(small.find("  \"notes\":[\n    \"one\",\n    \"two\"\n  ]\n}\n"), std::string::npos)
+      << small;
+  EXPECT_NO_THROW(test::parse_json(small));
+}
+
 }  // namespace
 }  // namespace xport::topology

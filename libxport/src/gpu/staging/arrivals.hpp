@@ -1,7 +1,7 @@
-// GPU memory in the public API: registration decides between the provider registering GPU
-// memory itself and a host shadow (gpu::StagedMemory); operations copy staged sources in before
-// they are posted, and copy staged destinations out once the engine reports them filled,
-// before the request or ticket is reported done (docs/semantics.md, "GPU memory").
+// GPU memory in the operations: staged destinations (receives, gets) are copied out of their
+// host shadow once the engine reports them filled, before the request or ticket is reported
+// done; staged sources are copied in first (gpu/staging/staging_pool.hpp); where registered
+// GPU memory goes: gpu/staging/placement.hpp (docs/semantics.md, "GPU memory").
 #pragma once
 
 #include <array>
@@ -18,18 +18,7 @@
 #include "xport/comm.hpp"
 #include "xport/status.hpp"
 
-namespace xport::api {
-
-// Where [buf, buf+len) is registered: host memory as it is; GPU memory by the provider itself
-// (cuda_device >= 0) when `provider_registers_gpu` (the rails have FI_HMEM), else through a
-// host shadow (`staged`). An error for managed memory or a range past its GPU allocation.
-// A shadow is shared by every registration of a range inside its GPU range while one lives; a
-// range overlapping a live shadow's without lying inside it is refused (invalid_argument).
-struct Placement {
-  std::shared_ptr<gpu::StagedMemory> staged;  // GPU memory through this host shadow, or null
-  int cuda_device = -1;                       // GPU memory the provider registers (FI_HMEM_CUDA)
-};
-Result<Placement> place(void* buf, size_t len, bool provider_registers_gpu);
+namespace xport::gpu {
 
 // Destinations of staged receives and gets waiting for the engine, then for their copies out,
 // keyed by request sequence or window ticket. Thread-safe; no copy waits under its lock.
@@ -85,4 +74,4 @@ class StagedArrivals {
   std::atomic<size_t> held_{0};
 };
 
-}  // namespace xport::api
+}  // namespace xport::gpu

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/gpu_telemetry.hpp"
+#include "gpu/host/proxy_telemetry.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "gpu/driver.hpp"
@@ -26,7 +26,7 @@ struct GpuProxy::State {
   Device* device = nullptr;
   GpuProxyOptions options;
   void* ring_host = nullptr;
-  void* ring_device = nullptr;
+  void* ring_gpu = nullptr;
   void* head = nullptr;  // GPU memory
   std::unique_ptr<gpu::RingConsumer> consumer;
   std::vector<Window*> windows;
@@ -219,15 +219,15 @@ Result<std::unique_ptr<GpuProxy>> GpuProxy::open(Device& device, const GpuProxyO
   State& s = *p->s_;
   s.device = &device;
   s.options = options;
-  XPORT_ASSIGN_OR_RETURN(s.ring_host, d.alloc_mapped(gpu_ring::ring_bytes(options.capacity), &s.ring_device));
+  XPORT_ASSIGN_OR_RETURN(s.ring_host, d.alloc_mapped(gpu_ring::ring_bytes(options.capacity), &s.ring_gpu));
   XPORT_RETURN_IF_ERROR(gpu::init_ring(s.ring_host, options.capacity));
-  XPORT_ASSIGN_OR_RETURN(s.head, d.alloc_device(sizeof(unsigned long long), options.gpu));
+  XPORT_ASSIGN_OR_RETURN(s.head, d.alloc_gpu(sizeof(unsigned long long), options.gpu));
   {
     const unsigned long long zero = 0;
     XPORT_ASSIGN_OR_RETURN(gpu::PointerInfo info, d.classify(s.head));
-    XPORT_ASSIGN_OR_RETURN(auto stream, d.open_stream(info));
-    XPORT_RETURN_IF_ERROR(stream->copy_to_device(s.head, &zero, sizeof(zero)));
-    XPORT_RETURN_IF_ERROR(stream->synchronize());
+    XPORT_ASSIGN_OR_RETURN(auto queue, d.open_copy_queue(info));
+    XPORT_RETURN_IF_ERROR(queue->copy_to_gpu(s.head, &zero, sizeof(zero)));
+    XPORT_RETURN_IF_ERROR(queue->synchronize());
   }
   XPORT_ASSIGN_OR_RETURN(auto c, gpu::RingConsumer::attach(s.ring_host));
   s.consumer = std::make_unique<gpu::RingConsumer>(c);
@@ -241,7 +241,7 @@ GpuProxy::~GpuProxy() {
   s_->stop.store(true, std::memory_order_release);
   if (s_->thread.joinable()) s_->thread.join();
   gpu::Driver& d = gpu::driver();
-  d.free_device(s_->head);
+  d.free_gpu(s_->head);
   d.free_pinned(s_->ring_host);
 }
 
@@ -269,12 +269,12 @@ Status GpuProxy::start() {
   if (s_->started) return core::error(Code::invalid_argument, "GpuProxy::start: started already");
   s_->started = true;
   s_->thread = std::thread([st = s_.get()] { st->run(); });
-  s_->telemetry = api::attach_proxy_telemetry([this] { return stats(); }, s_->options.gpu);
+  s_->telemetry = gpu::attach_proxy_telemetry([this] { return stats(); }, s_->options.gpu);
   return Status::success();
 }
 
 gpu_ring::DeviceRing GpuProxy::ring() const {
-  auto* h = static_cast<gpu_ring::Header*>(s_->ring_device);
+  auto* h = static_cast<gpu_ring::Header*>(s_->ring_gpu);
   return {h, reinterpret_cast<gpu_ring::Descriptor*>(h + 1),
           static_cast<unsigned long long*>(s_->head), s_->options.capacity};
 }

@@ -1,5 +1,5 @@
-// Staging bytes of GPU sources (api/staging_pool.hpp).
-#include "api/staging_pool.hpp"
+// Staging bytes of GPU sources (gpu/staging/staging_pool.hpp).
+#include "gpu/staging/staging_pool.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include "core/knob.hpp"
 #include "gpu/staging_counters.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 namespace {
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -271,11 +271,11 @@ std::shared_ptr<StagingPool> staging_pool(proto::Engine& engine, int gpu) {
 
 Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, const void* p,
                                   size_t n, const char* what) {
-  std::shared_ptr<StagingPool> pool = staging_pool(engine, m.device());
+  std::shared_ptr<StagingPool> pool = staging_pool(engine, m.gpu());
   if (!pool) return core::error(Code::closed, what, ": the device is closed");
   XPORT_ASSIGN_OR_RETURN(StagedSource s, pool->take(n, what));
   if (Status st = m.copy_in_to(s.bytes, p, n); !st.ok()) return st.with_context(what);
   return s;
 }
 
-}  // namespace xport::api
+}  // namespace xport::gpu

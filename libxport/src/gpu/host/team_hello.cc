@@ -1,11 +1,11 @@
 // Team hellos and the connections that wait for theirs (team_hello.hpp).
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 
 #include <cstring>
 
 #include "core/format.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 namespace {
 
 constexpr uint32_t kMagic = 0x4d455458;  // "XTEM"
@@ -98,4 +98,4 @@ void TeamArrival::listen_once() {
   if (!valid) failure = core::str("a first message of ", t->bytes, " bytes that is no team hello");
 }
 
-}  // namespace xport::api
+}  // namespace xport::gpu

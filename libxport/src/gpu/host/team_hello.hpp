@@ -13,7 +13,7 @@
 #include "xport/context.hpp"
 #include "xport/region.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 inline constexpr size_t kTeamHelloBytes = 24;
 inline constexpr uint32_t kTagTeamHello = 0x7e01;
@@ -54,4 +54,4 @@ struct TeamArrival {
   void listen_once();
 };
 
-}  // namespace xport::api
+}  // namespace xport::gpu

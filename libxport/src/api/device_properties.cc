@@ -59,7 +59,8 @@ DeviceProperties Device::properties() const {
   p.max_message_bytes = proto::kLengthUnknown - 1ull;
   p.max_tag = UINT32_MAX;
   p.eager_max = c.eager_max;
-  p.device_memory = gpu::driver().available();  // staged through host shadows (api/staging.hpp)
+  // (staged through host shadows: gpu/staging/placement.hpp)
+  p.device_memory = gpu::driver().available();
   return p;
 }
 

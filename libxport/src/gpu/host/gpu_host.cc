@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "xport/xport.hpp"
@@ -31,7 +31,7 @@ struct GpuHost::State {
   std::map<int, std::unique_ptr<Listener>> listeners;
   std::map<uint64_t, uint64_t> formed;  // teams begun, by digest of their handles
   // Accepted on a listen(index) listener, for a team other than the one that accepted them.
-  std::vector<std::unique_ptr<api::TeamArrival>> parked;
+  std::vector<std::unique_ptr<gpu::TeamArrival>> parked;
 };
 
 GpuTeam::~GpuTeam() {
@@ -120,8 +120,8 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     }
     // Every rank derives the same nonce: the handles in rank order, and how many teams this
     // host began with them before (ranks form their teams in the same order).
-    const uint64_t digest = api::team_digest(handles);
-    nonce = api::team_nonce(digest, s_->formed[digest]++);
+    const uint64_t digest = gpu::team_digest(handles);
+    nonce = gpu::team_nonce(digest, s_->formed[digest]++);
   }
   Listener& listener = own_listener != nullptr ? *own_listener : *shared;
   auto team = std::unique_ptr<GpuTeam>(new GpuTeam());
@@ -145,11 +145,11 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
                            d->start_connect(handles[static_cast<size_t>(p)], deadline));
   }
   std::vector<Request> sends(static_cast<size_t>(n));
-  std::vector<std::unique_ptr<api::TeamArrival>> arrivals;  // accepted here, or taken from parked
+  std::vector<std::unique_ptr<gpu::TeamArrival>> arrivals;  // accepted here, or taken from parked
   int connected = 0;
   int claimed = 0;
   size_t refused = 0;
-  auto park_or_close = [&](std::unique_ptr<api::TeamArrival> a) {
+  auto park_or_close = [&](std::unique_ptr<gpu::TeamArrival> a) {
     if (shared == nullptr) return;  // closed as it goes
     {
       std::lock_guard<std::mutex> l(s_->mu);
@@ -178,10 +178,10 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       ++connected;
       // Our hello goes at once: the peer tells its connections apart by it.
       uint8_t* at = out_area + static_cast<size_t>(p) * kExchangeBytes;
-      api::encode_team_hello(api::TeamHello{nonce, static_cast<uint32_t>(rank),
+      gpu::encode_team_hello(gpu::TeamHello{nonce, static_cast<uint32_t>(rank),
                                             static_cast<uint32_t>(n)}, at);
-      auto r = team->send_[static_cast<size_t>(p)]->isend(at, api::kTeamHelloBytes,
-                                                          team->scratch_, api::kTagTeamHello);
+      auto r = team->send_[static_cast<size_t>(p)]->isend(at, gpu::kTeamHelloBytes,
+                                                          team->scratch_, gpu::kTagTeamHello);
       if (!r.ok()) return fail(r.status().with_context("GpuHost::connect: the team's hello"));
       sends[static_cast<size_t>(p)] = *r;
     }
@@ -197,7 +197,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       auto r = listener.try_accept();
       if (!r.ok()) return fail(r.status().with_context("GpuHost::connect: accept"));
       if (*r) {
-        auto a = api::TeamArrival::start(*d, std::move(r).value(), &listener);
+        auto a = gpu::TeamArrival::start(*d, std::move(r).value(), &listener);
         if (!a.ok()) return fail(a.status().with_context("GpuHost::connect: accept"));
         arrivals.push_back(std::move(a).value());
       }
@@ -206,7 +206,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       if (!a || a->claimed) continue;
       if (!a->heard) a->listen_once();
       if (!a->heard) continue;
-      const api::TeamHello& h = a->hello;
+      const gpu::TeamHello& h = a->hello;
       std::string why;
       if (!a->valid) {
         why = a->failure;

@@ -16,7 +16,7 @@
 #include "gpu/staged_memory.hpp"
 #include "proto/engine.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 
 // One operation's staging bytes: what the engine posts from. `ref` aliases the registration of
 // the slab they lie in and owns them: the engine keeps a copy with the operation until it is
@@ -100,4 +100,4 @@ std::shared_ptr<StagingPool> staging_pool(proto::Engine& engine, int gpu);
 Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, const void* p,
                                   size_t n, const char* what);
 
-}  // namespace xport::api
+}  // namespace xport::gpu

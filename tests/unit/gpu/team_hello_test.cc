@@ -1,12 +1,12 @@
-// GpuHost's team hellos (api/team_hello.hpp): round trips, anything but a whole hello of this
+// GpuHost's team hellos (gpu/host/team_hello.hpp): round trips, anything but a whole hello of this
 // version refused, and nonces every rank derives alike that differ between teams.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "api/team_hello.hpp"
+#include "gpu/host/team_hello.hpp"
 
-namespace xport::api {
+namespace xport::gpu {
 namespace {
 
 TEST(TeamHello, RoundTripsAndRefusesAnythingElse) {
@@ -52,4 +52,4 @@ TEST(TeamHello, NoncesAreAlikeForOneTeamAndDifferBetweenTeams) {
 }
 
 }  // namespace
-}  // namespace xport::api
+}  // namespace xport::gpu

@@ -1,0 +1,308 @@
+// Window (xport/window.hpp): one-sided operations on a window the engine holds; staged GPU
+// sources copied in the call, staged destinations copied out before they are reported done.
+#include <optional>
+
+#include "api/access.hpp"
+#include "core/format.hpp"
+
+namespace xport {
+
+using api::Access;
+using gpu::StagedArrivals;
+using gpu::StagedSource;
+
+Result<std::unique_ptr<Window>> Window::open(const SendComm& comm, Deadline deadline) {
+  const auto& e = Access::engine(comm);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  return Access::window(e, id);
+}
+
+Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm, Deadline deadline) {
+  const auto& e = Access::engine(comm);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  return Access::window(e, id);
+}
+
+Result<std::unique_ptr<Window>> Window::open(Device& device, const ConnectionHandle& handle,
+                                             Deadline deadline) {
+  const auto& e = Access::engine(device);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(handle, deadline));
+  return Access::window(e, id);
+}
+
+Result<std::unique_ptr<Window>> Window::open(Device& device, const RemoteRegion& key,
+                                             Deadline deadline) {
+  const proto::RemoteKey* k = Access::key(key);
+  if (k == nullptr) {
+    return core::error(Code::invalid_argument, "window: empty RemoteRegion");
+  }
+  const auto& e = Access::engine(device);
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(*k, deadline));
+  return Access::window(e, id);
+}
+
+Window::~Window() {
+  if (engine_) engine_->close_window(id_);
+}
+
+namespace {
+Status no_key(const char* what) {
+  return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
+}
+
+// A put into a peer's staged GPU memory is followed by a publish: a strong signal-like message
+// the target applies by copying the range from its shadow on to its GPU (proto/signal.cc), so
+// that quiet, strong signals and check() cover the copy. The engine issues the put, its publish
+// and (put_signal) the signal behind them whole or not at all; check() of the put's ticket
+// waits for the others.
+Result<Ticket> put_published(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                             const proto::LocalBuffer& local, size_t loff,
+                             const proto::RemoteKey& k, size_t roff, size_t len,
+                             const proto::Engine::SignalRequest* signal = nullptr) {
+  XPORT_ASSIGN_OR_RETURN(auto t, e.put_published(window, local, loff, k, roff, len, signal));
+  staged.follow(t.put, t.publish);
+  if (t.signal != 0) staged.follow(t.put, t.signal);
+  return t.put;
+}
+
+// What an operation posts from: a staged source's own bytes (at offset 0), or the Region.
+struct Source {
+  std::optional<StagedSource> staged;
+  proto::LocalBuffer local;
+  size_t offset = 0;
+};
+Status source(const Region& r, size_t offset, size_t len, const char* what, Source& out) {
+  XPORT_ASSIGN_OR_RETURN(out.staged, Access::stage(r, offset, len, what));
+  // (out is not moved from here on: local points into out.staged)
+  out.local = out.staged ? out.staged->local() : Access::local(r);
+  out.offset = out.staged ? 0 : offset;
+  return Status::success();
+}
+
+Status staged_remote(const char* what) {
+  return core::error(Code::unsupported, what, ": the remote region is GPU memory its owner "
+                     "stages through a host shadow; ", what, " from or on it is not supported "
+                     "yet (puts and signals are: docs/semantics.md, GPU memory)");
+}
+
+proto::Engine::SignalRequest signal_request(const proto::RemoteKey* key, size_t offset,
+                                            uint64_t value, SignalOp op, SignalOrder order) {
+  proto::Engine::SignalRequest r;
+  r.key = key;
+  r.offset = offset;
+  r.value = value;
+  r.op = op == SignalOp::set ? proto::WindowSignalOp::set : proto::WindowSignalOp::add;
+  r.strong = order == SignalOrder::strong;
+  return r;
+}
+}  // namespace
+
+Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion& remote,
+                           size_t roff, size_t len) {
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("put");
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put", src));
+  if (k->staged && len > 0) {
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len);
+  }
+  return engine_->put(id_, src.local, src.offset, *k, roff, len);
+}
+
+Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
+                           size_t roff, size_t len) {
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("get");
+  if (k->staged) return staged_remote("get");
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->get(id_, Access::local(local), loff, *k, roff, len));
+  if (Access::staged(local)) {
+    staged_->expect(t, {{Access::staged(local), static_cast<uint8_t*>(local.base()) + loff, len}});
+  }
+  return t;
+}
+
+Result<Ticket> Window::put_signal(const Region& local, size_t loff, const RemoteRegion& remote,
+                                  size_t roff, size_t len, const RemoteRegion& signal,
+                                  size_t soff, uint64_t value, SignalOp op, SignalOrder order) {
+  const proto::RemoteKey* k = Access::key(remote);
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (k == nullptr || sk == nullptr) return no_key("put_signal");
+  if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
+  auto r = signal_request(sk, soff, value, op, order);
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal", src));
+  if (k->staged && len > 0) {
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
+  }
+  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
+}
+
+Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
+                                          const RemoteRegion& remote, size_t roff, size_t len,
+                                          const RemoteRegion& signal, size_t soff, uint64_t value,
+                                          const Region& counter, size_t coff, SignalOp op,
+                                          SignalOrder order) {
+  const proto::RemoteKey* k = Access::key(remote);
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (k == nullptr || sk == nullptr) return no_key("put_signal_counter");
+  if (sk->device) return proto::device_word("put_signal_counter");  // before a staged put's publish goes out
+  auto r = signal_request(sk, soff, value, op, order);
+  const proto::LocalBuffer c = Access::local(counter);
+  r.counter = &c;
+  r.counter_offset = coff;
+  Source src;
+  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal_counter", src));
+  if (k->staged && len > 0) {
+    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
+  }
+  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
+}
+
+Result<Ticket> Window::signal(const RemoteRegion& signal, size_t soff, uint64_t value,
+                              SignalOp op, SignalOrder order) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("signal");
+  return engine_->signal(id_, signal_request(sk, soff, value, op, order));
+}
+
+Result<Ticket> Window::signal_counter(const RemoteRegion& signal, size_t soff, uint64_t value,
+                                      const Region& counter, size_t coff, SignalOp op,
+                                      SignalOrder order) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("signal_counter");
+  auto r = signal_request(sk, soff, value, op, order);
+  const proto::LocalBuffer c = Access::local(counter);
+  r.counter = &c;
+  r.counter_offset = coff;
+  return engine_->signal(id_, r);
+}
+
+Result<Ticket> Window::reset_signal(const RemoteRegion& signal, size_t soff) {
+  const proto::RemoteKey* sk = Access::key(signal);
+  if (sk == nullptr) return no_key("reset_signal");
+  return engine_->signal(id_, signal_request(sk, soff, 0, SignalOp::set, SignalOrder::strong));
+}
+
+Result<uint64_t> Window::read_signal(const Region& signal, size_t soff) const {
+  return engine_->read_word(Access::local(signal), soff, "read_signal");
+}
+
+Status Window::wait_signal(const Region& signal, size_t soff, uint64_t value, Deadline d) {
+  return engine_->wait_word(id_, Access::local(signal), soff, value, d, "wait_signal");
+}
+
+Status Window::wait_counter(const Region& counter, size_t coff, uint64_t value, Deadline d) {
+  return engine_->wait_word(id_, Access::local(counter), coff, value, d, "wait_counter");
+}
+
+Result<Ticket> Window::atomic(AtomicOp op, const RemoteRegion& remote, size_t roff,
+                              uint64_t operand, uint64_t compare, uint64_t* result) {
+  const proto::RemoteKey* k = Access::key(remote);
+  if (k == nullptr) return no_key("atomic");
+  if (k->staged) return staged_remote("atomic");
+  return engine_->atomic(id_, static_cast<proto::WindowAtomicOp>(op), *k, roff, operand, compare,
+                         result);
+}
+
+bool Window::native_atomics() const { return engine_->native_atomics(); }
+
+Result<Ticket> Window::post(const std::vector<TransferItem>& items,
+                            const std::vector<uint8_t>& notification) {
+  std::vector<proto::LocalBuffer> locals(items.size());
+  std::vector<proto::Engine::TransferItem> out(items.size());
+  std::vector<StagedArrivals::Target> gets;
+  // Puts from staged GPU memory: each item's own staging bytes (sized once: locals point in).
+  std::vector<std::optional<StagedSource>> sources(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TransferItem& it = items[i];
+    if (it.local == nullptr || it.remote == nullptr || Access::key(*it.remote) == nullptr) {
+      return core::error(Code::invalid_argument, "transfer item ", i,
+                         ": no local Region or an empty RemoteRegion");
+    }
+    locals[i] = Access::local(*it.local);
+    if (Access::key(*it.remote)->staged) {
+      if (it.kind == TransferItem::Kind::get) return staged_remote("transfer item get");
+      if (!notification.empty()) {
+        return core::error(Code::unsupported, "transfer item ", i, ": a notification after puts "
+                           "into a peer's staged GPU memory is not supported yet");
+      }
+      out[i].publish = true;
+    }
+    if (it.kind == TransferItem::Kind::put) {
+      XPORT_ASSIGN_OR_RETURN(sources[i], Access::stage(*it.local, it.local_offset, it.length,
+                                                       "transfer"));
+      if (sources[i]) locals[i] = sources[i]->local();
+    } else if (Access::staged(*it.local) && it.local->contains(static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length)) {
+      gets.push_back({Access::staged(*it.local),
+                      static_cast<uint8_t*>(it.local->base()) + it.local_offset, it.length});
+    }
+    out[i].put = it.kind == TransferItem::Kind::put;
+    out[i].local = &locals[i];
+    out[i].local_offset = sources[i] ? 0 : it.local_offset;
+    out[i].remote = Access::key(*it.remote);
+    out[i].remote_offset = it.remote_offset;
+    out[i].length = it.length;
+  }
+  std::vector<uint64_t> published;  // the publishes of its puts into staged GPU memory
+  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification, &published));
+  if (!gets.empty()) staged_->expect(t, std::move(gets));
+  for (Ticket p : published) staged_->follow(t, p);
+  return t;
+}
+
+Result<TransferState> Window::check(Ticket ticket) {
+  XPORT_ASSIGN_OR_RETURN(int done, engine_->check(id_, ticket));
+  // Puts into a peer's staged GPU memory: delivered once their publishes are applied.
+  for (Ticket f : staged_->followers(ticket)) {
+    if (done != 1) break;
+    XPORT_ASSIGN_OR_RETURN(done, engine_->check(id_, f));
+  }
+  if (done == 1) staged_->forget_followers(ticket);
+  if (done == 1 && staged_->expects(ticket)) {
+    XPORT_ASSIGN_OR_RETURN(bool copied, staged_->arrived(ticket, {}));
+    if (!copied) return TransferState::pending;
+  }
+  return done == 1 ? TransferState::done : TransferState::pending;
+}
+
+std::vector<std::vector<uint8_t>> Window::take_notifications() {
+  return engine_->take_notifications(id_);
+}
+
+Status Window::fence() { return engine_->fence(id_); }
+
+Status Window::quiet(Deadline deadline) {
+  // Staged gets issued before this call are copied out; later ones (other threads) are not
+  // covered by this quiet.
+  const uint64_t through = staged_->last_key();
+  const uint64_t followed = staged_->last_followed();
+  XPORT_RETURN_IF_ERROR(engine_->quiet(id_, deadline));
+  staged_->forget_followers_through(followed);
+  return staged_->settle_through(through);
+}
+
+Status Window::wait_local(Ticket ticket, Deadline deadline) {
+  // A ticket under the engine's mark is locally complete without error (an injected put, a
+  // sliding window's oldest): no lock, no engine call. Every 16th such call goes to the engine
+  // all the same, which makes a progress pass if the window has provider operations in flight:
+  // on a provider with manual progress that pass is what moves the bytes of larger puts (the
+  // target's credit grants are read by the put that finds its stream short of them:
+  // Engine::rma). (quick_: a relaxed count; concurrent callers may lose increments, never
+  // correctness.)
+  bool answered = false, pass = false;
+  if (local_clear_ != nullptr && ticket != 0 &&
+      ticket < local_clear_->load(std::memory_order_acquire)) {
+    const uint32_t q = quick_.load(std::memory_order_relaxed);
+    quick_.store(q + 1, std::memory_order_relaxed);
+    answered = (q & 15) != 15;
+    pass = !answered;
+  }
+  if (!answered) XPORT_RETURN_IF_ERROR(engine_->wait_local(id_, ticket, deadline, pass));
+  if (!staged_->expects(ticket)) return Status::success();
+  return staged_->arrived_wait(ticket, {});
+}
+
+uint64_t Window::issued() const { return engine_->window_issued(id_); }
+uint64_t Window::completed() const { return engine_->window_completed(id_); }
+
+}  // namespace xport
