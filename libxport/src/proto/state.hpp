@@ -1,7 +1,8 @@
 // The state of one device's protocol engine, shared by its parts (engine.hpp lists them):
 // configuration, rails, peers, the comm table (a communicator's requests: comm_state.hpp),
-// windows, flushes, and the engine lock (posts waiting for the provider are in their parts' queues). Everything here is
-// read and written under Core::mu (or by the only thread of a thread_safe = false device).
+// windows, flushes, and the engine lock (posts waiting for the provider are in their parts'
+// queues). Everything here is read and written under Core::mu (or by the only thread of a
+// thread_safe = false device).
 #pragma once
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "proto/one_sided/state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
+#include "rail/scheduler.hpp"
 #include "xport/deadline.hpp"
 #include "xport/provider.hpp"
 
@@ -155,6 +157,7 @@ class Core {
   // Declaration order is teardown order reversed: everything that names channels and endpoints
   // goes before the peers, the peers before the rails.
   std::vector<std::unique_ptr<rail::Rail>> rails;
+  rail::Scheduler scheduler{rails};  // (holds a reference to rails only)
   std::unique_ptr<memory::Registry> registry;
   std::map<uint64_t, std::unique_ptr<pool::Peer>> peers;  // by device token
   std::unique_ptr<pool::Pool> pool;  // connected endpoints' connections (pool/pool.hpp)
@@ -210,37 +213,27 @@ class Core {
     return Clock::now() - since > config.eagain_timeout;
   }
 
-  // A rail carries traffic to a peer while it is in service here and the peer has not
-  // reported its own end of it out of service.
+  // Which rails carry traffic towards a peer, and round-robin over them: the rail scheduler
+  // (rail/scheduler.hpp), given the rails the peer reported down at its end.
+  static uint32_t down_at(const pool::Peer* peer) { return peer != nullptr ? peer->rails_down : 0; }
   bool usable(size_t rail, const pool::Peer* peer) const {
-    return rails[rail]->in_service() &&
-           (peer == nullptr || (peer->rails_down & (1u << rail)) == 0);
+    return scheduler.usable(rail, down_at(peer));
   }
-  // Round-robin over the paths usable towards `peer` (any path when none is: the caller has
-  // checked check_usable() first where that matters).
   const pool::Path& pick(std::vector<pool::Path>& paths, uint32_t& cursor,
                          const pool::Peer* peer) const {
-    for (size_t tries = 0; tries < paths.size(); ++tries) {
-      const size_t i = cursor++ % paths.size();
-      if (usable(i, peer)) return paths[i];
-    }
-    return paths[cursor++ % paths.size()];
+    return paths[scheduler.pick(paths.size(), cursor, down_at(peer))];
   }
   pool::Channel* control_path(CommState& c) const {
     return pick(c.paths, c.next_control, c.peer).control;
   }
   pool::Channel* data_path(CommState& c) const { return pick(c.paths, c.next_data, c.peer).data; }
-  // The rails (indices) among the first `limit` usable towards `peer`, written to `out` without
-  // allocating (hot path); 0 when none is.
   using RailList = std::array<uint32_t, kMaxRails>;
   uint32_t healthy_rails(size_t limit, RailList& out, const pool::Peer* peer) const {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < limit; ++i)
-      if (usable(i, peer)) out[n++] = i;
-    return n;
+    return scheduler.healthy(limit, out.data(), down_at(peer));
   }
-  // The error when no rail among the first `limit` is in service (cold path).
-  Status no_rail_error(size_t limit, const pool::Peer* peer, const char* what) const;
+  Status no_rail_error(size_t limit, const pool::Peer*, const char* what) const {
+    return scheduler.none_usable(limit, what);
+  }
   Status check_usable(const std::vector<pool::Path>& paths, const pool::Peer* peer,
                       const char* what) const {
     RailList r;
