@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "proto/wire.hpp"
-#include "proto/wire_one_sided.hpp"
+#include "proto/one_sided/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xport::proto;

@@ -15,7 +15,7 @@
 #include "gpu/proxy_ring.hpp"
 #include "gpu/staging_counters.hpp"
 #include "harness.hpp"
-#include "proto/window.hpp"
+#include "proto/one_sided/window.hpp"
 #include "provider_fixture.hpp"
 
 namespace xport {

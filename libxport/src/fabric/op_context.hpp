@@ -11,13 +11,14 @@ namespace xport::fabric {
 
 enum class OpType : uint8_t {
   rx_buffer = 1,  // a posted receive buffer of a rail endpoint (owner: the endpoint)
-  tx_buffer,      // a bounce buffer carrying a control or headered eager message
+  tx_buffer,      // a bounce buffer carrying a control message
   eager_send,     // a headerless eager message sent from the caller's buffer
   rndv_write,     // one stripe of a rendezvous message
   put,            // one stripe of a window put (owner: the window)
   get,            // one stripe of a window get (owner: the window)
   flush,          // one rail's read of a flush (owner: the flush)
   atomic,         // a window's native atomic (owner: the window); also tags atomic scratch slots
+  eager_buffer,   // a bounce buffer carrying a headered eager message (comm, slot, seq: its send)
 };
 
 struct OpContext {

@@ -41,7 +41,7 @@ struct RegionState {
   // region's host shadow): declared before mrs, so it is dropped after them.
   std::shared_ptr<void> keepalive;
   // GPU memory staged through this registration (its shadow), kept alive by `keepalive`: a
-  // peer's writes and signals into it are copied on to the GPU (proto/signal.cc).
+  // peer's writes and signals into it are copied on to the GPU (proto/one_sided/signal.cc).
   gpu::StagedMemory* staged = nullptr;
   // >= 0: GPU memory of this CUDA device, registered with the provider itself (FI_HMEM_CUDA):
   // no shadow, and nothing of libxport may touch its bytes with the CPU (no inject from it).

@@ -9,6 +9,66 @@
 
 namespace xport::proto {
 
+void Control::register_handlers(Dispatch& d) {
+  dispatch_ = &d;
+  d.completion<&Control::received, &Control::receive_failed>(fabric::OpType::rx_buffer, this);
+  d.completion<&Control::sent, &Control::send_failed>(fabric::OpType::tx_buffer, this);
+  d.consumed<&Control::consumed>(this);
+}
+
+void Control::received(fabric::OpContext* ctx, const fi_cq_data_entry& e) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  memory::Buffer* b = &ep->rx().at(ctx->index);
+  ep->posted_rx -= 1;
+  if (ep->failed) return;  // a connection being retired: its buffers are not reposted
+  ep->endpoint().counters().ops[static_cast<int>(fabric::OpKind::recv)].add();
+  ep->endpoint().counters().bytes[static_cast<int>(fabric::OpKind::recv)].add(e.len);
+  bool hold = false;
+  // (remote CQ data here is a headerless eager message: the dispatch table routed writes)
+  if (carries_remote_data(e)) {
+    dispatch_->eager_arrived(ep, b, e.data, e.len, &hold);
+  } else {
+    dispatch_->message_arrived(ep, b, e.len, &hold);
+  }
+  // The buffer goes back to the provider at the next pass (the bare loops repost after they
+  // answered, too): the completion's caller sees it one provider call sooner.
+  if (!hold) repost_later(ep, b);
+}
+
+void Control::receive_failed(fabric::OpContext* ctx, const Status& status, int err) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->posted_rx -= 1;
+  if (err == FI_ECANCELED || ep->failed) return;
+  ep->endpoint().counters().error_completions.add();
+  XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
+  // A connection serves one peer: its loss fails that communicator. The shared RDM
+  // endpoints serve every peer: one peer's failure must not stop receives for the others.
+  pool::Channel* ch = ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid) : nullptr;
+  if (ch != nullptr && status.code() == Code::peer_lost) {
+    connection_lost(*ch, status);
+    return;
+  }
+  repost(ep, &ep->rx().at(ctx->index));
+}
+
+void Control::consumed(fabric::OpContext* ctx) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->posted_rx -= 1;
+  repost(ep, &ep->rx().at(ctx->index));
+}
+
+void Control::sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->endpoint().count_completion(false);
+  on_sent(&ep->tx().at(ctx->index), Status());
+}
+
+void Control::send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  ep->endpoint().count_completion(true);
+  on_sent(&ep->tx().at(ctx->index), st);
+}
+
 Status Control::send(pool::Channel* ch, const MsgHeader& h, const std::vector<uint8_t>* body,
                      CommState* owner, Dependent dep, pool::Peer* peer) {
   if (ch == nullptr) return core::error(Code::internal, "control message without a channel");
@@ -18,36 +78,34 @@ Status Control::send(pool::Channel* ch, const MsgHeader& h, const std::vector<ui
     return core::error(Code::internal, "control message of ", len, " bytes exceeds the ",
                        ch->ep->tx().size(), "-byte buffers of ", ch->label);
   }
+  pool::Peer* whose = owner != nullptr ? owner->peer : peer;
+  // Messages queued on the same channel go first (a CLOSE must not overtake its communicator's
+  // earlier CTS, for one).
+  const bool behind = queued_.any_of(
+      [&](const PendingQueue<PendingControl>::Entry& q) { return q.post.ch == ch; });
+  Status s = behind ? Status(Code::again, "queued")
+                    : attempt(ch, h, body != nullptr ? body->data() : nullptr,
+                              body != nullptr ? body->size() : 0, whose);
+  if (s.code() != Code::again) return s;
+  // Copied only now: a message that goes at once (most) is sent from the caller's bytes.
   PendingControl p;
   p.ch = ch;
   p.hdr = h;
   if (body != nullptr) p.body = *body;
   p.dep = dep;
-  if (owner != nullptr) {
-    p.owner = owner->id;
-    p.peer = owner->peer;
-  } else {
-    p.peer = peer;
-  }
-  // Messages queued on the same channel go first (a CLOSE must not overtake its communicator's
-  // earlier CTS, for one).
-  bool behind = false;
-  for (const PendingControl& q : core_.pending_control) behind = behind || q.ch == ch;
-  Status s = behind ? Status(Code::again, "queued") : attempt(p);
-  if (s.code() != Code::again) return s;
+  if (owner != nullptr) p.owner = owner->id;
+  p.peer = whose;
   if (owner != nullptr) core_.hold(*owner);
   core_.ref(p.peer);
-  p.since = Clock::now();
-  ++core_.counters.deferred_posts;
-  core_.pending_control.push_back(std::move(p));
+  queued_.push(std::move(p), Clock::now());
   return Status::success();
 }
 
-Status Control::attempt(PendingControl& p) {
-  pool::Channel* ch = p.ch;
+Status Control::attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* body,
+                        size_t body_len, const pool::Peer* peer) {
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
   rail::RailEndpoint& ep = *ch->ep;
-  const size_t len = sizeof(MsgHeader) + p.body.size();
+  const size_t len = sizeof(MsgHeader) + body_len;
   const bool inject = len <= core_.inject_size;
   rail::Rail& rail = *core_.rails[ch->rail];
   if (!inject && !rail.cq_take()) return Status(Code::again, "CQ full");
@@ -56,12 +114,13 @@ Status Control::attempt(PendingControl& p) {
     if (!inject) rail.cq_give();
     return Status(Code::again, core::str("no free send buffer on ", ch->label));
   }
-  std::memcpy(b->data, &p.hdr, sizeof(MsgHeader));
-  if (!p.body.empty()) std::memcpy(b->data + sizeof(MsgHeader), p.body.data(), p.body.size());
+  std::memcpy(b->data, &h, sizeof(MsgHeader));
+  if (body_len > 0) std::memcpy(b->data + sizeof(MsgHeader), body, body_len);
   // A control message: no request waits for its completion; the peer's token names whom an
   // error completion concerns.
+  b->ctx.type = fabric::OpType::tx_buffer;
   b->ctx.comm = 0;
-  b->ctx.seq = p.peer != nullptr ? p.peer->token : 0;
+  b->ctx.seq = peer != nullptr ? peer->token : 0;
   Status s;
   if (inject) {
     s = ep.endpoint().inject(b->data, len, ch->peer);
@@ -116,20 +175,34 @@ void Control::give_up(PendingControl& p, Status why) {
 void Control::retry() {
   // Order is kept per channel: once one message of a channel stays queued this pass, the ones
   // behind it wait too; other channels go on (one busy peer stalls nobody else).
-  std::vector<const pool::Channel*> blocked;
-  for (size_t n = core_.pending_control.size(); n > 0 && !core_.pending_control.empty(); --n) {
-    PendingControl p = std::move(core_.pending_control.front());
-    core_.pending_control.pop_front();
-    const bool behind = std::find(blocked.begin(), blocked.end(), p.ch) != blocked.end();
-    Status s = behind ? Status(Code::again, "queued") : attempt(p);
-    if (s.code() == Code::again && (behind || !core_.expired(p.since))) {
-      if (!behind) blocked.push_back(p.ch);
-      core_.pending_control.push_back(std::move(p));
-      continue;
+  blocked_.clear();
+  queued_.retry([&](PendingQueue<PendingControl>::Entry& e) {
+    PendingControl& p = e.post;
+    const bool behind = std::find(blocked_.begin(), blocked_.end(), p.ch) != blocked_.end();
+    Status s = behind ? Status(Code::again, "queued")
+                      : attempt(p.ch, p.hdr, p.body.data(), p.body.size(), p.peer);
+    if (s.code() == Code::again && (behind || !core_.expired(e.since))) {
+      if (!behind) blocked_.push_back(p.ch);
+      return true;
     }
     if (!s.ok()) give_up(p, std::move(s));
     done_with(p);
-  }
+    return false;
+  });
+}
+
+void Control::fail_rail(uint32_t rail) {
+  queued_.drop_if([&](PendingQueue<PendingControl>::Entry& e) {
+    if (e.post.ch->rail != rail || e.post.ch->owned) return false;
+    if (CommState* c = core_.comm(e.post.owner)) core_.release(*c);
+    core_.unref(e.post.peer);
+    return true;
+  });
+}
+
+void Control::clear() {
+  queued_.clear();
+  rx_waiting_.clear();
 }
 
 void Control::on_sent(memory::Buffer* b, const Status& st) {
@@ -150,7 +223,7 @@ void Control::repost(rail::RailEndpoint* ep, memory::Buffer* b) {
   if (ep->failed) return;
   rail::Rail& rail = *core_.rails[ep->rail()];
   if (!rail.cq_take()) {
-    core_.pending_rx.push_back({ep, b});
+    rx_waiting_.push({ep, b});
     return;
   }
   Status s = ep->endpoint().recv(b->data, ep->rx().size(), ep->rx().desc(), FI_ADDR_UNSPEC,
@@ -161,7 +234,7 @@ void Control::repost(rail::RailEndpoint* ep, memory::Buffer* b) {
   }
   rail.cq_give();
   if (s.code() == Code::again) {
-    core_.pending_rx.push_back({ep, b});
+    rx_waiting_.push({ep, b});
   } else {
     XPORT_LOG(warn, "cannot repost a receive buffer on ", ep->label(), ": ", s.to_string());
   }
@@ -173,7 +246,7 @@ void Control::repost_later(rail::RailEndpoint* ep, memory::Buffer* b) {
     repost(ep, b);
     return;
   }
-  core_.pending_rx.push_back({ep, b});
+  rx_waiting_.push({ep, b});
 }
 
 Status Control::post_receives(rail::RailEndpoint* ep) {
@@ -187,7 +260,7 @@ Status Control::post_receives(rail::RailEndpoint* ep) {
                                    &b->ctx);
     if (s.code() == Code::again) {
       core_.rails[ep->rail()]->cq_give();
-      core_.pending_rx.push_back({ep, b});
+      rx_waiting_.push({ep, b});
       continue;
     }
     if (!s.ok()) return s.with_context(core::str("posting receive buffers on ", ep->label()));
@@ -197,11 +270,15 @@ Status Control::post_receives(rail::RailEndpoint* ep) {
 }
 
 void Control::retry_receives() {
-  for (size_t n = core_.pending_rx.size(); n > 0 && !core_.pending_rx.empty(); --n) {
-    PendingRx p = core_.pending_rx.front();
-    core_.pending_rx.pop_front();
-    repost(p.ep, p.buffer);
-  }
+  // (repost queues a buffer it cannot post again, behind the others)
+  rx_waiting_.retry([&](PendingQueue<PendingRx>::Entry& e) {
+    repost(e.post.ep, e.post.buffer);
+    return false;
+  });
+}
+
+void Control::forget_receives(const rail::RailEndpoint* ep) {
+  rx_waiting_.drop_if([&](PendingQueue<PendingRx>::Entry& e) { return e.post.ep == ep; });
 }
 
 void Control::retire(std::unique_ptr<pool::Channel> connection) {
@@ -212,18 +289,14 @@ void Control::retire(std::unique_ptr<pool::Channel> connection) {
   ep->failure = "closed";
   // Receives queued for reposting must not be posted any more, nor messages queued on it (only
   // ones nobody waits on can be left: a user's communicator is gone only once its are out).
-  std::erase_if(core_.pending_rx, [&](const PendingRx& p) { return p.ep == ep; });
-  for (size_t n = core_.pending_control.size(); n > 0; --n) {
-    PendingControl p = std::move(core_.pending_control.front());
-    core_.pending_control.pop_front();
-    if (p.ch != connection.get()) {
-      core_.pending_control.push_back(std::move(p));
-      continue;
-    }
-    XPORT_LOG(info, "dropping control message type ", int(p.hdr.type), " queued on ",
+  forget_receives(ep);
+  queued_.drop_if([&](PendingQueue<PendingControl>::Entry& e) {
+    if (e.post.ch != connection.get()) return false;
+    XPORT_LOG(info, "dropping control message type ", int(e.post.hdr.type), " queued on ",
               connection->label, ": the connection closes");
-    done_with(p);
-  }
+    done_with(e.post);
+    return true;
+  });
   ep->cancel_receives();
   if (core_.connected_endpoints() && connection->key.dir == pool::Direction::out &&
       !connection->connected && ep->has_endpoint()) {

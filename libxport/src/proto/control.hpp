@@ -6,13 +6,22 @@
 #include <memory>
 #include <vector>
 
+#include "proto/dispatch.hpp"
+#include "proto/hook.hpp"
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Control {
  public:
-  explicit Control(Core& core) : core_(core) {}
+  explicit Control(Core& core)
+      : core_(core), queued_(&core.counters.deferred_posts), rx_waiting_(nullptr) {}
+  // Completions of receive buffers (what arrived goes on to the dispatch table's arrivals) and
+  // of control messages' send buffers.
+  void register_handlers(Dispatch& d);
+  // A connection whose receive buffer failed with its peer lost (bound by the engine).
+  Hook<void(pool::Channel&, const Status&)> connection_lost;
 
   // Sends a control message on `ch`, a path of `owner` (or, without a communicator, a channel of
   // `peer`). When the provider is busy, no bounce buffer is free or the CQ has no room, it is
@@ -23,6 +32,10 @@ class Control {
               CommState* owner, Dependent dep, pool::Peer* peer = nullptr);
   // Progress: every queued message once, in order.
   void retry();
+  bool queued() const { return !queued_.empty(); }
+  // The rail's CQ failed: messages queued for its shared endpoints are dropped (what matters was
+  // sent again on the other rails).
+  void fail_rail(uint32_t rail);
   // The completion of a control message's bounce buffer.
   void on_sent(memory::Buffer* b, const Status& st);
 
@@ -34,6 +47,11 @@ class Control {
   void repost_later(rail::RailEndpoint* ep, memory::Buffer* b);
   Status post_receives(rail::RailEndpoint* ep);
   void retry_receives();
+  bool receives_waiting() const { return !rx_waiting_.empty(); }
+  // The endpoint's buffers are with the provider no more (its rail failed): none is reposted.
+  void forget_receives(const rail::RailEndpoint* ep);
+  // Teardown: nothing queued is posted any more.
+  void clear();
 
   // A connection no communicator uses any more: its receives are cancelled and its endpoint
   // closes once every completion naming its buffers has been read (or, for a provider that
@@ -46,11 +64,22 @@ class Control {
   static constexpr std::chrono::seconds kRetireWait{2};
 
  private:
-  // One attempt: ok (sent), Code::again (keep it queued), or an error that stands.
-  Status attempt(PendingControl& p);
+  // One attempt: ok (sent), Code::again (keep it queued), or an error that stands. `peer`
+  // names whom an error completion concerns.
+  Status attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* body, size_t len,
+                 const pool::Peer* peer);
   void give_up(PendingControl& p, Status why);
+  void received(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void receive_failed(fabric::OpContext* ctx, const Status& st, int err);
+  void consumed(fabric::OpContext* ctx);
+  void sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void send_failed(fabric::OpContext* ctx, const Status& st, int err);
   void done_with(PendingControl& p);
   Core& core_;
+  Dispatch* dispatch_ = nullptr;
+  PendingQueue<PendingControl> queued_;
+  PendingQueue<PendingRx> rx_waiting_;          // receive buffers to post again (not counted)
+  std::vector<const pool::Channel*> blocked_;  // retry(): channels with a message kept this pass
 };
 
 }  // namespace xport::proto

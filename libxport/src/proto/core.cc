@@ -2,22 +2,10 @@
 // outcomes with their accounting, and peers with their channels.
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
-
-Status Core::no_rail_error(size_t limit, const pool::Peer* peer, const char* what) const {
-  std::string why;
-  for (size_t i = 0; i < limit; ++i) {
-    const std::string reason = !rails[i]->in_service() ? rails[i]->health().reason()
-                                                        : std::string("out of service at the peer");
-    why += core::str(why.empty() ? "" : ", ", rails[i]->name(), ": ", reason);
-  }
-  (void)peer;
-  return core::error(Code::closed, what, ": every rail shared with the peer is quarantined (",
-                     why, "); retry when a link is back");
-}
 
 void Core::note_failure(uint32_t rail, const Status& status, bool from_post) {
   if (status.code() != Code::closed || rail >= rails.size()) return;

@@ -2,15 +2,15 @@
 // loop that reads every rail's CQ in bounded batches and dispatches each completion by its op
 // context and remote CQ data, and teardown. The work itself is done by its parts, one per
 // concern, over the shared state in state.hpp:
-//   control.hpp      control messages, receive buffers, connection retirement
-//   connection.hpp   listen/connect/accept, CONN_* messages, close
-//   eager.hpp        eager messages and credits
-//   rendezvous.hpp   RTS/CTS and striped writes
-//   matching.hpp     grouped receives, messages placed by tag
-//   one_sided.hpp    windows: puts, gets, signals, atomics, transfers over per-peer streams
-//                    (its own parts: window, stream, signal, atomic, transfer)
-//   flush.hpp        flush reads on every rail
-//   peer_health.hpp  keepalive, peer loss, clock-driven clean-up
+//   control.hpp            control messages, receive buffers, connection retirement
+//   connections/           listen/connect/accept, CONN_* messages, close
+//   two_sided/eager        eager messages and credits
+//   two_sided/rendezvous   RTS/CTS and striped writes
+//   two_sided/matching     grouped receives, messages placed by tag
+//   one_sided/             windows: puts, gets, signals, atomics, transfers over per-peer streams
+//                          (its own parts: window, stream, signal, atomic, transfer)
+//   flush.hpp              flush reads on every rail
+//   peer_health.hpp        keepalive, peer loss, clock-driven clean-up
 // Registration lives in memory/registry.hpp, rail health in rail/health.hpp, channels, peers and
 // comm ids in pool/.
 #pragma once
@@ -24,15 +24,16 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
-#include "proto/connection.hpp"
+#include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
-#include "proto/eager.hpp"
+#include "proto/dispatch.hpp"
 #include "proto/flush.hpp"
-#include "proto/matching.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
-#include "proto/rendezvous.hpp"
 #include "proto/state.hpp"
+#include "proto/two_sided/eager.hpp"
+#include "proto/two_sided/matching.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 #include "proto/waker.hpp"
 #include "xport/stats.hpp"
 
@@ -110,7 +111,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   void connect_abandon(CommId id);
   void close_comm(CommId id);
 
-  // two-sided (two_sided.cc). `handoff` (PostMode::handoff): the call takes the engine only if
+  // two-sided (two_sided/calls.cc). `handoff` (PostMode::handoff): the call takes the engine only if
   // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
   // the next progress pass.
   Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
@@ -144,7 +145,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
   Result<bool> test_flush(CommId comm, uint64_t id, bool progress = true);
 
-  // one-sided (engine_one_sided.cc; docs/semantics.md "One-sided")
+  // one-sided (one_sided/calls.cc; docs/semantics.md "One-sided")
   struct SignalRequest {
     const RemoteKey* key = nullptr;  // the signal word's region at the peer
     size_t offset = 0;
@@ -218,9 +219,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // shutdown, since its registrations hold the engine (nullptr once shut down).
   std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
 
-  // For the parts: a control message that overtook its CONN_ACK, dispatched once it is in.
-  void dispatch_stashed(Stashed& m);
-
   // For engine-level tests and the fuzz target: what progress does with `len` bytes that arrived
   // as a message on rail `rail` (control endpoint), or with a remote-CQ-data completion on it
   // (`eager`: a headerless eager message of `len` payload bytes, else a peer's write). Nothing
@@ -274,13 +272,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
-  void on_completion(const fi_cq_data_entry& e);
-  void on_error(void* context, Status status, int err);
-  void on_receive(rail::RailEndpoint* ep, memory::Buffer* b, const fi_cq_data_entry& e,
-                  bool eager_data);
-  void on_message(rail::RailEndpoint* ep, memory::Buffer* b, size_t len, bool* hold);
-  void dispatch(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h,
-                const uint8_t* body, size_t body_len, bool* hold);
   CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
   // Under the lock: the connection's id, or the error that ended it (then it is given up).
   Result<CommId> connect_outcome(CommId id, Status s);
@@ -296,6 +287,7 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   Result<uint64_t*> local_word(const LocalBuffer& region, size_t offset, const char* what);
 
   mutable Core core_;  // (the lock is taken in const calls too)
+  Dispatch dispatch_{core_};
   Control control_{core_};
   Connections connections_{core_};
   Eager eager_{core_};

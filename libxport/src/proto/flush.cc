@@ -3,6 +3,10 @@
 
 namespace xport::proto {
 
+void Flusher::register_handlers(Dispatch& d) {
+  d.completion<&Flusher::read_done, &Flusher::read_failed>(fabric::OpType::flush, this);
+}
+
 Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
                                 const RegionRef& region) {
   if (len == 0 || c.connection) return uint64_t{0};
@@ -32,8 +36,7 @@ Result<uint64_t> Flusher::start(CommState& c, const uint8_t* buf, size_t len,
     Status st = post(fs, i);
     if (st.ok()) fs.pending[i] = 1;
     if (st.code() == Code::again) {
-      unposted_.emplace_back(id, i);
-      ++core_.counters.deferred_posts;
+      unposted_.push({id, i});
     } else if (!st.ok()) {
       if (fs.error.ok()) fs.error = st.with_context("flush");
       fs.remaining -= 1;
@@ -55,21 +58,20 @@ Status Flusher::post(FlushState& f, uint32_t i) {
 }
 
 void Flusher::retry() {
-  for (size_t n = unposted_.size(); n > 0 && !unposted_.empty(); --n) {
-    auto [id, i] = unposted_.front();
-    unposted_.erase(unposted_.begin());
-    auto it = core_.flushes.find(id);
-    if (it == core_.flushes.end()) continue;
+  unposted_.retry([&](PendingQueue<Read>::Entry& e) {
+    auto it = core_.flushes.find(e.post.flush);
+    if (it == core_.flushes.end()) return false;
     FlushState& f = *it->second;
+    const uint32_t i = e.post.index;
     Status st = post(f, i);
     if (st.ok()) f.pending[i] = 1;
-    if (st.code() == Code::again) {
-      unposted_.emplace_back(id, i);
-    } else if (!st.ok()) {
+    if (st.code() == Code::again) return true;
+    if (!st.ok()) {
       if (f.error.ok()) f.error = st.with_context("flush");
       if (--f.remaining == 0 && f.abandoned) core_.flushes.erase(it);
     }
-  }
+    return false;
+  });
 }
 
 void Flusher::on_done(fabric::OpContext* ctx, const Status& st) {
@@ -105,9 +107,9 @@ void Flusher::fail_rail(uint32_t rail, const Status& why) {
     auto it = core_.flushes.find(id);
     if (it != core_.flushes.end() && it->second->pending[i]) on_done(&it->second->ctx[i], why);
   }
-  std::erase_if(unposted_, [&](const std::pair<uint64_t, uint32_t>& u) {
-    auto it = core_.flushes.find(u.first);
-    if (it == core_.flushes.end() || it->second->eps[u.second]->rail() != rail) return false;
+  unposted_.drop_if([&](PendingQueue<Read>::Entry& e) {
+    auto it = core_.flushes.find(e.post.flush);
+    if (it == core_.flushes.end() || it->second->eps[e.post.index]->rail() != rail) return false;
     FlushState& f = *it->second;
     if (f.error.ok()) f.error = why;
     if (--f.remaining == 0 && f.abandoned) core_.flushes.erase(it);

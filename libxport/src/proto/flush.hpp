@@ -3,13 +3,17 @@
 // came on its rail, which is what makes the data visible before a kernel uses it.
 #pragma once
 
+#include "proto/dispatch.hpp"
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Flusher {
  public:
-  explicit Flusher(Core& core) : core_(core) {}
+  explicit Flusher(Core& core) : core_(core), unposted_(&core.counters.deferred_posts) {}
+  // Completions of flush reads.
+  void register_handlers(Dispatch& d);
 
   // Starts a flush of [buf, buf+len): its id, or 0 when nothing is to be read (len 0, or
   // connected endpoints, whose receive completion already orders the data).
@@ -30,8 +34,14 @@ class Flusher {
 
  private:
   Status post(FlushState& f, uint32_t i);
+  void read_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
+  void read_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
   Core& core_;
-  std::vector<std::pair<uint64_t, uint32_t>> unposted_;  // (flush, read) queued for progress
+  struct Read {
+    uint64_t flush = 0;
+    uint32_t index = 0;  // its read (rail) in the flush
+  };
+  PendingQueue<Read> unposted_;
 };
 
 }  // namespace xport::proto

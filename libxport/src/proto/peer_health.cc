@@ -5,7 +5,7 @@
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 namespace {
@@ -31,6 +31,12 @@ pool::Channel* control_channel(const Core& core, pool::Peer& p) {
 }
 
 }  // namespace
+
+void PeerHealth::register_handlers(Dispatch& d) {
+  d.message<&PeerHealth::on_ping>(MsgType::ping, this);
+  d.message<&PeerHealth::on_pong>(MsgType::pong, this);
+  d.message<&PeerHealth::on_rail_state>(MsgType::rail_state, this);
+}
 
 void PeerHealth::check(Clock::time_point now) {
   // Which peers this device waits on: a connection in progress, a request not yet finished,
@@ -103,7 +109,8 @@ void PeerHealth::ping(pool::Peer& p, Clock::time_point now) {
                             nullptr, nullptr, Dependent{}, &p);
 }
 
-void PeerHealth::on_ping(const MsgHeader& h) {
+void PeerHealth::on_ping(const Message& m) {
+  const MsgHeader& h = m.h;
   auto it = core_.peers.find(h.aux);
   // A device this one knows nothing of (all its communicators closed) gets no answer: whatever
   // it waits on here is gone.
@@ -116,7 +123,8 @@ void PeerHealth::on_ping(const MsgHeader& h) {
                             nullptr, Dependent{}, &p);
 }
 
-void PeerHealth::on_rail_state(const MsgHeader& h) {
+void PeerHealth::on_rail_state(const Message& m) {
+  const MsgHeader& h = m.h;
   auto it = core_.peers.find(h.aux);
   if (it == core_.peers.end() || h.seq >= kMaxRails) return;
   pool::Peer& p = *it->second;
@@ -132,7 +140,8 @@ void PeerHealth::on_rail_state(const MsgHeader& h) {
   }
 }
 
-void PeerHealth::on_pong(const MsgHeader& h) {
+void PeerHealth::on_pong(const Message& m) {
+  const MsgHeader& h = m.h;
   auto it = core_.peers.find(h.aux);
   if (it == core_.peers.end()) return;
   pool::Peer& p = *it->second;

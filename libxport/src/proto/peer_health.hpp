@@ -3,6 +3,7 @@
 // set a deadline), idle peers retired, closed communicators whose linger ended erased.
 #pragma once
 
+#include "proto/dispatch.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
@@ -10,12 +11,14 @@ namespace xport::proto {
 class PeerHealth {
  public:
   explicit PeerHealth(Core& core) : core_(core) {}
+  // ping, pong, rail_state.
+  void register_handlers(Dispatch& d);
   // A bounded sweep, from progress at most every kInterval.
   void check(Clock::time_point now);
-  void on_ping(const MsgHeader& h);
-  void on_pong(const MsgHeader& h);
+  void on_ping(const Message& m);
+  void on_pong(const Message& m);
   // A peer's rail went out of or back into service: traffic towards it follows.
-  void on_rail_state(const MsgHeader& h);
+  void on_rail_state(const Message& m);
   static constexpr std::chrono::milliseconds kInterval{50};
   static constexpr std::chrono::seconds kPeerLinger{2};
 

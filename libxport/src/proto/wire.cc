@@ -5,7 +5,7 @@
 #include <array>
 
 #include "core/format.hpp"
-#include "proto/wire_one_sided.hpp"
+#include "proto/one_sided/wire.hpp"
 
 namespace xport::proto {
 

@@ -90,7 +90,7 @@ enum class MsgType : uint8_t {
   refuse = 20,      // receiver -> sender: message `seq` will not be received (aux: reason, 1: its
                     // tag matches no buffer left in its group, 2: its tag differs from the
                     // receive's; aux2: the tag the message carried)
-  // One-sided windows (30..49; wire_one_sided.hpp has their fields and the CQ data of their
+  // One-sided windows (30..49; one_sided/wire.hpp has their fields and the CQ data of their
   // writes). dst_comm/dst_gen name the receiver's window stream, src_comm/src_gen the sender's.
   win_req = 30,     // initiator -> target: open a stream (body: ConnBody + addresses)
   win_ack = 31,     // target -> initiator: the stream (or a refusal) (body: AckBody + addresses)
@@ -224,6 +224,9 @@ inline uint64_t encode_cq_data(const CqData& d, size_t data_bytes) {
   if (data_bytes >= 8) v |= static_cast<uint64_t>(d.high) << 32;
   return v;
 }
+// Comm id 0 is never issued (a rendezvous write always names one): remote CQ data whose low 16
+// bits are 0 is a window's write (one_sided/wire.hpp has its layout).
+inline bool is_window_write(uint64_t data) { return (data & 0xffff) == 0; }
 inline CqData decode_cq_data(uint64_t v, size_t data_bytes) {
   CqData d;
   d.comm = static_cast<uint16_t>(v & 0xffff);

@@ -1,4 +1,4 @@
-// A window's table of tickets not yet complete (proto/one_sided_state.hpp): a ring indexed by
+// A window's table of tickets not yet complete (proto/one_sided/state.hpp): a ring indexed by
 // ticket number in place of a map. Out-of-order completion, holes, growth past the first ring
 // and numbers that were taken but never added must all find, erase and iterate as a map would.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "proto/one_sided_state.hpp"
+#include "proto/one_sided/state.hpp"
 
 namespace xport::proto {
 namespace {

@@ -1,6 +1,6 @@
-// Window streams at the initiator: numbering, credits, fences and acknowledgements; progress,
-// failures and teardown of both sides (the target's side is stream_target.cc).
-#include "proto/stream.hpp"
+// Window streams at the initiator: numbering, credits, fences and acknowledgements (progress,
+// failures and teardown of both sides: stream_progress.cc; the target's side: stream_target.cc).
+#include "proto/one_sided/stream.hpp"
 
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include "core/log.hpp"
 #include "core/random.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 
@@ -22,6 +22,19 @@ std::vector<RailAddresses> Streams::local_addresses() const {
     out.push_back(std::move(a));
   }
   return out;
+}
+
+void Streams::register_handlers(Dispatch& d) {
+  d.message<&Streams::on_request>(MsgType::win_req, this);
+  d.message<&Streams::on_accept>(MsgType::win_ack, this);
+  d.message<&Streams::on_operation>(MsgType::win_signal, this);
+  d.message<&Streams::on_operation>(MsgType::win_atomic, this);
+  d.message<&Streams::on_operation>(MsgType::win_notify, this);
+  d.message<&Streams::on_done>(MsgType::win_done, this);
+  d.message<&Streams::on_sync>(MsgType::win_sync, this);
+  d.message<&Streams::on_close>(MsgType::win_close, this);
+  d.message<&Streams::on_gone>(MsgType::win_gone, this);
+  d.window_write<&Streams::on_write>(this);
 }
 
 // ---- initiator ----
@@ -150,7 +163,10 @@ void Streams::abandon(uint32_t id, const Status& why) {
   if (OutStream* s = find(id); s != nullptr && s->phase == StreamPhase::connecting) fail(*s, why);
 }
 
-void Streams::on_accept(const MsgHeader& h, const uint8_t* body, size_t len) {
+void Streams::on_accept(const Message& m) {
+  const MsgHeader& h = m.h;
+  const uint8_t* body = m.body;
+  const size_t len = m.len;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->phase != StreamPhase::connecting ||
       h.aux2 != s->nonce) {
@@ -384,7 +400,8 @@ void Streams::closing(const OutStream& s) {
                      now});
 }
 
-void Streams::on_gone(const MsgHeader& h) {
+void Streams::on_gone(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
     core_.miss(true);
@@ -393,7 +410,8 @@ void Streams::on_gone(const MsgHeader& h) {
   fail(*s, Status(Code::closed, "window: the target's device closed"), false);
 }
 
-void Streams::on_done(const MsgHeader& h) {
+void Streams::on_done(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
     core_.miss(true);
@@ -494,118 +512,6 @@ void Streams::erase_out(OutStream& s) {
   core_.unref(peer);
 }
 
-// ---- progress, failures, teardown ----
-
-bool Streams::scan() const {
-  for (const auto& [id, s] : core_.out_streams) {
-    if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
-  }
-  for (uint16_t index : core_.in_stream_live) {
-    const InStream* in = core_.in_streams[index].get();
-    if (in != nullptr && !in->waiting.empty()) return true;
-  }
-  return false;
-}
-
-void Streams::retry() {
-  size_t budget = core_.config.progress_batch;
-  std::vector<uint32_t> ids;
-  for (auto& [id, s] : core_.out_streams) ids.push_back(id);
-  for (uint32_t id : ids) {
-    OutStream* s = find(id);
-    if (s == nullptr) continue;
-    pump(*s, budget);
-    if ((s = find(id)) == nullptr || s->windows > 0 || s->openers > 0 || !s->held.empty()) {
-      continue;
-    }
-    // Idle (no window uses it): closed once everything it sent is acknowledged.
-    if (s->phase == StreamPhase::ready && (s->done < s->next_seq || s->uncounted_inflight > 0)) {
-      request_ack(*s, s->next_seq);
-      continue;
-    }
-    if (s->phase == StreamPhase::connecting) continue;  // its opener is still waiting
-    if (s->phase == StreamPhase::ready) {
-      MsgHeader h = window_header(MsgType::win_close);
-      (void)send(*s, h, nullptr);
-      closing(*s);
-    }
-    erase_out(*s);
-  }
-  size_t apply = core_.config.progress_batch;
-  // (by position: nothing here closes a stream; a pass copies no list)
-  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
-    InStream* s = core_.in_streams[core_.in_stream_live[i]].get();
-    if (s == nullptr || s->waiting.empty()) continue;
-    drain(*s, apply);
-    maybe_ack(*s);
-  }
-  work_ = scan();  // what a budget or a credit left for a later pass
-}
-
-void Streams::fail_peer(pool::Peer& p, const Status& why) {
-  for (auto& [id, s] : core_.out_streams) {
-    if (s->peer == &p) fail(*s, why);
-  }
-  const std::vector<uint16_t> live = core_.in_stream_live;  // (erase_in changes it)
-  for (uint16_t index : live) {
-    InStream* s = core_.in_streams[index].get();
-    if (s != nullptr && s->peer == &p) erase_in(*s);
-  }
-}
-
-void Streams::check_stalls(Clock::time_point now) {
-  std::vector<uint32_t> stalled;
-  for (auto& [id, s] : core_.out_streams) {
-    if (s->phase != StreamPhase::ready || s->sync_sent <= s->done) continue;
-    // Only while the peer answers (a keepalive's answer, any message) after it was asked: a
-    // silent one is declared lost on the same clock, which says more.
-    if (s->peer == nullptr || s->peer->dead || s->peer->last_heard <= s->sync_since) continue;
-    if (now - s->sync_since > core_.config.peer_timeout) stalled.push_back(id);
-  }
-  for (uint32_t id : stalled) {
-    OutStream* s = find(id);
-    if (s == nullptr) continue;
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - s->sync_since);
-    fail(*s, core::error(Code::fabric, "window stream to device ", std::hex,
-                         s->peer != nullptr ? s->peer->token : 0, std::dec, ": operation ",
-                         s->done, " never reached the target (asked to acknowledge up to ",
-                         s->sync_sent, ", no progress for ", waited.count(),
-                         " ms, XPORT_PEER_TIMEOUT_MS): a write its provider refused (a key that "
-                         "does not cover the range?) or lost; the stream is closed, windows "
-                         "opened from now on to that device use a new one"));
-  }
-}
-
-bool Streams::waits_on(const pool::Peer* p) const {
-  for (const auto& [id, s] : core_.out_streams) {
-    if (s->peer != p) continue;
-    if (s->phase == StreamPhase::connecting ||
-        (s->phase == StreamPhase::ready &&
-         (!s->held.empty() || s->done < s->next_seq || s->awaiting_count > 0))) {
-      return true;
-    }
-  }
-  return false;
-}
-
-void Streams::shutdown() {
-  // (wait_local's answers without the engine stop: it says what a closed device says)
-  for (auto& [id, w] : core_.windows) w->local_clear->store(0, std::memory_order_release);
-  for (auto& [id, s] : core_.out_streams) {
-    if (s->phase != StreamPhase::ready) continue;
-    MsgHeader h = window_header(MsgType::win_close);
-    (void)send(*s, h, nullptr);
-    s->phase = StreamPhase::failed;
-    s->error = Status(Code::closed, "the device closed");
-  }
-  // Every initiator still holding a stream to this device hears that it is gone and sends
-  // nothing more: one in this process would otherwise write into the memory of an endpoint
-  // closed here (shm maps a peer in the same process once, and unmaps it with its endpoint).
-  for (auto& in : core_.in_streams) {
-    if (in == nullptr) continue;
-    MsgHeader h = window_header(MsgType::win_gone);
-    reply(*in, h, false);
-  }
-}
+// ---- progress, failures, teardown: stream_progress.cc ----
 
 }  // namespace xport::proto

@@ -7,6 +7,7 @@
 // when asked) move the initiator's `done` mark: delivery completion, credits, fences.
 #pragma once
 
+#include "proto/dispatch.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
@@ -16,6 +17,8 @@ class OneSided;
 class Streams {
  public:
   Streams(Core& core, OneSided& os) : core_(core), os_(os) {}
+  // win_* messages of streams and their operations, and window writes.
+  void register_handlers(Dispatch& d);
 
   // ---- initiator ----
   // The stream to the peer of `comm` (made and requested when there is none; connected
@@ -54,24 +57,24 @@ class Streams {
   void fail(OutStream& s, const Status& why, bool farewell = true);
 
   // ---- target ----
-  void on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
+  void on_request(const Message& m);
   void on_write(uint64_t data, size_t len, uint32_t rail);
-  void on_operation(const MsgHeader& h, const uint8_t* body, size_t len);
-  void on_sync(const MsgHeader& h);
+  void on_operation(const Message& m);
+  void on_sync(const Message& m);
   // Target: operations into staged GPU memory whose copy has finished are done (then what
   // waited behind them runs, and acknowledgements go).
   void poll_copies();
   bool copying() const { return copies_inflight_ != 0; }
-  void on_close(const MsgHeader& h);
+  void on_close(const Message& m);
   // Initiator: the target's device closed (win_gone): the stream fails, nothing more is sent.
-  void on_gone(const MsgHeader& h);
+  void on_gone(const Message& m);
   InStream* in(uint16_t index, uint8_t gen, bool check_gen) const;
   // Sends a message back to the initiator of `in`.
   void reply(InStream& in, MsgHeader& h, bool ack = true);
 
   // ---- initiator: answers ----
-  void on_accept(const MsgHeader& h, const uint8_t* body, size_t len);
-  void on_done(const MsgHeader& h);
+  void on_accept(const Message& m);
+  void on_done(const Message& m);
   // The target's done mark moved to `done` (from a win_done or a win_result).
   void advance(OutStream& s, uint64_t done);
 

@@ -4,13 +4,18 @@
 // receive buffer (or a copy) for its receive.
 #pragma once
 
+#include "proto/dispatch.hpp"
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
 
 class Eager {
  public:
-  explicit Eager(Core& core) : core_(core) {}
+  explicit Eager(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
+  // Completions of eager sends (headerless, and headered in a bounce buffer), eager and credit
+  // messages, headerless eager arrivals.
+  void register_handlers(Dispatch& d);
 
   // Sender: the message goes now if its credit allows, else waits for credit in order.
   Status start(CommState& c, SendSlot& s, uint16_t slot);
@@ -28,11 +33,15 @@ class Eager {
   bool headerless(uint32_t tag) const;
   // Every receive up to `posted_through` is posted at the peer: waiting messages may go.
   void grant_credit(CommState& c, uint64_t posted_through);
-  void on_credit(const MsgHeader& h);
+  void on_credit(const Message& m);
   // A completion of an eager send (headerless: its request's context; headered: the bounce
   // buffer's).
   void on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b);
   void retry();
+  bool queued() const { return !queued_.empty(); }
+  // The rail's CQ failed: messages queued for it fail with their requests.
+  void fail_rail(uint32_t rail, const Status& why);
+  void clear() { queued_.clear(); }
 
   // Receiver: reports receives posted up to `last` towards the next credit (every depth/2).
   Status report_posted(CommState& c, uint64_t last);
@@ -40,7 +49,7 @@ class Eager {
   // dropped (the message was refused).
   void take_unexpected(CommState& c, RecvSlot& r, Unexpected& u);
   void drop_unexpected(Unexpected& u);
-  void on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold);
+  void on_eager(const Message& m);
   void on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
                      bool* hold);
 
@@ -57,7 +66,12 @@ class Eager {
   void accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint16_t slot,
               uint64_t seq, size_t offset, size_t len, uint32_t tag, bool* hold);
   void deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len);
+  void sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void send_failed(fabric::OpContext* ctx, const Status& st, int err);
+  void buffer_sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
+  void buffer_send_failed(fabric::OpContext* ctx, const Status& st, int err);
   Core& core_;
+  PendingQueue<PendingEager> queued_;
 };
 
 }  // namespace xport::proto

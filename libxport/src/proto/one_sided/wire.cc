@@ -1,5 +1,5 @@
 // Validation of the one-sided window messages (lengths and ranges before any use).
-#include "proto/wire_one_sided.hpp"
+#include "proto/one_sided/wire.hpp"
 
 #include "core/format.hpp"
 

@@ -1,6 +1,6 @@
-// Connection set-up: listeners and their handles, connect/accept over the control path (RDM) or
-// connection-manager events (FI_EP_MSG), refusal with reasons, cancellation, and close.
-#include "proto/connection.hpp"
+// Connection set-up: listeners and their handles, connect/accept over the control path (RDM),
+// refusal with reasons (a communicator's end: close.cc; FI_EP_MSG events: connected.cc).
+#include "proto/connections/connections.hpp"
 
 #include <rdma/fi_cm.h>
 
@@ -9,37 +9,34 @@
 #include "core/log.hpp"
 #include "core/random.hpp"
 #include "fabric/address.hpp"
+#include "proto/connections/shared.hpp"
 #include "proto/control.hpp"
-#include "proto/engine.hpp"
 
 namespace xport::proto {
-namespace {
+using namespace conn;
 
-enum RejectReason : uint64_t {
-  kUnknownListener = 1,
-  kBacklogFull = 2,
-  kTableFull = 3,
-  kBadRequest = 4,
-};
+void Connections::register_handlers(Dispatch& d) {
+  dispatch_ = &d;
+  d.message<&Connections::on_conn_req>(MsgType::conn_req, this);
+  d.message<&Connections::on_conn_ack>(MsgType::conn_ack, this);
+  d.message<&Connections::on_conn_reject>(MsgType::conn_reject, this);
+  d.message<&Connections::on_conn_cancel>(MsgType::conn_cancel, this);
+  d.message<&Connections::on_close>(MsgType::close, this, /*gated=*/true);
+  d.gate<&Connections::stash>(this);
+}
 
-const char* reject_text(uint64_t r) {
-  switch (r) {
-    case kUnknownListener: return "the listener is closed or unknown";
-    case kBacklogFull: return "the listener's backlog is full (XPORT_LISTEN_BACKLOG)";
-    case kTableFull: return "the peer's communicator table is full (XPORT_MAX_COMMS)";
-    case kBadRequest: return "the request's addresses are unusable there";
+bool Connections::stash(const Message& m) {
+  CommState* c = core_.comm({m.h.dst_comm, m.h.dst_gen});
+  if (c == nullptr || !c->is_send || c->phase != Phase::connecting || c->connection) {
+    return false;
   }
-  return "unknown reason";
+  if (c->stash.size() < 2u * c->depth + 4) {
+    c->stash.push_back({m.h, std::vector<uint8_t>(m.body, m.body + m.len)});
+  } else {
+    core_.miss();
+  }
+  return true;
 }
-
-MsgHeader bare(MsgType t) {
-  MsgHeader h{};
-  h.type = static_cast<uint8_t>(t);
-  h.version = kWireVersion;
-  return h;
-}
-
-}  // namespace
 
 MsgHeader Connections::header(MsgType t, const CommState& c) const {
   MsgHeader h = bare(t);
@@ -345,146 +342,6 @@ Status Connections::request_on(CommState& c, pool::Channel& ch) {
   return core_.control->send(&ch, req, &body, &c, Dependent{Dependent::Kind::comm, c.id, 0, 0});
 }
 
-void Connections::fail_channel(pool::Channel& ch, const Status& why) {
-  ch.ep->failed = true;
-  ch.ep->failure = why.message();
-  if (ch.key.dir == pool::Direction::out || ch.key.group != pool::kOwnGroup) {
-    core_.pool->orphan(ch.key);
-  }
-  ch.refs += 1;  // kept while its users fail (their erasure lets go of it)
-  std::vector<CommId> users;
-  core_.comms->for_each([&](uint16_t, CommState& c) {
-    if (c.connection == &ch) users.push_back(c.id);
-  });
-  for (CommId id : users) {
-    CommState* c = core_.comm(id);
-    if (c == nullptr) continue;
-    // In the backlog (accepted by the transport, never taken) or still being accepted: never
-    // handed out, so nobody will close it.
-    const bool unclaimed = remove_from_backlog(*c);
-    if (!c->is_send && c->phase == Phase::connecting) {
-      auto lit = core_.listeners.find(c->listener_token);
-      if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
-      c->user_closed = true;
-    }
-    if (unclaimed) c->user_closed = true;
-    core_.fail_comm(*c, why);
-  }
-  // Nobody uses it any more (or never did: an accepted connection idle between
-  // communicators): closed now.
-  if (--ch.refs <= 0) core_.control->retire(core_.pool->release(ch));
-}
-
-void Connections::cancel(CommId id) {
-  CommState* c = core_.comm(id);
-  if (c == nullptr || c->user_closed) return;
-  pool::Channel* request_path = nullptr;
-  if (c->phase == Phase::connecting && !core_.connected_endpoints() && c->peer != nullptr &&
-      !c->peer->paths.empty() && c->peer->paths[0].control != nullptr) {
-    request_path = c->peer->paths[0].control;
-  }
-  if (c->phase == Phase::connecting && c->connection != nullptr && c->connection->connected &&
-      !c->connection->failed() && c->connection->opener != c->id) {
-    request_path = c->connection;  // a secondary's request went over the shared connection
-  }
-  if (c->connection != nullptr) std::erase(c->connection->waiting, c->id);
-  if (request_path != nullptr) {
-    // The listener may have made (or be about to make) the receiving side: it is told to drop
-    // it. The message goes on the channel the request took, so it arrives after it.
-    MsgHeader m = bare(MsgType::conn_cancel);
-    m.src_comm = c->id.index;
-    m.src_gen = c->id.gen;
-    m.aux2 = c->nonce;
-    (void)core_.control->send(request_path, m, nullptr, nullptr, Dependent{},
-                              core_.connected_endpoints() ? nullptr : c->peer);
-  }
-  if (c->phase == Phase::connecting) {
-    core_.fail_comm(*c, Status(Code::closed, "connect: given up"));
-  }
-  c = core_.comm(id);
-  if (c != nullptr) close(id);
-}
-
-void Connections::close(CommId id) {
-  CommState* c = core_.comm(id);
-  if (c == nullptr || c->user_closed) return;
-  if (c->phase == Phase::ready && !c->paths.empty() && !c->paths[0].control->failed()) {
-    MsgHeader h = header(MsgType::close, *c);
-    if (c->is_send) {
-      // CLOSE travels on a control endpoint and may overtake eager data still on its way on a
-      // data endpoint, so it says how many messages were sent: the receiver fails only the
-      // receives beyond them. Sends not yet on the wire (waiting for credit or a CTS) are
-      // cancelled here and not counted.
-      uint64_t sent = c->next_seq;
-      for (auto& s : c->sends) {
-        if (!s.active || s.finished) continue;
-        // Not wholly on the wire: waiting for credit, queued for the provider, or waiting for
-        // its clear-to-send. Such sends are never posted once closed.
-        const bool unsent = s.waiting_credit || s.queued || (!s.eager && !s.cts_consumed);
-        if (!unsent) continue;
-        sent = std::min(sent, s.seq);
-        core_.fail_send(*c, s, core::error(Code::closed, "the communicator was closed before "
-                                                          "message ", s.seq, " was sent"));
-      }
-      c->credit_wait.clear();
-      h.seq = sent;
-    } else {
-      // A receiver's CLOSE says how many messages it took, in order: the sender fails only its
-      // sends beyond them (the others were received, even if their local completion is late).
-      uint64_t taken = c->next_seq;
-      for (const auto& r : c->recvs) {
-        if (r.active && !r.finished) taken = std::min(taken, r.seq);
-      }
-      h.seq = taken;
-      c->linger_until = Clock::now() + core_.config.close_linger;
-      for (auto& r : c->recvs) {
-        if (r.active && !r.finished) {
-          // Its registration stays with the communicator until late writes cannot come.
-          r.error = core::error(Code::closed, "the communicator was closed");
-        }
-      }
-    }
-    // Nothing waits on it locally; a CLOSE that cannot go leaves the peer to find out by
-    // keepalive.
-    (void)core_.control->send(core_.control_path(*c), h, nullptr, c, Dependent{});
-  }
-  c = core_.comm(id);
-  if (c == nullptr) return;
-  c->user_closed = true;
-  core_.maybe_erase(*c);
-}
-
-void Connections::on_close(const MsgHeader& h) {
-  CommState* c = core_.route(h, Core::Side::either);
-  if (c == nullptr) return;
-  if (c->is_send) {
-    // The receiver went away after taking h.seq messages: nothing more can be delivered. Sends
-    // it took complete as they were (their local completions may still be on their way).
-    c->peer_closed = true;
-    const Status why =
-        core::error(Code::closed, "the peer closed communicator ", c->id.index, " after taking ",
-                    h.seq, " messages");
-    c->phase = Phase::failed;
-    c->error = why;
-    for (auto& s : c->sends) {
-      if (s.active && !s.finished && s.seq >= h.seq) core_.fail_send(*c, s, why);
-    }
-    core_.maybe_erase(*c);
-    return;
-  }
-  // The sender sent h.seq messages: receives of those still complete when their data lands
-  // (it may still be on another endpoint); receives beyond them fail now, later ones at once.
-  c->peer_sent = h.seq;
-  c->peer_closed = true;
-  for (auto& r : c->recvs) {
-    if (r.active && !r.finished && r.seq >= h.seq) {
-      core_.fail_recv(*c, r, core::error(Code::closed, "the peer closed communicator ",
-                                         c->id.index, " after ", h.seq, " messages"));
-    }
-  }
-  core_.maybe_erase(*c);
-}
-
 CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
                               uint64_t* reject_reason) {
   auto it = core_.listeners.find(req.body.listener_token);
@@ -515,9 +372,10 @@ CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::
   return c;
 }
 
-void Connections::on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
-                              size_t len) {
-  auto req = decode_conn_request(body, len);
+void Connections::on_conn_req(const Message& m) {
+  const MsgHeader& h = m.h;
+  rail::RailEndpoint* ep = m.ep;
+  auto req = decode_conn_request(m.body, m.len);
   // Connected endpoints: a request on a pooled connection (a secondary joining it).
   pool::Channel* via = nullptr;
   if (core_.connected_endpoints()) {
@@ -645,8 +503,9 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
   c.peer->last_heard = Clock::now();
 }
 
-void Connections::on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t len) {
-  auto ack = decode_conn_ack(body, len);
+void Connections::on_conn_ack(const Message& m) {
+  const MsgHeader& h = m.h;
+  auto ack = decode_conn_ack(m.body, m.len);
   if (!ack) {
     core_.miss();
     XPORT_LOG(warn, "dropping connection acknowledgement: ", ack.status().to_string());
@@ -663,10 +522,11 @@ void Connections::on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t le
   if (c->phase != Phase::ready) return;
   // Control messages that overtook the acknowledgement on other rails.
   std::deque<Stashed> stash = std::move(c->stash);
-  for (Stashed& m : stash) core_.engine->dispatch_stashed(m);
+  for (Stashed& s : stash) dispatch_->replay(s);
 }
 
-void Connections::on_conn_reject(const MsgHeader& h) {
+void Connections::on_conn_reject(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.comm({h.dst_comm, h.dst_gen});
   if (c == nullptr || !c->is_send || c->phase != Phase::connecting || h.aux2 != c->nonce) {
     core_.miss(true);
@@ -686,7 +546,8 @@ bool Connections::remove_from_backlog(CommState& c) {
   return found;
 }
 
-void Connections::on_conn_cancel(const MsgHeader& h) {
+void Connections::on_conn_cancel(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* found = nullptr;
   core_.comms->for_each([&](uint16_t, CommState& c) {
     if (!c.is_send && c.nonce == h.aux2 && c.peer_comm.index == h.src_comm &&
@@ -709,207 +570,6 @@ void Connections::on_conn_cancel(const MsgHeader& h) {
   // Already accepted: the caller's communicator fails as a closed one.
   found->peer_closed = true;
   core_.fail_comm(*found, Status(Code::closed, "the connector gave up the connection"));
-}
-
-// ---- connected endpoints (FI_EP_MSG) ----
-
-void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) {
-  fabric::InfoPtr info(raw);
-  auto pep = core_.rails[0]->passive();
-  if (!pep) return;
-  struct Param {
-    MsgHeader h;
-    ConnBody b;
-  };
-  MsgHeader rej = bare(MsgType::conn_reject);
-  if (len < sizeof(Param)) {
-    core_.miss();
-    rej.aux = kBadRequest;
-    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-    return;
-  }
-  Param p;
-  std::memcpy(&p, data, sizeof(p));
-  auto h = decode_header(reinterpret_cast<const uint8_t*>(&p), sizeof(p));
-  auto req = decode_conn_request(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
-  if (!h || !req || h->type != static_cast<uint8_t>(MsgType::conn_req)) {
-    core_.miss();
-    rej.aux = kBadRequest;
-    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-    return;
-  }
-  rej.dst_comm = h->src_comm;
-  rej.dst_gen = h->src_gen;
-  rej.aux2 = req->body.nonce;
-  pool::Peer* peer = core_.peer_for(req->body.device_token);
-  core_.ref(peer);
-  uint64_t reason = 0;
-  CommState* c = admit(*h, *req, peer, &reason);
-  core_.unref(peer);
-  if (c == nullptr) {
-    rej.aux = reason;
-    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
-    return;
-  }
-  rail::Rail& r = *core_.rails[0];
-  const uint32_t group = static_cast<uint32_t>(h->aux);
-  const uint32_t mul = group == pool::kOwnGroup ? 1 : core_.config.pool_depth_multiplier;
-  auto ep = r.open_connection(info.get(), (2 * c->depth + 8) * mul, (c->depth + 8) * mul);
-  Status s = ep.ok() ? Status() : ep.status();
-  if (s.ok()) {
-    pool::Channel* ch =
-        core_.pool->add(core_.pool->accepted(0, peer->token, group),
-                        pool::Channel::connection(std::move(ep).value(), c->id, c->nonce));
-    core_.pool->attach(*ch, true);
-    c->connection = ch;
-    c->paths = {pool::Path{ch, ch}};
-    s = core_.control->post_receives(ch->ep);
-  }
-  if (s.ok()) {
-    struct {
-      MsgHeader h;
-      AckBody b;
-    } ack{};
-    ack.h = header(MsgType::conn_ack, *c);
-    ack.b.nonce = c->nonce;
-    ack.b.device_token = core_.device_token;
-    ack.b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
-    ack.b.depth = c->depth;
-    const int ret = fi_accept(c->connection->ep->endpoint().get(), &ack, sizeof(ack));
-    if (ret != 0) s = fabric::fi_status(ret, "fi_accept");
-  }
-  if (!s.ok()) {
-    XPORT_LOG(warn, "cannot accept a connection: ", s.to_string());
-    if (!c->connection) fi_reject((*pep)->get(), info->handle, nullptr, 0);
-    c->user_closed = true;
-    core_.fail_comm(*c, s);
-    return;
-  }
-  core_.pool->bind(&c->connection->ep->endpoint().get()->fid, *c->connection);
-  core_.listeners[c->listener_token].pending += 1;
-}
-
-void Connections::on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len) {
-  ch.connected = true;
-  CommState* opener = core_.comm(ch.opener);
-  if (opener != nullptr && opener->connection == &ch) {
-    on_opener_connected(*opener, data, len);
-  } else if (ch.key.dir == pool::Direction::out && !ch.failed()) {
-    // Its opener gave up meanwhile but others wait on the connection: the listener's side of
-    // the opener is dropped, as a cancelled request's.
-    MsgHeader m = bare(MsgType::conn_cancel);
-    m.src_comm = ch.opener.index;
-    m.src_gen = ch.opener.gen;
-    m.aux2 = ch.opener_nonce;
-    (void)core_.control->send(&ch, m, nullptr, nullptr, Dependent{});
-  }
-  if (ch.key.dir != pool::Direction::out) return;
-  // The secondaries that waited for it send their requests over it.
-  std::vector<CommId> waiting;
-  waiting.swap(ch.waiting);
-  for (CommId id : waiting) {
-    CommState* c = core_.comm(id);
-    if (c == nullptr || c->connection != &ch || c->phase != Phase::connecting) continue;
-    Status s = ch.failed() ? Status(Code::peer_lost, ch.failure()) : request_on(*c, ch);
-    if (!s.ok()) core_.fail_comm(*c, std::move(s).with_context("connect"));
-  }
-}
-
-void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t len) {
-  if (c.is_send) {
-    struct {
-      MsgHeader h;
-      AckBody b;
-    } p{};
-    if (len < sizeof(p)) {
-      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
-                                                     "acknowledgement"));
-      return;
-    }
-    std::memcpy(&p, data, sizeof(p));
-    auto h = decode_header(reinterpret_cast<const uint8_t*>(&p), sizeof(p));
-    auto ack = decode_conn_ack(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
-    if (!h || !ack || h->type != static_cast<uint8_t>(MsgType::conn_ack) ||
-        ack->body.nonce != c.nonce) {
-      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
-                                                     "acknowledgement"));
-      return;
-    }
-    accept_answer(c, *h, *ack);
-    return;
-  }
-  auto lit = core_.listeners.find(c.listener_token);
-  if (lit == core_.listeners.end()) {
-    c.user_closed = true;
-    core_.fail_comm(c, Status(Code::closed, "the listener closed"));
-    return;
-  }
-  lit->second.pending -= 1;
-  c.phase = Phase::ready;
-  lit->second.ready.push_back(c.id);
-}
-
-Status Connections::progress_events() {
-  fid_eq* eq = core_.rails[0]->domain().eq();
-  alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 512];
-  for (size_t n = 0; n < core_.config.cq_batch; ++n) {
-    uint32_t event = 0;
-    ssize_t ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
-    if (ret == -FI_EAGAIN) break;
-    if (ret == -FI_EAVAIL) {
-      fi_eq_err_entry err{};
-      if (fi_eq_readerr(eq, &err, 0) < 0) break;
-      std::string why = core::str("connection failed: ", fi_strerror(err.err));
-      if (err.err_data != nullptr && err.err_data_size >= sizeof(MsgHeader)) {
-        MsgHeader r;
-        std::memcpy(&r, err.err_data, sizeof(r));
-        if (r.type == static_cast<uint8_t>(MsgType::conn_reject)) {
-          why = core::str("the listener refused the connection: ", reject_text(r.aux));
-        }
-      }
-      if (core_.control->is_retiring(err.fid)) {
-        core_.control->on_shutdown(err.fid);
-        continue;
-      }
-      if (pool::Channel* ch = core_.pool->by_fid(err.fid)) {
-        if (!ch->failed()) fail_channel(*ch, Status(Code::peer_lost, why));
-      }
-      continue;
-    }
-    if (ret < 0) return fabric::fi_status(static_cast<int>(ret), "fi_eq_read");
-    auto* entry = reinterpret_cast<fi_eq_cm_entry*>(buf);
-    const uint8_t* data = buf + sizeof(fi_eq_cm_entry);
-    const size_t data_len = static_cast<size_t>(ret) > sizeof(fi_eq_cm_entry)
-                                ? static_cast<size_t>(ret) - sizeof(fi_eq_cm_entry)
-                                : 0;
-    if (event == FI_CONNREQ) {
-      on_msg_connreq(entry->info, data, data_len);
-      continue;
-    }
-    if (event != FI_CONNECTED && event != FI_SHUTDOWN) continue;
-    if (event == FI_SHUTDOWN && core_.control->is_retiring(entry->fid)) {
-      core_.control->on_shutdown(entry->fid);
-      continue;
-    }
-    pool::Channel* ch = core_.pool->by_fid(entry->fid);
-    if (ch == nullptr) continue;
-    if (event == FI_SHUTDOWN) {
-      shutdowns_.push_back(entry->fid);  // applied once the CQs were read again
-      continue;
-    }
-    on_msg_connected(*ch, data, data_len);
-  }
-  return Status::success();
-}
-
-void Connections::apply_shutdowns() {
-  std::vector<fid_t> fids;
-  fids.swap(shutdowns_);
-  for (fid_t fid : fids) {
-    pool::Channel* ch = core_.pool->by_fid(fid);
-    if (ch == nullptr || ch->failed()) continue;
-    fail_channel(*ch, Status(Code::peer_lost, "the peer closed the connection"));
-  }
 }
 
 }  // namespace xport::proto

@@ -1,10 +1,10 @@
 // Rendezvous: clear-to-send, request-to-send, striped writes with remote CQ data.
-#include "proto/rendezvous.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/eager.hpp"
-#include "proto/matching.hpp"
+#include "proto/two_sided/eager.hpp"
+#include "proto/two_sided/matching.hpp"
 
 namespace xport::proto {
 namespace {
@@ -26,6 +26,24 @@ enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2, kOtherTag = 3 };
 
 }  // namespace
 
+void Rendezvous::register_handlers(Dispatch& d) {
+  d.completion<&Rendezvous::write_done, &Rendezvous::write_failed>(fabric::OpType::rndv_write,
+                                                                   this);
+  d.message<&Rendezvous::on_cts>(MsgType::cts, this, /*gated=*/true);
+  d.message<&Rendezvous::on_abort>(MsgType::abort, this);
+  d.message<&Rendezvous::on_rts>(MsgType::rts, this);
+  d.message<&Rendezvous::on_refuse>(MsgType::refuse, this);
+  d.rendezvous_write<&Rendezvous::on_write_data>(this);
+}
+
+void Rendezvous::write_done(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  on_write_done(ctx, Status());
+}
+
+void Rendezvous::write_failed(fabric::OpContext* ctx, const Status& st, int) {
+  on_write_done(ctx, st);
+}
+
 Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff) {
   EarlyCts& e = c.early_cts[slot];
   if (e.valid && e.cts.seq == s.seq) {
@@ -45,7 +63,8 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
   return Status::success();
 }
 
-void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
+void Rendezvous::on_cts(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -57,8 +76,8 @@ void Rendezvous::on_cts(const MsgHeader& h, const uint8_t* body, size_t len) {
   cts.raddr = h.aux;
   cts.length = h.length;
   cts.tag = static_cast<uint32_t>(h.aux2);
-  cts.rails = static_cast<uint32_t>(len / 8);
-  std::memcpy(cts.keys.data(), body, len);
+  cts.rails = static_cast<uint32_t>(m.len / 8);
+  std::memcpy(cts.keys.data(), m.body, m.len);
   // A clear-to-send also says every receive up to it is posted: eager credit.
   core_.eager->grant_credit(*c, h.seq);
   SendSlot& s = c->sends[h.slot];
@@ -162,10 +181,7 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
     else r.cq_give();
   }
   if (st.code() == Code::again) {
-    if (!queued) {
-      ++core_.counters.deferred_posts;
-      queue_stripe(c, s, slot, stripe, raddr, keys, Clock::now());
-    }
+    if (!queued) queue_stripe(c, s, slot, stripe, raddr, keys, Clock::now());
     return st;
   }
   if (!st.ok()) {
@@ -190,38 +206,51 @@ void Rendezvous::queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t
   p.stripe = stripe;
   p.raddr = raddr;
   p.keys = keys;
-  p.since = since;
-  core_.pending_stripes.push_back(p);
+  // (a refused post is counted; a handoff's stripes, queued before any try, are not)
+  queued_.push(p, since, since != Clock::time_point{});
 }
 
 void Rendezvous::retry() {
-  for (size_t n = core_.pending_stripes.size(); n > 0 && !core_.pending_stripes.empty(); --n) {
-    PendingStripe p = core_.pending_stripes.front();
-    core_.pending_stripes.pop_front();
+  queued_.retry([&](PendingQueue<PendingStripe>::Entry& e) {
+    const PendingStripe& p = e.post;
     CommState* c = core_.comm(p.comm);
-    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
       core_.release(*c, s);  // failed meanwhile: this stripe is never posted
-      continue;
+      return false;
     }
     Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
-    if (st.code() == Code::again && p.since == Clock::time_point{}) {
+    if (st.code() == Code::again && e.since == Clock::time_point{}) {
       // Queued by a handoff call and refused at its first try: the clock starts now.
-      p.since = Clock::now();
-      core_.pending_stripes.push_back(p);
-    } else if (st.code() == Code::again && core_.expired(p.since)) {
+      e.since = Clock::now();
+      return true;
+    }
+    if (st.code() == Code::again && core_.expired(e.since)) {
       core_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
                                          ": the provider stayed busy (-FI_EAGAIN) for "
                                          "XPORT_EAGAIN_TIMEOUT_MS"));
       core_.release(*c, s);
-    } else if (st.code() == Code::again) {
-      core_.pending_stripes.push_back(p);
-    } else if (!st.ok()) {
+      return false;
+    }
+    if (st.code() == Code::again) return true;
+    if (!st.ok()) {
       core_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",
                                                                    s.seq)));
     }
-  }
+    return false;
+  });
+}
+
+void Rendezvous::fail_rail(uint32_t rail, const Status& why) {
+  queued_.drop_if([&](PendingQueue<PendingStripe>::Entry& e) {
+    const PendingStripe& p = e.post;
+    CommState* c = core_.comm(p.comm);
+    if (c == nullptr || c->sends[p.slot].ctx[p.stripe].rail != rail) return false;
+    core_.fail_send(*c, c->sends[p.slot], why);
+    core_.release(*c, c->sends[p.slot]);
+    return true;
+  });
 }
 
 void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
@@ -287,7 +316,8 @@ Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
   return Status::success();
 }
 
-void Rendezvous::on_rts(const MsgHeader& h) {
+void Rendezvous::on_rts(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -311,7 +341,8 @@ void Rendezvous::on_rts(const MsgHeader& h) {
   // the data (on the data endpoints) overtook it (on the control endpoint). Nothing to do.
 }
 
-void Rendezvous::on_refuse(const MsgHeader& h) {
+void Rendezvous::on_refuse(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
@@ -328,7 +359,8 @@ void Rendezvous::on_refuse(const MsgHeader& h) {
                   /*tell_receiver=*/false);
 }
 
-void Rendezvous::on_abort(const MsgHeader& h) {
+void Rendezvous::on_abort(const Message& m) {
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   RecvSlot& r = c->recvs[c->slot_of(h.seq)];

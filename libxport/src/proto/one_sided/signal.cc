@@ -1,11 +1,11 @@
 // Signals: issued alone or after a put's data, applied by the target in their turn.
-#include "proto/signal.hpp"
+#include "proto/one_sided/signal.hpp"
 
 #include <atomic>
 
 #include "core/log.hpp"
 #include "gpu/staged_memory.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

@@ -1,12 +1,12 @@
 // Window streams at the target: counting what landed, applying operations in their turn and
 // acknowledging them (the initiator's side is stream.cc).
-#include "proto/stream.hpp"
+#include "proto/one_sided/stream.hpp"
 
 #include <algorithm>
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 
@@ -79,9 +79,10 @@ void Streams::erase_in(InStream& s) {
   core_.unref(peer);
 }
 
-void Streams::on_request(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
-                         size_t len) {
-  auto req = decode_conn_request(body, len);
+void Streams::on_request(const Message& m) {
+  const MsgHeader& h = m.h;
+  rail::RailEndpoint* ep = m.ep;
+  auto req = decode_conn_request(m.body, m.len);
   if (!req || req->body.device_token != h.aux || req->body.nonce != h.aux2) {
     core_.miss();
     XPORT_LOG(warn, "dropping a window request: ",
@@ -260,7 +261,10 @@ void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
   maybe_ack(*s);
 }
 
-void Streams::on_operation(const MsgHeader& h, const uint8_t* body, size_t len) {
+void Streams::on_operation(const Message& m) {
+  const MsgHeader& h = m.h;
+  const uint8_t* body = m.body;
+  const size_t len = m.len;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
     core_.miss(true);
@@ -406,7 +410,8 @@ void Streams::ack_now(InStream& s) {
   reply(s, h);
 }
 
-void Streams::on_sync(const MsgHeader& h) {
+void Streams::on_sync(const Message& m) {
+  const MsgHeader& h = m.h;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
     core_.miss(true);
@@ -423,7 +428,8 @@ void Streams::on_sync(const MsgHeader& h) {
   maybe_ack(*s);
 }
 
-void Streams::on_close(const MsgHeader& h) {
+void Streams::on_close(const Message& m) {
+  const MsgHeader& h = m.h;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
     core_.miss(true);

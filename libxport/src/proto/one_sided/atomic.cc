@@ -1,12 +1,16 @@
 // Atomics: native (FI_ATOMIC on one rail) or emulated (applied by the target's progress).
-#include "proto/atomic.hpp"
+#include "proto/one_sided/atomic.hpp"
 
 #include <atomic>
 
 #include "core/log.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
+
+void Atomics::register_handlers(Dispatch& d) {
+  d.message<&Atomics::on_result>(MsgType::win_result, this);
+}
 
 void Atomics::negotiate() {
   core_.native_atomics = false;
@@ -175,7 +179,8 @@ void Atomics::apply(InStream& in, const MsgHeader& h, const WindowOperand& v) {
   os_.streams().reply(in, r);
 }
 
-void Atomics::on_result(const MsgHeader& h) {
+void Atomics::on_result(const Message& m) {
+  const MsgHeader& h = m.h;
   OutStream* s = os_.streams().find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm ||
       s->phase != StreamPhase::ready) {

@@ -43,7 +43,7 @@ struct WindowWrite {
   uint8_t gen = 0;
   uint64_t seq_low = 0;
 };
-inline bool is_window_write(uint64_t data) { return (data & 0xffff) == 0; }
+// (is_window_write(), wire.hpp: the low 16 bits are 0)
 inline uint64_t encode_window_write(uint16_t stream, uint8_t gen, uint64_t seq, size_t data_bytes,
                                     unsigned seq_bits) {
   if (data_bytes >= 8) {

@@ -1,11 +1,37 @@
 // Eager messages under credit-based flow control.
-#include "proto/eager.hpp"
+#include "proto/two_sided/eager.hpp"
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/matching.hpp"
+#include "proto/two_sided/matching.hpp"
 
 namespace xport::proto {
+
+void Eager::register_handlers(Dispatch& d) {
+  d.completion<&Eager::sent, &Eager::send_failed>(fabric::OpType::eager_send, this);
+  d.completion<&Eager::buffer_sent, &Eager::buffer_send_failed>(fabric::OpType::eager_buffer, this);
+  d.message<&Eager::on_eager>(MsgType::eager, this);
+  d.message<&Eager::on_credit>(MsgType::credit, this, /*gated=*/true);
+  d.eager_data<&Eager::on_eager_data>(this);
+}
+
+void Eager::sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  on_sent(ctx, Status(), nullptr);
+}
+
+void Eager::send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  on_sent(ctx, st, nullptr);
+}
+
+void Eager::buffer_sent(fabric::OpContext* ctx, const fi_cq_data_entry&) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  on_sent(ctx, Status(), &ep->tx().at(ctx->index));
+}
+
+void Eager::buffer_send_failed(fabric::OpContext* ctx, const Status& st, int) {
+  auto* ep = static_cast<rail::RailEndpoint*>(ctx->owner);
+  on_sent(ctx, st, &ep->tx().at(ctx->index));
+}
 
 Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
   if (s.seq < c.credit_limit && c.credit_wait.empty()) {
@@ -53,8 +79,7 @@ void Eager::queue(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
                   memory::Buffer* buffer) {
   s.queued = true;
   core_.hold(c, s);
-  ++core_.counters.deferred_posts;
-  core_.pending_eager.push_back({c.id, slot, s.seq, ch, buffer, Clock::now()});
+  queued_.push({c.id, slot, s.seq, ch, buffer}, Clock::now());
 }
 
 void Eager::grant_credit(CommState& c, uint64_t posted_through) {
@@ -75,9 +100,9 @@ void Eager::grant_credit(CommState& c, uint64_t posted_through) {
   }
 }
 
-void Eager::on_credit(const MsgHeader& h) {
-  CommState* c = core_.route(h, Core::Side::send);
-  if (c != nullptr) grant_credit(*c, h.seq);
+void Eager::on_credit(const Message& m) {
+  CommState* c = core_.route(m.h, Core::Side::send);
+  if (c != nullptr) grant_credit(*c, m.h.seq);
 }
 
 Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
@@ -156,6 +181,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       } else if (!rail.cq_take()) {
         st = Status(Code::again, "CQ full");
       } else {
+        b->ctx.type = fabric::OpType::eager_buffer;
         b->ctx.comm = c.id.index;  // the request the completion belongs to
         b->ctx.comm_gen = c.id.gen;
         b->ctx.slot = slot;
@@ -186,37 +212,49 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
 }
 
 void Eager::retry() {
-  for (size_t n = core_.pending_eager.size(); n > 0 && !core_.pending_eager.empty(); --n) {
-    PendingEager p = core_.pending_eager.front();
-    core_.pending_eager.pop_front();
+  queued_.retry([&](PendingQueue<PendingEager>::Entry& e) {
+    const PendingEager& p = e.post;
     CommState* c = core_.comm(p.comm);
-    if (c == nullptr) continue;  // cannot happen: the queued post holds its communicator
+    if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
       // Cancelled (closed) or failed meanwhile: never posted, so never read again.
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
       core_.release(*c, s);
-      continue;
+      return false;
     }
     Status st = post(*c, s, p.slot, p.ch, p.buffer, true);
     if (st.ok()) {
       s.queued = false;
-      continue;
+      return false;
     }
     if (st.code() == Code::again) {
-      if (!core_.expired(p.since)) {
-        core_.pending_eager.push_back(p);
-        continue;
-      }
+      if (!core_.expired(e.since)) return true;
       st = core::error(Code::again, "eager send of message ", s.seq, ": the provider stayed "
                        "busy for XPORT_EAGAIN_TIMEOUT_MS");
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
       core_.fail_send(*c, s, st);
       core_.release(*c, s);
-      continue;
+      return false;
     }
     core_.fail_send(*c, s, std::move(st).with_context("eager send"));
-  }
+    return false;
+  });
+}
+
+void Eager::fail_rail(uint32_t rail, const Status& why) {
+  queued_.drop_if([&](PendingQueue<PendingEager>::Entry& e) {
+    const PendingEager& p = e.post;
+    if (p.ch->rail != rail) return false;
+    if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
+    if (CommState* c = core_.comm(p.comm)) {
+      SendSlot& sl = c->sends[p.slot];
+      sl.queued = false;
+      core_.fail_send(*c, sl, why);
+      core_.release(*c, sl);
+    }
+    return true;
+  });
 }
 
 void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b) {
@@ -280,15 +318,17 @@ void Eager::drop_unexpected(Unexpected& u) {
   u = Unexpected{};
 }
 
-void Eager::on_eager(rail::RailEndpoint* ep, memory::Buffer* b, const MsgHeader& h, bool* hold) {
+void Eager::on_eager(const Message& m) {
+  if (m.buffer == nullptr) return;  // (eager messages are never replayed)
+  const MsgHeader& h = m.h;
   CommState* c = core_.route(h, Core::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
     core_.miss();
     return;
   }
-  accept(*c, ep, b, h.slot, h.seq, sizeof(MsgHeader), h.length, static_cast<uint32_t>(h.aux2),
-         hold);
+  accept(*c, m.ep, m.buffer, h.slot, h.seq, sizeof(MsgHeader), h.length,
+         static_cast<uint32_t>(h.aux2), m.hold);
 }
 
 void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,

@@ -1,7 +1,7 @@
 // Transfers: batches of puts and gets as one ticket, and their notifications.
-#include "proto/transfer.hpp"
+#include "proto/one_sided/transfer.hpp"
 
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "proto/dispatch.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
@@ -13,6 +14,8 @@ namespace xport::proto {
 class Connections {
  public:
   explicit Connections(Core& core) : core_(core) {}
+  // CONN_* and CLOSE messages, and the gate that keeps what overtook a CONN_ACK.
+  void register_handlers(Dispatch& d);
 
   struct Listening {
     uint64_t token = 0;
@@ -33,11 +36,11 @@ class Connections {
   void close(CommId id);
 
   // Messages.
-  void on_conn_req(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
-  void on_conn_ack(const MsgHeader& h, const uint8_t* body, size_t len);
-  void on_conn_reject(const MsgHeader& h);
-  void on_conn_cancel(const MsgHeader& h);
-  void on_close(const MsgHeader& h);
+  void on_conn_req(const Message& m);
+  void on_conn_ack(const Message& m);
+  void on_conn_reject(const Message& m);
+  void on_conn_cancel(const Message& m);
+  void on_close(const Message& m);
   // Connection-manager events of connected endpoints. A peer's shutdown is only noted here:
   // what it sent before it (a CLOSE with the count it took, completions of sends it received)
   // may reach the CQ in the same provider call, so the engine reads the CQs again and then
@@ -50,6 +53,9 @@ class Connections {
   void fail_channel(pool::Channel& ch, const Status& why);
 
  private:
+  // A clear-to-send, a credit or a close for a communicator still waiting for its CONN_ACK
+  // (it took another rail and overtook the ACK): kept, replayed after the ACK (true).
+  bool stash(const Message& m);
   MsgHeader header(MsgType t, const CommState& c) const;
   ConnBody request_body(const CommState& c) const;
   // The rails' shared addresses, with the communicator's own data endpoints when it has them.
@@ -80,6 +86,7 @@ class Connections {
   void on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len);
   void on_opener_connected(CommState& c, const uint8_t* data, size_t len);
   Core& core_;
+  Dispatch* dispatch_ = nullptr;  // (replays what a gate kept)
   std::vector<fid_t> shutdowns_;  // peers' shutdowns read, not yet applied
 };
 

@@ -12,12 +12,14 @@
 #include <array>
 #include <optional>
 
-#include "proto/atomic.hpp"
-#include "proto/signal.hpp"
+#include "proto/dispatch.hpp"
+#include "proto/one_sided/atomic.hpp"
+#include "proto/one_sided/signal.hpp"
+#include "proto/one_sided/stream.hpp"
+#include "proto/one_sided/transfer.hpp"
+#include "proto/one_sided/window.hpp"
+#include "proto/pending_queue.hpp"
 #include "proto/state.hpp"
-#include "proto/stream.hpp"
-#include "proto/transfer.hpp"
-#include "proto/window.hpp"
 
 namespace xport::proto {
 
@@ -25,6 +27,7 @@ class OneSided {
  public:
   explicit OneSided(Core& core)
       : core_(core),
+        queued_(&core.counters.deferred_posts),
         windows_(core, *this),
         streams_(core, *this),
         signals_(core, *this),
@@ -85,7 +88,7 @@ class OneSided {
   void on_done(fabric::OpContext* ctx, const Status& st);
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
-  bool queued() const { return !core_.pending_rma.empty() || streams_.queued(); }
+  bool queued() const { return !queued_.empty() || streams_.queued(); }
   // Whether the window's stream could not take another quarter of its credits now (the
   // target's acknowledgements, which only a progress pass reads, are due).
   bool short_of_credit(uint32_t window);
@@ -93,7 +96,7 @@ class OneSided {
   static uint32_t credit_reserve(const OutStream& s) {
     return std::max<uint32_t>(1, s.credits / 4);
   }
-  // Target: staged GPU copies of operations (proto/signal.cc, Signals::stage).
+  // Target: staged GPU copies of operations (signal.cc, Signals::stage).
   bool copying() const { return streams_.copying(); }
   void poll_copies() { streams_.poll_copies(); }
   // The rail's CQ failed: its operations (posted or queued) will never be reported.
@@ -107,12 +110,13 @@ class OneSided {
   void fail_comm(CommId comm, const Status& why);
   // Whether something of this device waits on `p` (keepalives and peer loss watch it).
   bool waits_on(const pool::Peer* p) const;
-  // A message of types win_*: routed to its part.
-  void on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body, size_t len);
-  // Remote CQ data with a zero comm id: a window write landed on `rail`.
-  void on_write(uint64_t data, size_t len, uint32_t rail);
+  // Completions of puts, gets and native atomics; the win_* messages and window writes (its
+  // parts' handlers).
+  void register_handlers(Dispatch& d);
   // Device teardown: streams are told, windows forgotten.
   void shutdown();
+  // Teardown: queued posts are dropped.
+  void clear() { queued_.clear(); }
 
  private:
   // Posts one stripe of a put or a get. *injected: a put small enough to inject went, and
@@ -120,7 +124,10 @@ class OneSided {
   Status post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t len, uint64_t raddr,
                   uint64_t key, uint64_t data, bool* injected);
   void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
+  void op_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
+  void op_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
   Core& core_;
+  PendingQueue<PendingRma> queued_;
   Windows windows_;
   Streams streams_;
   Signals signals_;

@@ -1,11 +1,11 @@
 // Windows: lifetime, checks before issue, provider operations and tickets.
-#include "proto/window.hpp"
+#include "proto/one_sided/window.hpp"
 
 #include <algorithm>
 #include <atomic>
 
 #include "core/log.hpp"
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 namespace xport::proto {
 

@@ -21,7 +21,7 @@
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"
 #include "pool/peer.hpp"
-#include "proto/wire_one_sided.hpp"
+#include "proto/one_sided/wire.hpp"
 
 namespace xport::proto {
 
@@ -400,7 +400,6 @@ struct PendingRma {
   uint64_t key = 0;
   uint64_t data = 0;       // a write's remote CQ data
   bool atomic = false;     // a native atomic (its operands are in its window operation)
-  std::chrono::steady_clock::time_point since{};
 };
 
 }  // namespace xport::proto

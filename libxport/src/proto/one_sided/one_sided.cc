@@ -1,6 +1,6 @@
 // One-sided windows: issuing puts and gets, posting what streams release, and routing provider
 // completions and window messages to their parts.
-#include "proto/one_sided.hpp"
+#include "proto/one_sided/one_sided.hpp"
 
 #include "core/log.hpp"
 
@@ -274,10 +274,8 @@ void OneSided::posted(WindowState& w, uint32_t index, Status st, const PendingRm
   const uint32_t stream = w.stream;
   const bool counted = w.ops[index].ctx.type == fabric::OpType::put;
   if (st.code() == Code::again) {
-    ++core_.counters.deferred_posts;
-    core_.pending_rma.push_back(retry);
     // (the clock is read only for a post that is queued: its XPORT_EAGAIN_TIMEOUT_MS starts now)
-    core_.pending_rma.back().since = Clock::now();
+    queued_.push(retry, Clock::now());
     return;
   }
   if (st.ok()) {
@@ -329,7 +327,7 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
                                       s.seq_bits)
                 : 0;
         PendingRma retry{id, index, p.local + off, end - off, p.raddr + off,
-                         p.keys[o.ctx.rail], data, false, {}};
+                         p.keys[o.ctx.rail], data, false};
         bool injected = false;
         Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data,
                              &injected);
@@ -349,8 +347,7 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
     }
     case PieceKind::native_atomic: {
       const uint32_t index = p.ops[0];
-      PendingRma retry{id, index, nullptr, 0, p.raddr, p.keys[w->ops[index].ctx.rail], 0, true,
-                       {}};
+      PendingRma retry{id, index, nullptr, 0, p.raddr, p.keys[w->ops[index].ctx.rail], 0, true};
       Status st = atomics_.post_native(*w, p);
       posted(*w, index, std::move(st), retry);
       return;
@@ -365,25 +362,23 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
 }
 
 void OneSided::retry() {
-  for (size_t n = core_.pending_rma.size(); n > 0 && !core_.pending_rma.empty(); --n) {
-    PendingRma p = core_.pending_rma.front();
-    core_.pending_rma.pop_front();
+  queued_.retry([&](PendingQueue<PendingRma>::Entry& e) {
+    const PendingRma& p = e.post;
     WindowState* w = windows_.find(p.window);
-    if (w == nullptr) continue;  // cannot happen: a busy op keeps its window
+    if (w == nullptr) return false;  // cannot happen: a busy op keeps its window
     bool injected = false;
     Status st = p.atomic ? post_atomic(*w, p.op, p.raddr, p.key)
                          : post_rma(*w, p.op, p.local, p.len, p.raddr, p.key, p.data, &injected);
-    if (st.code() == Code::again && core_.expired(p.since)) {
+    if (st.code() == Code::again && core_.expired(e.since)) {
       st = core::error(Code::again, "the provider stayed busy (-FI_EAGAIN) or the CQ full for "
                        "XPORT_EAGAIN_TIMEOUT_MS");
     } else if (st.code() == Code::again) {
-      core_.pending_rma.push_back(p);
-      continue;
+      return true;
     }
     if (st.ok()) {
       w->issued += 1;
       if (injected) windows_.finish_op(*w, p.op, Status::success());
-      continue;
+      return false;
     }
     const bool counted = w->ops[p.op].ctx.type == fabric::OpType::put;
     const uint32_t stream = w->stream;
@@ -391,11 +386,20 @@ void OneSided::retry() {
     if (counted) {
       if (OutStream* s = streams_.find(stream)) streams_.fail(*s, st);
     }
-  }
+    return false;
+  });
   streams_.retry();
 }
 
 // ---- completions ----
+
+void OneSided::register_handlers(Dispatch& d) {
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::put, this);
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::get, this);
+  d.completion<&OneSided::op_done, &OneSided::op_failed>(fabric::OpType::atomic, this);
+  streams_.register_handlers(d);
+  atomics_.register_handlers(d);
+}
 
 void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
   auto* w = static_cast<WindowState*>(ctx->owner);
@@ -417,10 +421,10 @@ void OneSided::on_done(fabric::OpContext* ctx, const Status& st) {
 
 void OneSided::fail_rail(uint32_t rail, const Status& why) {
   std::vector<PendingRma> dropped;
-  std::erase_if(core_.pending_rma, [&](const PendingRma& p) {
-    WindowState* w = windows_.find(p.window);
-    const bool on_rail = w != nullptr && w->ops[p.op].ctx.rail == rail;
-    if (on_rail) dropped.push_back(p);
+  queued_.drop_if([&](PendingQueue<PendingRma>::Entry& e) {
+    WindowState* w = windows_.find(e.post.window);
+    const bool on_rail = w != nullptr && w->ops[e.post.op].ctx.rail == rail;
+    if (on_rail) dropped.push_back(e.post);
     return on_rail;
   });
   for (const PendingRma& p : dropped) {
@@ -470,27 +474,6 @@ bool OneSided::waits_on(const pool::Peer* p) const {
     if (w->peer == p && (w->waiters > 0 || w->busy())) return true;
   }
   return false;
-}
-
-void OneSided::on_message(rail::RailEndpoint* ep, const MsgHeader& h, const uint8_t* body,
-                          size_t len) {
-  switch (static_cast<MsgType>(h.type)) {
-    case MsgType::win_req: streams_.on_request(ep, h, body, len); break;
-    case MsgType::win_ack: streams_.on_accept(h, body, len); break;
-    case MsgType::win_signal:
-    case MsgType::win_atomic:
-    case MsgType::win_notify: streams_.on_operation(h, body, len); break;
-    case MsgType::win_done: streams_.on_done(h); break;
-    case MsgType::win_result: atomics_.on_result(h); break;
-    case MsgType::win_sync: streams_.on_sync(h); break;
-    case MsgType::win_close: streams_.on_close(h); break;
-    case MsgType::win_gone: streams_.on_gone(h); break;
-    default: core_.miss(); break;
-  }
-}
-
-void OneSided::on_write(uint64_t data, size_t len, uint32_t rail) {
-  streams_.on_write(data, len, rail);
 }
 
 void OneSided::shutdown() { streams_.shutdown(); }

@@ -6,6 +6,7 @@
 // is the device's: native and emulated atomics never mix on its windows.
 #pragma once
 
+#include "proto/dispatch.hpp"
 #include "proto/state.hpp"
 
 namespace xport::proto {
@@ -15,6 +16,8 @@ class OneSided;
 class Atomics {
  public:
   Atomics(Core& core, OneSided& os) : core_(core), os_(os) {}
+  // win_result messages.
+  void register_handlers(Dispatch& d);
 
   // Decided once the rails are open: FI_ATOMIC granted, the 64-bit operations valid, and the
   // knob not saying emulated.
@@ -32,7 +35,7 @@ class Atomics {
   // Target: applies an emulated atomic whose turn came, and answers.
   void apply(InStream& in, const MsgHeader& h, const WindowOperand& v);
   // Initiator: an answer (a fetched value, or a failure) came.
-  void on_result(const MsgHeader& h);
+  void on_result(const Message& m);
 
  private:
   Core& core_;

@@ -1,12 +1,12 @@
 // Receive groups and tags: posting, placing messages by tag, the group's outcome.
-#include "proto/matching.hpp"
+#include "proto/two_sided/matching.hpp"
 
 #include <utility>
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
-#include "proto/eager.hpp"
-#include "proto/rendezvous.hpp"
+#include "proto/two_sided/eager.hpp"
+#include "proto/two_sided/rendezvous.hpp"
 
 namespace xport::proto {
 namespace {

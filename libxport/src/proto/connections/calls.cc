@@ -1,0 +1,108 @@
+// Engine: the connection calls of the public API (listen, accept, connect in one call or in
+// steps, close), carried out by the connections part.
+#include "proto/engine.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "core/knob.hpp"
+#include "core/log.hpp"
+
+namespace xport::proto {
+
+Result<Connections::Listening> Engine::listen() {
+  Lock l(core_);
+  return connections_.listen();
+}
+
+Result<CommId> Engine::accept(uint64_t token, Deadline deadline) {
+  CommId id;
+  Status err;
+  Status s = wait_until(
+      deadline,
+      [&] {
+        auto r = connections_.take_accepted(token);
+        if (!r) {
+          err = r.status();
+          return true;
+        }
+        id = *r;
+        return static_cast<bool>(id);
+      },
+      "accept: no connection arrived before the deadline");
+  if (!s) return s;
+  if (!err) return err;
+  return id;
+}
+
+Result<CommId> Engine::try_accept(uint64_t token) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  return connections_.take_accepted(token);
+}
+
+void Engine::close_listener(uint64_t token) {
+  Lock l(core_);
+  connections_.close_listener(token);
+}
+
+Result<CommId> Engine::connect(std::span<const uint8_t> handle, Deadline deadline) {
+  XPORT_ASSIGN_OR_RETURN(CommId id, connect_start(handle));
+  Status s = wait_until(
+      deadline,
+      [&] {
+        CommState* c = core_.comm(id);
+        return c == nullptr || c->phase != Phase::connecting;
+      },
+      "connect: the listener did not answer before the deadline (is the peer alive and "
+      "progressing?)");
+  Lock l(core_);
+  return connect_outcome(id, s);
+}
+
+Result<CommId> Engine::connect_start(std::span<const uint8_t> handle) {
+  Lock l(core_);
+  return connections_.start(handle);
+}
+
+Result<bool> Engine::connect_poll(CommId id, Deadline deadline) {
+  refresh_links();
+  Lock l(core_);
+  progress_locked();
+  CommState* c = core_.comm(id);
+  if (c != nullptr && c->phase == Phase::connecting) {
+    if (!deadline.expired()) return false;
+    XPORT_RETURN_IF_ERROR(connect_outcome(id, Status(Code::timeout, "connect: the listener did "
+                                                     "not answer before the deadline (is the peer "
+                                                     "alive and progressing?)"))
+                              .status());
+  }
+  XPORT_RETURN_IF_ERROR(connect_outcome(id, Status()).status());
+  return true;
+}
+
+Result<CommId> Engine::connect_outcome(CommId id, Status s) {
+  CommState* c = core_.comm(id);
+  if (s.ok() && c == nullptr) s = Status(Code::internal, "connect: the communicator vanished");
+  if (s.ok() && c->phase == Phase::failed) s = c->error;
+  if (!s.ok()) {
+    connections_.cancel(id);
+    return s;
+  }
+  return id;
+}
+
+void Engine::connect_abandon(CommId id) {
+  Lock l(core_);
+  connections_.cancel(id);
+}
+
+void Engine::close_comm(CommId id) {
+  Lock l(core_);
+  flusher_.abandon_comm(id);
+  connections_.close(id);
+}
+
+}  // namespace xport::proto

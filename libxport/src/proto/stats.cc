@@ -1,0 +1,110 @@
+// Engine: the stats snapshot, summed over rails, endpoints, peers and parts.
+#include "proto/engine.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "core/knob.hpp"
+#include "core/log.hpp"
+
+namespace xport::proto {
+
+Stats Engine::stats() const {
+  Lock l(core_);
+  Stats s;
+  auto add_ep = [&](const fabric::Endpoint& ep, const std::string& rail) {
+    EndpointStats es;
+    es.name = ep.name();
+    es.rail = rail;
+    const auto& c = ep.counters();
+    for (int i = 0; i < kStatOps; ++i) {
+      es.ops[i] = c.ops[i].get();
+      es.bytes[i] = c.bytes[i].get();
+    }
+    es.posted = c.posted.get();
+    es.completed = c.completed.get();
+    es.error_completions = c.error_completions.get();
+    es.eagain_retries = c.eagain.get();
+    s.endpoints.push_back(es);
+  };
+  for (const auto& r : core_.rails) {
+    RailStats rs;
+    rs.name = r->name();
+    rs.state = r->health().state_name();
+    rs.quarantine_events = r->health().quarantines().get();
+    rs.low_latency_control = r->low_latency_control();
+    rs.stripes_out = r->stripes_out().get();
+    rs.stripes_in = r->stripes_in().get();
+    rs.write_bytes_in = r->bytes_in().get();
+    for (rail::RailEndpoint* ep : r->endpoints()) {
+      if (ep != nullptr) rs.errors += ep->endpoint().counters().error_completions.get();
+    }
+    s.rails.push_back(rs);
+    if (r->data()) add_ep(r->data()->endpoint(), r->name());
+    if (r->separate_control()) add_ep(r->control()->endpoint(), r->name());
+    CqStats cs;
+    cs.name = "cq " + r->name();
+    const auto& cc = r->cq().counters();
+    cs.polls = cc.polls.get();
+    cs.empty_polls = cc.empty_polls.get();
+    cs.completions = cc.completions.get();
+    cs.error_completions = cc.error_completions.get();
+    cs.max_batch = cc.max_batch.get();
+    s.cqs.push_back(cs);
+  }
+  // The pool: connections (each its own endpoint) and the RDM channels of every peer.
+  PoolStats& ps = s.pool;
+  ps.groups = core_.config.pool_groups;
+  ps.channels_per_group = core_.config.pool_channels;
+  uint64_t live_ops = 0;
+  auto count_channel = [&](const pool::Channel& ch) {
+    ++ps.channels;
+    live_ops += ch.ops;
+    ps.busiest_channel_ops = std::max(ps.busiest_channel_ops, ch.ops);
+  };
+  core_.pool->for_each([&](const pool::Channel& ch) {
+    count_channel(ch);
+    if (!ch.owned) return;
+    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[ch.rail]->name());
+    for (const memory::BufferPool* b : {&ch.owned->rx(), &ch.owned->tx()}) {
+      ps.registered_bytes += b->count() * b->size();
+    }
+  });
+  for (const auto& [token, p] : core_.peers) {
+    for (const auto& ch : p->channels) count_channel(*ch);
+  }
+  ps.cqs = core_.rails.size();  // one per rail, shared by its endpoints and connections
+  core_.comms->for_each([&](uint16_t, CommState& c) {
+    if (!c.paths.empty()) ++ps.comms_attached;
+  });
+  ps.primaries = core_.pool->primaries();
+  ps.secondaries = core_.pool->secondaries();
+  // Late arrivals (traffic for a communicator closed meanwhile) are expected: counted apart.
+  ps.routing_misses = core_.counters.routing_misses - core_.counters.late_arrivals;
+  ps.channel_ops = live_ops + core_.pool->ops_gone();
+  s.comms_open = core_.comms->size();
+  s.registrations = core_.registry->registrations();
+  s.registered_bytes = core_.registry->registered_bytes();
+  s.routing_misses = core_.counters.routing_misses;
+  s.late_arrivals = core_.counters.late_arrivals;
+  s.peers_lost = core_.counters.peers_lost;
+  s.keepalives_sent = core_.counters.keepalives_sent;
+  s.deferred_posts = core_.counters.deferred_posts;
+  s.overflow_copies = core_.counters.overflow_copies;
+  s.window_acks_sent = core_.counters.window_acks_sent;
+  s.window_ops_held = core_.counters.window_ops_held;
+  s.signals_applied = core_.counters.signals_applied;
+  s.atomics_native = core_.counters.atomics_native;
+  s.atomics_emulated = core_.counters.atomics_emulated;
+  s.atomics_applied = core_.counters.atomics_applied;
+  s.notifications = core_.counters.notifications;
+  s.window_streams = core_.out_streams.size();
+  s.window_streams += core_.in_stream_live.size();
+  s.peers = core_.peers.size();
+  s.mr_cache_hits = core_.registry->cache_hits();
+  s.mr_cache_misses = core_.registry->cache_misses();
+  return s;
+}
+
+}  // namespace xport::proto
