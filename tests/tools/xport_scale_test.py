@@ -4,9 +4,9 @@ target's key, rounds of put_signal, latency samples) and two-sided (comms to one
 and 1 MiB sends) on shm and tcp;ofi_rxm, once with the initiators in two processes and two
 threads each; the JSON Lines and table shapes of docs/tools.md; that every byte and signal was
 verified; the exit codes (0 ok; 1 a window that did not open, or wrong data; 2 bad usage); and
-that a configuration the target cannot serve (XPORT_CQ_ENTRIES=64: room for a few window
-streams) is reported by name with exit 1, without a crash or a hang. Every run has a timeout;
-nothing sleeps."""
+that a target whose CQ room holds fewer first grants than there are streams
+(XPORT_CQ_ENTRIES=64) still opens every window and serves every round, sharing its room. Every
+run has a timeout; nothing sleeps."""
 import json
 import os
 import subprocess
@@ -27,7 +27,8 @@ TWO_SIDED = {"sends", "messages_verified"}
 TARGET = {"rss_before_bytes", "rss_after_bytes", "rss_per_peer_bytes", "registered_before_bytes",
           "registered_after_bytes", "registered_per_peer_bytes", "device_registered_bytes",
           "cq_room_per_peer", "cq_entries", "window_credits", "window_streams", "peers",
-          "pool_channels", "cqs", "endpoints", "deferred_posts", "signals_applied"}
+          "pool_channels", "cqs", "endpoints", "deferred_posts", "signals_applied",
+          "window_cq_room", "window_streams_waiting", "window_take_backs"}
 INITIATOR = {"rss_per_device_bytes", "registered_per_device_bytes", "rss_per_open_bytes",
              "registered_per_open_bytes", "window_ops_held", "deferred_posts"}
 PASSES = {"passes", "mean_us", "p50_us", "p99_us", "max_us"}
@@ -83,7 +84,9 @@ def healthy(p, where, provider, peers):
     check(p["open_s"] > 0 and p["open_ms_max"] >= 0, f"{where}: open times {p}")
     t = p["target"]
     check(t["rss_after_bytes"] > 0 and t["rss_per_peer_bytes"] is not None and
-          t["registered_per_peer_bytes"] is not None and t["cq_room_per_peer"] is None and
+          t["registered_per_peer_bytes"] is not None and
+          ((t["cq_room_per_peer"] is None) if p["mode"] == "two-sided" else
+           (0 < t["cq_room_per_peer"] <= 128)) and t["window_streams_waiting"] == 0 and
           t["cq_entries"] == "8192" and t["window_credits"] == "128" and
           t["device_registered_bytes"] > 0 and t["peers"] >= peers, f"{where}: target {t}")
     check(p["initiator"]["rss_per_device_bytes"] > 0, f"{where}: initiator {p['initiator']}")
@@ -157,33 +160,25 @@ if len(lines) == 7:
         w = line.split()
         check(w[0] == n and w[1] == n and "ok" in w, f"table: row for N={n}: {line!r}")
 
-# A target that cannot serve every stream (XPORT_CQ_ENTRIES=64: CQ room for a few): the
-# refusal by name, the windows that did open carried verified data, exit 1, in good time.
+# A target whose CQ room holds fewer first grants than there are streams (XPORT_CQ_ENTRIES=64:
+# 48 entries for window streams, 4 to each new one, 16 initiators): every window opens, every
+# round lands and is verified; the target took unused credits back for the streams that waited.
 cq = {"XPORT_CQ_ENTRIES": "64"}
-r, took = run(*SHM, *QUICK, "--peers", "8", "--rounds", "2", "--latency-samples", "2", "--json",
+r, took = run(*SHM, *QUICK, "--peers", "16", "--rounds", "3", "--latency-samples", "2", "--json",
               env=cq)
-for p in records(r, "XPORT_CQ_ENTRIES=64", rc=1):
-    check(p["all_opened"] is False and 0 < p["opened"] < 8 and p["ok"] is False,
-          f"XPORT_CQ_ENTRIES=64: some windows opened, not all {p}")
-    check(p["error"] is not None and "no room for another window stream" in p["error"] and
-          "XPORT_CQ_ENTRIES" in p["error"] and p["error_code"] == "resource",
-          f"XPORT_CQ_ENTRIES=64: the refusal by name {p['error']} ({p['error_code']})")
-    # Every refusal counted under one kind, named by the first refused initiator.
-    check([(e["step"], e["code"], e["count"], e["first_peer"]) for e in p["errors"]] ==
-          [("open", "resource", 8 - p["opened"], p["opened"])] and
-          "no room for another window stream" in p["errors"][0]["error"],
-          f"XPORT_CQ_ENTRIES=64: the refusals counted {p['errors']}")
-    check(p["verified"] is True and p["rounds_done"] == 2 and
-          p["signals_verified"] == 2 * p["opened"] + p["lat_samples"],
-          f"XPORT_CQ_ENTRIES=64: the open windows verified {p}")
+for p in records(r, "XPORT_CQ_ENTRIES=64"):
+    check(p["all_opened"] is True and p["opened"] == 16 and p["ok"] is True and
+          p["error"] is None and p["errors"] == [], f"XPORT_CQ_ENTRIES=64: every window opened {p}")
+    check(p["verified"] is True and p["rounds_done"] == 3 and
+          p["signals_verified"] == 3 * 16 + p["lat_samples"],
+          f"XPORT_CQ_ENTRIES=64: every round verified {p}")
+    t = p["target"]
+    check(t["window_take_backs"] > 0 and t["window_cq_room"] <= 48 and
+          t["window_streams_waiting"] == 0,
+          f"XPORT_CQ_ENTRIES=64: the room shared, never more than 48 entries held {t}")
     check(p["knobs"].get("XPORT_CQ_ENTRIES", "").startswith("64 (default"),
           f"XPORT_CQ_ENTRIES=64: the knob in effect is shown {p['knobs']}")
 check(took < 60, f"XPORT_CQ_ENTRIES=64: ended in {took:.1f} s, not at a deadline")
-r, _ = run(*SHM, *QUICK, "--peers", "8", "--rounds", "1", "--latency-peers", "0", env=cq)
-check(r.returncode == 1 and "XPORT_CQ_ENTRIES=64 (default 8192)" in r.stdout and
-      "no room for another window stream" in r.stdout.splitlines()[-1],
-      f"XPORT_CQ_ENTRIES=64, table: the knob and the refusal in the row ({r.returncode}: "
-      f"{r.stdout!r})")
 
 # Wrong data is caught, named, and exits 1 (a test-only option flips one byte of initiator 0).
 r, _ = run(*SHM, *QUICK, "--peers", "3", "--rounds", "3", "--latency-samples", "2",

@@ -210,6 +210,9 @@ Status run_one_sided(Target& t) {
     const Stats st = t.dev->stats();
     t.rec.deferred_posts = st.deferred_posts;
     t.rec.signals_applied = st.signals_applied;
+    t.rec.window_cq_room = st.window_cq_room;
+    t.rec.streams_waiting = st.window_streams_waiting;
+    t.rec.take_backs = st.window_take_backs;
     return r;
   }();
   // The initiators close their windows before the region goes.

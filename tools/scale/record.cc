@@ -163,8 +163,12 @@ void print_json(const Record& r) {
   w.field("registered_before_bytes", r.target_reg_before)
       .field("registered_after_bytes", r.target_reg_after);
   num(w, "registered_per_peer_bytes", per(r, r.target_reg_after, r.target_reg_before, r.opened));
-  w.field("device_registered_bytes", r.model_registered)
-      .field("cq_room_per_peer", xport::core::kJsonNull);
+  w.field("device_registered_bytes", r.model_registered);
+  num(w, "cq_room_per_peer", r.opened > 0 && r.mode == Mode::one_sided
+                                 ? static_cast<double>(r.window_cq_room) / r.opened : -1);
+  w.field("window_cq_room", r.window_cq_room)
+      .field("window_streams_waiting", r.streams_waiting)
+      .field("window_take_backs", r.take_backs);
   str_or_null(w, "cq_entries", r.cq_entries);
   str_or_null(w, "window_credits", r.window_credits);
   w.field("window_streams", r.window_streams)

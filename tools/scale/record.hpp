@@ -74,7 +74,10 @@ struct Record {
   uint64_t model_registered = 0;  // xport::device_registered_bytes(rails, provider)
   uint64_t window_streams = 0, peer_count = 0, pool_channels = 0, cqs = 0, endpoints = 0;
   uint64_t deferred_posts = 0, signals_applied = 0;
-  std::string cq_entries, window_credits;  // the knobs in effect (CQ room itself is n/a)
+  // Window credits after the traffic: the CQ room the initiators' streams hold at the target
+  // (Stats::window_cq_room), those waiting for room, and the unused credits taken back.
+  uint64_t window_cq_room = 0, streams_waiting = 0, take_backs = 0;
+  std::string cq_entries, window_credits;  // the knobs in effect
   // Cost per initiator device (its process's VmRSS growth while its devices opened, and the
   // registered bytes of a device as opened), and initiators' counters after the traffic.
   double initiator_rss_per_device = -1, initiator_reg_per_device = -1;

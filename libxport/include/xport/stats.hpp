@@ -89,6 +89,12 @@ struct Stats {
   uint64_t atomics_emulated = 0;  // emulated atomics issued
   uint64_t atomics_applied = 0;   // emulated atomics applied here
   uint64_t notifications = 0;     // transfer notifications delivered here
+  // Credits as a window target: the CQ room (entries per rail) the streams of peers writing here
+  // hold now, the streams that asked for numbers and wait for room, and the unused numbers taken
+  // back from idle streams for them (docs/semantics.md, "Credits").
+  uint64_t window_cq_room = 0;
+  uint64_t window_streams_waiting = 0;
+  uint64_t window_take_backs = 0;
   PoolStats pool;
 };
 

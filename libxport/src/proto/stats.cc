@@ -99,6 +99,13 @@ Stats Engine::stats() const {
   s.atomics_emulated = core_.counters.atomics_emulated;
   s.atomics_applied = core_.counters.atomics_applied;
   s.notifications = core_.counters.notifications;
+  s.window_take_backs = core_.counters.window_take_backs;
+  for (uint16_t index : core_.in_stream_live) {
+    if (const InStream* in = core_.in_streams[index].get()) {
+      s.window_cq_room += in->cq_reserved;
+      s.window_streams_waiting += in->starved ? 1 : 0;
+    }
+  }
   s.window_streams = core_.out_streams.size();
   s.window_streams += core_.in_stream_live.size();
   s.peers = core_.peers.size();

@@ -22,7 +22,9 @@ inline constexpr uint32_t kKeyMagic = 0x59454b58;     // "XKEY"
 // rail addresses travel in CONN_ACK), keepalive, one meaning per header field.
 // 4: message tags (EAGER, RTS and CTS carry one in aux2; headerless eager CQ data carries tag
 // and sequence number in 16 bits each), REFUSE.
-inline constexpr uint16_t kWireVersion = 4;
+// 5: window credits granted and taken back by the target (win_done length/aux/slot, win_sync
+// kSyncWant/kSyncTakenBack), 4-byte CQ data's window writes: 6 sequence bits, 10 stream bits.
+inline constexpr uint16_t kWireVersion = 5;
 inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr size_t kMaxRails = 32;
 // All addresses of a CONN_REQ or CONN_ACK together (rails x {data, control} x address size)

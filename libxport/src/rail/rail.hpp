@@ -97,6 +97,7 @@ class Rail {
   }
   void cq_give(size_t n = 1) { cq_used_ = cq_used_ >= n ? cq_used_ - n : 0; }
   size_t cq_used() const { return cq_used_; }
+  size_t cq_free() const { return config_.cq_size > cq_used_ ? config_.cq_size - cq_used_ : 0; }
 
   // Stripes of striped writes this rail carried out and in, and bytes peers wrote into this
   // process through it (rendezvous data, which no local endpoint posts or counts).

@@ -138,6 +138,12 @@ constexpr CounterName kNames[] = {
      "emulated window atomics applied here"},
     {CounterId::device_notifications, "xport_device_window_notifications_total", counter, kNone, "",
      "transfer notifications delivered here"},
+    {CounterId::device_window_cq_room, "xport_device_window_cq_room", gauge, kNone, "",
+     "CQ room (entries per rail) held by the window streams of peers writing here"},
+    {CounterId::device_window_streams_waiting, "xport_device_window_streams_waiting", gauge,
+     kNone, "", "window streams of peers writing here that wait for credits (CQ room)"},
+    {CounterId::device_window_take_backs, "xport_device_window_take_backs_total", counter, kNone,
+     "", "unused window credits taken back from idle streams for streams that wait"},
 
     {CounterId::gpu_staging_to_host_bytes, "xport_gpu_staging_to_host_bytes_total", counter, kNone,
      "", "bytes copied from GPU memory into host shadows (sources of sends and puts)"},

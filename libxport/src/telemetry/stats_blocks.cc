@@ -74,6 +74,9 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   dev.counter(CounterId::device_atomics_emulated, stats.atomics_emulated);
   dev.counter(CounterId::device_atomics_applied, stats.atomics_applied);
   dev.counter(CounterId::device_notifications, stats.notifications);
+  dev.counter(CounterId::device_window_cq_room, stats.window_cq_room);
+  dev.counter(CounterId::device_window_streams_waiting, stats.window_streams_waiting);
+  dev.counter(CounterId::device_window_take_backs, stats.window_take_backs);
   out.push_back(dev.record());
 
   // Published whatever the sharing knobs say: groups 0 reads as "no sharing", not as no data.

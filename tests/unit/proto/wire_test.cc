@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/format.hpp"
+#include "proto/one_sided/wire.hpp"
 #include "proto/wire.hpp"
 
 namespace xport::proto {
@@ -335,6 +336,30 @@ TEST(CqData, NarrowCarriesTheStripeCountAndNothingAbove32Bits) {
   EXPECT_EQ(c.slot, 4095);
   EXPECT_EQ(c.field + 1u, kMaxNarrowStripes);
   EXPECT_EQ(c.high, 0u);
+}
+
+// A window write names its target stream in the CQ data: with 4-byte data 10 bits of stream
+// index (1,023 streams at a target) beside 6 sequence bits, nothing above the low word and the
+// low 16 bits 0 (not a rendezvous write); with 8-byte data 12 bits and a generation.
+TEST(CqData, WindowWritesNameATargetOfAThousandStreams) {
+  EXPECT_EQ(window_stream_limit(4), 1024);
+  EXPECT_EQ(window_stream_limit(8), 4096);
+  EXPECT_EQ(window_seq_bits(4, 0), 6u);
+  for (uint16_t stream : {1, 127, 128, 511, 1023}) {
+    for (uint64_t seq : {uint64_t{0}, uint64_t{63}, uint64_t{64}, uint64_t{1} << 40}) {
+      const uint64_t d = encode_window_write(stream, 0, seq, 4, kNarrowSeqBits);
+      EXPECT_EQ(d >> 32, 0u);
+      EXPECT_EQ(d & 0xffff, 0u);
+      const WindowWrite w = decode_window_write(d, 4, kNarrowSeqBits);
+      EXPECT_EQ(w.stream, stream);
+      EXPECT_EQ(w.seq_low, seq & 63);
+      EXPECT_EQ(widen_window_seq(w.seq_low, seq >= 10 ? seq - 10 : 0, 6), seq);
+    }
+  }
+  const WindowWrite w = decode_window_write(encode_window_write(4095, 9, 0x12345678, 8, 32), 8, 32);
+  EXPECT_EQ(w.stream, 4095);
+  EXPECT_EQ(w.gen, 9);
+  EXPECT_EQ(w.seq_low, 0x12345678u);
 }
 
 TEST(CqData, HeaderlessEagerRoutesAndRecoversTheSequenceAndTag) {

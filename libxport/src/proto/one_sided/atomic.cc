@@ -122,7 +122,7 @@ void Atomics::on_native_done(WindowOp& o, const Status& st) {
 }
 
 void Atomics::send_emulated(OutStream& s, Piece& p, uint64_t seq) {
-  OutStream::Awaiting& a = s.awaiting[seq % s.credits];
+  OutStream::Awaiting& a = s.awaiting[seq % s.span];
   a = OutStream::Awaiting{seq, p.window, p.ticket, true};
   s.awaiting_count += 1;
   MsgHeader h{};
@@ -167,8 +167,8 @@ void Atomics::apply(InStream& in, const MsgHeader& h, const WindowOperand& v) {
     ++core_.counters.atomics_applied;
   }
   // Kept, in case the initiator asks again (its message went again after a rail went down).
-  if (in.answers.empty()) in.answers.resize(in.credits);
-  in.answers[h.seq % in.credits] = {h.seq, old, static_cast<uint8_t>(st), true};
+  if (in.answers.empty()) in.answers.resize(in.span);
+  in.answers[h.seq % in.span] = {h.seq, old, static_cast<uint8_t>(st), true};
   MsgHeader r{};
   r.type = static_cast<uint8_t>(MsgType::win_result);
   r.version = kWireVersion;
@@ -188,7 +188,7 @@ void Atomics::on_result(const Message& m) {
     return;
   }
   const auto status = static_cast<uint8_t>(h.slot);
-  OutStream::Awaiting& a = s->awaiting[h.seq % s->credits];
+  OutStream::Awaiting& a = s->awaiting[h.seq % s->span];
   if (a.valid && a.seq == h.seq) {
     a.valid = false;
     s->awaiting_count -= 1;
@@ -211,7 +211,7 @@ void Atomics::on_result(const Message& m) {
     // report it; it used to reach quiet() alone, check() answering done).
     const Status why = core::error(Code::invalid_argument, "signal (operation ", h.seq,
                                    ") failed at the target: ", window_status_text(status));
-    const OutStream::Awaiting& sig = s->signalled[h.seq % s->credits];
+    const OutStream::Awaiting& sig = s->signalled[h.seq % s->span];
     WindowState* w = sig.valid && sig.seq == h.seq ? os_.windows().find(sig.window) : nullptr;
     if (w != nullptr) {
       os_.windows().fail_late(*w, sig.ticket, why);

@@ -15,7 +15,7 @@ Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote
   if (up == 0) return core_.no_rail_error(rails, w.peer, what);
   // Every stripe takes a sequence number, and a put_signal one more, within the credits.
   const OutStream* s = streams_.find(w.stream);
-  const uint32_t most = s != nullptr && s->credits > 1 ? s->credits - 1 : 1;
+  const uint32_t most = s != nullptr && s->span > 1 ? s->span - 1 : 1;
   return std::min(stripe_count(core_.config.stripe, len, up), most);
 }
 

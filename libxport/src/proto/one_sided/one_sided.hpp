@@ -89,12 +89,12 @@ class OneSided {
   // Progress: posts queued for the provider, streams' queues, operations waiting at targets.
   void retry();
   bool queued() const { return !queued_.empty() || streams_.queued(); }
-  // Whether the window's stream could not take another quarter of its credits now (the
+  // Whether the window's stream could not take another quarter of its grant now (the
   // target's acknowledgements, which only a progress pass reads, are due).
   bool short_of_credit(uint32_t window);
   // That quarter (at least one number): plain_put asks it too.
   static uint32_t credit_reserve(const OutStream& s) {
-    return std::max<uint32_t>(1, s.credits / 4);
+    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(s.grant, s.span) / 4));
   }
   // Target: staged GPU copies of operations (signal.cc, Signals::stage).
   bool copying() const { return streams_.copying(); }

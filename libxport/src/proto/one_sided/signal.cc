@@ -70,7 +70,7 @@ void Signals::send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_fr
   h.aux2 = p.word_key;
   std::vector<uint8_t> body(sizeof(uint64_t));
   std::memcpy(body.data(), &p.operand, sizeof(uint64_t));
-  s.signalled[seq % s.credits] = OutStream::Awaiting{seq, p.window, p.ticket, true};
+  s.signalled[seq % s.span] = OutStream::Awaiting{seq, p.window, p.ticket, true};
   Status st = os_.streams().send_op(s, h, &body);
   if (st.ok()) return;
   // Its number is taken: without it the target's count would stop there.

@@ -312,7 +312,14 @@ struct OutStream {
   uint64_t nonce = 0;
   uint16_t target = 0;         // the target's InStream
   uint8_t target_gen = 0;
-  uint32_t credits = 0;        // numbers beyond the done mark it may have out
+  // Credits: the numbers it may send are those below `limit`, which the target grants and
+  // takes back (win_done, docs/semantics.md "Credits"); `span` bounds them (never more than
+  // span beyond the done mark: its per-number tables are `span` long, numbered modulo span).
+  uint32_t span = 0;
+  uint64_t limit = 0;
+  uint64_t grant_epoch = 0;    // of the last grant or take-back it followed
+  uint64_t grant = 0;          // limit - done when the limit last moved (credit_reserve)
+  uint64_t want_sent = 0;      // the limit at which it last asked for more (win_sync, kSyncWant)
   unsigned seq_bits = 0;
   uint64_t next_seq = 0;
   uint64_t done = 0;           // the target's done mark, as last heard
@@ -363,7 +370,17 @@ struct InStream {
   uint16_t initiator = 0;      // the initiator's OutStream
   uint8_t initiator_gen = 0;
   uint64_t nonce = 0;
-  uint32_t credits = 0;
+  // Numbers below `limit` are granted to the initiator (never more than `span` beyond done:
+  // the per-number tables are span long). The grant moves with the stream's traffic, out of
+  // CQ room all streams share (Streams::regrant); `cq_reserved` is the room it holds.
+  uint32_t span = 0;
+  uint64_t limit = 0;
+  uint64_t grant = 0;          // limit - done when the limit last moved
+  uint64_t grant_epoch = 0;    // bumped by every grant and take-back (win_done aux)
+  bool taking_back = false;    // a take-back (kDoneTakeBack) awaits its answer: no grant meanwhile
+  bool starved = false;        // in Streams::starved_: asked for numbers and got none
+  uint64_t want = 0;           // numbers it asked for beyond its limit (win_sync length)
+  uint64_t swept = UINT64_MAX; // the done mark at the last pressure sweep (idle if unmoved)
   unsigned seq_bits = 0;
   uint64_t done = 0;           // every operation below it is done
   // credits flags, one per number in [done, done + credits): set where it landed or was applied

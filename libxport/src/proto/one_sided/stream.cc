@@ -190,9 +190,9 @@ void Streams::on_accept(const Message& m) {
   auto ack = decode_conn_ack(body, len);
   const unsigned bits = h.slot;
   if (!ack || bits == 0 || bits > kWideSeqBits || h.length == 0 ||
-      h.length > (uint64_t{1} << bits)) {
+      h.length > (uint64_t{1} << bits) || h.seq - 1 > h.length) {
     fail(*s, core::error(Code::protocol, "window: malformed answer (", bits, " sequence bits, ",
-                         h.length, " credits", ack ? "" : ", ",
+                         "a span of ", h.length, ", a first grant of ", h.seq - 1, ack ? "" : ", ",
                          ack ? "" : ack.status().message(), ")"));
     return;
   }
@@ -206,10 +206,12 @@ void Streams::on_accept(const Message& m) {
   }
   s->target = h.src_comm;
   s->target_gen = static_cast<uint8_t>(h.src_gen & 0xf);
-  s->credits = static_cast<uint32_t>(h.length);
+  s->span = static_cast<uint32_t>(h.length);
+  s->limit = h.seq - 1;
+  s->grant = s->limit;
   s->seq_bits = bits;
-  s->awaiting.assign(s->credits, OutStream::Awaiting{});
-  s->signalled.assign(s->credits, OutStream::Awaiting{});
+  s->awaiting.assign(s->span, OutStream::Awaiting{});
+  s->signalled.assign(s->span, OutStream::Awaiting{});
   s->phase = StreamPhase::ready;
   s->peer->last_heard = Clock::now();
 }
@@ -247,9 +249,11 @@ void Streams::submit(OutStream& s, Piece&& p) {
     return;
   }
   ++core_.counters.window_ops_held;
+  const uint32_t seqs = p.seqs();
   s.held.push_back(std::move(p));
   work_ = true;
   request_ack(s, s.next_seq);  // credits and fences move with the target's answers
+  if (s.held.size() == 1) ask_credits(s, seqs);
 }
 
 void Streams::fence(OutStream& s) {
@@ -276,6 +280,7 @@ void Streams::pump(OutStream& s, size_t& budget) {
     }
     if (!can_release(s, head)) {
       request_ack(s, s.next_seq);
+      ask_credits(s, head.seqs());
       return;
     }
     Piece p = std::move(head);
@@ -349,10 +354,20 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
       h.seq = s->sync_sent;
       (void)send(*s, h, nullptr);
     }
+    s->want_sent = 0;  // (a request for credits that was on it is made again when held)
+    if (!s->held.empty()) work_ = true;
   }
   for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
     InStream* in = core_.in_streams[core_.in_stream_live[i]].get();
-    if (in != nullptr && !in->via && in->done > 0 && (peer == nullptr || in->peer == peer)) {
+    if (in == nullptr || in->via || (peer != nullptr && in->peer != peer)) continue;
+    if (in->taking_back) {  // the take-back again (same epoch: answered again, applied once)
+      MsgHeader h = window_header(MsgType::win_done);
+      h.seq = in->done;
+      h.length = in->done;
+      h.aux = in->grant_epoch;
+      h.slot = kDoneTakeBack;
+      reply(*in, h);
+    } else if (in->done > 0) {
       ack_now(*in);
     }
   }
@@ -417,7 +432,15 @@ void Streams::on_done(const Message& m) {
     core_.miss(true);
     return;
   }
+  const bool more = on_grant(*s, h);
+  const uint32_t id = s->id;
+  const uint64_t done = s->done;
   advance(*s, h.seq);
+  // (advance pumps what is held when the done mark moves; a grant alone releases it too)
+  if (more && (s = find(id)) != nullptr && s->done == done) {
+    size_t budget = core_.config.progress_batch;
+    pump(*s, budget);
+  }
 }
 
 void Streams::advance(OutStream& s, uint64_t done) {

@@ -7,6 +7,9 @@
 // when asked) move the initiator's `done` mark: delivery completion, credits, fences.
 #pragma once
 
+#include <algorithm>
+#include <deque>
+
 #include "proto/dispatch.hpp"
 #include "proto/state.hpp"
 
@@ -100,7 +103,7 @@ class Streams {
         if (a.valid && a.seq < base) base = a.seq;
       }
     }
-    return base + s.credits;
+    return std::min(base + s.span, s.limit);
   }
   // Whether a fence (or `after_uncounted`, a piece's own mark) holds what comes next back.
   bool fenced(const OutStream& s, uint64_t after_uncounted) const {
@@ -146,6 +149,39 @@ class Streams {
   void drain(InStream& in, size_t& budget);
   void maybe_ack(InStream& in);
   std::vector<RailAddresses> local_addresses() const;
+
+  // ---- credits (stream_credits.cc; docs/semantics.md "Credits") ----
+  // Initiator: a win_done's grant or take-back (before its done mark is applied); true when
+  // the limit rose (what is held may go).
+  bool on_grant(OutStream& s, const MsgHeader& h);
+  // Initiator: held at its limit with `seqs` numbers to go: asks the target for more (once per
+  // limit).
+  void ask_credits(OutStream& s, uint32_t seqs);
+  // Target: a win_sync's kSyncWant or kSyncTakenBack.
+  void on_credit_sync(InStream& in, const MsgHeader& h);
+  // Target: moves the stream's limit within the span and the CQ room all streams share (`more`:
+  // grow the grant: the stream is new, or asked, held at its limit); true when the limit moved. A stream that
+  // asked and got less than it asked joins the starved queue.
+  bool regrant(InStream& in, bool more);
+  // Target: the CQ room window streams may still take on every rail (beyond a keep for other
+  // traffic); sets the room the stream holds.
+  uint64_t room_free() const;
+  void hold_room(InStream& in, uint64_t need);
+  // Target: room came back: streams that asked get it, oldest first.
+  void feed_starved();
+  // Target, progress: while streams starve, the unused numbers of streams whose done mark has
+  // not moved since the last sweep are taken back (bounded work per pass).
+  void sweep_idle(size_t& budget);
+  void take_back(InStream& in);
+  // Target: streams wait for room, or a stream that asked now could not get a first grant.
+  bool pressed() const;
+  struct Starved {
+    uint16_t index = 0;
+    uint8_t gen = 0;
+  };
+  std::deque<Starved> starved_;
+  size_t sweep_cursor_ = 0;
+  uint64_t room_held_ = 0;  // CQ room held by all in-streams (per rail)
   Core& core_;
   OneSided& os_;
   // Streams closed lately (their win_close may have been on a rail that went down since): sent

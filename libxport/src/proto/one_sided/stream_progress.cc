@@ -12,6 +12,7 @@
 namespace xport::proto {
 
 bool Streams::scan() const {
+  if (!starved_.empty()) return true;  // (sweep_idle takes room back for them)
   for (const auto& [id, s] : core_.out_streams) {
     if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
   }
@@ -54,6 +55,7 @@ void Streams::retry() {
     drain(*s, apply);
     maybe_ack(*s);
   }
+  sweep_idle(apply);
   work_ = scan();  // what a budget or a credit left for a later pass
 }
 

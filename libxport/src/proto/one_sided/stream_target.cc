@@ -28,17 +28,8 @@ Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* 
     return core::error(Code::resource, "no free window stream (", limit - 1, ")");
   }
   const unsigned bits = window_seq_bits(core_.cq_data_bytes, core_.config.test_seq_bits);
-  const uint32_t credits = static_cast<uint32_t>(
+  const uint32_t span = static_cast<uint32_t>(
       std::min<uint64_t>(core_.config.window_credits, uint64_t{1} << bits));
-  // Every write of the stream completes here with remote CQ data (FI_RX_CQ_DATA providers
-  // consume a posted receive instead): room for as many as may be unacknowledged, on each rail.
-  uint32_t room = core_.rx_cq_data_mode ? 0 : credits;
-  for (size_t i = 0; i < core_.rails.size() && room > 0; ++i) {
-    if (!core_.rails[i]->cq_take(room)) {
-      for (size_t k = 0; k < i; ++k) core_.rails[k]->cq_give(room);
-      return core::error(Code::resource, "no CQ room for another window stream");
-    }
-  }
   const uint16_t index = core_.in_stream_free.front();
   core_.in_stream_free.pop_front();
   auto s = std::make_unique<InStream>();
@@ -49,19 +40,22 @@ Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* 
   s->via = via;
   if (CommState* c = core_.comm(via)) core_.hold(*c);
   s->reply = reply;
-  s->credits = credits;
+  s->span = span;
   s->seq_bits = bits;
-  s->landed.assign(credits, 0);
-  s->cq_reserved = room;
+  s->landed.assign(span, 0);
   InStream* out = s.get();
   core_.in_streams[index] = std::move(s);
   core_.in_stream_live.push_back(index);
   ++in_live_;
+  // Every write of the stream completes here with remote CQ data (FI_RX_CQ_DATA providers
+  // consume a posted receive instead): its first grant is what the shared room allows now,
+  // perhaps nothing (it asks once it has something to send, and waits for room).
+  (void)regrant(*out, true);
   return out;
 }
 
 void Streams::erase_in(InStream& s) {
-  for (auto& r : core_.rails) r->cq_give(s.cq_reserved);
+  hold_room(s, 0);
   copies_inflight_ -= std::min(copies_inflight_, s.copies.size());
   pool::Peer* peer = s.peer;
   const CommId via = s.via;
@@ -77,6 +71,7 @@ void Streams::erase_in(InStream& s) {
   core_.in_stream_free.push_back(index);
   if (CommState* c = core_.comm(via)) core_.release(*c);
   core_.unref(peer);
+  feed_starved();  // (its room came back)
 }
 
 void Streams::on_request(const Message& m) {
@@ -155,9 +150,7 @@ void Streams::on_request(const Message& m) {
       s = *made;
     } else {
       XPORT_LOG(info, "refusing a window stream: ", made.status().to_string());
-      refusal = static_cast<uint8_t>(made.status().message().find("CQ") != std::string::npos
-                                         ? WindowRefusal::cq_room
-                                         : WindowRefusal::streams);
+      refusal = static_cast<uint8_t>(WindowRefusal::streams);
     }
   }
   MsgHeader a = window_header(MsgType::win_ack);
@@ -174,8 +167,9 @@ void Streams::on_request(const Message& m) {
     s->initiator = h.src_comm;
     s->initiator_gen = static_cast<uint8_t>(h.src_gen & 0xf);
     s->nonce = h.aux2;
-    a.seq = 1;
-    a.length = s->credits;
+    // 1 + the first grant (a repeated request's stream may have more since: told in win_done).
+    a.seq = 1 + s->limit;
+    a.length = s->span;
     a.slot = static_cast<uint16_t>(s->seq_bits);
     a.src_comm = s->index;
     a.src_gen = s->gen;
@@ -219,10 +213,10 @@ void Streams::mark(InStream& s, uint64_t seq) {
     s.done += 1;
     return;
   }
-  s.landed[seq % s.credits] = 1;
+  s.landed[seq % s.span] = 1;
   s.ahead += 1;
-  while (s.landed[s.done % s.credits] != 0) {
-    s.landed[s.done % s.credits] = 0;
+  while (s.landed[s.done % s.span] != 0) {
+    s.landed[s.done % s.span] = 0;
     s.ahead -= 1;
     s.done += 1;
   }
@@ -232,7 +226,7 @@ bool Streams::ready(const InStream& s, const MsgHeader& h) const {
   const uint8_t flags = static_cast<uint8_t>(h.slot >> 8);
   if (flags & kWinStrong) return s.done == h.seq;
   for (uint64_t q = std::max(h.length, s.done); q < h.seq; ++q) {
-    if (s.landed[q % s.credits] == 0) return false;
+    if (s.landed[q % s.span] == 0) return false;
   }
   return true;
 }
@@ -247,7 +241,7 @@ void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
   }
   const uint64_t seq = widen_window_seq(w.seq_low & seq_mask(s->seq_bits), s->done, s->seq_bits);
   // (no flag is set while none is ahead: mark())
-  if (seq >= s->done + s->credits || (s->ahead != 0 && s->landed[seq % s->credits] != 0)) {
+  if (seq >= s->limit || (s->ahead != 0 && s->landed[seq % s->span] != 0)) {
     core_.miss();  // beyond the credits, or twice: not from this stream's initiator
     return;
   }
@@ -271,7 +265,7 @@ void Streams::on_operation(const Message& m) {
     return;
   }
   const bool strong = ((h.slot >> 8) & kWinStrong) != 0;
-  if (h.seq >= s->done + s->credits || (!strong && h.length > h.seq)) {
+  if (h.seq >= s->limit || (!strong && h.length > h.seq)) {
     core_.miss();
     return;
   }
@@ -373,7 +367,7 @@ void Streams::poll_copies() {
 }
 
 bool Streams::seen(const InStream& s, uint64_t seq) const {
-  if (s.ahead != 0 && s.landed[seq % s.credits] != 0) return true;
+  if (s.ahead != 0 && s.landed[seq % s.span] != 0) return true;
   for (const WaitingOp& op : s.waiting) {
     if (op.h.seq == seq) return true;
   }
@@ -386,7 +380,7 @@ bool Streams::seen(const InStream& s, uint64_t seq) const {
 void Streams::repeated(InStream& s, const MsgHeader& h) {
   core_.miss(true);  // (counted as traffic that was on its way: late, not misrouted)
   if (h.type != static_cast<uint8_t>(MsgType::win_atomic) || s.answers.empty()) return;
-  const InStream::Answer& a = s.answers[h.seq % s.credits];
+  const InStream::Answer& a = s.answers[h.seq % s.span];
   if (!a.valid || a.seq != h.seq) return;  // not applied yet: its answer will go then
   MsgHeader r = window_header(MsgType::win_result);
   r.seq = a.seq;
@@ -398,14 +392,32 @@ void Streams::repeated(InStream& s, const MsgHeader& h) {
 
 void Streams::maybe_ack(InStream& s) {
   if (s.done == s.acked) return;
-  const bool due = s.done - s.acked >= std::max<uint32_t>(1, s.credits / 2) ||
-                   (s.sync_wanted > s.acked && s.done >= s.sync_wanted);
-  if (due) ack_now(s);
+  // Room is short: what landed gives its room back at once, for the streams that wait.
+  if (s.cq_reserved > s.limit - s.done && !core_.rx_cq_data_mode && pressed()) {
+    hold_room(s, s.limit - s.done);
+    feed_starved();
+  }
+  // Half its grant used since the last acknowledgement: the grant slides on (it grows only when
+  // the initiator asks, held at its limit: kSyncWant).
+  const bool busy = s.done - s.acked >= std::max<uint64_t>(1, s.grant / 2);
+  if (!busy && !(s.sync_wanted > s.acked && s.done >= s.sync_wanted)) return;
+  // Everything the initiator asked about is done (a quiet's answer) while the room is short:
+  // its unused numbers are taken back with this answer, which it reads in the same pass (an
+  // initiator that then stays out of libxport holds nothing another stream waits for).
+  if (!busy && pressed() && !s.starved && !s.taking_back && s.limit > s.done &&
+      s.waiting.empty() && s.copies.empty()) {
+    take_back(s);
+    return;
+  }
+  (void)regrant(s, false);
+  ack_now(s);
 }
 
 void Streams::ack_now(InStream& s) {
   MsgHeader h = window_header(MsgType::win_done);
   h.seq = s.done;
+  h.length = s.taking_back ? 0 : s.limit;  // (taking back: the answer sets the limit)
+  h.aux = s.grant_epoch;
   s.acked = s.done;
   reply(s, h);
 }
@@ -418,6 +430,10 @@ void Streams::on_sync(const Message& m) {
     return;
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
+  if (h.slot != 0) {
+    on_credit_sync(*s, h);
+    return;
+  }
   s->sync_wanted = std::max(s->sync_wanted, h.seq);
   // Reached already: answered now, even if this mark went before (a win_sync sent again after
   // a rail went down, whose first answer may have been lost on it).

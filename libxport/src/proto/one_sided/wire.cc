@@ -18,9 +18,6 @@ const char* window_status_text(uint8_t status) {
 const char* window_refusal_text(uint8_t reason) {
   switch (static_cast<WindowRefusal>(reason)) {
     case WindowRefusal::streams: return "the target has no free window stream";
-    case WindowRefusal::cq_room:
-      return "the target's completion queues have no room for another window stream "
-             "(XPORT_CQ_ENTRIES, XPORT_WINDOW_CREDITS)";
     case WindowRefusal::bad: return "the request's addresses are unusable at the target";
   }
   return "unknown reason";
@@ -45,7 +42,10 @@ Status check_window_message(const MsgHeader& h, size_t body) {
         return bad("body of ", body, " bytes, expected ", sizeof(AckBody), "..",
                    sizeof(AckBody) + kMaxConnAddressBytes);
       }
-      if (h.seq > 1) return bad("seq ", h.seq, " (0 refused or 1 accepted)");
+      if (h.seq != 0 && h.seq - 1 > h.length) {
+        return bad("seq ", h.seq, " (0 refused, else 1 + a first grant of at most the span, ",
+                   h.length, ")");
+      }
       return Status::success();
     case MsgType::win_signal:
       if (body != sizeof(uint64_t)) return bad("body of ", body, " bytes, expected 8");
@@ -68,7 +68,15 @@ Status check_window_message(const MsgHeader& h, size_t body) {
       }
       [[fallthrough]];
     case MsgType::win_done:
+      if (h.slot > kDoneTakeBack) return bad("flags 0x", std::hex, h.slot);
+      if (body != 0) return bad(body, " unexpected bytes");
+      return Status::success();
     case MsgType::win_sync:
+      if (h.slot != 0 && h.slot != kSyncWant && h.slot != kSyncTakenBack) {
+        return bad("flags 0x", std::hex, h.slot);
+      }
+      if (body != 0) return bad(body, " unexpected bytes");
+      return Status::success();
     case MsgType::win_close:
     case MsgType::win_gone:
       if (body != 0) return bad(body, " unexpected bytes");

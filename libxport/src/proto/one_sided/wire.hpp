@@ -13,11 +13,12 @@ namespace xport::proto {
 // Every operation a window stream counts at its target (a write, a signal, an emulated atomic, a
 // notification) takes the stream's next 64-bit sequence number. Writes carry its low bits in
 // their remote CQ data; messages carry all of it. The target widens the low bits against its
-// `done` mark (every number below it is done): an initiator never has more than `credits`
-// numbers beyond the mark it was last told, and credits <= 2^bits, so nothing aliases.
+// `done` mark (every number below it is done): an initiator never has more than `span`
+// numbers beyond the mark it was last told (its credits), and span <= 2^bits, so nothing
+// aliases.
 inline constexpr unsigned kWideSeqBits = 32;    // 8-byte CQ data: the high word
-inline constexpr unsigned kNarrowSeqBits = 9;   // 4-byte CQ data: beside a 7-bit stream index
-inline constexpr unsigned kNarrowStreamBits = 7;
+inline constexpr unsigned kNarrowSeqBits = 6;   // 4-byte CQ data: beside a 10-bit stream index
+inline constexpr unsigned kNarrowStreamBits = 10;
 inline constexpr unsigned kWideStreamBits = 12;  // + a 4-bit generation
 
 inline uint64_t seq_mask(unsigned bits) {
@@ -36,7 +37,7 @@ inline bool reached(uint64_t value, uint64_t target) {
 // The low 16 bits are 0 (comm id 0 is never issued: a rendezvous write always names one), so a
 // target tells window writes from rendezvous writes by them.
 //   8-byte: stream index (12) << 16 | generation (4) << 28 | sequence low word << 32
-//   4-byte: sequence low 9 bits << 16 | stream index (7) << 25
+//   4-byte: sequence low 6 bits << 16 | stream index (10) << 22
 // (XPORT_TEST_SEQ_BITS narrows the sequence bits of both, for the wrap-around tests.)
 struct WindowWrite {
   uint16_t stream = 0;
@@ -50,7 +51,7 @@ inline uint64_t encode_window_write(uint16_t stream, uint8_t gen, uint64_t seq, 
     return (uint64_t{stream} & 0xfff) << 16 | (uint64_t{gen} & 0xf) << 28 |
            (seq & seq_mask(seq_bits)) << 32;
   }
-  return (seq & seq_mask(seq_bits)) << 16 | (uint64_t{stream} & 0x7f) << 25;
+  return (seq & seq_mask(seq_bits)) << 16 | (uint64_t{stream} & 0x3ff) << 22;
 }
 inline WindowWrite decode_window_write(uint64_t data, size_t data_bytes, unsigned seq_bits) {
   WindowWrite w;
@@ -59,7 +60,7 @@ inline WindowWrite decode_window_write(uint64_t data, size_t data_bytes, unsigne
     w.gen = static_cast<uint8_t>((data >> 28) & 0xf);
     w.seq_low = (data >> 32) & seq_mask(seq_bits);
   } else {
-    w.stream = static_cast<uint16_t>((data >> 25) & 0x7f);
+    w.stream = static_cast<uint16_t>((data >> 22) & 0x3ff);
     w.seq_low = (data >> 16) & seq_mask(seq_bits);
   }
   return w;
@@ -77,7 +78,8 @@ inline uint16_t window_stream_limit(size_t data_bytes) {
 // ---- messages ----
 // win_req   aux: the initiator's device token, aux2: nonce; body: ConnBody (its nonce and token
 //           again, limits) + the initiator's rail addresses
-// win_ack   seq: 1 accepted, 0 refused (slot: WindowRefusal); length: credits; slot: sequence
+// win_ack   seq: 0 refused (slot: WindowRefusal), else accepted: 1 + the first grant (the
+//           numbers below it may go; 0: none yet); length: the stream's span; slot: sequence
 //           bits; aux: the target's device token, aux2: the nonce; src_comm/src_gen: the
 //           target's stream; body: AckBody + the target's rail addresses
 // win_signal, win_atomic, win_notify (operations):
@@ -85,11 +87,18 @@ inline uint16_t window_stream_limit(size_t data_bytes) {
 //           length: first sequence number it waits for (weak ordering; strong waits for all
 //           below seq); aux: target address; aux2: the target region's key on rail 0 (signal,
 //           atomic); body: WindowOperand (signal, atomic) or the notification's bytes
-// win_done  seq: every operation below it is done at the target
+// win_done  seq: every operation below it is done at the target; length: the initiator may
+//           send the numbers below it (0: the grant is unchanged); aux: the grant's epoch
+//           (a grant older than the last take-back followed is ignored); slot: kDoneTakeBack
+//           (the target takes its unused numbers back: the initiator keeps those below
+//           max(length, what it sent) and answers with a win_sync kSyncTakenBack)
 // win_result seq: the operation; aux: the value fetched; length: the target's done mark;
 //           slot: WindowStatus
 // win_sync  seq: send win_done once the done mark reaches it (at once when it has, even if
-//           that mark was answered before: a win_sync goes again after a rail loss)
+//           that mark was answered before: a win_sync goes again after a rail loss);
+//           slot kSyncWant: the initiator is held at its limit and wants `length` numbers
+//           more; slot kSyncTakenBack: the answer to a take-back of epoch aux: seq is the
+//           limit it keeps
 // win_close (nothing else)
 // win_gone  (nothing else; target -> initiator)
 inline constexpr size_t kMaxNotifyBytes = 256;
@@ -113,9 +122,13 @@ enum class WindowStatus : uint8_t {
 };
 const char* window_status_text(uint8_t status);
 
+enum WindowDoneFlags : uint16_t { kDoneTakeBack = 1 };
+enum WindowSyncFlags : uint16_t { kSyncWant = 1, kSyncTakenBack = 2 };
+
+// (2 was "no CQ room for another stream" before wire version 5: streams now open without CQ
+// room and wait for a grant.)
 enum class WindowRefusal : uint8_t {
   streams = 1,  // the target's stream table is full (or its CQ data names no more streams)
-  cq_room = 2,  // the target's CQs have no room for another stream's writes
   bad = 3,      // the request's addresses are unusable there
 };
 const char* window_refusal_text(uint8_t reason);
