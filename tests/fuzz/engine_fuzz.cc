@@ -40,7 +40,7 @@ struct Setup {
     if (!c || !a) __builtin_trap();
     s->send = *c;
     s->recv = *a;
-    s->region = *s->engine->register_memory(s->mem.data(), s->mem.size());
+    s->region = *s->engine->memory().register_memory(s->mem.data(), s->mem.size());
     return s;
   }
 

@@ -1,7 +1,9 @@
 // The protocol engine of one device: the facade the public classes call (api/), the progress
 // loop that reads every rail's CQ in bounded batches and dispatches each completion by its op
-// context and remote CQ data, and teardown. The work itself is done by its parts, one per
-// concern, over the shared state in state.hpp:
+// context and remote CQ data, and teardown. Facades of the public calls, which reach the engine
+// only through its Driver (driver.hpp: a pass, a wait):
+//   regions.hpp            MemoryCalls: registering, keys, a caller's buffer checked
+// The work itself is done by its parts, one per concern, over the shared state in state.hpp:
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
 //   two_sided/eager        eager messages and credits
@@ -27,9 +29,11 @@
 #include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
 #include "proto/dispatch.hpp"
+#include "proto/driver.hpp"
 #include "proto/flush.hpp"
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
+#include "proto/regions.hpp"
 #include "proto/state.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
@@ -38,20 +42,6 @@
 #include "xport/stats.hpp"
 
 namespace xport::proto {
-
-// Waits spin on progress passes; only every kSpinsPerYield-th pass reads the clock for the
-// deadline, and yields the CPU once the wait has lasted kYieldAfter (a yield is a system call:
-// on shm one per pass cost more than the message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
-inline constexpr uint32_t kSpinsPerYield = 64;
-inline constexpr std::chrono::microseconds kYieldAfter{20};
-inline constexpr uint32_t kPassesPerCheck = 16;
-
-// A caller's buffer as the public API names it: inside the range of a Region.
-struct LocalBuffer {
-  const RegionRef* region = nullptr;
-  const uint8_t* view_base = nullptr;  // the Region's range (a cached registration may cover more)
-  size_t view_length = 0;
-};
 
 // The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
 // provider (RemoteKey::device): its CPU, which applies them, cannot write there.
@@ -72,7 +62,7 @@ struct RecvBufferRef {
   uint32_t tag = 0;
 };
 
-class Engine final : public memory::RegionOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public memory::RegionOwner, public Driver {
  public:
   // One rail per fi_info (its domain); connected-endpoint providers take exactly one. The
   // pointer returned is the handle the public classes hold: when its last copy goes, the engine
@@ -89,11 +79,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   size_t rail_count() const { return core_.rails.size(); }
   const std::string& rail_name(size_t i) const { return core_.rails[i]->name(); }
 
-  // memory
-  // cuda_device >= 0: GPU memory the provider registers itself (FI_HMEM_CUDA).
-  Result<RegionRef> register_memory(void* buf, size_t len, int cuda_device = -1);
-  Result<RemoteKey> import_key(std::span<const uint8_t> bytes) const;
-  std::vector<uint8_t> export_key(const LocalBuffer& region) const;
+  // The public calls, by family.
+  MemoryCalls& memory() { return memory_; }
+
   void release_region(memory::RegionState& r) override;
 
   // connections
@@ -232,21 +220,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The device's token (exported keys and connection messages carry it).
   uint64_t device_token() const { return core_.device_token; }
 
-  // Between two unsuccessful passes of a wait (the spin-th since it began): every
-  // kSpinsPerYield passes the deadline is read and the core yielded, or, for a wait that
-  // blocks (Deadline::blocking(), XPORT_WAIT=block) once XPORT_WAIT_SPIN_US has passed, the
-  // thread sleeps on the CQs' wait objects (docs/semantics.md, "Waiting"). False once the
-  // deadline has passed.
-  struct WaitState {
-    Clock::time_point began{};  // first read of the clock (kSpinsPerYield passes in)
-    Clock::time_point sleep_after{};
-    bool sleeping = false;  // past the spin: sleeps between single passes
-    uint64_t seen_gen = UINT64_MAX;
-    uint64_t paused_gen = UINT64_MAX;  // XPORT_SPIN_GATHER_NS: handled_gen_ at the last pass
-    // Sleeps since something was last handled: each sleep's limit doubles with them (sleep_once).
-    uint32_t idle_sleeps = 0;
-  };
-  bool between_passes(uint32_t spin, const Deadline& d, WaitState& w);
+  // (Driver: the pause between two passes of a wait; comm.cc's waits make it too)
+  bool between_passes(uint32_t spin, const Deadline& d, WaitState& w) override;
 
  private:
   Engine();
@@ -256,10 +231,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // again (Core::close_peer).
   void peer_closed(uint64_t token);
   void drain_cqs();
-  // Progress, under the lock; bounded work per call.
-  void progress_locked();
-  // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
-  void refresh_links();
+  // (Driver: a progress pass under the lock; the links read with no lock held)
+  void progress_locked() override;
+  void refresh_links() override;
   void housekeeping();
   // One sleep of a blocking wait: unless a completion was handled since it last looked, or a
   // CQ still holds entries (fi_trywait), until a wait object fires, another thread's progress
@@ -275,7 +249,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
   // Under the lock: the connection's id, or the error that ended it (then it is given up).
   Result<CommId> connect_outcome(CommId id, Status s);
-  Status check_local(const LocalBuffer& region, const void* buf, size_t len, const char* what);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
   // A window's open call waits for its stream's answer.
@@ -296,6 +269,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   OneSided one_sided_{core_};
   Flusher flusher_{core_};
   PeerHealth health_{core_};
+  // The facades of the public calls.
+  MemoryCalls memory_{core_, *this};
   uint32_t passes_ = 0;
   uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
@@ -308,7 +283,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   std::atomic<bool> links_due_{true};
   std::atomic<bool> links_fresh_{false};  // read since housekeeping last applied them
   Clock::time_point next_link_read_{};
-  bool shut_down_ = false;
   // Blocking waits: completions handled so far (a wait sleeps only when none came since its
   // last look), and what they sleep on.
   // (written under the lock; between_passes reads it without)

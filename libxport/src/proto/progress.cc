@@ -48,7 +48,7 @@ size_t Engine::poll_cqs() {
 }
 
 void Engine::progress_locked() {
-  if (core_.in_progress || shut_down_) return;
+  if (core_.in_progress || core_.shut_down) return;
   core_.in_progress = true;
   // Receive buffers handled in the previous pass (Control::repost_later), and posts the
   // provider refused, go back before the CQs are read.
@@ -154,7 +154,7 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
   {
     Lock l(core_);
     open_waker_locked();
-    if (waker_failed_ || shut_down_) {
+    if (waker_failed_ || core_.shut_down) {
       can_sleep = false;
     } else if (w.seen_gen != handled_gen_.load(std::memory_order_relaxed)) {
       // Completions were handled since this wait last looked: one more pass first, and after
@@ -328,7 +328,7 @@ struct Scratch {
 
 void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
   Lock l(core_);
-  if (rail >= core_.rails.size() || shut_down_) return;
+  if (rail >= core_.rails.size() || core_.shut_down) return;
   auto h = decode_header(bytes, len);
   if (!h) {
     core_.miss();
@@ -344,7 +344,7 @@ void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
 void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len,
                             bool eager) {
   Lock l(core_);
-  if (rail >= core_.rails.size() || shut_down_) return;
+  if (rail >= core_.rails.size() || core_.shut_down) return;
   dispatch_.polling(rail);
   if (!eager) {
     dispatch_.write_landed(data, len, static_cast<uint32_t>(rail));

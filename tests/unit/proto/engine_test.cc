@@ -60,7 +60,7 @@ class EngineTest : public ::testing::Test {
   }
 
   LocalBuffer local(std::vector<uint8_t>& mem) {
-    auto r = a_->register_memory(mem.data(), mem.size());
+    auto r = a_->memory().register_memory(mem.data(), mem.size());
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     regions_.push_back(std::move(r).value());
     return LocalBuffer{&regions_.back(), mem.data(), mem.size()};

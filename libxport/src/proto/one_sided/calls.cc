@@ -110,7 +110,7 @@ Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, c
                        " is outside the local region of ", region.view_length, " bytes");
   }
   auto* p = const_cast<uint8_t*>(region.view_base) + offset;
-  XPORT_RETURN_IF_ERROR(check_local(region, p, sizeof(uint64_t), what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, p, sizeof(uint64_t), what));
   if ((*region.region)->cuda_device >= 0) {
     return core::error(Code::unsupported, what, ": the word at offset ", offset, " is in GPU "
                        "memory registered with the provider (XPORT_GPU_MEMORY=hmem), which this "
@@ -149,7 +149,7 @@ Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuff
                        ") is outside the local region of ", local.view_length, " bytes");
   }
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, len, what));
   Signals::Spec spec;
   if (signal != nullptr) {
     XPORT_ASSIGN_OR_RETURN(spec, signal_spec(*signal, what));
@@ -170,9 +170,8 @@ Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t l
     // (OneSided::plain_put), instead of rma()'s checks, then its plan and piece, then the post,
     // then short_of_credit()'s second look at the stream. Anything not plain goes to rma()
     // (which takes the lock again: this one is released first).
-    if (loff <= local.view_length && len <= local.view_length - loff &&
-        local.region != nullptr && *local.region &&
-        (*local.region)->owner.get() == static_cast<memory::RegionOwner*>(this)) {
+    if (loff <= local.view_length && len <= local.view_length - loff && local.region != nullptr &&
+        *local.region && memory_.owns(**local.region)) {
       Lock l(core_);
       bool short_after = false;
       if (std::optional<Ticket> t = one_sided_.plain_put(
@@ -198,7 +197,7 @@ Result<Engine::Published> Engine::put_published(uint32_t window, const LocalBuff
                        ") is outside the local region of ", local.view_length, " bytes");
   }
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, len, what));
   Signals::Spec sig;
   if (signal != nullptr) {
     XPORT_ASSIGN_OR_RETURN(sig, signal_spec(*signal, what));
@@ -264,7 +263,7 @@ Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferIte
                          " bytes");
     }
     uint8_t* p = const_cast<uint8_t*>(local.view_base) + it.local_offset;
-    XPORT_RETURN_IF_ERROR(check_local(local, p, it.length, what.c_str()));
+    XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, it.length, what.c_str()));
     checked.push_back({it.put ? fabric::OpType::put : fabric::OpType::get, *local.region, p,
                        it.length, it.remote, it.remote_offset, it.publish});
   }

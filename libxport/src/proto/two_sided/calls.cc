@@ -45,7 +45,7 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   CommState* c = comm_for(comm, true, "isend", &err);
   if (c == nullptr) return err;
   if (c->phase == Phase::failed) return c->error;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, buf, len, "isend"));
   XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
@@ -129,8 +129,8 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
   for (size_t i = 0; i < buffers.size(); ++i) {
     const RecvBufferRef& b = buffers[i];
     XPORT_RETURN_IF_ERROR(
-        check_local(b.region, b.buf, b.len,
-                    buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
+        memory_.check_local(b.region, b.buf, b.len,
+                            buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
     group[i] = {static_cast<uint8_t*>(b.buf), b.len, b.region.region, b.tag};
   }
   XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
@@ -265,7 +265,7 @@ Result<uint64_t> Engine::iflush(CommId comm, const void* buf, size_t len,
   Status err;
   CommState* c = comm_for(comm, false, "flush", &err);
   if (c == nullptr) return err;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, buf, len, "flush"));
   return flusher_.start(*c, static_cast<const uint8_t*>(buf), len, *region.region);
 }
 
