@@ -34,9 +34,9 @@ struct Setup {
     auto e = Engine::open({sel->info.get()}, sel->report.caps, cfg);
     if (!e) __builtin_trap();
     s->engine = std::move(e).value();
-    auto l = s->engine->listen();
-    auto c = s->engine->connect(l->handle, Deadline::after(std::chrono::seconds(10)));
-    auto a = s->engine->accept(l->token, Deadline::after(std::chrono::seconds(10)));
+    auto l = s->engine->connections().listen();
+    auto c = s->engine->connections().connect(l->handle, Deadline::after(std::chrono::seconds(10)));
+    auto a = s->engine->connections().accept(l->token, Deadline::after(std::chrono::seconds(10)));
     if (!c || !a) __builtin_trap();
     s->send = *c;
     s->recv = *a;

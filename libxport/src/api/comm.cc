@@ -9,22 +9,22 @@ using api::Access;
 using gpu::StagedArrivals;
 
 Listener::~Listener() {
-  if (engine_) engine_->close_listener(token_);
+  if (engine_) engine_->connections().close_listener(token_);
 }
 
 Result<std::unique_ptr<RecvComm>> Listener::accept(Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->accept(token_, deadline));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().accept(token_, deadline));
   return Access::comm<RecvComm>(engine_, id);
 }
 
 Result<std::unique_ptr<RecvComm>> Listener::try_accept() {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->try_accept(token_));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().try_accept(token_));
   if (!id) return std::unique_ptr<RecvComm>();
   return Access::comm<RecvComm>(engine_, id);
 }
 
 PendingConnect::~PendingConnect() {
-  if (engine_ && !finished_) engine_->connect_abandon({id_, gen_});
+  if (engine_ && !finished_) engine_->connections().connect_abandon({id_, gen_});
 }
 
 Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
@@ -32,7 +32,7 @@ Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
     return core::error(Code::invalid_argument, "PendingConnect::poll: the connection attempt "
                        "already ended (its SendComm or error was returned)");
   }
-  auto r = engine_->connect_poll({id_, gen_}, deadline_);
+  auto r = engine_->connections().connect_poll({id_, gen_}, deadline_);
   if (!r.ok()) {
     finished_ = true;  // given up by the engine
     return r.status();
@@ -43,7 +43,7 @@ Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
 }
 
 SendComm::~SendComm() {
-  if (engine_) engine_->close_comm({id_, gen_});
+  if (engine_) engine_->connections().close_comm({id_, gen_});
 }
 
 Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag,
@@ -85,7 +85,7 @@ Result<size_t> SendComm::wait(Request r, Deadline d) {
 }
 
 RecvComm::~RecvComm() {
-  if (engine_) engine_->close_comm({id_, gen_});
+  if (engine_) engine_->connections().close_comm({id_, gen_});
 }
 
 Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uint32_t tag,

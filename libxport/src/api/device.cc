@@ -56,19 +56,19 @@ Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
 }
 
 Result<std::unique_ptr<Listener>> Device::listen() {
-  XPORT_ASSIGN_OR_RETURN(auto l, engine_->listen());
+  XPORT_ASSIGN_OR_RETURN(auto l, engine_->connections().listen());
   return Access::listener(engine_, l.token, std::move(l.handle));
 }
 
 Result<std::unique_ptr<SendComm>> Device::connect(const ConnectionHandle& handle,
                                                   Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect(handle, deadline));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().connect(handle, deadline));
   return Access::comm<SendComm>(engine_, id);
 }
 
 Result<std::unique_ptr<PendingConnect>> Device::start_connect(std::span<const uint8_t> handle,
                                                               Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect_start(handle));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().connect_start(handle));
   return Access::pending(engine_, id, deadline);
 }
 

@@ -3,6 +3,7 @@
 // context and remote CQ data, and teardown. Facades of the public calls, which reach the engine
 // only through its Driver (driver.hpp: a pass, a wait):
 //   regions.hpp            MemoryCalls: registering, keys, a caller's buffer checked
+//   connections/calls.hpp  ConnectionCalls: listen, accept, connect, close
 // The work itself is done by its parts, one per concern, over the shared state in state.hpp:
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
+#include "proto/connections/calls.hpp"
 #include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
 #include "proto/dispatch.hpp"
@@ -81,23 +83,9 @@ class Engine final : public memory::RegionOwner, public Driver {
 
   // The public calls, by family.
   MemoryCalls& memory() { return memory_; }
+  ConnectionCalls& connections() { return connection_calls_; }
 
   void release_region(memory::RegionState& r) override;
-
-  // connections
-  Result<Connections::Listening> listen();
-  Result<CommId> accept(uint64_t token, Deadline deadline);
-  // One progress pass, then the next accepted communicator, or {} when none is ready.
-  Result<CommId> try_accept(uint64_t token);
-  void close_listener(uint64_t token);
-  Result<CommId> connect(std::span<const uint8_t> handle, Deadline deadline);
-  // Non-blocking connect: start, then poll (one progress pass each): true once connected, false
-  // while the listener has not answered, an error (the attempt is given up) when it failed or
-  // the deadline passed. A connection nobody polls to the end is given up with abandon.
-  Result<CommId> connect_start(std::span<const uint8_t> handle);
-  Result<bool> connect_poll(CommId id, Deadline deadline);
-  void connect_abandon(CommId id);
-  void close_comm(CommId id);
 
   // two-sided (two_sided/calls.cc). `handoff` (PostMode::handoff): the call takes the engine only if
   // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
@@ -247,8 +235,6 @@ class Engine final : public memory::RegionOwner, public Driver {
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
   CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
-  // Under the lock: the connection's id, or the error that ended it (then it is given up).
-  Result<CommId> connect_outcome(CommId id, Status s);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
   // A window's open call waits for its stream's answer.
@@ -271,6 +257,7 @@ class Engine final : public memory::RegionOwner, public Driver {
   PeerHealth health_{core_};
   // The facades of the public calls.
   MemoryCalls memory_{core_, *this};
+  ConnectionCalls connection_calls_{core_, *this, connections_, flusher_};
   uint32_t passes_ = 0;
   uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the

@@ -48,13 +48,13 @@ class EngineTest : public ::testing::Test {
 
   // A pair of communicators of `a_` connected to itself.
   void connect_self() {
-    auto l = a_->listen();
+    auto l = a_->connections().listen();
     ASSERT_TRUE(l.ok()) << l.status().to_string();
     token_ = l->token;
-    auto s = a_->connect(l->handle, soon());
+    auto s = a_->connections().connect(l->handle, soon());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     send_ = *s;
-    auto r = a_->accept(l->token, soon());
+    auto r = a_->connections().accept(l->token, soon());
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     recv_ = *r;
   }
@@ -352,8 +352,8 @@ TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
 TEST_F(EngineTest, LateTrafficOfAClosedCommunicatorIsCountedNotDelivered) {
   connect_self();
   const CommId old = recv_;
-  a_->close_comm(recv_);
-  a_->close_comm(send_);
+  a_->connections().close_comm(recv_);
+  a_->connections().close_comm(send_);
   for (int i = 0; i < 200 && a_->stats().comms_open != 0; ++i) (void)a_->progress();
   ASSERT_EQ(a_->stats().comms_open, 0u);
   const uint64_t late = a_->stats().late_arrivals;
@@ -374,10 +374,10 @@ class TwoEngines : public EngineTest {
 TEST_F(TwoEngines, AForgedAcknowledgementDoesNotCompleteAConnect) {
   b_ = open_engine();  // the listener, which never progresses: nobody answers for real
   ASSERT_NE(b_, nullptr);
-  auto l = b_->listen();
+  auto l = b_->connections().listen();
   ASSERT_TRUE(l.ok());
   Result<CommId> got = Status(Code::internal, "not run");
-  std::thread t([&] { got = a_->connect(l->handle, Deadline::after(1500ms)); });
+  std::thread t([&] { got = a_->connections().connect(l->handle, Deadline::after(1500ms)); });
   for (int i = 0; i < 1000 && a_->stats().comms_open == 0; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(a_->stats().comms_open, 1u) << "the connecting communicator";
   // An acknowledgement naming that communicator (the first id a fresh engine issues) with the
