@@ -49,12 +49,12 @@ struct Setup {
     LocalBuffer lb{&region, mem.data(), mem.size()};
     while (posted.size() < 8) {
       const size_t i = posted.size();
-      auto r = engine->irecv(recv, mem.data() + i * 65536, i % 2 ? 65536 : 512, lb);
+      auto r = engine->two_sided().irecv(recv, mem.data() + i * 65536, i % 2 ? 65536 : 512, lb);
       if (!r) break;
       posted.push_back(*r);
     }
     for (size_t n = posted.size(); n > 0; --n) {
-      auto t = engine->test(recv, posted.front());
+      auto t = engine->two_sided().test(recv, posted.front());
       const uint64_t seq = posted.front();
       posted.pop_front();
       if (t && !t->done) posted.push_back(seq);

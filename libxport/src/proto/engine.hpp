@@ -4,6 +4,7 @@
 // only through its Driver (driver.hpp: a pass, a wait):
 //   regions.hpp            MemoryCalls: registering, keys, a caller's buffer checked
 //   connections/calls.hpp  ConnectionCalls: listen, accept, connect, close
+//   two_sided/calls.hpp    TwoSidedCalls: isend, irecv, test, wait, flush
 // The work itself is done by its parts, one per concern, over the shared state in state.hpp:
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
@@ -37,6 +38,7 @@
 #include "proto/peer_health.hpp"
 #include "proto/regions.hpp"
 #include "proto/state.hpp"
+#include "proto/two_sided/calls.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
 #include "proto/two_sided/rendezvous.hpp"
@@ -48,21 +50,6 @@ namespace xport::proto {
 // The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
 // provider (RemoteKey::device): its CPU, which applies them, cannot write there.
 Status device_word(const char* what);
-
-struct Completion {
-  bool done = false;
-  size_t bytes = 0;
-  uint32_t count = 0;
-  std::array<size_t, kMaxGroup> sizes{};
-};
-
-// One buffer of a (grouped) receive.
-struct RecvBufferRef {
-  void* buf = nullptr;
-  size_t len = 0;
-  LocalBuffer region;
-  uint32_t tag = 0;
-};
 
 class Engine final : public memory::RegionOwner, public Driver {
  public:
@@ -84,42 +71,9 @@ class Engine final : public memory::RegionOwner, public Driver {
   // The public calls, by family.
   MemoryCalls& memory() { return memory_; }
   ConnectionCalls& connections() { return connection_calls_; }
+  TwoSidedCalls& two_sided() { return two_sided_calls_; }
 
   void release_region(memory::RegionState& r) override;
-
-  // two-sided (two_sided/calls.cc). `handoff` (PostMode::handoff): the call takes the engine only if
-  // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
-  // the next progress pass.
-  Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0, bool handoff = false);
-  // A receive of 1..kMaxGroup buffers; named by its first sequence number.
-  Result<uint64_t> irecv(CommId comm, std::span<const RecvBufferRef> buffers,
-                         bool handoff = false);
-  Result<uint64_t> irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0, bool handoff = false) {
-    const RecvBufferRef one{buf, len, region, tag};
-    return irecv(comm, std::span(&one, 1), handoff);
-  }
-  // progress false: no progress pass, and not done while another thread holds the engine.
-  Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
-  // test() without its progress pass, under the lock.
-  Result<Completion> test_locked(CommId comm, uint64_t seq);
-  // An injected send of `comm` not reported yet: reported now, without the engine lock (its
-  // length); nullopt for anything else, which the caller takes the locked way.
-  std::optional<size_t> take_injected(CommId comm, uint64_t seq, bool progress);
-  // test() and wait() of a send communicator: an injected send is reported without the lock.
-  Result<Completion> test_send(CommId comm, uint64_t seq, bool progress = true);
-  Result<size_t> wait_send(CommId comm, uint64_t seq, Deadline deadline);
-  // Under the lock, a wait's look at its request: nothing while it is outstanding (nothing
-  // failed), else what wait() returns for it (its bytes, or its error), the request retired.
-  // One lookup, and no Completion built for a send or a one-buffer receive.
-  std::optional<Result<size_t>> finish_locked(CommId comm, uint64_t seq);
-  Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
-  Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-               Deadline deadline);
-  // A flush that does not wait: its id (0: nothing to read, done), tested with test_flush.
-  Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
-  Result<bool> test_flush(CommId comm, uint64_t id, bool progress = true);
 
   // one-sided (one_sided/calls.cc; docs/semantics.md "One-sided")
   struct SignalRequest {
@@ -234,7 +188,6 @@ class Engine final : public memory::RegionOwner, public Driver {
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
-  CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
   // A window's open call waits for its stream's answer.
@@ -258,6 +211,7 @@ class Engine final : public memory::RegionOwner, public Driver {
   // The facades of the public calls.
   MemoryCalls memory_{core_, *this};
   ConnectionCalls connection_calls_{core_, *this, connections_, flusher_};
+  TwoSidedCalls two_sided_calls_{core_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
   uint32_t passes_ = 0;
   uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the

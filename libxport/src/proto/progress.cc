@@ -1,5 +1,6 @@
 // Engine: the progress pass (reading every rail's CQ into the dispatch table, retrying what
-// is queued), waiting between passes, housekeeping, a rail's failure, and injected traffic.
+// is queued), waiting between passes, housekeeping, a rail's failure, and the test hooks
+// (injected traffic, an early clear-to-send).
 #include "proto/engine.hpp"
 
 #include <algorithm>
@@ -354,6 +355,14 @@ void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, 
   Scratch s(payload, len);
   bool hold = false;
   dispatch_.eager_arrived(nullptr, &s.buffer, data, len, &hold);
+}
+
+bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
+  Lock l(core_);
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || !c->is_send || c->depth == 0) return false;
+  const EarlyCts& e = c->early_cts[c->slot_of(seq)];
+  return e.valid && e.cts.seq == seq;
 }
 
 }  // namespace xport::proto
