@@ -1,5 +1,5 @@
-// Engine: composing the parts, opening rails, and teardown (the public calls and the progress
-// pass are in the files the end of this one names).
+// Engine: composing the parts and the facades of the public calls, opening rails, and teardown
+// (the facades and the progress pass are in the files the end of this one names).
 #include "proto/engine.hpp"
 
 #include <sys/random.h>
@@ -412,7 +412,7 @@ std::shared_ptr<void> Engine::attachment(const std::function<std::shared_ptr<voi
   return attachment_;
 }
 
-// ---- memory: regions.cc; connections: connections/calls.cc; two-sided: two_sided/calls.cc;
-// one-sided: one_sided/calls.cc; progress: progress.cc; stats: stats.cc ----
+// ---- the facades: memory in regions.cc, connections in connections/calls.cc, two-sided in
+// two_sided/calls.cc, one-sided in one_sided/calls.cc; progress: progress.cc; stats: stats.cc ----
 
 }  // namespace xport::proto

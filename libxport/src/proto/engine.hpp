@@ -1,10 +1,11 @@
-// The protocol engine of one device: the facade the public classes call (api/), the progress
-// loop that reads every rail's CQ in bounded batches and dispatches each completion by its op
-// context and remote CQ data, and teardown. Facades of the public calls, which reach the engine
-// only through its Driver (driver.hpp: a pass, a wait):
+// The protocol engine of one device: it composes the parts, owns lifecycle (opening rails,
+// teardown) and the progress loop that reads every rail's CQ in bounded batches and dispatches
+// each completion by its op context and remote CQ data. The public classes (api/) call its
+// facades, which reach the engine only through its Driver (driver.hpp: a pass, a wait):
 //   regions.hpp            MemoryCalls: registering, keys, a caller's buffer checked
 //   connections/calls.hpp  ConnectionCalls: listen, accept, connect, close
 //   two_sided/calls.hpp    TwoSidedCalls: isend, irecv, test, wait, flush
+//   one_sided/calls.hpp    OneSidedCalls: windows and their operations and waits
 // The work itself is done by its parts, one per concern, over the shared state in state.hpp:
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
@@ -34,6 +35,7 @@
 #include "proto/dispatch.hpp"
 #include "proto/driver.hpp"
 #include "proto/flush.hpp"
+#include "proto/one_sided/calls.hpp"
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
 #include "proto/regions.hpp"
@@ -46,10 +48,6 @@
 #include "xport/stats.hpp"
 
 namespace xport::proto {
-
-// The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
-// provider (RemoteKey::device): its CPU, which applies them, cannot write there.
-Status device_word(const char* what);
 
 class Engine final : public memory::RegionOwner, public Driver {
  public:
@@ -72,74 +70,9 @@ class Engine final : public memory::RegionOwner, public Driver {
   MemoryCalls& memory() { return memory_; }
   ConnectionCalls& connections() { return connection_calls_; }
   TwoSidedCalls& two_sided() { return two_sided_calls_; }
+  OneSidedCalls& one_sided() { return one_sided_calls_; }
 
   void release_region(memory::RegionState& r) override;
-
-  // one-sided (one_sided/calls.cc; docs/semantics.md "One-sided")
-  struct SignalRequest {
-    const RemoteKey* key = nullptr;  // the signal word's region at the peer
-    size_t offset = 0;
-    uint64_t value = 0;
-    WindowSignalOp op = WindowSignalOp::add;
-    bool strong = true;
-    const LocalBuffer* counter = nullptr;  // counter variants: a local word
-    size_t counter_offset = 0;
-  };
-  struct TransferItem {
-    bool put = true;
-    const LocalBuffer* local = nullptr;
-    size_t local_offset = 0;
-    const RemoteKey* remote = nullptr;
-    size_t remote_offset = 0;
-    size_t length = 0;
-    bool publish = false;  // a put into a peer's staged GPU memory: its publish follows
-  };
-  Result<uint32_t> open_window(CommId comm, Deadline deadline);
-  Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
-  Result<uint32_t> open_window_to(const RemoteKey& key, Deadline deadline);
-  void close_window(uint32_t id);
-  Result<uint64_t> put(uint32_t window, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len,
-                       const SignalRequest* signal = nullptr);
-  Result<uint64_t> get(uint32_t window, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len);
-  Result<uint64_t> signal(uint32_t window, const SignalRequest& signal);
-  Result<uint64_t> atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
-                          size_t roff, uint64_t operand, uint64_t compare, uint64_t* result);
-  // The publishes of items into a peer's staged GPU memory are issued with the transfer, in the
-  // same hold of the lock (their tickets appended to *published).
-  Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
-                            const std::vector<uint8_t>& notification,
-                            std::vector<uint64_t>* published = nullptr);
-  // A put into a peer's staged GPU memory, its publish (the target copies the range on to its
-  // GPU) and, with `signal`, the signal made strong behind them: issued whole under one hold of
-  // the lock, or nothing (every check, and room for every ticket and operation context, first).
-  // Tickets: the put's (the caller's), the publish's and the signal's (0: none).
-  struct Published {
-    uint64_t put = 0, publish = 0, signal = 0;
-  };
-  Result<Published> put_published(uint32_t window, const LocalBuffer& local, size_t loff,
-                                  const RemoteKey& remote, size_t roff, size_t len,
-                                  const SignalRequest* signal = nullptr);
-  Status fence(uint32_t window);
-  Status quiet(uint32_t window, Deadline deadline);
-  // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local
-  // answers most calls itself and sends every 16th here for its pass)
-  Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass = false);
-  // 1 once the ticket is complete (delivered, applied), 0 while not, or its error.
-  Result<int> check(uint32_t window, uint64_t ticket);
-  // Waits until the local word at `offset` of `region` reaches `value` (wrap-safe), driving
-  // progress; the window's peer lost fails the wait.
-  Status wait_word(uint32_t window, const LocalBuffer& region, size_t offset, uint64_t value,
-                   Deadline deadline, const char* what);
-  Result<uint64_t> read_word(const LocalBuffer& region, size_t offset, const char* what);
-  std::vector<std::vector<uint8_t>> take_notifications(uint32_t window);
-  bool native_atomics() const { return core_.native_atomics; }
-  uint64_t window_issued(uint32_t window) const;
-  // The window's local-completion mark (WindowState::local_clear), for Window::wait_local to
-  // read without the engine lock; nullptr for a window not open.
-  std::shared_ptr<const std::atomic<uint64_t>> local_clear(uint32_t window);
-  uint64_t window_completed(uint32_t window) const;
 
   Status progress();
   Stats stats() const;
@@ -188,15 +121,6 @@ class Engine final : public memory::RegionOwner, public Driver {
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
-  template <typename Pred>
-  Status wait_until(Deadline deadline, Pred&& done, const char* what);
-  // A window's open call waits for its stream's answer.
-  Result<uint32_t> finish_open(uint32_t stream, CommId comm, Deadline deadline);
-  Result<uint64_t> rma(uint32_t window, fabric::OpType op, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len,
-                       const SignalRequest* signal);
-  Result<Signals::Spec> signal_spec(const SignalRequest& r, const char* what);
-  Result<uint64_t*> local_word(const LocalBuffer& region, size_t offset, const char* what);
 
   mutable Core core_;  // (the lock is taken in const calls too)
   Dispatch dispatch_{core_};
@@ -212,8 +136,8 @@ class Engine final : public memory::RegionOwner, public Driver {
   MemoryCalls memory_{core_, *this};
   ConnectionCalls connection_calls_{core_, *this, connections_, flusher_};
   TwoSidedCalls two_sided_calls_{core_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
+  OneSidedCalls one_sided_calls_{core_, *this, memory_, one_sided_};
   uint32_t passes_ = 0;
-  uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
   // clock; a sleeping wait makes one pass per wake-up).
   std::atomic<bool> due_check_{false};
@@ -235,19 +159,5 @@ class Engine final : public memory::RegionOwner, public Driver {
   std::shared_ptr<void> attachment_;
   bool attach_closed_ = false;
 };
-
-template <typename Pred>
-Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
-  WaitState w;
-  for (uint32_t spin = 0;; ++spin) {
-    if (spin % kSpinsPerYield == 0) refresh_links();
-    {
-      Lock l(core_);
-      progress_locked();
-      if (done()) return Status::success();
-    }
-    if (!between_passes(spin, deadline, w)) return Status(Code::timeout, what);
-  }
-}
 
 }  // namespace xport::proto
