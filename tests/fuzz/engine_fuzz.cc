@@ -34,13 +34,13 @@ struct Setup {
     auto e = Engine::open({sel->info.get()}, sel->report.caps, cfg);
     if (!e) __builtin_trap();
     s->engine = std::move(e).value();
-    auto l = s->engine->listen();
-    auto c = s->engine->connect(l->handle, Deadline::after(std::chrono::seconds(10)));
-    auto a = s->engine->accept(l->token, Deadline::after(std::chrono::seconds(10)));
+    auto l = s->engine->connections().listen();
+    auto c = s->engine->connections().connect(l->handle, Deadline::after(std::chrono::seconds(10)));
+    auto a = s->engine->connections().accept(l->token, Deadline::after(std::chrono::seconds(10)));
     if (!c || !a) __builtin_trap();
     s->send = *c;
     s->recv = *a;
-    s->region = *s->engine->register_memory(s->mem.data(), s->mem.size());
+    s->region = *s->engine->memory().register_memory(s->mem.data(), s->mem.size());
     return s;
   }
 
@@ -49,12 +49,12 @@ struct Setup {
     LocalBuffer lb{&region, mem.data(), mem.size()};
     while (posted.size() < 8) {
       const size_t i = posted.size();
-      auto r = engine->irecv(recv, mem.data() + i * 65536, i % 2 ? 65536 : 512, lb);
+      auto r = engine->two_sided().irecv(recv, mem.data() + i * 65536, i % 2 ? 65536 : 512, lb);
       if (!r) break;
       posted.push_back(*r);
     }
     for (size_t n = posted.size(); n > 0; --n) {
-      auto t = engine->test(recv, posted.front());
+      auto t = engine->two_sided().test(recv, posted.front());
       const uint64_t seq = posted.front();
       posted.pop_front();
       if (t && !t->done) posted.push_back(seq);

@@ -103,7 +103,7 @@ struct Access {
     w->engine_ = e;
     w->id_ = id;
     w->staged_ = std::make_shared<gpu::StagedArrivals>();
-    w->local_clear_ = e->local_clear(id);
+    w->local_clear_ = e->one_sided().local_clear(id);
     return w;
   }
 };

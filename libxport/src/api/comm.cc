@@ -9,22 +9,22 @@ using api::Access;
 using gpu::StagedArrivals;
 
 Listener::~Listener() {
-  if (engine_) engine_->close_listener(token_);
+  if (engine_) engine_->connections().close_listener(token_);
 }
 
 Result<std::unique_ptr<RecvComm>> Listener::accept(Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->accept(token_, deadline));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().accept(token_, deadline));
   return Access::comm<RecvComm>(engine_, id);
 }
 
 Result<std::unique_ptr<RecvComm>> Listener::try_accept() {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->try_accept(token_));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().try_accept(token_));
   if (!id) return std::unique_ptr<RecvComm>();
   return Access::comm<RecvComm>(engine_, id);
 }
 
 PendingConnect::~PendingConnect() {
-  if (engine_ && !finished_) engine_->connect_abandon({id_, gen_});
+  if (engine_ && !finished_) engine_->connections().connect_abandon({id_, gen_});
 }
 
 Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
@@ -32,7 +32,7 @@ Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
     return core::error(Code::invalid_argument, "PendingConnect::poll: the connection attempt "
                        "already ended (its SendComm or error was returned)");
   }
-  auto r = engine_->connect_poll({id_, gen_}, deadline_);
+  auto r = engine_->connections().connect_poll({id_, gen_}, deadline_);
   if (!r.ok()) {
     finished_ = true;  // given up by the engine
     return r.status();
@@ -43,7 +43,7 @@ Result<std::unique_ptr<SendComm>> PendingConnect::poll() {
 }
 
 SendComm::~SendComm() {
-  if (engine_) engine_->close_comm({id_, gen_});
+  if (engine_) engine_->connections().close_comm({id_, gen_});
 }
 
 Result<Request> SendComm::isend(const void* buf, size_t len, const Region& region, uint32_t tag,
@@ -51,8 +51,8 @@ Result<Request> SendComm::isend(const void* buf, size_t len, const Region& regio
   XPORT_ASSIGN_OR_RETURN(auto staged, Access::stage(region, buf, len, "isend"));
   const proto::LocalBuffer local = staged ? staged->local() : Access::local(region);
   const void* wire = staged ? staged->bytes : Access::on_wire(region, buf, len);
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->isend({id_, gen_}, wire, len, local, tag,
-                                                      mode == PostMode::handoff));
+  XPORT_ASSIGN_OR_RETURN(uint64_t seq, engine_->two_sided().isend({id_, gen_}, wire, len, local,
+                                                                  tag, mode == PostMode::handoff));
   return Request{seq};
 }
 
@@ -74,18 +74,18 @@ Status not_a_message(const char* what) {
 
 Result<Completion> SendComm::test(Request r, TestMode mode) {
   if (r.kind != Request::Kind::message) return not_a_message("test");
-  XPORT_ASSIGN_OR_RETURN(auto c,
-                         engine_->test_send({id_, gen_}, r.seq, mode == TestMode::progress));
+  XPORT_ASSIGN_OR_RETURN(
+      auto c, engine_->two_sided().test_send({id_, gen_}, r.seq, mode == TestMode::progress));
   return to_public(c);
 }
 
 Result<size_t> SendComm::wait(Request r, Deadline d) {
   if (r.kind != Request::Kind::message) return not_a_message("wait");
-  return engine_->wait_send({id_, gen_}, r.seq, d);
+  return engine_->two_sided().wait_send({id_, gen_}, r.seq, d);
 }
 
 RecvComm::~RecvComm() {
-  if (engine_) engine_->close_comm({id_, gen_});
+  if (engine_) engine_->connections().close_comm({id_, gen_});
 }
 
 Result<Request> RecvComm::irecv(void* buf, size_t len, const Region& region, uint32_t tag,
@@ -113,9 +113,9 @@ Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers, PostMode mo
       staged[i] = {Access::staged(r), buffers[i].buf, buffers[i].len};
     }
   }
-  XPORT_ASSIGN_OR_RETURN(uint64_t seq,
-                         engine_->irecv({id_, gen_}, std::span(refs.data(), buffers.size()),
-                                        mode == PostMode::handoff));
+  XPORT_ASSIGN_OR_RETURN(
+      uint64_t seq, engine_->two_sided().irecv({id_, gen_}, std::span(refs.data(), buffers.size()),
+                                               mode == PostMode::handoff));
   if (!staged.empty()) staged_->expect(seq, std::move(staged));
   return Request{seq};
 }
@@ -123,13 +123,14 @@ Result<Request> RecvComm::irecv(std::span<const RecvBuffer> buffers, PostMode mo
 Result<Completion> RecvComm::test(Request r, TestMode mode) {
   const bool progress = mode == TestMode::progress;
   if (r.kind == Request::Kind::flush) {
-    XPORT_ASSIGN_OR_RETURN(bool done, engine_->test_flush({id_, gen_}, r.seq, progress));
+    XPORT_ASSIGN_OR_RETURN(bool done,
+                           engine_->two_sided().test_flush({id_, gen_}, r.seq, progress));
     Completion out;
     out.done = done;
     return out;
   }
   if (!staged_->expects(r.seq)) {
-    XPORT_ASSIGN_OR_RETURN(auto c, engine_->test({id_, gen_}, r.seq, progress));
+    XPORT_ASSIGN_OR_RETURN(auto c, engine_->two_sided().test({id_, gen_}, r.seq, progress));
     return to_public(c);
   }
   // Into staged GPU memory: done once the data is copied from the shadow to the GPU.
@@ -137,7 +138,7 @@ Result<Completion> RecvComm::test(Request r, TestMode mode) {
   if (auto seen = staged_->recorded(r.seq)) {
     c = *seen;
   } else {
-    auto e = engine_->test({id_, gen_}, r.seq, progress);
+    auto e = engine_->two_sided().test({id_, gen_}, r.seq, progress);
     if (!e.ok()) {
       staged_->forget(r.seq);
       return e.status();
@@ -154,7 +155,7 @@ Result<Completion> RecvComm::test(Request r, TestMode mode) {
 
 Result<size_t> RecvComm::wait(Request r, Deadline d) {
   if (r.kind == Request::Kind::message && !staged_->expects(r.seq)) {
-    return engine_->wait({id_, gen_}, r.seq, d);
+    return engine_->two_sided().wait({id_, gen_}, r.seq, d);
   }
   proto::Engine::WaitState w;
   for (uint32_t spin = 0;; ++spin) {
@@ -169,12 +170,14 @@ Result<size_t> RecvComm::wait(Request r, Deadline d) {
 }
 
 Status RecvComm::flush(const void* buf, size_t len, const Region& region, Deadline d) {
-  return engine_->flush({id_, gen_}, Access::on_wire(region, buf, len), len, Access::local(region), d);
+  return engine_->two_sided().flush({id_, gen_}, Access::on_wire(region, buf, len), len,
+                                    Access::local(region), d);
 }
 
 Result<Request> RecvComm::iflush(const void* buf, size_t len, const Region& region) {
-  XPORT_ASSIGN_OR_RETURN(uint64_t id, engine_->iflush({id_, gen_}, Access::on_wire(region, buf, len),
-                                                      len, Access::local(region)));
+  XPORT_ASSIGN_OR_RETURN(
+      uint64_t id, engine_->two_sided().iflush({id_, gen_}, Access::on_wire(region, buf, len), len,
+                                               Access::local(region)));
   return Request{id, Request::Kind::flush};
 }
 

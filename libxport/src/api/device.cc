@@ -30,7 +30,7 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
   // (a range inside a larger staged range is a view into its shadow)
   void* registered = staged ? staged->shadow_of(buf) : buf;
   XPORT_ASSIGN_OR_RETURN(auto state,
-                         engine_->register_memory(registered, len, placed.cuda_device));
+                         engine_->memory().register_memory(registered, len, placed.cuda_device));
   if (staged && !state->keepalive) {
     state->keepalive = staged;  // the shadow outlives its MRs
     state->staged = staged.get();
@@ -51,24 +51,24 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
 }
 
 Result<RemoteRegion> Device::import_key(std::span<const uint8_t> bytes) {
-  XPORT_ASSIGN_OR_RETURN(auto key, engine_->import_key(bytes));
+  XPORT_ASSIGN_OR_RETURN(auto key, engine_->memory().import_key(bytes));
   return Access::remote(std::move(key));
 }
 
 Result<std::unique_ptr<Listener>> Device::listen() {
-  XPORT_ASSIGN_OR_RETURN(auto l, engine_->listen());
+  XPORT_ASSIGN_OR_RETURN(auto l, engine_->connections().listen());
   return Access::listener(engine_, l.token, std::move(l.handle));
 }
 
 Result<std::unique_ptr<SendComm>> Device::connect(const ConnectionHandle& handle,
                                                   Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect(handle, deadline));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().connect(handle, deadline));
   return Access::comm<SendComm>(engine_, id);
 }
 
 Result<std::unique_ptr<PendingConnect>> Device::start_connect(std::span<const uint8_t> handle,
                                                               Deadline deadline) {
-  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connect_start(handle));
+  XPORT_ASSIGN_OR_RETURN(auto id, engine_->connections().connect_start(handle));
   return Access::pending(engine_, id, deadline);
 }
 

@@ -8,7 +8,8 @@ using api::Access;
 
 std::vector<uint8_t> Region::export_key() const {
   if (!state_) return {};
-  return static_cast<proto::Engine*>(state_->owner.get())->export_key(Access::local(*this));
+  auto* engine = static_cast<proto::Engine*>(state_->owner.get());
+  return engine->memory().export_key(Access::local(*this));
 }
 
 bool Region::contains(const void* p, size_t len) const {

@@ -13,20 +13,20 @@ using gpu::StagedSource;
 
 Result<std::unique_ptr<Window>> Window::open(const SendComm& comm, Deadline deadline) {
   const auto& e = Access::engine(comm);
-  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->one_sided().open_window(Access::id(comm), deadline));
   return Access::window(e, id);
 }
 
 Result<std::unique_ptr<Window>> Window::open(const RecvComm& comm, Deadline deadline) {
   const auto& e = Access::engine(comm);
-  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window(Access::id(comm), deadline));
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->one_sided().open_window(Access::id(comm), deadline));
   return Access::window(e, id);
 }
 
 Result<std::unique_ptr<Window>> Window::open(Device& device, const ConnectionHandle& handle,
                                              Deadline deadline) {
   const auto& e = Access::engine(device);
-  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(handle, deadline));
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->one_sided().open_window_to(handle, deadline));
   return Access::window(e, id);
 }
 
@@ -37,12 +37,12 @@ Result<std::unique_ptr<Window>> Window::open(Device& device, const RemoteRegion&
     return core::error(Code::invalid_argument, "window: empty RemoteRegion");
   }
   const auto& e = Access::engine(device);
-  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->open_window_to(*k, deadline));
+  XPORT_ASSIGN_OR_RETURN(uint32_t id, e->one_sided().open_window_to(*k, deadline));
   return Access::window(e, id);
 }
 
 Window::~Window() {
-  if (engine_) engine_->close_window(id_);
+  if (engine_) engine_->one_sided().close_window(id_);
 }
 
 namespace {
@@ -58,8 +58,9 @@ Status no_key(const char* what) {
 Result<Ticket> put_published(proto::Engine& e, uint32_t window, StagedArrivals& staged,
                              const proto::LocalBuffer& local, size_t loff,
                              const proto::RemoteKey& k, size_t roff, size_t len,
-                             const proto::Engine::SignalRequest* signal = nullptr) {
-  XPORT_ASSIGN_OR_RETURN(auto t, e.put_published(window, local, loff, k, roff, len, signal));
+                             const proto::OneSidedCalls::SignalRequest* signal = nullptr) {
+  XPORT_ASSIGN_OR_RETURN(auto t,
+                         e.one_sided().put_published(window, local, loff, k, roff, len, signal));
   staged.follow(t.put, t.publish);
   if (t.signal != 0) staged.follow(t.put, t.signal);
   return t.put;
@@ -85,9 +86,9 @@ Status staged_remote(const char* what) {
                      "yet (puts and signals are: docs/semantics.md, GPU memory)");
 }
 
-proto::Engine::SignalRequest signal_request(const proto::RemoteKey* key, size_t offset,
-                                            uint64_t value, SignalOp op, SignalOrder order) {
-  proto::Engine::SignalRequest r;
+proto::OneSidedCalls::SignalRequest signal_request(const proto::RemoteKey* key, size_t offset,
+                                                   uint64_t value, SignalOp op, SignalOrder order) {
+  proto::OneSidedCalls::SignalRequest r;
   r.key = key;
   r.offset = offset;
   r.value = value;
@@ -106,7 +107,7 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
   if (k->staged && len > 0) {
     return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len);
   }
-  return engine_->put(id_, src.local, src.offset, *k, roff, len);
+  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len);
 }
 
 Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
@@ -114,7 +115,8 @@ Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion&
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("get");
   if (k->staged) return staged_remote("get");
-  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->get(id_, Access::local(local), loff, *k, roff, len));
+  XPORT_ASSIGN_OR_RETURN(Ticket t,
+                         engine_->one_sided().get(id_, Access::local(local), loff, *k, roff, len));
   if (Access::staged(local)) {
     staged_->expect(t, {{Access::staged(local), static_cast<uint8_t*>(local.base()) + loff, len}});
   }
@@ -134,7 +136,7 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   if (k->staged && len > 0) {
     return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
   }
-  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
+  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
@@ -155,14 +157,14 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   if (k->staged && len > 0) {
     return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
   }
-  return engine_->put(id_, src.local, src.offset, *k, roff, len, &r);
+  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::signal(const RemoteRegion& signal, size_t soff, uint64_t value,
                               SignalOp op, SignalOrder order) {
   const proto::RemoteKey* sk = Access::key(signal);
   if (sk == nullptr) return no_key("signal");
-  return engine_->signal(id_, signal_request(sk, soff, value, op, order));
+  return engine_->one_sided().signal(id_, signal_request(sk, soff, value, op, order));
 }
 
 Result<Ticket> Window::signal_counter(const RemoteRegion& signal, size_t soff, uint64_t value,
@@ -174,25 +176,27 @@ Result<Ticket> Window::signal_counter(const RemoteRegion& signal, size_t soff, u
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;
   r.counter_offset = coff;
-  return engine_->signal(id_, r);
+  return engine_->one_sided().signal(id_, r);
 }
 
 Result<Ticket> Window::reset_signal(const RemoteRegion& signal, size_t soff) {
   const proto::RemoteKey* sk = Access::key(signal);
   if (sk == nullptr) return no_key("reset_signal");
-  return engine_->signal(id_, signal_request(sk, soff, 0, SignalOp::set, SignalOrder::strong));
+  return engine_->one_sided().signal(
+      id_, signal_request(sk, soff, 0, SignalOp::set, SignalOrder::strong));
 }
 
 Result<uint64_t> Window::read_signal(const Region& signal, size_t soff) const {
-  return engine_->read_word(Access::local(signal), soff, "read_signal");
+  return engine_->one_sided().read_word(Access::local(signal), soff, "read_signal");
 }
 
 Status Window::wait_signal(const Region& signal, size_t soff, uint64_t value, Deadline d) {
-  return engine_->wait_word(id_, Access::local(signal), soff, value, d, "wait_signal");
+  return engine_->one_sided().wait_word(id_, Access::local(signal), soff, value, d, "wait_signal");
 }
 
 Status Window::wait_counter(const Region& counter, size_t coff, uint64_t value, Deadline d) {
-  return engine_->wait_word(id_, Access::local(counter), coff, value, d, "wait_counter");
+  return engine_->one_sided().wait_word(id_, Access::local(counter), coff, value, d,
+                                        "wait_counter");
 }
 
 Result<Ticket> Window::atomic(AtomicOp op, const RemoteRegion& remote, size_t roff,
@@ -200,16 +204,16 @@ Result<Ticket> Window::atomic(AtomicOp op, const RemoteRegion& remote, size_t ro
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("atomic");
   if (k->staged) return staged_remote("atomic");
-  return engine_->atomic(id_, static_cast<proto::WindowAtomicOp>(op), *k, roff, operand, compare,
-                         result);
+  return engine_->one_sided().atomic(id_, static_cast<proto::WindowAtomicOp>(op), *k, roff, operand,
+                                     compare, result);
 }
 
-bool Window::native_atomics() const { return engine_->native_atomics(); }
+bool Window::native_atomics() const { return engine_->one_sided().native_atomics(); }
 
 Result<Ticket> Window::post(const std::vector<TransferItem>& items,
                             const std::vector<uint8_t>& notification) {
   std::vector<proto::LocalBuffer> locals(items.size());
-  std::vector<proto::Engine::TransferItem> out(items.size());
+  std::vector<proto::OneSidedCalls::TransferItem> out(items.size());
   std::vector<StagedArrivals::Target> gets;
   // Puts from staged GPU memory: each item's own staging bytes (sized once: locals point in).
   std::vector<std::optional<StagedSource>> sources(items.size());
@@ -244,18 +248,19 @@ Result<Ticket> Window::post(const std::vector<TransferItem>& items,
     out[i].length = it.length;
   }
   std::vector<uint64_t> published;  // the publishes of its puts into staged GPU memory
-  XPORT_ASSIGN_OR_RETURN(Ticket t, engine_->transfer(id_, out, notification, &published));
+  XPORT_ASSIGN_OR_RETURN(Ticket t,
+                         engine_->one_sided().transfer(id_, out, notification, &published));
   if (!gets.empty()) staged_->expect(t, std::move(gets));
   for (Ticket p : published) staged_->follow(t, p);
   return t;
 }
 
 Result<TransferState> Window::check(Ticket ticket) {
-  XPORT_ASSIGN_OR_RETURN(int done, engine_->check(id_, ticket));
+  XPORT_ASSIGN_OR_RETURN(int done, engine_->one_sided().check(id_, ticket));
   // Puts into a peer's staged GPU memory: delivered once their publishes are applied.
   for (Ticket f : staged_->followers(ticket)) {
     if (done != 1) break;
-    XPORT_ASSIGN_OR_RETURN(done, engine_->check(id_, f));
+    XPORT_ASSIGN_OR_RETURN(done, engine_->one_sided().check(id_, f));
   }
   if (done == 1) staged_->forget_followers(ticket);
   if (done == 1 && staged_->expects(ticket)) {
@@ -266,17 +271,17 @@ Result<TransferState> Window::check(Ticket ticket) {
 }
 
 std::vector<std::vector<uint8_t>> Window::take_notifications() {
-  return engine_->take_notifications(id_);
+  return engine_->one_sided().take_notifications(id_);
 }
 
-Status Window::fence() { return engine_->fence(id_); }
+Status Window::fence() { return engine_->one_sided().fence(id_); }
 
 Status Window::quiet(Deadline deadline) {
   // Staged gets issued before this call are copied out; later ones (other threads) are not
   // covered by this quiet.
   const uint64_t through = staged_->last_key();
   const uint64_t followed = staged_->last_followed();
-  XPORT_RETURN_IF_ERROR(engine_->quiet(id_, deadline));
+  XPORT_RETURN_IF_ERROR(engine_->one_sided().quiet(id_, deadline));
   staged_->forget_followers_through(followed);
   return staged_->settle_through(through);
 }
@@ -287,7 +292,7 @@ Status Window::wait_local(Ticket ticket, Deadline deadline) {
   // all the same, which makes a progress pass if the window has provider operations in flight:
   // on a provider with manual progress that pass is what moves the bytes of larger puts (the
   // target's credit grants are read by the put that finds its stream short of them:
-  // Engine::rma). (quick_: a relaxed count; concurrent callers may lose increments, never
+  // OneSidedCalls::rma). (quick_: a relaxed count; concurrent callers may lose increments, never
   // correctness.)
   bool answered = false, pass = false;
   if (local_clear_ != nullptr && ticket != 0 &&
@@ -297,12 +302,14 @@ Status Window::wait_local(Ticket ticket, Deadline deadline) {
     answered = (q & 15) != 15;
     pass = !answered;
   }
-  if (!answered) XPORT_RETURN_IF_ERROR(engine_->wait_local(id_, ticket, deadline, pass));
+  if (!answered) {
+    XPORT_RETURN_IF_ERROR(engine_->one_sided().wait_local(id_, ticket, deadline, pass));
+  }
   if (!staged_->expects(ticket)) return Status::success();
   return staged_->arrived_wait(ticket, {});
 }
 
-uint64_t Window::issued() const { return engine_->window_issued(id_); }
-uint64_t Window::completed() const { return engine_->window_completed(id_); }
+uint64_t Window::issued() const { return engine_->one_sided().window_issued(id_); }
+uint64_t Window::completed() const { return engine_->one_sided().window_completed(id_); }
 
 }  // namespace xport

@@ -1,5 +1,5 @@
-// Engine: composing the parts, opening rails, and teardown (the public calls and the progress
-// pass are in the files the end of this one names).
+// Engine: composing the parts and the facades of the public calls, opening rails, and teardown
+// (the facades and the progress pass are in the files the end of this one names).
 #include "proto/engine.hpp"
 
 #include <sys/random.h>
@@ -168,6 +168,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
                        " requested)");
   }
   auto inner = std::shared_ptr<Engine>(new Engine());
+  inner->memory_.bind(inner);  // (what each registration holds)
   {
     std::lock_guard<std::mutex> g(g_engines_mu);
     std::erase_if(g_engines, [](const std::weak_ptr<Engine>& w) { return w.expired(); });
@@ -252,7 +253,7 @@ void Engine::drain_cqs() {
 
 void Engine::peer_closed(uint64_t token) {
   Lock l(core_);
-  if (shut_down_) return;
+  if (core_.shut_down) return;
   auto it = core_.peers.find(token);
   if (it != core_.peers.end() && !it->second->closed) {
     core_.close_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
@@ -268,7 +269,7 @@ void Engine::peer_closed(uint64_t token) {
 }
 
 void Engine::shutdown() {
-  if (shut_down_) return;
+  if (core_.shut_down) return;
   {
     Lock l(core_);
     // What peers said last is read first: a target that closed (win_gone) is sent nothing more.
@@ -315,7 +316,7 @@ void Engine::shutdown() {
     attach_closed_ = true;
   }
   Lock l(core_);
-  shut_down_ = true;
+  core_.shut_down = true;
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
   // still use an operation's context, and cancelling may write into it), then what their CQs
   // still hold is read and dropped, and only then do contexts and registrations go.
@@ -411,7 +412,7 @@ std::shared_ptr<void> Engine::attachment(const std::function<std::shared_ptr<voi
   return attachment_;
 }
 
-// ---- memory: regions.cc; connections: connections/calls.cc; two-sided: two_sided/calls.cc;
-// one-sided: one_sided/calls.cc; progress: progress.cc; stats: stats.cc ----
+// ---- the facades: memory in regions.cc, connections in connections/calls.cc, two-sided in
+// two_sided/calls.cc, one-sided in one_sided/calls.cc; progress: progress.cc; stats: stats.cc ----
 
 }  // namespace xport::proto

@@ -1,7 +1,12 @@
-// The protocol engine of one device: the facade the public classes call (api/), the progress
-// loop that reads every rail's CQ in bounded batches and dispatches each completion by its op
-// context and remote CQ data, and teardown. The work itself is done by its parts, one per
-// concern, over the shared state in state.hpp:
+// The protocol engine of one device: it composes the parts, owns lifecycle (opening rails,
+// teardown) and the progress loop that reads every rail's CQ in bounded batches and dispatches
+// each completion by its op context and remote CQ data. The public classes (api/) call its
+// facades, which reach the engine only through its Driver (driver.hpp: a pass, a wait):
+//   regions.hpp            MemoryCalls: registering, keys, a caller's buffer checked
+//   connections/calls.hpp  ConnectionCalls: listen, accept, connect, close
+//   two_sided/calls.hpp    TwoSidedCalls: isend, irecv, test, wait, flush
+//   one_sided/calls.hpp    OneSidedCalls: windows and their operations and waits
+// The work itself is done by its parts, one per concern, over the shared state in state.hpp:
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
 //   two_sided/eager        eager messages and credits
@@ -24,13 +29,18 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
+#include "proto/connections/calls.hpp"
 #include "proto/connections/connections.hpp"
 #include "proto/control.hpp"
 #include "proto/dispatch.hpp"
+#include "proto/driver.hpp"
 #include "proto/flush.hpp"
+#include "proto/one_sided/calls.hpp"
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
+#include "proto/regions.hpp"
 #include "proto/state.hpp"
+#include "proto/two_sided/calls.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
 #include "proto/two_sided/rendezvous.hpp"
@@ -39,40 +49,7 @@
 
 namespace xport::proto {
 
-// Waits spin on progress passes; only every kSpinsPerYield-th pass reads the clock for the
-// deadline, and yields the CPU once the wait has lasted kYieldAfter (a yield is a system call:
-// on shm one per pass cost more than the message itself). Rail health and peer housekeeping are looked at every kPassesPerCheck passes.
-inline constexpr uint32_t kSpinsPerYield = 64;
-inline constexpr std::chrono::microseconds kYieldAfter{20};
-inline constexpr uint32_t kPassesPerCheck = 16;
-
-// A caller's buffer as the public API names it: inside the range of a Region.
-struct LocalBuffer {
-  const RegionRef* region = nullptr;
-  const uint8_t* view_base = nullptr;  // the Region's range (a cached registration may cover more)
-  size_t view_length = 0;
-};
-
-// The refusal of a signal or atomic on a peer's word in GPU memory it registered with the
-// provider (RemoteKey::device): its CPU, which applies them, cannot write there.
-Status device_word(const char* what);
-
-struct Completion {
-  bool done = false;
-  size_t bytes = 0;
-  uint32_t count = 0;
-  std::array<size_t, kMaxGroup> sizes{};
-};
-
-// One buffer of a (grouped) receive.
-struct RecvBufferRef {
-  void* buf = nullptr;
-  size_t len = 0;
-  LocalBuffer region;
-  uint32_t tag = 0;
-};
-
-class Engine final : public memory::RegionOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public memory::RegionOwner, public Driver {
  public:
   // One rail per fi_info (its domain); connected-endpoint providers take exactly one. The
   // pointer returned is the handle the public classes hold: when its last copy goes, the engine
@@ -89,127 +66,13 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   size_t rail_count() const { return core_.rails.size(); }
   const std::string& rail_name(size_t i) const { return core_.rails[i]->name(); }
 
-  // memory
-  // cuda_device >= 0: GPU memory the provider registers itself (FI_HMEM_CUDA).
-  Result<RegionRef> register_memory(void* buf, size_t len, int cuda_device = -1);
-  Result<RemoteKey> import_key(std::span<const uint8_t> bytes) const;
-  std::vector<uint8_t> export_key(const LocalBuffer& region) const;
+  // The public calls, by family.
+  MemoryCalls& memory() { return memory_; }
+  ConnectionCalls& connections() { return connection_calls_; }
+  TwoSidedCalls& two_sided() { return two_sided_calls_; }
+  OneSidedCalls& one_sided() { return one_sided_calls_; }
+
   void release_region(memory::RegionState& r) override;
-
-  // connections
-  Result<Connections::Listening> listen();
-  Result<CommId> accept(uint64_t token, Deadline deadline);
-  // One progress pass, then the next accepted communicator, or {} when none is ready.
-  Result<CommId> try_accept(uint64_t token);
-  void close_listener(uint64_t token);
-  Result<CommId> connect(std::span<const uint8_t> handle, Deadline deadline);
-  // Non-blocking connect: start, then poll (one progress pass each): true once connected, false
-  // while the listener has not answered, an error (the attempt is given up) when it failed or
-  // the deadline passed. A connection nobody polls to the end is given up with abandon.
-  Result<CommId> connect_start(std::span<const uint8_t> handle);
-  Result<bool> connect_poll(CommId id, Deadline deadline);
-  void connect_abandon(CommId id);
-  void close_comm(CommId id);
-
-  // two-sided (two_sided/calls.cc). `handoff` (PostMode::handoff): the call takes the engine only if
-  // it is free (else Code::again, nothing started) and leaves a rendezvous message's writes to
-  // the next progress pass.
-  Result<uint64_t> isend(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0, bool handoff = false);
-  // A receive of 1..kMaxGroup buffers; named by its first sequence number.
-  Result<uint64_t> irecv(CommId comm, std::span<const RecvBufferRef> buffers,
-                         bool handoff = false);
-  Result<uint64_t> irecv(CommId comm, void* buf, size_t len, const LocalBuffer& region,
-                         uint32_t tag = 0, bool handoff = false) {
-    const RecvBufferRef one{buf, len, region, tag};
-    return irecv(comm, std::span(&one, 1), handoff);
-  }
-  // progress false: no progress pass, and not done while another thread holds the engine.
-  Result<Completion> test(CommId comm, uint64_t seq, bool progress = true);
-  // test() without its progress pass, under the lock.
-  Result<Completion> test_locked(CommId comm, uint64_t seq);
-  // An injected send of `comm` not reported yet: reported now, without the engine lock (its
-  // length); nullopt for anything else, which the caller takes the locked way.
-  std::optional<size_t> take_injected(CommId comm, uint64_t seq, bool progress);
-  // test() and wait() of a send communicator: an injected send is reported without the lock.
-  Result<Completion> test_send(CommId comm, uint64_t seq, bool progress = true);
-  Result<size_t> wait_send(CommId comm, uint64_t seq, Deadline deadline);
-  // Under the lock, a wait's look at its request: nothing while it is outstanding (nothing
-  // failed), else what wait() returns for it (its bytes, or its error), the request retired.
-  // One lookup, and no Completion built for a send or a one-buffer receive.
-  std::optional<Result<size_t>> finish_locked(CommId comm, uint64_t seq);
-  Result<size_t> wait(CommId comm, uint64_t seq, Deadline deadline);
-  Status flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-               Deadline deadline);
-  // A flush that does not wait: its id (0: nothing to read, done), tested with test_flush.
-  Result<uint64_t> iflush(CommId comm, const void* buf, size_t len, const LocalBuffer& region);
-  Result<bool> test_flush(CommId comm, uint64_t id, bool progress = true);
-
-  // one-sided (one_sided/calls.cc; docs/semantics.md "One-sided")
-  struct SignalRequest {
-    const RemoteKey* key = nullptr;  // the signal word's region at the peer
-    size_t offset = 0;
-    uint64_t value = 0;
-    WindowSignalOp op = WindowSignalOp::add;
-    bool strong = true;
-    const LocalBuffer* counter = nullptr;  // counter variants: a local word
-    size_t counter_offset = 0;
-  };
-  struct TransferItem {
-    bool put = true;
-    const LocalBuffer* local = nullptr;
-    size_t local_offset = 0;
-    const RemoteKey* remote = nullptr;
-    size_t remote_offset = 0;
-    size_t length = 0;
-    bool publish = false;  // a put into a peer's staged GPU memory: its publish follows
-  };
-  Result<uint32_t> open_window(CommId comm, Deadline deadline);
-  Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
-  Result<uint32_t> open_window_to(const RemoteKey& key, Deadline deadline);
-  void close_window(uint32_t id);
-  Result<uint64_t> put(uint32_t window, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len,
-                       const SignalRequest* signal = nullptr);
-  Result<uint64_t> get(uint32_t window, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len);
-  Result<uint64_t> signal(uint32_t window, const SignalRequest& signal);
-  Result<uint64_t> atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
-                          size_t roff, uint64_t operand, uint64_t compare, uint64_t* result);
-  // The publishes of items into a peer's staged GPU memory are issued with the transfer, in the
-  // same hold of the lock (their tickets appended to *published).
-  Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
-                            const std::vector<uint8_t>& notification,
-                            std::vector<uint64_t>* published = nullptr);
-  // A put into a peer's staged GPU memory, its publish (the target copies the range on to its
-  // GPU) and, with `signal`, the signal made strong behind them: issued whole under one hold of
-  // the lock, or nothing (every check, and room for every ticket and operation context, first).
-  // Tickets: the put's (the caller's), the publish's and the signal's (0: none).
-  struct Published {
-    uint64_t put = 0, publish = 0, signal = 0;
-  };
-  Result<Published> put_published(uint32_t window, const LocalBuffer& local, size_t loff,
-                                  const RemoteKey& remote, size_t roff, size_t len,
-                                  const SignalRequest* signal = nullptr);
-  Status fence(uint32_t window);
-  Status quiet(uint32_t window, Deadline deadline);
-  // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local
-  // answers most calls itself and sends every 16th here for its pass)
-  Status wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass = false);
-  // 1 once the ticket is complete (delivered, applied), 0 while not, or its error.
-  Result<int> check(uint32_t window, uint64_t ticket);
-  // Waits until the local word at `offset` of `region` reaches `value` (wrap-safe), driving
-  // progress; the window's peer lost fails the wait.
-  Status wait_word(uint32_t window, const LocalBuffer& region, size_t offset, uint64_t value,
-                   Deadline deadline, const char* what);
-  Result<uint64_t> read_word(const LocalBuffer& region, size_t offset, const char* what);
-  std::vector<std::vector<uint8_t>> take_notifications(uint32_t window);
-  bool native_atomics() const { return core_.native_atomics; }
-  uint64_t window_issued(uint32_t window) const;
-  // The window's local-completion mark (WindowState::local_clear), for Window::wait_local to
-  // read without the engine lock; nullptr for a window not open.
-  std::shared_ptr<const std::atomic<uint64_t>> local_clear(uint32_t window);
-  uint64_t window_completed(uint32_t window) const;
 
   Status progress();
   Stats stats() const;
@@ -232,21 +95,8 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The device's token (exported keys and connection messages carry it).
   uint64_t device_token() const { return core_.device_token; }
 
-  // Between two unsuccessful passes of a wait (the spin-th since it began): every
-  // kSpinsPerYield passes the deadline is read and the core yielded, or, for a wait that
-  // blocks (Deadline::blocking(), XPORT_WAIT=block) once XPORT_WAIT_SPIN_US has passed, the
-  // thread sleeps on the CQs' wait objects (docs/semantics.md, "Waiting"). False once the
-  // deadline has passed.
-  struct WaitState {
-    Clock::time_point began{};  // first read of the clock (kSpinsPerYield passes in)
-    Clock::time_point sleep_after{};
-    bool sleeping = false;  // past the spin: sleeps between single passes
-    uint64_t seen_gen = UINT64_MAX;
-    uint64_t paused_gen = UINT64_MAX;  // XPORT_SPIN_GATHER_NS: handled_gen_ at the last pass
-    // Sleeps since something was last handled: each sleep's limit doubles with them (sleep_once).
-    uint32_t idle_sleeps = 0;
-  };
-  bool between_passes(uint32_t spin, const Deadline& d, WaitState& w);
+  // (Driver: the pause between two passes of a wait; comm.cc's waits make it too)
+  bool between_passes(uint32_t spin, const Deadline& d, WaitState& w) override;
 
  private:
   Engine();
@@ -256,10 +106,9 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // again (Core::close_peer).
   void peer_closed(uint64_t token);
   void drain_cqs();
-  // Progress, under the lock; bounded work per call.
-  void progress_locked();
-  // Reads link states (file I/O) with no lock held, at most every XPORT_RAIL_CHECK_MS.
-  void refresh_links();
+  // (Driver: a progress pass under the lock; the links read with no lock held)
+  void progress_locked() override;
+  void refresh_links() override;
   void housekeeping();
   // One sleep of a blocking wait: unless a completion was handled since it last looked, or a
   // CQ still holds entries (fi_trywait), until a wait object fires, another thread's progress
@@ -272,19 +121,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   // The rail's CQ failed: out of service for good, its CQ read no more, and everything that was
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
-  CommState* comm_for(CommId id, bool is_send, const char* op, Status* err);
-  // Under the lock: the connection's id, or the error that ended it (then it is given up).
-  Result<CommId> connect_outcome(CommId id, Status s);
-  Status check_local(const LocalBuffer& region, const void* buf, size_t len, const char* what);
-  template <typename Pred>
-  Status wait_until(Deadline deadline, Pred&& done, const char* what);
-  // A window's open call waits for its stream's answer.
-  Result<uint32_t> finish_open(uint32_t stream, CommId comm, Deadline deadline);
-  Result<uint64_t> rma(uint32_t window, fabric::OpType op, const LocalBuffer& local, size_t loff,
-                       const RemoteKey& remote, size_t roff, size_t len,
-                       const SignalRequest* signal);
-  Result<Signals::Spec> signal_spec(const SignalRequest& r, const char* what);
-  Result<uint64_t*> local_word(const LocalBuffer& region, size_t offset, const char* what);
 
   mutable Core core_;  // (the lock is taken in const calls too)
   Dispatch dispatch_{core_};
@@ -296,8 +132,12 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   OneSided one_sided_{core_};
   Flusher flusher_{core_};
   PeerHealth health_{core_};
+  // The facades of the public calls.
+  MemoryCalls memory_{core_, *this};
+  ConnectionCalls connection_calls_{core_, *this, connections_, flusher_};
+  TwoSidedCalls two_sided_calls_{core_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
+  OneSidedCalls one_sided_calls_{core_, *this, memory_, one_sided_};
   uint32_t passes_ = 0;
-  uint32_t quick_local_ = 0;  // wait_local calls answered without a pass (one in 16 makes one)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
   // clock; a sleeping wait makes one pass per wake-up).
   std::atomic<bool> due_check_{false};
@@ -308,7 +148,6 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   std::atomic<bool> links_due_{true};
   std::atomic<bool> links_fresh_{false};  // read since housekeeping last applied them
   Clock::time_point next_link_read_{};
-  bool shut_down_ = false;
   // Blocking waits: completions handled so far (a wait sleeps only when none came since its
   // last look), and what they sleep on.
   // (written under the lock; between_passes reads it without)
@@ -320,19 +159,5 @@ class Engine final : public memory::RegionOwner, public std::enable_shared_from_
   std::shared_ptr<void> attachment_;
   bool attach_closed_ = false;
 };
-
-template <typename Pred>
-Status Engine::wait_until(Deadline deadline, Pred&& done, const char* what) {
-  WaitState w;
-  for (uint32_t spin = 0;; ++spin) {
-    if (spin % kSpinsPerYield == 0) refresh_links();
-    {
-      Lock l(core_);
-      progress_locked();
-      if (done()) return Status::success();
-    }
-    if (!between_passes(spin, deadline, w)) return Status(Code::timeout, what);
-  }
-}
 
 }  // namespace xport::proto

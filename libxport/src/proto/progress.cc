@@ -1,5 +1,6 @@
 // Engine: the progress pass (reading every rail's CQ into the dispatch table, retrying what
-// is queued), waiting between passes, housekeeping, a rail's failure, and injected traffic.
+// is queued), waiting between passes, housekeeping, a rail's failure, and the test hooks
+// (injected traffic, an early clear-to-send).
 #include "proto/engine.hpp"
 
 #include <algorithm>
@@ -48,7 +49,7 @@ size_t Engine::poll_cqs() {
 }
 
 void Engine::progress_locked() {
-  if (core_.in_progress || shut_down_) return;
+  if (core_.in_progress || core_.shut_down) return;
   core_.in_progress = true;
   // Receive buffers handled in the previous pass (Control::repost_later), and posts the
   // provider refused, go back before the CQs are read.
@@ -154,7 +155,7 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
   {
     Lock l(core_);
     open_waker_locked();
-    if (waker_failed_ || shut_down_) {
+    if (waker_failed_ || core_.shut_down) {
       can_sleep = false;
     } else if (w.seen_gen != handled_gen_.load(std::memory_order_relaxed)) {
       // Completions were handled since this wait last looked: one more pass first, and after
@@ -328,7 +329,7 @@ struct Scratch {
 
 void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
   Lock l(core_);
-  if (rail >= core_.rails.size() || shut_down_) return;
+  if (rail >= core_.rails.size() || core_.shut_down) return;
   auto h = decode_header(bytes, len);
   if (!h) {
     core_.miss();
@@ -344,7 +345,7 @@ void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
 void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len,
                             bool eager) {
   Lock l(core_);
-  if (rail >= core_.rails.size() || shut_down_) return;
+  if (rail >= core_.rails.size() || core_.shut_down) return;
   dispatch_.polling(rail);
   if (!eager) {
     dispatch_.write_landed(data, len, static_cast<uint32_t>(rail));
@@ -354,6 +355,14 @@ void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, 
   Scratch s(payload, len);
   bool hold = false;
   dispatch_.eager_arrived(nullptr, &s.buffer, data, len, &hold);
+}
+
+bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
+  Lock l(core_);
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || !c->is_send || c->depth == 0) return false;
+  const EarlyCts& e = c->early_cts[c->slot_of(seq)];
+  return e.valid && e.cts.seq == seq;
 }
 
 }  // namespace xport::proto

@@ -1,6 +1,7 @@
-// Engine: the memory calls of the public API (registering a buffer, exporting and importing
-// keys, checking a local buffer against its registration).
-#include "proto/engine.hpp"
+// MemoryCalls: the memory calls of the public API (registering a buffer, exporting and
+// importing keys, checking a local buffer against its registration); and the engine's release
+// of a registration.
+#include "proto/regions.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -8,17 +9,18 @@
 
 #include "core/knob.hpp"
 #include "core/log.hpp"
+#include "proto/engine.hpp"
 
 namespace xport::proto {
 
-Result<RegionRef> Engine::register_memory(void* buf, size_t len, int cuda_device) {
+Result<RegionRef> MemoryCalls::register_memory(void* buf, size_t len, int cuda_device) {
   if (buf == nullptr || len == 0) {
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
   Lock l(core_);
   std::vector<RegionRef> dropped;  // released under the lock, after the cache walk
-  return core_.registry->acquire(buf, len, shared_from_this(), dropped, cuda_device);
+  return core_.registry->acquire(buf, len, self_.lock(), dropped, cuda_device);
 }
 
 void Engine::release_region(memory::RegionState& r) {
@@ -31,11 +33,11 @@ void Engine::release_region(memory::RegionState& r) {
   core_.registry->release(r);
 }
 
-std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
+std::vector<uint8_t> MemoryCalls::export_key(const LocalBuffer& region) const {
   Lock l(core_);
   // The device closed (its Regions outlive it): a key would name a device nobody can reach, and
   // its endpoints, whose address a key carries, are gone.
-  if (shut_down_) return {};
+  if (core_.shut_down) return {};
   const memory::RegionState& r = **region.region;
   RemoteKey k;
   k.virt_addr = r.virt_addr;
@@ -57,7 +59,7 @@ std::vector<uint8_t> Engine::export_key(const LocalBuffer& region) const {
   return encode_key(k);
 }
 
-Result<RemoteKey> Engine::import_key(std::span<const uint8_t> bytes) const {
+Result<RemoteKey> MemoryCalls::import_key(std::span<const uint8_t> bytes) const {
   auto k = decode_key(bytes);
   if (!k) return k.status().with_context("import_key");
   if (k->keys.size() > kMaxRails) {
@@ -72,12 +74,12 @@ Result<RemoteKey> Engine::import_key(std::span<const uint8_t> bytes) const {
   return std::move(k).value();
 }
 
-Status Engine::check_local(const LocalBuffer& region, const void* buf, size_t len,
-                           const char* what) {
+Status MemoryCalls::check_local(const LocalBuffer& region, const void* buf, size_t len,
+                                const char* what) const {
   if (region.region == nullptr || !*region.region) {
     return core::error(Code::invalid_argument, what, ": empty Region");
   }
-  if ((*region.region)->owner.get() != static_cast<memory::RegionOwner*>(this)) {
+  if (!owns(**region.region)) {
     return core::error(Code::invalid_argument, what,
                        ": the Region was registered on another device");
   }

@@ -154,6 +154,8 @@ class Core {
   // (only the holder itself can find its own id there, so relaxed order is enough).
   std::atomic<std::thread::id> holder{};
   bool in_progress = false;
+  // The device closed (Engine::shutdown): no pass, injected input or exported key after it.
+  bool shut_down = false;
 
   // Declaration order is teardown order reversed: everything that names channels and endpoints
   // goes before the peers, the peers before the rails.

@@ -48,19 +48,19 @@ class EngineTest : public ::testing::Test {
 
   // A pair of communicators of `a_` connected to itself.
   void connect_self() {
-    auto l = a_->listen();
+    auto l = a_->connections().listen();
     ASSERT_TRUE(l.ok()) << l.status().to_string();
     token_ = l->token;
-    auto s = a_->connect(l->handle, soon());
+    auto s = a_->connections().connect(l->handle, soon());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     send_ = *s;
-    auto r = a_->accept(l->token, soon());
+    auto r = a_->connections().accept(l->token, soon());
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     recv_ = *r;
   }
 
   LocalBuffer local(std::vector<uint8_t>& mem) {
-    auto r = a_->register_memory(mem.data(), mem.size());
+    auto r = a_->memory().register_memory(mem.data(), mem.size());
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     regions_.push_back(std::move(r).value());
     return LocalBuffer{&regions_.back(), mem.data(), mem.size()};
@@ -109,9 +109,9 @@ TEST_F(EngineTest, TestWithoutProgressSeesWhatAnotherThreadProgressed) {
   std::vector<uint8_t> out(64 * 1024), in(64 * 1024, 0);
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + 1);
   LocalBuffer lo = local(out), li = local(in);
-  auto r = a_->irecv(recv_, in.data(), in.size(), li);
+  auto r = a_->two_sided().irecv(recv_, in.data(), in.size(), li);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  auto s = a_->isend(send_, out.data(), out.size(), lo, 0);
+  auto s = a_->two_sided().isend(send_, out.data(), out.size(), lo, 0);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   std::atomic<bool> stop{false};
   std::thread helper([&] {
@@ -122,13 +122,13 @@ TEST_F(EngineTest, TestWithoutProgressSeesWhatAnotherThreadProgressed) {
   const auto until = std::chrono::steady_clock::now() + 20s;
   while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
     if (!rdone) {
-      auto c = a_->test(recv_, *r, false);
+      auto c = a_->two_sided().test(recv_, *r, false);
       ASSERT_TRUE(c.ok()) << c.status().to_string();
       rdone = c->done;
       rbytes = c->bytes;
     }
     if (!sdone) {
-      auto c = a_->test(send_, *s, false);
+      auto c = a_->two_sided().test(send_, *s, false);
       ASSERT_TRUE(c.ok()) << c.status().to_string();
       sdone = c->done;
       sbytes = c->bytes;
@@ -162,15 +162,15 @@ TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
   {
     // A first message the usual way: the provider's first write to a peer may be refused
     // (shm maps the peer's region first), which queues it whatever the mode.
-    auto r0 = a_->irecv(recv_, in.data(), in.size(), li);
+    auto r0 = a_->two_sided().irecv(recv_, in.data(), in.size(), li);
     ASSERT_TRUE(r0.ok()) << r0.status().to_string();
-    auto s0 = a_->isend(send_, out.data(), out.size(), lo);
+    auto s0 = a_->two_sided().isend(send_, out.data(), out.size(), lo);
     ASSERT_TRUE(s0.ok()) << s0.status().to_string();
-    ASSERT_TRUE(a_->wait(recv_, *r0, soon()).ok());
-    ASSERT_TRUE(a_->wait(send_, *s0, soon()).ok());
+    ASSERT_TRUE(a_->two_sided().wait(recv_, *r0, soon()).ok());
+    ASSERT_TRUE(a_->two_sided().wait(send_, *s0, soon()).ok());
     std::fill(in.begin(), in.end(), 0);
   }
-  auto r = a_->irecv(recv_, in.data(), in.size(), li, 0, true);
+  auto r = a_->two_sided().irecv(recv_, in.data(), in.size(), li, 0, true);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   // The clear-to-send reaches the sender's side by progress.
   const auto until = std::chrono::steady_clock::now() + 20s;
@@ -181,12 +181,12 @@ TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
   {
     auto held = a_->lock_for_test();
     std::thread other([&] {
-      auto busy = a_->isend(send_, out.data(), out.size(), lo, 0, true);
+      auto busy = a_->two_sided().isend(send_, out.data(), out.size(), lo, 0, true);
       ASSERT_FALSE(busy.ok()) << "a handoff isend waited for (or got) a held engine";
       EXPECT_EQ(busy.status().code(), Code::again) << busy.status().to_string();
       EXPECT_NE(busy.status().message().find("busy"), std::string::npos)
           << busy.status().to_string();
-      auto busy_recv = a_->irecv(recv_, in.data(), in.size(), li, 0, true);
+      auto busy_recv = a_->two_sided().irecv(recv_, in.data(), in.size(), li, 0, true);
       ASSERT_FALSE(busy_recv.ok());
       EXPECT_EQ(busy_recv.status().code(), Code::again) << busy_recv.status().to_string();
     });
@@ -194,11 +194,11 @@ TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
   }
   EXPECT_TRUE(a_->early_cts_for_test(send_, 1)) << "a refused handoff isend consumed the CTS";
   const uint64_t before = ops_posted(a_->stats());
-  auto s = a_->isend(send_, out.data(), out.size(), lo, 0, true);
+  auto s = a_->two_sided().isend(send_, out.data(), out.size(), lo, 0, true);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(*s, 1u) << "the refused isend took a sequence number";
   EXPECT_EQ(ops_posted(a_->stats()), before) << "the handoff isend posted its writes itself";
-  auto t = a_->test(send_, *s, false);
+  auto t = a_->two_sided().test(send_, *s, false);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_FALSE(t->done);
   // Progress posts them (once the CQ has room for their completions).
@@ -207,10 +207,10 @@ TEST_F(EngineTest, AHandoffSendLeavesItsWritesToTheNextProgressPass) {
     ASSERT_TRUE(a_->progress().ok());
   }
   EXPECT_GT(ops_posted(a_->stats()), before) << "progress posted no write within 20 s";
-  auto rb = a_->wait(recv_, *r, soon());
+  auto rb = a_->two_sided().wait(recv_, *r, soon());
   ASSERT_TRUE(rb.ok()) << rb.status().to_string();
   EXPECT_EQ(*rb, out.size());
-  auto sb = a_->wait(send_, *s, soon());
+  auto sb = a_->two_sided().wait(send_, *s, soon());
   ASSERT_TRUE(sb.ok()) << sb.status().to_string();
   EXPECT_EQ(in, out);
 }
@@ -247,14 +247,14 @@ TEST_F(GatheringEngine, MessagesArriveIntactWhileWaitsGatherAfterEachProductiveP
     const size_t n = sizes[i % 6];
     for (size_t k = 0; k < n; ++k) out[k] = static_cast<uint8_t>(k * 7 + i);
     std::fill(in.begin(), in.end(), 0xee);
-    auto r = a_->irecv(recv_, in.data(), in.size(), li);
+    auto r = a_->two_sided().irecv(recv_, in.data(), in.size(), li);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    auto s = a_->isend(send_, out.data(), n, lo);
+    auto s = a_->two_sided().isend(send_, out.data(), n, lo);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
-    auto got = a_->wait(recv_, *r, soon());
+    auto got = a_->two_sided().wait(recv_, *r, soon());
     ASSERT_TRUE(got.ok()) << "message " << i << " (" << n << " bytes): " << got.status().to_string();
     ASSERT_EQ(*got, n) << "message " << i;
-    auto sent = a_->wait(send_, *s, soon());
+    auto sent = a_->two_sided().wait(send_, *s, soon());
     ASSERT_TRUE(sent.ok()) << "message " << i << ": " << sent.status().to_string();
     ASSERT_TRUE(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), in.begin()))
         << "message " << i << " (" << n << " bytes) arrived altered";
@@ -266,7 +266,8 @@ TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
   connect_self();
   std::vector<uint8_t> buf(64 << 10);
   auto lb = local(buf);
-  auto r = a_->irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
+  auto r =
+      a_->two_sided().irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const uint64_t before = misses();
   const uint32_t len = 1000;
@@ -277,12 +278,12 @@ TEST_F(EngineTest, WriteDataOfAnotherGenerationOrSlotReachesNobody) {
   a_->inject_cq_data(0, encode_cq_data({recv_.index, 9, recv_.gen, len}, 8), nullptr, len, false);
   a_->inject_cq_data(0, encode_cq_data({999, 0, 0, len}, 8), nullptr, len, false);
   EXPECT_EQ(misses(), before + 3);
-  auto t = a_->test(recv_, *r);
+  auto t = a_->two_sided().test(recv_, *r);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_FALSE(t->done) << "forged or stale write data completed a receive";
   // The real thing completes it.
   a_->inject_cq_data(0, encode_cq_data({recv_.index, 0, recv_.gen, len}, 8), nullptr, len, false);
-  t = a_->test(recv_, *r);
+  t = a_->two_sided().test(recv_, *r);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_TRUE(t->done);
   EXPECT_EQ(t->bytes, len);
@@ -295,11 +296,12 @@ TEST_F(EngineTest, ARequestToSendOvertakenByItsDataIsNotAMiss) {
   connect_self();
   std::vector<uint8_t> buf(64 << 10);
   auto lb = local(buf);
-  auto r = a_->irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
+  auto r =
+      a_->two_sided().irecv(recv_, buf.data(), buf.size(), lb);  // rendezvous-sized: CTS goes out
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const uint32_t len = 20000;
   a_->inject_cq_data(0, encode_cq_data({recv_.index, 0, recv_.gen, len}, 8), nullptr, len, false);
-  auto t = a_->test(recv_, *r);
+  auto t = a_->two_sided().test(recv_, *r);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   ASSERT_TRUE(t->done);
   const uint64_t before = misses();
@@ -308,11 +310,11 @@ TEST_F(EngineTest, ARequestToSendOvertakenByItsDataIsNotAMiss) {
   inject(rts);
   EXPECT_EQ(misses(), before) << "a request-to-send its data overtook was counted as misrouted";
   // With the next receive posted, the old request still changes nothing.
-  auto r2 = a_->irecv(recv_, buf.data(), buf.size(), lb);
+  auto r2 = a_->two_sided().irecv(recv_, buf.data(), buf.size(), lb);
   ASSERT_TRUE(r2.ok()) << r2.status().to_string();
   inject(rts);
   EXPECT_EQ(misses(), before);
-  t = a_->test(recv_, *r2);
+  t = a_->two_sided().test(recv_, *r2);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_FALSE(t->done) << "a stale request-to-send completed a later receive";
 }
@@ -321,7 +323,7 @@ TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
   connect_self();
   std::vector<uint8_t> buf(256);
   auto lb = local(buf);
-  auto r = a_->irecv(recv_, buf.data(), 64, lb);
+  auto r = a_->two_sided().irecv(recv_, buf.data(), 64, lb);
   ASSERT_TRUE(r.ok());
   const uint64_t before = misses();
   MsgHeader e = header(MsgType::eager, recv_, send_, *r);
@@ -338,11 +340,11 @@ TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
   MsgHeader credit = header(MsgType::credit, CommId{4000, 0}, recv_, 0);
   inject(credit);  // no such communicator
   EXPECT_EQ(misses(), before + 4);
-  auto t = a_->test(recv_, *r);
+  auto t = a_->two_sided().test(recv_, *r);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_FALSE(t->done);
   inject(e, payload);  // from the right peer: delivered
-  t = a_->test(recv_, *r);
+  t = a_->two_sided().test(recv_, *r);
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->done);
   EXPECT_EQ(t->bytes, 4u);
@@ -352,8 +354,8 @@ TEST_F(EngineTest, HeadersFromTheWrongPeerOrGenerationChangeNothing) {
 TEST_F(EngineTest, LateTrafficOfAClosedCommunicatorIsCountedNotDelivered) {
   connect_self();
   const CommId old = recv_;
-  a_->close_comm(recv_);
-  a_->close_comm(send_);
+  a_->connections().close_comm(recv_);
+  a_->connections().close_comm(send_);
   for (int i = 0; i < 200 && a_->stats().comms_open != 0; ++i) (void)a_->progress();
   ASSERT_EQ(a_->stats().comms_open, 0u);
   const uint64_t late = a_->stats().late_arrivals;
@@ -374,10 +376,10 @@ class TwoEngines : public EngineTest {
 TEST_F(TwoEngines, AForgedAcknowledgementDoesNotCompleteAConnect) {
   b_ = open_engine();  // the listener, which never progresses: nobody answers for real
   ASSERT_NE(b_, nullptr);
-  auto l = b_->listen();
+  auto l = b_->connections().listen();
   ASSERT_TRUE(l.ok());
   Result<CommId> got = Status(Code::internal, "not run");
-  std::thread t([&] { got = a_->connect(l->handle, Deadline::after(1500ms)); });
+  std::thread t([&] { got = a_->connections().connect(l->handle, Deadline::after(1500ms)); });
   for (int i = 0; i < 1000 && a_->stats().comms_open == 0; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(a_->stats().comms_open, 1u) << "the connecting communicator";
   // An acknowledgement naming that communicator (the first id a fresh engine issues) with the
@@ -423,8 +425,8 @@ TEST_F(SharedConnection, ForgedOrStaleDataOnASharedConnectionReachesNobody) {
   std::vector<uint8_t> a(64 << 10), b(64 << 10);
   auto la = local(a);
   auto lb = local(b);
-  auto ra = a_->irecv(first, a.data(), a.size(), la);
-  auto rb = a_->irecv(second, b.data(), b.size(), lb);
+  auto ra = a_->two_sided().irecv(first, a.data(), a.size(), la);
+  auto rb = a_->two_sided().irecv(second, b.data(), b.size(), lb);
   ASSERT_TRUE(ra.ok() && rb.ok());
   const uint64_t before = misses();
   const uint32_t len = 1000;
@@ -440,16 +442,16 @@ TEST_F(SharedConnection, ForgedOrStaleDataOnASharedConnectionReachesNobody) {
   inject(header(MsgType::conn_req, CommId{}, CommId{7, 0}, 0), encode_conn_request(req));
   EXPECT_EQ(misses(), before + 4);
   for (auto [comm, r] : {std::pair{first, *ra}, std::pair{second, *rb}}) {
-    auto t = a_->test(comm, r);
+    auto t = a_->two_sided().test(comm, r);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_FALSE(t->done) << "forged or stale data completed a receive";
   }
   // The real thing completes exactly its own receive.
   a_->inject_cq_data(0, encode_cq_data({second.index, 0, second.gen, len}, 8), nullptr, len, false);
-  auto t = a_->test(second, *rb);
+  auto t = a_->two_sided().test(second, *rb);
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->done);
-  t = a_->test(first, *ra);
+  t = a_->two_sided().test(first, *ra);
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE(t->done) << "data for the second communicator completed the first's receive";
   EXPECT_EQ(a_->stats().pool.channels, 2u);

@@ -111,7 +111,7 @@ Result<std::shared_ptr<StagingPool::Slab>> StagingPool::make_slab(size_t length,
       std::free(p);
     }
   });
-  auto ref = engine_.register_memory(mem, length);
+  auto ref = engine_.memory().register_memory(mem, length);
   if (!ref.ok()) return ref.status().with_context("GPU staging pool: registering a slab");
   auto s = std::make_shared<Slab>();
   s->memory = std::move(owner);

@@ -1,6 +1,6 @@
-// Engine: the connection calls of the public API (listen, accept, connect in one call or in
-// steps, close), carried out by the connections part.
-#include "proto/engine.hpp"
+// ConnectionCalls: the connection calls of the public API (listen, accept, connect in one call
+// or in steps, close), carried out by the connections part.
+#include "proto/connections/calls.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -11,12 +11,12 @@
 
 namespace xport::proto {
 
-Result<Connections::Listening> Engine::listen() {
+Result<Connections::Listening> ConnectionCalls::listen() {
   Lock l(core_);
   return connections_.listen();
 }
 
-Result<CommId> Engine::accept(uint64_t token, Deadline deadline) {
+Result<CommId> ConnectionCalls::accept(uint64_t token, Deadline deadline) {
   CommId id;
   Status err;
   Status s = wait_until(
@@ -36,19 +36,19 @@ Result<CommId> Engine::accept(uint64_t token, Deadline deadline) {
   return id;
 }
 
-Result<CommId> Engine::try_accept(uint64_t token) {
-  refresh_links();
+Result<CommId> ConnectionCalls::try_accept(uint64_t token) {
+  driver_.refresh_links();
   Lock l(core_);
-  progress_locked();
+  driver_.progress_locked();
   return connections_.take_accepted(token);
 }
 
-void Engine::close_listener(uint64_t token) {
+void ConnectionCalls::close_listener(uint64_t token) {
   Lock l(core_);
   connections_.close_listener(token);
 }
 
-Result<CommId> Engine::connect(std::span<const uint8_t> handle, Deadline deadline) {
+Result<CommId> ConnectionCalls::connect(std::span<const uint8_t> handle, Deadline deadline) {
   XPORT_ASSIGN_OR_RETURN(CommId id, connect_start(handle));
   Status s = wait_until(
       deadline,
@@ -62,15 +62,15 @@ Result<CommId> Engine::connect(std::span<const uint8_t> handle, Deadline deadlin
   return connect_outcome(id, s);
 }
 
-Result<CommId> Engine::connect_start(std::span<const uint8_t> handle) {
+Result<CommId> ConnectionCalls::connect_start(std::span<const uint8_t> handle) {
   Lock l(core_);
   return connections_.start(handle);
 }
 
-Result<bool> Engine::connect_poll(CommId id, Deadline deadline) {
-  refresh_links();
+Result<bool> ConnectionCalls::connect_poll(CommId id, Deadline deadline) {
+  driver_.refresh_links();
   Lock l(core_);
-  progress_locked();
+  driver_.progress_locked();
   CommState* c = core_.comm(id);
   if (c != nullptr && c->phase == Phase::connecting) {
     if (!deadline.expired()) return false;
@@ -83,7 +83,7 @@ Result<bool> Engine::connect_poll(CommId id, Deadline deadline) {
   return true;
 }
 
-Result<CommId> Engine::connect_outcome(CommId id, Status s) {
+Result<CommId> ConnectionCalls::connect_outcome(CommId id, Status s) {
   CommState* c = core_.comm(id);
   if (s.ok() && c == nullptr) s = Status(Code::internal, "connect: the communicator vanished");
   if (s.ok() && c->phase == Phase::failed) s = c->error;
@@ -94,12 +94,12 @@ Result<CommId> Engine::connect_outcome(CommId id, Status s) {
   return id;
 }
 
-void Engine::connect_abandon(CommId id) {
+void ConnectionCalls::connect_abandon(CommId id) {
   Lock l(core_);
   connections_.cancel(id);
 }
 
-void Engine::close_comm(CommId id) {
+void ConnectionCalls::close_comm(CommId id) {
   Lock l(core_);
   flusher_.abandon_comm(id);
   connections_.close(id);

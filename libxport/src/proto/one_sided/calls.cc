@@ -1,9 +1,11 @@
-// The engine's one-sided calls (the public Window's): opening windows, issuing operations with
-// the caller's local ranges checked, and the waits, each with its deadline.
+// OneSidedCalls: the one-sided calls of the public API (the public Window's): opening windows,
+// issuing operations with the caller's local ranges checked, and the waits, each with its
+// deadline.
+#include "proto/one_sided/calls.hpp"
+
 #include <atomic>
 
 #include "core/log.hpp"
-#include "proto/engine.hpp"
 
 namespace xport::proto {
 
@@ -18,7 +20,7 @@ Status device_word(const char* what) {
 // The caller took an opener reference on the stream (openers) under the lock that found or made
 // it: until this call turns it into a window, progress does not close the stream as unused (it
 // did, between the two locks, when the answer came in between: "the stream vanished").
-Result<uint32_t> Engine::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
+Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
   Status st = wait_until(
       deadline,
       [&] {
@@ -44,7 +46,7 @@ Result<uint32_t> Engine::finish_open(uint32_t stream, CommId comm, Deadline dead
   return one_sided_.windows().make(*s, c);
 }
 
-Result<uint32_t> Engine::open_window(CommId comm, Deadline deadline) {
+Result<uint32_t> OneSidedCalls::open_window(CommId comm, Deadline deadline) {
   uint32_t stream = 0;
   {
     Lock l(core_);
@@ -65,7 +67,8 @@ Result<uint32_t> Engine::open_window(CommId comm, Deadline deadline) {
   return finish_open(stream, comm, deadline);
 }
 
-Result<uint32_t> Engine::open_window_to(const std::vector<uint8_t>& bytes, Deadline deadline) {
+Result<uint32_t> OneSidedCalls::open_window_to(const std::vector<uint8_t>& bytes,
+                                               Deadline deadline) {
   auto h = decode_handle(bytes);
   if (!h) return h.status().with_context("window");
   if (h->endpoint_type != 0) {
@@ -83,7 +86,7 @@ Result<uint32_t> Engine::open_window_to(const std::vector<uint8_t>& bytes, Deadl
   return finish_open(stream, CommId{}, deadline);
 }
 
-Result<uint32_t> Engine::open_window_to(const RemoteKey& key, Deadline deadline) {
+Result<uint32_t> OneSidedCalls::open_window_to(const RemoteKey& key, Deadline deadline) {
   if (key.reach.empty()) {
     return core::error(Code::invalid_argument, "window: the key carries no address of the "
                        "device that exported it (exported over connected endpoints?)");
@@ -99,18 +102,19 @@ Result<uint32_t> Engine::open_window_to(const RemoteKey& key, Deadline deadline)
   return finish_open(stream, CommId{}, deadline);
 }
 
-void Engine::close_window(uint32_t id) {
+void OneSidedCalls::close_window(uint32_t id) {
   Lock l(core_);
   one_sided_.windows().close(id);
 }
 
-Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, const char* what) {
+Result<uint64_t*> OneSidedCalls::local_word(const LocalBuffer& region, size_t offset,
+                                            const char* what) {
   if (offset > region.view_length || region.view_length - offset < sizeof(uint64_t)) {
     return core::error(Code::invalid_argument, what, ": the word at offset ", offset,
                        " is outside the local region of ", region.view_length, " bytes");
   }
   auto* p = const_cast<uint8_t*>(region.view_base) + offset;
-  XPORT_RETURN_IF_ERROR(check_local(region, p, sizeof(uint64_t), what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, p, sizeof(uint64_t), what));
   if ((*region.region)->cuda_device >= 0) {
     return core::error(Code::unsupported, what, ": the word at offset ", offset, " is in GPU "
                        "memory registered with the provider (XPORT_GPU_MEMORY=hmem), which this "
@@ -124,7 +128,7 @@ Result<uint64_t*> Engine::local_word(const LocalBuffer& region, size_t offset, c
   return reinterpret_cast<uint64_t*>(p);
 }
 
-Result<Signals::Spec> Engine::signal_spec(const SignalRequest& r, const char* what) {
+Result<Signals::Spec> OneSidedCalls::signal_spec(const SignalRequest& r, const char* what) {
   if (r.key->device) return device_word(what);
   Signals::Spec spec;
   spec.key = r.key;
@@ -139,9 +143,9 @@ Result<Signals::Spec> Engine::signal_spec(const SignalRequest& r, const char* wh
   return spec;
 }
 
-Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuffer& local,
-                             size_t loff, const RemoteKey& remote, size_t roff, size_t len,
-                             const SignalRequest* signal) {
+Result<uint64_t> OneSidedCalls::rma(uint32_t window, fabric::OpType op, const LocalBuffer& local,
+                                    size_t loff, const RemoteKey& remote, size_t roff, size_t len,
+                                    const SignalRequest* signal) {
   const char* what = op == fabric::OpType::get ? "get" : signal != nullptr ? "put_signal" : "put";
   Lock l(core_);
   if (loff > local.view_length || len > local.view_length - loff) {
@@ -149,7 +153,7 @@ Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuff
                        ") is outside the local region of ", local.view_length, " bytes");
   }
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, len, what));
   Signals::Spec spec;
   if (signal != nullptr) {
     XPORT_ASSIGN_OR_RETURN(spec, signal_spec(*signal, what));
@@ -158,28 +162,27 @@ Result<uint64_t> Engine::rma(uint32_t window, fabric::OpType op, const LocalBuff
                                       signal != nullptr ? &spec : nullptr);
   // A stream running short of credit: one pass reads the target's acknowledgements now, so
   // that a caller who only issues (no wait, or wait_local's quick answers) is not held back.
-  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();
+  if (t.ok() && one_sided_.short_of_credit(window)) driver_.progress_locked();
   return t;
 }
 
-Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t loff,
-                             const RemoteKey& remote, size_t roff, size_t len,
-                             const SignalRequest* signal) {
+Result<uint64_t> OneSidedCalls::put(uint32_t window, const LocalBuffer& local, size_t loff,
+                                    const RemoteKey& remote, size_t roff, size_t len,
+                                    const SignalRequest* signal) {
   if (signal == nullptr) {
     // A plain put (one stripe from host memory, most puts on one rail): one pass over its state
     // (OneSided::plain_put), instead of rma()'s checks, then its plan and piece, then the post,
     // then short_of_credit()'s second look at the stream. Anything not plain goes to rma()
     // (which takes the lock again: this one is released first).
-    if (loff <= local.view_length && len <= local.view_length - loff &&
-        local.region != nullptr && *local.region &&
-        (*local.region)->owner.get() == static_cast<memory::RegionOwner*>(this)) {
+    if (loff <= local.view_length && len <= local.view_length - loff && local.region != nullptr &&
+        *local.region && memory_.owns(**local.region)) {
       Lock l(core_);
       bool short_after = false;
       if (std::optional<Ticket> t = one_sided_.plain_put(
               window, *local.region, const_cast<uint8_t*>(local.view_base) + loff, len, remote,
               roff, &short_after)) {
         // (as rma: the target's acknowledgements read now, while the stream has credit left)
-        if (short_after) progress_locked();
+        if (short_after) driver_.progress_locked();
         return *t;
       }
     }
@@ -187,10 +190,11 @@ Result<uint64_t> Engine::put(uint32_t window, const LocalBuffer& local, size_t l
   return rma(window, fabric::OpType::put, local, loff, remote, roff, len, signal);
 }
 
-Result<Engine::Published> Engine::put_published(uint32_t window, const LocalBuffer& local,
-                                                 size_t loff, const RemoteKey& remote,
-                                                 size_t roff, size_t len,
-                                                 const SignalRequest* signal) {
+Result<OneSidedCalls::Published> OneSidedCalls::put_published(uint32_t window,
+                                                              const LocalBuffer& local, size_t loff,
+                                                              const RemoteKey& remote, size_t roff,
+                                                              size_t len,
+                                                              const SignalRequest* signal) {
   const char* what = signal != nullptr ? "put_signal" : "put";
   Lock l(core_);
   if (loff > local.view_length || len > local.view_length - loff) {
@@ -198,7 +202,7 @@ Result<Engine::Published> Engine::put_published(uint32_t window, const LocalBuff
                        ") is outside the local region of ", local.view_length, " bytes");
   }
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
-  XPORT_RETURN_IF_ERROR(check_local(local, p, len, what));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, len, what));
   Signals::Spec sig;
   if (signal != nullptr) {
     XPORT_ASSIGN_OR_RETURN(sig, signal_spec(*signal, what));
@@ -213,27 +217,27 @@ Result<Engine::Published> Engine::put_published(uint32_t window, const LocalBuff
   XPORT_ASSIGN_OR_RETURN(auto t, one_sided_.put_published(window, *local.region, p, len, remote,
                                                           roff, publish,
                                                           signal != nullptr ? &sig : nullptr));
-  if (one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  if (one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
   return Published{t[0], t[1], t[2]};
 }
 
-Result<uint64_t> Engine::get(uint32_t window, const LocalBuffer& local, size_t loff,
-                             const RemoteKey& remote, size_t roff, size_t len) {
+Result<uint64_t> OneSidedCalls::get(uint32_t window, const LocalBuffer& local, size_t loff,
+                                    const RemoteKey& remote, size_t roff, size_t len) {
   return rma(window, fabric::OpType::get, local, loff, remote, roff, len, nullptr);
 }
 
-Result<uint64_t> Engine::signal(uint32_t window, const SignalRequest& signal) {
+Result<uint64_t> OneSidedCalls::signal(uint32_t window, const SignalRequest& signal) {
   const char* what = signal.counter != nullptr ? "signal_counter" : "signal";
   Lock l(core_);
   XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(signal, what));
   Result<uint64_t> t = one_sided_.signals().signal(window, spec, what);
-  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  if (t.ok() && one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
   return t;
 }
 
-Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
-                                size_t roff, uint64_t operand, uint64_t compare,
-                                uint64_t* result) {
+Result<uint64_t> OneSidedCalls::atomic(uint32_t window, WindowAtomicOp op, const RemoteKey& remote,
+                                       size_t roff, uint64_t operand, uint64_t compare,
+                                       uint64_t* result) {
   if (static_cast<uint8_t>(op) >= kWindowAtomicOps) {
     return core::error(Code::invalid_argument, "atomic: unknown operation ", int(op));
   }
@@ -241,13 +245,13 @@ Result<uint64_t> Engine::atomic(uint32_t window, WindowAtomicOp op, const Remote
   Lock l(core_);
   Result<uint64_t> t =
       one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
-  if (t.ok() && one_sided_.short_of_credit(window)) progress_locked();  // (as rma)
+  if (t.ok() && one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
   return t;
 }
 
-Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferItem>& items,
-                                  const std::vector<uint8_t>& notification,
-                                  std::vector<uint64_t>* published) {
+Result<uint64_t> OneSidedCalls::transfer(uint32_t window, const std::vector<TransferItem>& items,
+                                         const std::vector<uint8_t>& notification,
+                                         std::vector<uint64_t>* published) {
   Lock l(core_);
   std::vector<Transfers::Item> checked;
   checked.reserve(items.size());
@@ -264,14 +268,14 @@ Result<uint64_t> Engine::transfer(uint32_t window, const std::vector<TransferIte
                          " bytes");
     }
     uint8_t* p = const_cast<uint8_t*>(local.view_base) + it.local_offset;
-    XPORT_RETURN_IF_ERROR(check_local(local, p, it.length, what.c_str()));
+    XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, it.length, what.c_str()));
     checked.push_back({it.put ? fabric::OpType::put : fabric::OpType::get, *local.region, p,
                        it.length, it.remote, it.remote_offset, it.publish});
   }
   return one_sided_.transfers().post(window, checked, notification, published);
 }
 
-Status Engine::fence(uint32_t window) {
+Status OneSidedCalls::fence(uint32_t window) {
   Lock l(core_);
   Status err;
   WindowState* w = one_sided_.windows().usable(window, "fence", &err);
@@ -280,7 +284,7 @@ Status Engine::fence(uint32_t window) {
   return Status::success();
 }
 
-Status Engine::quiet(uint32_t window, Deadline deadline) {
+Status OneSidedCalls::quiet(uint32_t window, Deadline deadline) {
   Ticket target = 0;
   {
     Lock l(core_);
@@ -321,7 +325,7 @@ Status Engine::quiet(uint32_t window, Deadline deadline) {
   return one_sided_.windows().take_error(*w, target);
 }
 
-Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass) {
+Status OneSidedCalls::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, bool pass) {
   {
     // Locally complete already (an injected put, a sliding window's oldest): answered without
     // a progress pass, which on tcp;ofi_rxm is a system call per put. One such call in 16 (and
@@ -380,10 +384,10 @@ Status Engine::wait_local(uint32_t window, uint64_t ticket, Deadline deadline, b
   return outcome;
 }
 
-Result<int> Engine::check(uint32_t window, uint64_t ticket) {
-  refresh_links();
+Result<int> OneSidedCalls::check(uint32_t window, uint64_t ticket) {
+  driver_.refresh_links();
   Lock l(core_);
-  progress_locked();
+  driver_.progress_locked();
   WindowState* w = one_sided_.windows().find(window);
   if (w == nullptr || w->closed) {
     return core::error(Code::invalid_argument, "check: window ", window, " is not open");
@@ -400,8 +404,8 @@ Result<int> Engine::check(uint32_t window, uint64_t ticket) {
   return st;
 }
 
-Status Engine::wait_word(uint32_t window, const LocalBuffer& region, size_t offset,
-                         uint64_t value, Deadline deadline, const char* what) {
+Status OneSidedCalls::wait_word(uint32_t window, const LocalBuffer& region, size_t offset,
+                                uint64_t value, Deadline deadline, const char* what) {
   uint64_t* word = nullptr;
   {
     Lock l(core_);
@@ -447,32 +451,33 @@ Status Engine::wait_word(uint32_t window, const LocalBuffer& region, size_t offs
   return Status::success();
 }
 
-Result<uint64_t> Engine::read_word(const LocalBuffer& region, size_t offset, const char* what) {
+Result<uint64_t> OneSidedCalls::read_word(const LocalBuffer& region, size_t offset,
+                                          const char* what) {
   XPORT_ASSIGN_OR_RETURN(uint64_t * word, local_word(region, offset, what));
   return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
 }
 
-std::vector<std::vector<uint8_t>> Engine::take_notifications(uint32_t window) {
-  refresh_links();
+std::vector<std::vector<uint8_t>> OneSidedCalls::take_notifications(uint32_t window) {
+  driver_.refresh_links();
   Lock l(core_);
-  progress_locked();
+  driver_.progress_locked();
   return one_sided_.transfers().take(window);
 }
 
-std::shared_ptr<const std::atomic<uint64_t>> Engine::local_clear(uint32_t window) {
+std::shared_ptr<const std::atomic<uint64_t>> OneSidedCalls::local_clear(uint32_t window) {
   Lock l(core_);
   WindowState* w = one_sided_.windows().find(window);
   if (w == nullptr || w->closed) return nullptr;
   return w->local_clear;
 }
 
-uint64_t Engine::window_issued(uint32_t window) const {
+uint64_t OneSidedCalls::window_issued(uint32_t window) const {
   Lock l(core_);
   auto it = core_.windows.find(window);
   return it != core_.windows.end() ? it->second->issued : 0;
 }
 
-uint64_t Engine::window_completed(uint32_t window) const {
+uint64_t OneSidedCalls::window_completed(uint32_t window) const {
   Lock l(core_);
   auto it = core_.windows.find(window);
   return it != core_.windows.end() ? it->second->completed : 0;

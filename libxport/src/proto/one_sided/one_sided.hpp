@@ -70,7 +70,7 @@ class OneSided {
   // refused: nothing has changed, and the caller takes rma(), which checks everything, names
   // what is wrong, and otherwise does what it does for any put (tries again, queues it).
   // `local` is a registration of this device and [lbuf, +len) inside the caller's Region
-  // (Engine::put checks both). *short_after: the stream is now short of credit, as
+  // (OneSidedCalls::put checks both). *short_after: the stream is now short of credit, as
   // short_of_credit() would answer.
   std::optional<Ticket> plain_put(uint32_t window, const memory::RegionRef& local,
                                   uint8_t* lbuf, size_t len, const RemoteKey& remote,

@@ -1,15 +1,17 @@
-// Engine: the two-sided calls of the public API (isend, grouped irecv, test and wait, flush and
-// iflush), checked here and carried out by the eager, rendezvous, matching and flush parts.
+// TwoSidedCalls: the two-sided calls of the public API (isend, grouped irecv, test and wait,
+// flush and iflush), checked here and carried out by the eager, rendezvous, matching and flush
+// parts.
+#include "proto/two_sided/calls.hpp"
+
 #include <optional>
 #include <thread>
 #include <utility>
 
 #include "core/log.hpp"
-#include "proto/engine.hpp"
 
 namespace xport::proto {
 
-CommState* Engine::comm_for(CommId id, bool is_send, const char* op, Status* err) {
+CommState* TwoSidedCalls::comm_for(CommId id, bool is_send, const char* op, Status* err) {
   CommState* c = core_.comm(id);
   if (c == nullptr || c->is_send != is_send || c->user_closed) {
     *err = core::error(Code::invalid_argument, op, ": communicator ", id.index, " is not open");
@@ -37,15 +39,15 @@ Status device_busy(const char* op) {
 
 }  // namespace
 
-Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
-                               const LocalBuffer& region, uint32_t tag, bool handoff) {
+Result<uint64_t> TwoSidedCalls::isend(CommId comm, const void* buf, size_t len,
+                                      const LocalBuffer& region, uint32_t tag, bool handoff) {
   Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
   if (!l.owns()) return device_busy("isend");
   Status err;
   CommState* c = comm_for(comm, true, "isend", &err);
   if (c == nullptr) return err;
   if (c->phase == Phase::failed) return c->error;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "isend"));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, buf, len, "isend"));
   XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
@@ -108,8 +110,8 @@ Result<uint64_t> Engine::isend(CommId comm, const void* buf, size_t len,
   return seq;
 }
 
-Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffers,
-                               bool handoff) {
+Result<uint64_t> TwoSidedCalls::irecv(CommId comm, std::span<const RecvBufferRef> buffers,
+                                      bool handoff) {
   Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
   if (!l.owns()) return device_busy("irecv");
   Status err;
@@ -129,8 +131,8 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
   for (size_t i = 0; i < buffers.size(); ++i) {
     const RecvBufferRef& b = buffers[i];
     XPORT_RETURN_IF_ERROR(
-        check_local(b.region, b.buf, b.len,
-                    buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
+        memory_.check_local(b.region, b.buf, b.len,
+                            buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
     group[i] = {static_cast<uint8_t*>(b.buf), b.len, b.region.region, b.tag};
   }
   XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
@@ -144,7 +146,7 @@ Result<uint64_t> Engine::irecv(CommId comm, std::span<const RecvBufferRef> buffe
   return seq;
 }
 
-std::optional<size_t> Engine::take_injected(CommId comm, uint64_t seq, bool progress) {
+std::optional<size_t> TwoSidedCalls::take_injected(CommId comm, uint64_t seq, bool progress) {
   // No lock: the communicator is open (its SendComm is the caller's) and its tickets stay put.
   // With progress asked for, every 16th call goes the locked way all the same and makes its
   // pass there, so a caller that only ever tests injected sends still moves a provider that
@@ -162,30 +164,30 @@ std::optional<size_t> Engine::take_injected(CommId comm, uint64_t seq, bool prog
   return len;
 }
 
-Result<Completion> Engine::test_send(CommId comm, uint64_t seq, bool progress) {
+Result<Completion> TwoSidedCalls::test_send(CommId comm, uint64_t seq, bool progress) {
   if (std::optional<size_t> len = take_injected(comm, seq, progress)) return sent(*len);
   return test(comm, seq, progress);
 }
 
-Result<size_t> Engine::wait_send(CommId comm, uint64_t seq, Deadline deadline) {
+Result<size_t> TwoSidedCalls::wait_send(CommId comm, uint64_t seq, Deadline deadline) {
   // A wait whose request is done makes no pass (wait() did none either: finish_locked first).
   if (std::optional<size_t> len = take_injected(comm, seq, false)) return *len;
   return wait(comm, seq, deadline);
 }
 
-Result<Completion> Engine::test(CommId comm, uint64_t seq, bool progress) {
+Result<Completion> TwoSidedCalls::test(CommId comm, uint64_t seq, bool progress) {
   if (!progress) {
     Lock l(core_, std::try_to_lock);
     if (!l.owns()) return Completion{};  // progress is under way in another thread
     return test_locked(comm, seq);
   }
-  refresh_links();
+  driver_.refresh_links();
   Lock l(core_);
-  progress_locked();
+  driver_.progress_locked();
   return test_locked(comm, seq);
 }
 
-Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
+Result<Completion> TwoSidedCalls::test_locked(CommId comm, uint64_t seq) {
   CommState* c = core_.comm(comm);
   if (c == nullptr || c->user_closed || c->depth == 0) {
     return core::error(Code::invalid_argument, "test: communicator ", comm.index, " is not open");
@@ -207,7 +209,7 @@ Result<Completion> Engine::test_locked(CommId comm, uint64_t seq) {
   return sent(s.len);
 }
 
-std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
+std::optional<Result<size_t>> TwoSidedCalls::finish_locked(CommId comm, uint64_t seq) {
   CommState* c = core_.comm(comm);
   if (c != nullptr && !c->user_closed && c->depth != 0) {
     if (c->is_send) {
@@ -238,10 +240,10 @@ std::optional<Result<size_t>> Engine::finish_locked(CommId comm, uint64_t seq) {
   return Result<size_t>(t->bytes);
 }
 
-Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
-  WaitState w;
+Result<size_t> TwoSidedCalls::wait(CommId comm, uint64_t seq, Deadline deadline) {
+  Driver::WaitState w;
   for (uint32_t spin = 0;; ++spin) {
-    refresh_links();
+    driver_.refresh_links();
     {
       Lock l(core_);
       // A request done already (an injected send) needs no progress pass first; a pending one
@@ -249,30 +251,30 @@ Result<size_t> Engine::wait(CommId comm, uint64_t seq, Deadline deadline) {
       if (spin == 0) {
         if (auto done = finish_locked(comm, seq)) return std::move(*done);
       }
-      progress_locked();
+      driver_.progress_locked();
       if (auto done = finish_locked(comm, seq)) return std::move(*done);
     }
-    if (!between_passes(spin, deadline, w)) {
+    if (!driver_.between_passes(spin, deadline, w)) {
       return core::error(Code::timeout, "wait: request ", seq, " on communicator ", comm.index,
                          " did not complete before the deadline");
     }
   }
 }
 
-Result<uint64_t> Engine::iflush(CommId comm, const void* buf, size_t len,
-                                const LocalBuffer& region) {
+Result<uint64_t> TwoSidedCalls::iflush(CommId comm, const void* buf, size_t len,
+                                       const LocalBuffer& region) {
   Lock l(core_);
   Status err;
   CommState* c = comm_for(comm, false, "flush", &err);
   if (c == nullptr) return err;
-  XPORT_RETURN_IF_ERROR(check_local(region, buf, len, "flush"));
+  XPORT_RETURN_IF_ERROR(memory_.check_local(region, buf, len, "flush"));
   return flusher_.start(*c, static_cast<const uint8_t*>(buf), len, *region.region);
 }
 
-Result<bool> Engine::test_flush(CommId comm, uint64_t id, bool progress) {
-  if (progress) refresh_links();
+Result<bool> TwoSidedCalls::test_flush(CommId comm, uint64_t id, bool progress) {
+  if (progress) driver_.refresh_links();
   Lock l = progress ? Lock(core_) : Lock(core_, std::try_to_lock);
-  if (progress) progress_locked();
+  if (progress) driver_.progress_locked();
   if (id == 0) return true;  // nothing was to be read
   if (!l.owns()) return false;  // progress is under way in another thread
   if (!flusher_.owned_by(id, comm)) {
@@ -284,8 +286,8 @@ Result<bool> Engine::test_flush(CommId comm, uint64_t id, bool progress) {
   return true;
 }
 
-Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
-                     Deadline deadline) {
+Status TwoSidedCalls::flush(CommId comm, const void* buf, size_t len, const LocalBuffer& region,
+                            Deadline deadline) {
   XPORT_ASSIGN_OR_RETURN(uint64_t id, iflush(comm, buf, len, region));
   if (id == 0) return Status::success();
   Status s = wait_until(deadline, [&] { return flusher_.done(id); },
@@ -296,14 +298,6 @@ Status Engine::flush(CommId comm, const void* buf, size_t len, const LocalBuffer
     return s;
   }
   return flusher_.finish(id);
-}
-
-bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
-  Lock l(core_);
-  CommState* c = core_.comm(comm);
-  if (c == nullptr || !c->is_send || c->depth == 0) return false;
-  const EarlyCts& e = c->early_cts[c->slot_of(seq)];
-  return e.valid && e.cts.seq == seq;
 }
 
 }  // namespace xport::proto
