@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "xport/comm.hpp"
@@ -54,6 +55,15 @@ class Window {
                                               Deadline deadline);
   static Result<std::unique_ptr<Window>> open(Device& device, const RemoteRegion& key,
                                               Deadline deadline);
+  // Many windows at once (a team's windows to all its peers): every request goes before the
+  // first answer is awaited, so the round trips overlap and opening N peers costs about one
+  // round trip, not N. Over communicators of one device, or to the devices of keys imported on
+  // `device`. One result per element, in order; one that fails (a null element, a communicator
+  // of another device, a peer that does not answer by the deadline) does not fail the others.
+  static std::vector<Result<std::unique_ptr<Window>>> open_all(
+      std::span<const SendComm* const> comms, Deadline deadline = Deadline::from_knob());
+  static std::vector<Result<std::unique_ptr<Window>>> open_all(
+      Device& device, std::span<const RemoteRegion* const> keys, Deadline deadline);
   ~Window();
 
   // Writes local[local_offset, +len) to remote[remote_offset, +len) (striped over the rails

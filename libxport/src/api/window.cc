@@ -41,6 +41,60 @@ Result<std::unique_ptr<Window>> Window::open(Device& device, const RemoteRegion&
   return Access::window(e, id);
 }
 
+namespace {
+using Opened = std::vector<Result<std::unique_ptr<Window>>>;
+
+// The engine's answers as windows, each target's error where it has one.
+Opened windows_of(const std::shared_ptr<proto::Engine>& e, std::vector<Result<uint32_t>> ids,
+                  Opened out, const std::vector<size_t>& at) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out[at[i]] = ids[i].ok() ? Result<std::unique_ptr<Window>>(Access::window(e, *ids[i]))
+                             : Result<std::unique_ptr<Window>>(ids[i].status());
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<Result<std::unique_ptr<Window>>> Window::open_all(
+    std::span<const SendComm* const> comms, Deadline deadline) {
+  Opened out;
+  std::vector<proto::OneSidedCalls::OpenTarget> targets;
+  std::vector<size_t> at;
+  const std::shared_ptr<proto::Engine>* engine = nullptr;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    out.emplace_back(core::error(Code::invalid_argument, "window: communicator ", i, " is null"));
+    if (comms[i] == nullptr) continue;
+    const auto& e = Access::engine(*comms[i]);
+    if (engine == nullptr) engine = &e;
+    if (e != *engine) {
+      out[i] = core::error(Code::invalid_argument, "window: communicator ", i,
+                           " is of another device than the first (one device per call)");
+      continue;
+    }
+    targets.push_back({Access::id(*comms[i]), nullptr});
+    at.push_back(i);
+  }
+  if (engine == nullptr) return out;
+  return windows_of(*engine, (*engine)->one_sided().open_windows(targets, deadline),
+                    std::move(out), at);
+}
+
+std::vector<Result<std::unique_ptr<Window>>> Window::open_all(
+    Device& device, std::span<const RemoteRegion* const> keys, Deadline deadline) {
+  Opened out;
+  std::vector<proto::OneSidedCalls::OpenTarget> targets;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const proto::RemoteKey* k = keys[i] != nullptr ? Access::key(*keys[i]) : nullptr;
+    out.emplace_back(core::error(Code::invalid_argument, "window: key ", i, " is empty"));
+    if (k == nullptr) continue;
+    targets.push_back({proto::CommId{}, k});
+    at.push_back(i);
+  }
+  const auto& e = Access::engine(device);
+  return windows_of(e, e->one_sided().open_windows(targets, deadline), std::move(out), at);
+}
+
 Window::~Window() {
   if (engine_) engine_->one_sided().close_window(id_);
 }

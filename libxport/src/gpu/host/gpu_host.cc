@@ -265,9 +265,14 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     XPORT_RETURN_IF_ERROR(
         team->send_[static_cast<size_t>(p)]->wait(sends[static_cast<size_t>(p)], deadline).status());
   }
+  // Every rank's window requests go at once (one round trip for the team, not n).
+  std::vector<const SendComm*> comms;
+  for (const auto& s : team->send_) comms.push_back(s.get());
+  auto windows = Window::open_all(comms, deadline);
   for (int p = 0; p < n; ++p) {
-    XPORT_ASSIGN_OR_RETURN(team->windows_[static_cast<size_t>(p)],
-                           Window::open(*team->send_[static_cast<size_t>(p)], deadline));
+    auto& w = windows[static_cast<size_t>(p)];
+    if (!w.ok()) return w.status().with_context(core::str("GpuHost::connect: window to rank ", p));
+    team->windows_[static_cast<size_t>(p)] = std::move(w).value();
   }
   return team;
 }

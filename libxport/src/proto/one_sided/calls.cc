@@ -20,6 +20,12 @@ Status device_word(const char* what) {
 // The caller took an opener reference on the stream (openers) under the lock that found or made
 // it: until this call turns it into a window, progress does not close the stream as unused (it
 // did, between the two locks, when the answer came in between: "the stream vanished").
+namespace {
+constexpr const char* kNoAnswer =
+    "window: the peer did not answer the window request before the deadline (is it alive and "
+    "progressing?)";
+}  // namespace
+
 Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
   Status st = wait_until(
       deadline,
@@ -27,17 +33,20 @@ Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadli
         OutStream* s = one_sided_.streams().find(stream);
         return s == nullptr || s->phase != StreamPhase::connecting;
       },
-      "window: the peer did not answer the window request before the deadline (is it alive "
-      "and progressing?)");
+      kNoAnswer);
+  return settle_open(stream, comm, st);
+}
+
+Result<uint32_t> OneSidedCalls::settle_open(uint32_t stream, CommId comm, const Status& waited) {
   Lock l(core_);
   OutStream* s = one_sided_.streams().find(stream);
   if (s != nullptr && s->openers > 0) {
     s->openers -= 1;
     one_sided_.streams().note_work();  // the last opener gone: idle unless it has a window
   }
-  if (!st.ok()) {
-    one_sided_.streams().abandon(stream, st);
-    return st;
+  if (s != nullptr && s->phase == StreamPhase::connecting) {
+    one_sided_.streams().abandon(stream, waited);
+    return waited;
   }
   if (s == nullptr) return core::error(Code::internal, "window: the stream vanished");
   if (s->phase == StreamPhase::failed) return s->error;
@@ -46,22 +55,38 @@ Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadli
   return one_sided_.windows().make(*s, c);
 }
 
+Result<OutStream*> OneSidedCalls::stream_for(CommId comm) {
+  CommState* c = core_.comm(comm);
+  if (c == nullptr || c->user_closed) {
+    return core::error(Code::invalid_argument, "window: communicator ", comm.index,
+                       " is not open");
+  }
+  if (c->phase != Phase::ready) {
+    return c->phase == Phase::failed
+               ? c->error
+               : core::error(Code::invalid_argument, "window: communicator is not connected");
+  }
+  XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_comm(*c));
+  s->openers += 1;  // (settle_open drops it)
+  return s;
+}
+
+Result<OutStream*> OneSidedCalls::stream_for(const RemoteKey& key) {
+  if (key.reach.empty()) {
+    return core::error(Code::invalid_argument, "window: the key carries no address of the "
+                       "device that exported it (exported over connected endpoints?)");
+  }
+  XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
+                                            key.device_token, key.provider_hash, key.reach));
+  s->openers += 1;  // (settle_open drops it)
+  return s;
+}
+
 Result<uint32_t> OneSidedCalls::open_window(CommId comm, Deadline deadline) {
   uint32_t stream = 0;
   {
     Lock l(core_);
-    CommState* c = core_.comm(comm);
-    if (c == nullptr || c->user_closed) {
-      return core::error(Code::invalid_argument, "window: communicator ", comm.index,
-                         " is not open");
-    }
-    if (c->phase != Phase::ready) {
-      return c->phase == Phase::failed
-                 ? c->error
-                 : core::error(Code::invalid_argument, "window: communicator is not connected");
-    }
-    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_comm(*c));
-    s->openers += 1;  // (finish_open drops it)
+    XPORT_ASSIGN_OR_RETURN(OutStream * s, stream_for(comm));
     stream = s->id;
   }
   return finish_open(stream, comm, deadline);
@@ -80,26 +105,52 @@ Result<uint32_t> OneSidedCalls::open_window_to(const std::vector<uint8_t>& bytes
     Lock l(core_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
                                               h->device_token, h->provider_hash, h->address));
-    s->openers += 1;  // (finish_open drops it)
+    s->openers += 1;  // (settle_open drops it)
     stream = s->id;
   }
   return finish_open(stream, CommId{}, deadline);
 }
 
 Result<uint32_t> OneSidedCalls::open_window_to(const RemoteKey& key, Deadline deadline) {
-  if (key.reach.empty()) {
-    return core::error(Code::invalid_argument, "window: the key carries no address of the "
-                       "device that exported it (exported over connected endpoints?)");
-  }
   uint32_t stream = 0;
   {
     Lock l(core_);
-    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
-                                              key.device_token, key.provider_hash, key.reach));
-    s->openers += 1;  // (finish_open drops it)
+    XPORT_ASSIGN_OR_RETURN(OutStream * s, stream_for(key));
     stream = s->id;
   }
   return finish_open(stream, CommId{}, deadline);
+}
+
+std::vector<Result<uint32_t>> OneSidedCalls::open_windows(std::span<const OpenTarget> targets,
+                                                          Deadline deadline) {
+  std::vector<Result<uint32_t>> out;
+  out.reserve(targets.size());
+  std::vector<uint32_t> streams(targets.size(), 0);
+  {
+    Lock l(core_);  // every request goes now
+    for (size_t i = 0; i < targets.size(); ++i) {
+      Result<OutStream*> s = targets[i].key != nullptr ? stream_for(*targets[i].key)
+                                                       : stream_for(targets[i].comm);
+      if (s.ok()) streams[i] = (*s)->id;
+      out.push_back(s.ok() ? Result<uint32_t>(0u) : Result<uint32_t>(s.status()));
+    }
+  }
+  // One wait for every answer (targets sharing a stream share its answer).
+  const Status st = wait_until(
+      deadline,
+      [&] {
+        for (uint32_t id : streams) {
+          if (id == 0) continue;
+          OutStream* s = one_sided_.streams().find(id);
+          if (s != nullptr && s->phase == StreamPhase::connecting) return false;
+        }
+        return true;
+      },
+      kNoAnswer);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (streams[i] != 0) out[i] = settle_open(streams[i], targets[i].comm, st);
+  }
+  return out;
 }
 
 void OneSidedCalls::close_window(uint32_t id) {

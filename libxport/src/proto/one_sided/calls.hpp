@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "proto/driver.hpp"
@@ -46,6 +47,16 @@ class OneSidedCalls : Calls {
   Result<uint32_t> open_window(CommId comm, Deadline deadline);
   Result<uint32_t> open_window_to(const std::vector<uint8_t>& handle, Deadline deadline);
   Result<uint32_t> open_window_to(const RemoteKey& key, Deadline deadline);
+  // Several windows at once: every stream request goes before the first answer is awaited, so
+  // the round trips overlap (a team's windows to all its peers: one round trip, not N). A target
+  // is a communicator (`comm`) or, without one, a key's device. One result per target, in order;
+  // a target that fails does not fail the others.
+  struct OpenTarget {
+    CommId comm;
+    const RemoteKey* key = nullptr;
+  };
+  std::vector<Result<uint32_t>> open_windows(std::span<const OpenTarget> targets,
+                                             Deadline deadline);
   void close_window(uint32_t id);
   Result<uint64_t> put(uint32_t window, const LocalBuffer& local, size_t loff,
                        const RemoteKey& remote, size_t roff, size_t len,
@@ -91,8 +102,15 @@ class OneSidedCalls : Calls {
   uint64_t window_completed(uint32_t window) const;
 
  private:
+  // Under the lock: the stream a window over `comm` (or to `key`'s device) uses, made and
+  // requested when there is none, with an opener reference taken (settle_open drops it).
+  Result<OutStream*> stream_for(CommId comm);
+  Result<OutStream*> stream_for(const RemoteKey& key);
   // A window's open call waits for its stream's answer.
   Result<uint32_t> finish_open(uint32_t stream, CommId comm, Deadline deadline);
+  // After the wait (`waited`: its outcome): the window on a stream that answered; a stream still
+  // unanswered is given up with `waited`'s error.
+  Result<uint32_t> settle_open(uint32_t stream, CommId comm, const Status& waited);
   Result<uint64_t> rma(uint32_t window, fabric::OpType op, const LocalBuffer& local, size_t loff,
                        const RemoteKey& remote, size_t roff, size_t len,
                        const SignalRequest* signal);
