@@ -24,6 +24,9 @@ struct Peer {
   // Something arrived from it since the last health sweep (which turns this into last_heard):
   // the receive paths set a flag instead of reading the clock per message.
   bool heard = false;
+  // How long it has been silent while requests waited on it, counted over this device's health
+  // sweeps only (a gap in this device's progress counts little: PeerHealth::kLongestCountedGap).
+  Clock::duration quiet{};
   Clock::time_point ping_sent{};
   bool ping_outstanding = false;
   uint64_t ping_nonce = 0;

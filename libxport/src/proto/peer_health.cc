@@ -1,6 +1,7 @@
 // Keepalives, peer loss, and the clock-driven clean-up of peers and closed communicators.
 #include "proto/peer_health.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "core/log.hpp"
@@ -58,6 +59,15 @@ void PeerHealth::check(Clock::time_point now) {
   for (auto& [token, owned] : core_.peers) {
     if (core_.one_sided->waits_on(owned.get())) waiting.insert(owned.get());
   }
+  // The time since the last sweep counts as silence only while this device was listening
+  // (making passes): a longer gap, this device away, counts as kLongestCountedGap at most. A
+  // peer idle meanwhile too answers once it progresses; one that died stays silent once this
+  // device listens again, and is declared lost about a timeout later.
+  const Clock::time_point prev = last_sweep_;
+  const Clock::duration gap = prev == Clock::time_point{} ? Clock::duration{} : now - prev;
+  last_sweep_ = now;
+  const Clock::duration counted =
+      std::min<Clock::duration>({gap, kLongestCountedGap, core_.config.peer_timeout / 2});
   std::vector<pool::Peer*> idle;
   for (auto& [token, owned] : core_.peers) {
     pool::Peer& p = *owned;
@@ -69,23 +79,29 @@ void PeerHealth::check(Clock::time_point now) {
     if (waiting.count(&p) == 0) {
       p.last_heard = now;  // silence while nothing is asked of a peer means nothing
       p.heard = false;
+      p.quiet = Clock::duration{};
       p.ping_outstanding = false;
       continue;
     }
-    if (p.heard) {  // something arrived since the last sweep
+    // Something arrived since the last sweep: a receive path's flag, or a keepalive (or
+    // connection) message that set last_heard itself.
+    if (p.heard || p.last_heard > prev) {
       p.heard = false;
       p.last_heard = now;
+      p.quiet = Clock::duration{};
+    } else {
+      p.quiet += counted;
     }
-    const auto silent = now - p.last_heard;
-    if (silent > core_.config.peer_timeout) {
+    if (p.quiet > core_.config.peer_timeout) {
       core_.fail_peer(p, core::error(Code::peer_lost, "the peer (device ", std::hex, p.token,
-                                     std::dec, ") sent nothing for ",
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(silent)
+                                     std::dec, ") answered nothing for ",
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(p.quiet)
                                          .count(),
-                                     " ms while requests waited on it (XPORT_PEER_TIMEOUT_MS)"));
+                                     " ms of this device's progress while requests waited on it "
+                                     "(XPORT_PEER_TIMEOUT_MS)"));
       continue;
     }
-    if (silent > core_.config.keepalive &&
+    if (p.quiet > core_.config.keepalive &&
         (!p.ping_outstanding || now - p.ping_sent > core_.config.keepalive)) {
       ping(p, now);
     }

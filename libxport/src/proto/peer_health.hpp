@@ -1,6 +1,7 @@
 // Peer health and housekeeping on the clock: keepalives to peers this device waits on, peers
-// declared lost after XPORT_PEER_TIMEOUT_MS of silence (their requests fail even when nobody
-// set a deadline), idle peers retired, closed communicators whose linger ended erased.
+// declared lost after XPORT_PEER_TIMEOUT_MS of silence heard while this device made progress
+// (their requests fail even when nobody set a deadline), idle peers retired, closed
+// communicators whose linger ended erased.
 #pragma once
 
 #include "proto/dispatch.hpp"
@@ -20,12 +21,19 @@ class PeerHealth {
   // A peer's rail went out of or back into service: traffic towards it follows.
   void on_rail_state(const Message& m);
   static constexpr std::chrono::milliseconds kInterval{50};
+  // The most of one gap between two sweeps that counts as a peer's silence (half the timeout
+  // if that is less): a longer gap is this device away (no progress call: a GPU kernel, the
+  // application computing), and a peer cannot answer a device that does not listen, nor be
+  // asked by it. Sweeps of a device that waits come every kInterval or so (a sleeping wait
+  // wakes at least every 50 ms), so this counts them whole.
+  static constexpr std::chrono::milliseconds kLongestCountedGap{100};
   static constexpr std::chrono::seconds kPeerLinger{2};
 
  private:
   void ping(pool::Peer& p, Clock::time_point now);
   Core& core_;
   uint64_t next_nonce_ = 1;
+  Clock::time_point last_sweep_{};  // (none yet: the first sweep counts no gap)
 };
 
 }  // namespace xport::proto
