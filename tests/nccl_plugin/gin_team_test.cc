@@ -31,6 +31,7 @@
 
 #include "../integration/harness.hpp"
 #include "driver.hpp"
+#include "gin_fixture.hpp"
 
 namespace {
 
@@ -295,25 +296,7 @@ int team_rank_main(int rank, int n) {
   return e.empty() ? 0 : 1;
 }
 
-struct ProviderCase {
-  const char* provider;
-  const char* domain;
-};
-
-class GinTeamTest : public ::testing::TestWithParam<ProviderCase> {
- protected:
-  void SetUp() override {
-    setenv("XPORT_PROVIDER", GetParam().provider, 1);
-    if (*GetParam().domain != 0) setenv("XPORT_DOMAIN", GetParam().domain, 1);
-    ASSERT_TRUE(p_.load_gin()) << p_.error;
-  }
-  void TearDown() override {
-    p_.unload();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_DOMAIN");
-  }
-  Plugin p_;
-};
+class GinTeamTest : public GinFixture {};
 
 // What a child said instead of `want` (a prefix), or "" when it said it.
 // `until`: one deadline for the phase, whichever child is late.

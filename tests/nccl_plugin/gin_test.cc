@@ -24,6 +24,7 @@
 
 #include "../integration/harness.hpp"
 #include "driver.hpp"
+#include "gin_fixture.hpp"
 
 namespace {
 
@@ -264,23 +265,8 @@ int gin_peer_main(uint32_t seed) {
   return e.empty() ? 0 : 1;
 }
 
-struct ProviderCase {
-  const char* provider;
-  const char* domain;
-};
-
-class GinTest : public ::testing::TestWithParam<ProviderCase> {
+class GinTest : public GinFixture {
  protected:
-  void SetUp() override {
-    setenv("XPORT_PROVIDER", GetParam().provider, 1);
-    if (*GetParam().domain != 0) setenv("XPORT_DOMAIN", GetParam().domain, 1);
-    ASSERT_TRUE(p_.load_gin()) << p_.error;
-  }
-  void TearDown() override {
-    p_.unload();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_DOMAIN");
-  }
   std::vector<std::string> peer_env() const {
     std::vector<std::string> env = {std::string("XPORT_PROVIDER=") + GetParam().provider};
     if (*GetParam().domain != 0) env.push_back(std::string("XPORT_DOMAIN=") + GetParam().domain);
@@ -295,7 +281,6 @@ class GinTest : public ::testing::TestWithParam<ProviderCase> {
     EXPECT_EQ(p_.gin->connect(p_.gin_ctx, handles, 1, 0, *listen, &coll), ncclSuccess) << warned_since(0);
     return coll;
   }
-  Plugin p_;
 };
 
 TEST_P(GinTest, TableAndPropertiesAreWhatNcclsGinProxyExpects) {
