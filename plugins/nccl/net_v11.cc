@@ -79,6 +79,15 @@ MemHandle* mem_of(void* p, const CommBase* c, const char* what, ncclResult_t* er
   return m;
 }
 
+// A buffer a lane's thread would post outside its registration: refused in NCCL's call, as
+// libxport would refuse it there (the lane's thread can no longer tell NCCL).
+ncclResult_t outside(const char* call, int index, const void* data, size_t size,
+                     const MemHandle& m) {
+  return state().fail(ncclInvalidArgument, "%s: buffer %d [%p, +%zu) is not inside its "
+                      "registration [%p, +%zu)", call, index, data, size, m.region.base(),
+                      m.region.length());
+}
+
 ncclResult_t x_init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
                     ncclDebugLogger_t logFunction, ncclProfilerCallback_t) {
   if (ctx == nullptr) return state().fail(ncclInvalidArgument, "init: NULL context pointer");
@@ -317,9 +326,7 @@ ncclResult_t x_isend(void* sendComm, void* data, size_t size, int tag, void* mha
     // "Lanes"). What libxport would refuse in the call is refused here.
     if (!m->region.contains(data, size)) {
       c->give(r);
-      return state().fail(ncclInvalidArgument, "isend: buffer [%p, +%zu) is not inside its "
-                          "registration [%p, +%zu)", data, size, m->region.base(),
-                          m->region.length());
+      return outside("isend", 0, data, size, *m);
     }
     r->data[0] = const_cast<void*>(data);
     r->lens[0] = size;
@@ -358,9 +365,7 @@ ncclResult_t x_irecv(void* recvComm, int n, void** data, size_t* sizes, int* tag
     ms[i] = mem_of(mhandles[i], c, "irecv", &err);
     if (ms[i] == nullptr) return err;
     if (c->lane->driven() && !ms[i]->region.contains(data[i], sizes[i])) {
-      return state().fail(ncclInvalidArgument, "irecv: buffer %d [%p, +%zu) is not inside its "
-                          "registration [%p, +%zu)", i, data[i], sizes[i], ms[i]->region.base(),
-                          ms[i]->region.length());
+      return outside("irecv", i, data[i], sizes[i], *ms[i]);
     }
   }
   Request* r = c->take(ReqKind::recv);
@@ -420,8 +425,7 @@ ncclResult_t x_iflush(void* recvComm, int n, void** data, int* sizes, void** mha
   if (c->lane->driven()) {  // the lane's thread posts it (isend says why)
     if (!m->region.contains(data[last], static_cast<size_t>(sizes[last]))) {
       c->give(r);
-      return state().fail(ncclInvalidArgument, "iflush: buffer [%p, +%d) is not inside its "
-                          "registration", data[last], sizes[last]);
+      return outside("iflush", last, data[last], static_cast<size_t>(sizes[last]), *m);
     }
     r->data[0] = data[last];
     r->lens[0] = static_cast<size_t>(sizes[last]);
