@@ -77,7 +77,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
       (void)control->send(control_path(*c), h, nullptr, c, Dependent{});
     }
   }
-  one_sided->resend_after_rail_loss(peer);  // window streams' messages, the same way
+  windows_rails_lost(peer);  // window streams' messages, the same way
 }
 
 void Core::announce_rail_state(uint32_t rail, bool in_service) {
@@ -150,7 +150,7 @@ void Core::fail_comm(CommState& c, Status why) {
   for (auto& r : c.recvs) fail_recv(c, r, why);
   XPORT_LOG(info, "communicator ", c.id.index, " failed: ", why.to_string());
   const CommId id = c.id;
-  one_sided->fail_comm(id, why);  // window streams over its connection
+  windows_comm_failed(id, why);  // window streams over its connection
   if (CommState* again = comm(id)) maybe_erase(*again);
 }
 
@@ -172,7 +172,7 @@ void Core::fail_peer(pool::Peer& p, Status why) {
   for (CommId id : victims) {
     if (CommState* c = comms->find(id)) fail_comm(*c, why);
   }
-  one_sided->fail_peer(p, why);
+  windows_peer_failed(p, why);
 }
 
 void Core::release(CommState& c, SendSlot& s) {

@@ -133,15 +133,15 @@ rail::RailConfig EngineConfig::rail_config(std::string_view provider) const {
 }
 
 Engine::Engine() {
-  core_.engine = this;
   core_.control = &control_;
-  core_.connections = &connections_;
-  core_.eager = &eager_;
-  core_.rendezvous = &rendezvous_;
-  core_.matching = &matching_;
-  core_.one_sided = &one_sided_;
-  core_.flusher = &flusher_;
-  core_.health = &health_;
+  // Each part gets the few others it calls, and nothing else.
+  eager_.wire(matching_);
+  rendezvous_.wire(eager_, matching_);
+  matching_.wire(eager_, rendezvous_);
+  health_.wire(one_sided_);
+  core_.windows_comm_failed.bind<&OneSided::fail_comm>(&one_sided_);
+  core_.windows_peer_failed.bind<&OneSided::fail_peer>(&one_sided_);
+  core_.windows_rails_lost.bind<&OneSided::resend_after_rail_loss>(&one_sided_);
   // The dispatch table: each part registers the completions, messages and arrivals it handles.
   control_.register_handlers(dispatch_);
   connections_.register_handlers(dispatch_);

@@ -57,7 +57,7 @@ void PeerHealth::check(Clock::time_point now) {
   });
   // ... and window streams or waits on it (one_sided.hpp).
   for (auto& [token, owned] : core_.peers) {
-    if (core_.one_sided->waits_on(owned.get())) waiting.insert(owned.get());
+    if (one_sided_->waits_on(owned.get())) waiting.insert(owned.get());
   }
   // The time since the last sweep counts as silence only while this device was listening
   // (making passes): a longer gap, this device away, counts as kLongestCountedGap at most. A
@@ -107,7 +107,7 @@ void PeerHealth::check(Clock::time_point now) {
     }
   }
   // Window streams whose target stopped counting while it answers (stream.hpp).
-  core_.one_sided->streams().check_stalls(now);
+  one_sided_->streams().check_stalls(now);
   for (pool::Peer* p : idle) core_.retire_peer(*p);
   for (CommId id : lingering) {
     if (CommState* c = core_.comm(id)) core_.maybe_erase(*c);

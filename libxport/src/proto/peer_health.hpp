@@ -12,6 +12,8 @@ namespace xport::proto {
 class PeerHealth {
  public:
   explicit PeerHealth(Core& core) : core_(core) {}
+  // What window streams wait on and their stall checks (the Engine wires it).
+  void wire(OneSided& one_sided) { one_sided_ = &one_sided; }
   // ping, pong, rail_state.
   void register_handlers(Dispatch& d);
   // A bounded sweep, from progress at most every kInterval.
@@ -32,6 +34,7 @@ class PeerHealth {
  private:
   void ping(pool::Peer& p, Clock::time_point now);
   Core& core_;
+  OneSided* one_sided_ = nullptr;
   uint64_t next_nonce_ = 1;
   Clock::time_point last_sweep_{};  // (none yet: the first sweep counts no gap)
 };

@@ -26,6 +26,7 @@
 #include "pool/peer.hpp"
 #include "pool/pool.hpp"
 #include "proto/comm_state.hpp"
+#include "proto/hook.hpp"
 #include "proto/one_sided/state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
@@ -197,16 +198,14 @@ class Core {
   uint64_t next_flush = 1;
   EngineCounters counters;
 
-  // The parts (set by the Engine that owns them all).
-  Engine* engine = nullptr;
+  // The control-message sender every part uses (set by the Engine). The parts call each other
+  // through the references the Engine wires into them (Eager::wire, ...), not through here.
   Control* control = nullptr;
-  Connections* connections = nullptr;
-  Eager* eager = nullptr;
-  Rendezvous* rendezvous = nullptr;
-  Matching* matching = nullptr;
-  OneSided* one_sided = nullptr;
-  Flusher* flusher = nullptr;
-  PeerHealth* health = nullptr;
+  // What the one-sided wing does when a communicator or a peer fails here, or rails were lost
+  // (window streams over it, to it, and their messages sent again): bound by the Engine.
+  Hook<void(CommId, const Status&)> windows_comm_failed;
+  Hook<void(pool::Peer&, const Status&)> windows_peer_failed;
+  Hook<void(const pool::Peer*)> windows_rails_lost;
 
   bool held_by_me() const {
     return holder.load(std::memory_order_relaxed) == std::this_thread::get_id();

@@ -362,7 +362,7 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
   RecvSlot& r = c.recvs[slot];
   const bool posted = r.active && r.seq == seq && !r.finished;
   if (posted && r.assigned) {
-    if (core_.matching->on_tag(c, r, tag, false)) deliver(c, r, b->data + offset, len);
+    if (matching_->on_tag(c, r, tag, false)) deliver(c, r, b->data + offset, len);
     return;
   }
   // Before its receive, or for a group still placing its messages by tag: held until placed.
@@ -388,7 +388,7 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
     u.copy.assign(b->data + offset, b->data + offset + len);
     ++core_.counters.overflow_copies;
   }
-  if (posted) core_.matching->on_tag(c, r, tag, false);  // places it (and delivers) if it can
+  if (posted) matching_->on_tag(c, r, tag, false);  // places it (and delivers) if it can
 }
 
 void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) {

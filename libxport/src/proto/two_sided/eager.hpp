@@ -13,6 +13,8 @@ namespace xport::proto {
 class Eager {
  public:
   explicit Eager(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
+  // Where tagged arrivals are placed (the Engine wires it).
+  void wire(Matching& matching) { matching_ = &matching; }
   // Completions of eager sends (headerless, and headered in a bounce buffer), eager and credit
   // messages, headerless eager arrivals.
   void register_handlers(Dispatch& d);
@@ -71,6 +73,7 @@ class Eager {
   void buffer_sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
   void buffer_send_failed(fabric::OpContext* ctx, const Status& st, int err);
   Core& core_;
+  Matching* matching_ = nullptr;
   PendingQueue<PendingEager> queued_;
 };
 

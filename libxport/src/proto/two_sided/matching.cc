@@ -63,7 +63,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   }
   for (uint32_t i = 0; i < n; ++i) {
     if (!cts[i]) continue;
-    Status room = core_.rendezvous->reserve_cts_room(c, slot(c, base + i));
+    Status room = rendezvous_->reserve_cts_room(c, slot(c, base + i));
     if (!room.ok()) {
       for (uint32_t k = 0; k < n; ++k) {
         RecvSlot& r = slot(c, base + k);
@@ -84,7 +84,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
       if (!on_tag(c, r, e.tag, true)) continue;
     }
     if (cts[i]) {
-      Status st = core_.rendezvous->send_cts(c, r, s);
+      Status st = rendezvous_->send_cts(c, r, s);
       if (!st.ok()) core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ",
                                                                                 r.seq)));
     }
@@ -93,7 +93,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     Unexpected& u = c.unexpected[s];
     if (u.valid && u.seq == r.seq && !r.finished) {
       if (r.assigned) {
-        if (on_tag(c, r, u.tag, false)) core_.eager->take_unexpected(c, r, u);
+        if (on_tag(c, r, u.tag, false)) eager_->take_unexpected(c, r, u);
       } else {
         r.tag_known = true;
         r.tag = u.tag;
@@ -112,7 +112,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   }
   // Towards the sender's eager credit; a report that cannot go leaves the peer to be found
   // out by keepalive (the channel is gone).
-  Status credit = core_.eager->report_posted(c, base + n - 1);
+  Status credit = eager_->report_posted(c, base + n - 1);
   if (!credit.ok()) XPORT_LOG(debug, "credit report: ", credit.to_string());
   return Status::success();
 }
@@ -176,11 +176,11 @@ void Matching::start(CommState& c, RecvSlot& r) {
   const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
   if (u.valid && u.seq == r.seq) {
-    core_.eager->take_unexpected(c, r, u);
+    eager_->take_unexpected(c, r, u);
     return;
   }
   if (r.rts_pending && !r.cts_sent) {
-    Status st = core_.rendezvous->send_cts(c, r, s);
+    Status st = rendezvous_->send_cts(c, r, s);
     if (!st.ok()) {
       core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
     }
@@ -190,7 +190,7 @@ void Matching::start(CommState& c, RecvSlot& r) {
 void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, Status why) {
   const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
-  if (u.valid && u.seq == r.seq) core_.eager->drop_unexpected(u);
+  if (u.valid && u.seq == r.seq) eager_->drop_unexpected(u);
   if (r.rts_pending) {
     // A rendezvous sender waits for a clear-to-send that will never come: it is told.
     MsgHeader h{};

@@ -21,6 +21,11 @@ struct GroupOutcome {
 class Matching {
  public:
   explicit Matching(Core& core) : core_(core) {}
+  // The parts it hands arrivals and clear-to-sends to (the Engine wires them).
+  void wire(Eager& eager, Rendezvous& rendezvous) {
+    eager_ = &eager;
+    rendezvous_ = &rendezvous;
+  }
 
   struct Buffer {
     uint8_t* buf = nullptr;
@@ -65,6 +70,8 @@ class Matching {
   // Fails message r, and tells a rendezvous sender (REFUSE) so it does not wait for a CTS.
   void refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, Status why);
   Core& core_;
+  Eager* eager_ = nullptr;
+  Rendezvous* rendezvous_ = nullptr;
 };
 
 }  // namespace xport::proto

@@ -79,7 +79,7 @@ void Rendezvous::on_cts(const Message& m) {
   cts.rails = static_cast<uint32_t>(m.len / 8);
   std::memcpy(cts.keys.data(), m.body, m.len);
   // A clear-to-send also says every receive up to it is posted: eager credit.
-  core_.eager->grant_credit(*c, h.seq);
+  eager_->grant_credit(*c, h.seq);
   SendSlot& s = c->sends[h.slot];
   if (s.active && s.seq == h.seq) {
     if (!s.eager && !s.cts_consumed) consume(*c, s, h.slot, cts);
@@ -330,7 +330,7 @@ void Rendezvous::on_rts(const Message& m) {
     if (r.finished) return;
     // Checks the tag, or places the message of a group still placing by tag (which then
     // sends the clear-to-send itself).
-    if (!core_.matching->on_tag(*c, r, tag, true) || !r.assigned) return;
+    if (!matching_->on_tag(*c, r, tag, true) || !r.assigned) return;
     if (r.cts_sent) return;  // the usual case: the CTS went out when posted
     Status st = send_cts(*c, r, h.slot);
     if (!st.ok()) core_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));

@@ -12,6 +12,12 @@ namespace xport::proto {
 class Rendezvous {
  public:
   explicit Rendezvous(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
+  // The eager credits a clear-to-send returns and where tagged requests-to-send are placed (the
+  // Engine wires them).
+  void wire(Eager& eager, Matching& matching) {
+    eager_ = &eager;
+    matching_ = &matching;
+  }
   // Completions of rendezvous writes; CTS, RTS, ABORT and REFUSE messages; peers' writes.
   void register_handlers(Dispatch& d);
 
@@ -53,6 +59,8 @@ class Rendezvous {
   Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
                      const std::array<uint64_t, kMaxRails>& keys, bool queued);
   Core& core_;
+  Eager* eager_ = nullptr;
+  Matching* matching_ = nullptr;
   PendingQueue<PendingStripe> queued_;
 };
 
