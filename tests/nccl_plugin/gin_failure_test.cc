@@ -18,6 +18,7 @@
 
 #include "../integration/harness.hpp"
 #include "driver.hpp"
+#include "gin_fixture.hpp"
 
 namespace xport::nccl_test {
 
@@ -95,20 +96,7 @@ int gin_failing_peer_main() {
 
 namespace {
 
-class GinFailure : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    setenv("XPORT_PROVIDER", GetParam(), 1);
-    if (std::string(GetParam()) == "tcp;ofi_rxm") setenv("XPORT_DOMAIN", "lo", 1);
-    ASSERT_TRUE(p_.load_gin()) << p_.error;
-  }
-  void TearDown() override {
-    p_.unload();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_DOMAIN");
-  }
-  Plugin p_;
-};
+class GinFailure : public GinFixture {};
 
 // Number of WARN lines logged since `mark` that contain `what`.
 size_t warned_count(size_t mark, const std::string& what) {
@@ -123,9 +111,7 @@ size_t warned_count(size_t mark, const std::string& what) {
 TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
   const char* self = std::getenv("XTEST_SELF");
   ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
-  std::vector<std::string> env = {std::string("XPORT_PROVIDER=") + GetParam()};
-  if (std::string(GetParam()) == "tcp;ofi_rxm") env.push_back("XPORT_DOMAIN=lo");
-  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer"}, env);
+  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer"}, peer_env());
   ASSERT_TRUE(child.started());
   std::string err;
   auto exchange = [&](const std::vector<uint8_t>& mine) {
@@ -198,10 +184,7 @@ TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
   EXPECT_EQ(g->closeColl(coll), ncclSuccess);
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, GinFailure, ::testing::Values("shm", "tcp;ofi_rxm"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "shm" ? "shm" : "tcp_ofi_rxm";
-                         });
+INSTANTIATE_TEST_SUITE_P(Providers, GinFailure, gin_cases(), gin_case_name);
 
 }  // namespace
 }  // namespace xport::nccl_test

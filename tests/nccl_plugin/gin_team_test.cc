@@ -432,12 +432,7 @@ TEST_P(GinTeamTest, PutSignalAlltoallOfNRanksEveryByteVerified) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, GinTeamTest,
-                         ::testing::Values(ProviderCase{"shm", ""},
-                                           ProviderCase{"tcp;ofi_rxm", "lo"}),
-                         [](const ::testing::TestParamInfo<ProviderCase>& i) {
-                           return std::string(i.param.provider) == "shm" ? "shm" : "tcp_ofi_rxm";
-                         });
+INSTANTIATE_TEST_SUITE_P(Providers, GinTeamTest, gin_cases(), gin_case_name);
 
 }  // namespace
 

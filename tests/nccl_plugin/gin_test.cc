@@ -267,11 +267,6 @@ int gin_peer_main(uint32_t seed) {
 
 class GinTest : public GinFixture {
  protected:
-  std::vector<std::string> peer_env() const {
-    std::vector<std::string> env = {std::string("XPORT_PROVIDER=") + GetParam().provider};
-    if (*GetParam().domain != 0) env.push_back(std::string("XPORT_DOMAIN=") + GetParam().domain);
-    return env;
-  }
   // A team of one rank (this process): the loopback only.
   void* solo(void** listen) {
     char h[NCCL_NET_HANDLE_MAXSIZE];
@@ -515,12 +510,7 @@ TEST_P(GinTest, BadInputGetsNcclErrorsAndAMessage) {
   unsetenv("XTEST_QUIET_WARN");
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, GinTest,
-                         ::testing::Values(ProviderCase{"shm", ""},
-                                           ProviderCase{"tcp;ofi_rxm", "lo"}),
-                         [](const ::testing::TestParamInfo<ProviderCase>& i) {
-                           return std::string(i.param.provider) == "shm" ? "shm" : "tcp_ofi_rxm";
-                         });
+INSTANTIATE_TEST_SUITE_P(Providers, GinTest, gin_cases(), gin_case_name);
 
 }  // namespace
 
