@@ -5,13 +5,13 @@
 #pragma once
 
 #include "proto/dispatch.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class PeerHealth {
  public:
-  explicit PeerHealth(Core& core) : core_(core) {}
+  explicit PeerHealth(DeviceState& state) : state_(state) {}
   // ping, pong, rail_state.
   void register_handlers(Dispatch& d);
   // A bounded sweep, from progress at most every kInterval.
@@ -31,7 +31,7 @@ class PeerHealth {
 
  private:
   void ping(pool::Peer& p, Clock::time_point now);
-  Core& core_;
+  DeviceState& state_;
   uint64_t next_nonce_ = 1;
   Clock::time_point last_sweep_{};  // (none yet: the first sweep counts no gap)
 };

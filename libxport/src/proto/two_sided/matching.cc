@@ -63,11 +63,11 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
   }
   for (uint32_t i = 0; i < n; ++i) {
     if (!cts[i]) continue;
-    Status room = core_.rendezvous->reserve_cts_room(c, slot(c, base + i));
+    Status room = state_.rendezvous->reserve_cts_room(c, slot(c, base + i));
     if (!room.ok()) {
       for (uint32_t k = 0; k < n; ++k) {
         RecvSlot& r = slot(c, base + k);
-        core_.release_cts_room(c, r);
+        state_.release_cts_room(c, r);
         r.reset();
       }
       return room;
@@ -84,16 +84,16 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
       if (!on_tag(c, r, e.tag, true)) continue;
     }
     if (cts[i]) {
-      Status st = core_.rendezvous->send_cts(c, r, s);
-      if (!st.ok()) core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ",
-                                                                                r.seq)));
+      Status st = state_.rendezvous->send_cts(c, r, s);
+      if (!st.ok()) state_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ",
+                                                                                 r.seq)));
     }
     // An eager message that came before its receive (a large buffer may get one too: its CTS
     // is then unused).
     Unexpected& u = c.unexpected[s];
     if (u.valid && u.seq == r.seq && !r.finished) {
       if (r.assigned) {
-        if (on_tag(c, r, u.tag, false)) core_.eager->take_unexpected(c, r, u);
+        if (on_tag(c, r, u.tag, false)) state_.eager->take_unexpected(c, r, u);
       } else {
         r.tag_known = true;
         r.tag = u.tag;
@@ -105,14 +105,14 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     for (uint32_t i = 0; i < n; ++i) {
       RecvSlot& r = slot(c, base + i);
       if (r.seq >= c.peer_sent) {
-        core_.fail_recv(c, r, core::error(Code::closed, "the peer closed communicator ",
-                                          c.id.index, " after ", c.peer_sent, " messages"));
+        state_.fail_recv(c, r, core::error(Code::closed, "the peer closed communicator ",
+                                           c.id.index, " after ", c.peer_sent, " messages"));
       }
     }
   }
   // Towards the sender's eager credit; a report that cannot go leaves the peer to be found
   // out by keepalive (the channel is gone).
-  Status credit = core_.eager->report_posted(c, base + n - 1);
+  Status credit = state_.eager->report_posted(c, base + n - 1);
   if (!credit.ok()) XPORT_LOG(debug, "credit report: ", credit.to_string());
   return Status::success();
 }
@@ -176,13 +176,13 @@ void Matching::start(CommState& c, RecvSlot& r) {
   const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
   if (u.valid && u.seq == r.seq) {
-    core_.eager->take_unexpected(c, r, u);
+    state_.eager->take_unexpected(c, r, u);
     return;
   }
   if (r.rts_pending && !r.cts_sent) {
-    Status st = core_.rendezvous->send_cts(c, r, s);
+    Status st = state_.rendezvous->send_cts(c, r, s);
     if (!st.ok()) {
-      core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
+      state_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
     }
   }
 }
@@ -190,7 +190,7 @@ void Matching::start(CommState& c, RecvSlot& r) {
 void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, Status why) {
   const auto s = c.slot_of(r.seq);
   Unexpected& u = c.unexpected[s];
-  if (u.valid && u.seq == r.seq) core_.eager->drop_unexpected(u);
+  if (u.valid && u.seq == r.seq) state_.eager->drop_unexpected(u);
   if (r.rts_pending) {
     // A rendezvous sender waits for a clear-to-send that will never come: it is told.
     MsgHeader h{};
@@ -204,9 +204,9 @@ void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, 
     h.seq = r.seq;
     h.aux = reason;
     h.aux2 = tag;
-    (void)core_.control->send(core_.control_path(c), h, nullptr, &c, Dependent{});
+    (void)state_.control->send(state_.control_path(c), h, nullptr, &c, Dependent{});
   }
-  core_.fail_recv(c, r, std::move(why));
+  state_.fail_recv(c, r, std::move(why));
 }
 
 Result<GroupOutcome> Matching::take(CommState& c, uint64_t base) {
