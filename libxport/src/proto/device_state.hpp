@@ -30,6 +30,7 @@
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
 #include "rail/scheduler.hpp"
+#include "rail/stripes.hpp"
 #include "xport/deadline.hpp"
 #include "xport/provider.hpp"
 
@@ -58,7 +59,7 @@ struct EngineConfig {
   std::chrono::milliseconds peer_timeout{30000};
   std::chrono::milliseconds close_linger{1000};
   bool thread_safe = true;
-  StripePlan stripe;
+  rail::StripePlan stripe;
   std::chrono::milliseconds rail_check{100};
   std::chrono::milliseconds rail_retry{1000};
   // One-sided windows (docs/knobs.md): atomics mode, credits of a stream, work per progress pass

@@ -3,6 +3,7 @@
 #include "proto/one_sided/one_sided.hpp"
 
 #include "core/log.hpp"
+#include "rail/stripes.hpp"
 
 namespace xport::proto {
 
@@ -16,7 +17,7 @@ Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote
   // Every stripe takes a sequence number, and a put_signal one more, within the credits.
   const OutStream* s = streams_.find(w.stream);
   const uint32_t most = s != nullptr && s->span > 1 ? s->span - 1 : 1;
-  return std::min(stripe_count(state_.config.stripe, len, up), most);
+  return std::min(rail::stripe_count(state_.config.stripe, len, up), most);
 }
 
 Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
@@ -159,7 +160,7 @@ std::optional<Ticket> OneSided::plain_put(uint32_t window, const memory::RegionR
   const size_t rails = std::min({w.paths.size(), remote.keys.size(), size_t{kMaxRails}});
   DeviceState::RailList healthy;
   const uint32_t up = state_.healthy_rails(rails, healthy, w.peer);
-  if (up == 0 || stripe_count(state_.config.stripe, len, up) != 1) return {};
+  if (up == 0 || rail::stripe_count(state_.config.stripe, len, up) != 1) return {};
   const uint32_t rail = healthy[w.next_stripe % up];
   pool::Channel* ch = w.paths[rail].data;
   if (ch->failed()) return {};
@@ -320,8 +321,8 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
         WindowOp& o = w->ops[index];
         o.ctx.rail = static_cast<uint8_t>(healthy[(first + i) % up]);
         o.ctx.stripe = i;
-        const uint64_t off = stripe_offset(state_.config.stripe, p.len, p.stripes, i);
-        const uint64_t end = stripe_offset(state_.config.stripe, p.len, p.stripes, i + 1);
+        const uint64_t off = rail::stripe_offset(state_.config.stripe, p.len, p.stripes, i);
+        const uint64_t end = rail::stripe_offset(state_.config.stripe, p.len, p.stripes, i + 1);
         const uint64_t data =
             put ? encode_window_write(s.target, s.target_gen, base + i, state_.cq_data_bytes,
                                       s.seq_bits)

@@ -5,6 +5,7 @@
 #include "proto/control.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
+#include "rail/stripes.hpp"
 
 namespace xport::proto {
 namespace {
@@ -114,7 +115,7 @@ void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   // Large messages are striped over the rails (the plan both sides compute from the length, or
   // the count the 4-byte CQ data carries), the first rail rotating from message to message.
   // Quarantined rails just carry none: their stripes go to the rails in service.
-  s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
+  s.stripes = rail::stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
   if (state_.cq_data_bytes < 8) s.stripes = std::min(s.stripes, kMaxNarrowStripes);
   s.stripes_done = 0;
   s.stripes_posted = 0;
@@ -146,8 +147,8 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
                                bool queued) {
   fabric::OpContext& ctx = s.ctx[stripe];
   const uint8_t rail = ctx.rail;
-  const uint64_t off = stripe_offset(c.plan, s.len, s.stripes, stripe);
-  const uint64_t end = stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
+  const uint64_t off = rail::stripe_offset(c.plan, s.len, s.stripes, stripe);
+  const uint64_t end = rail::stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
   pool::Channel* ch = c.paths[rail].data;
   ctx = fabric::OpContext{};
   ctx.type = fabric::OpType::rndv_write;
@@ -280,7 +281,7 @@ Status Rendezvous::reserve_cts_room(CommState& c, RecvSlot& r) {
   // held until the receive is done (every stripe could land on one rail). Providers in
   // FI_RX_CQ_DATA mode consume a posted receive instead, whose room is held already.
   if (state_.rx_cq_data_mode || r.cq_reserved != 0) return Status::success();
-  uint32_t room = stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
+  uint32_t room = rail::stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
   if (state_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
   for (size_t i = 0; i < c.paths.size(); ++i) {
     if (!state_.rails[c.paths[i].data->rail]->cq_take(room)) {
@@ -402,7 +403,7 @@ void Rendezvous::on_write_data(uint64_t data, size_t len, uint32_t rail) {
   size_t bytes;
   if (wide) {
     bytes = d.high != kLengthUnknown ? d.high : len;
-    stripes = stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()));
+    stripes = rail::stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()));
   } else {
     r.bytes += len;
     bytes = r.bytes;
