@@ -6,6 +6,7 @@
 
 #include "proto/wire.hpp"
 #include "proto/one_sided/wire.hpp"
+#include "rail/stripes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xport::proto;
@@ -24,9 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             (again.size() != body || std::memcmp(again.data(), data + sizeof(MsgHeader), body) != 0))
           __builtin_trap();
         const uint32_t rails = static_cast<uint32_t>(b->rails.size());
-        const uint32_t n = stripe_count(StripePlan{b->body.stripe_threshold, b->body.stripe_min,
-                                                   b->body.stripe_align, b->body.stripe_rails},
-                                        h->length, rails == 0 ? 1 : rails);
+        const uint32_t n =
+            xport::rail::stripe_count(xport::rail::StripePlan{b->body.stripe_threshold,
+                                                              b->body.stripe_min,
+                                                              b->body.stripe_align,
+                                                              b->body.stripe_rails},
+                                      h->length, rails == 0 ? 1 : rails);
         if (n == 0 || n > (rails == 0 ? 1 : rails)) __builtin_trap();
       }
     }

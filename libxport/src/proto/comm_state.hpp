@@ -26,6 +26,7 @@
 #include "proto/one_sided/state.hpp"
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
+#include "rail/stripes.hpp"
 #include "xport/deadline.hpp"
 #include "xport/provider.hpp"
 
@@ -217,7 +218,7 @@ struct CommState {
   uint32_t next_data = 0;     // round-robin over paths for eager messages
   uint32_t next_control = 0;  // round-robin over paths for control messages
   uint32_t next_stripe = 0;   // rotating first rail of striped writes
-  StripePlan plan;            // the sending side's striping parameters
+  rail::StripePlan plan;      // the sending side's striping parameters
   uint16_t depth = 0;         // outstanding requests agreed with the peer (set_depth)
   uint16_t depth_mask = 0;    // depth - 1 where depth is a power of two, else 0
   bool depth_pow2 = false;

@@ -43,7 +43,8 @@ void Control::receive_failed(fabric::OpContext* ctx, const Status& status, int e
   XPORT_LOG(debug, "receive buffer error on ", ep->label(), ": ", status.to_string());
   // A connection serves one peer: its loss fails that communicator. The shared RDM
   // endpoints serve every peer: one peer's failure must not stop receives for the others.
-  pool::Channel* ch = ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid) : nullptr;
+  pool::Channel* ch =
+      ep->has_endpoint() ? state_.pool->by_fid(&ep->endpoint().get()->fid) : nullptr;
   if (ch != nullptr && status.code() == Code::peer_lost) {
     connection_lost(*ch, status);
     return;
@@ -95,8 +96,8 @@ Status Control::send(pool::Channel* ch, const MsgHeader& h, const std::vector<ui
   p.dep = dep;
   if (owner != nullptr) p.owner = owner->id;
   p.peer = whose;
-  if (owner != nullptr) core_.hold(*owner);
-  core_.ref(p.peer);
+  if (owner != nullptr) state_.hold(*owner);
+  state_.ref(p.peer);
   queued_.push(std::move(p), Clock::now());
   return Status::success();
 }
@@ -106,8 +107,8 @@ Status Control::attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* bo
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
   rail::RailEndpoint& ep = *ch->ep;
   const size_t len = sizeof(MsgHeader) + body_len;
-  const bool inject = len <= core_.inject_size;
-  rail::Rail& rail = *core_.rails[ch->rail];
+  const bool inject = len <= state_.inject_size;
+  rail::Rail& rail = *state_.rails[ch->rail];
   if (!inject && !rail.cq_take()) return Status(Code::again, "CQ full");
   memory::Buffer* b = ep.tx().take();
   if (b == nullptr) {
@@ -133,38 +134,38 @@ Status Control::attempt(pool::Channel* ch, const MsgHeader& h, const uint8_t* bo
     }
   }
   if (s.ok()) ++ch->ops;
-  if (!s.ok() && s.code() != Code::again) core_.note_failure(ch->rail, s);
+  if (!s.ok() && s.code() != Code::again) state_.note_failure(ch->rail, s);
   return s;
 }
 
 void Control::done_with(PendingControl& p) {
-  if (CommState* c = core_.comm(p.owner)) core_.release(*c);
-  core_.unref(p.peer);
+  if (CommState* c = state_.comm(p.owner)) state_.release(*c);
+  state_.unref(p.peer);
 }
 
 void Control::give_up(PendingControl& p, Status why) {
   why = std::move(why).with_context(core::str("control message type ", int(p.hdr.type), " on ",
                                               p.ch->label));
-  CommState* c = core_.comm(p.dep.comm);
+  CommState* c = state_.comm(p.dep.comm);
   switch (p.dep.kind) {
     case Dependent::Kind::send:
       if (c != nullptr && c->sends[p.dep.slot].seq == p.dep.seq) {
-        core_.fail_send(*c, c->sends[p.dep.slot], why);
+        state_.fail_send(*c, c->sends[p.dep.slot], why);
       }
       break;
     case Dependent::Kind::recv:
       if (c != nullptr && c->recvs[p.dep.slot].seq == p.dep.seq) {
-        core_.fail_recv(*c, c->recvs[p.dep.slot], why);
+        state_.fail_recv(*c, c->recvs[p.dep.slot], why);
       }
       break;
     case Dependent::Kind::comm:
-      if (c != nullptr) core_.fail_comm(*c, why);
+      if (c != nullptr) state_.fail_comm(*c, why);
       break;
     case Dependent::Kind::none:
       // Nothing local waits for it, but the peer does (a CLOSE, a CONN_ACK...): a peer that
       // cannot be reached for XPORT_EAGAIN_TIMEOUT_MS is treated as lost.
       if (p.peer != nullptr) {
-        core_.fail_peer(*p.peer, Status(Code::peer_lost, core::str("unreachable: ", why.message())));
+        state_.fail_peer(*p.peer, Status(Code::peer_lost, core::str("unreachable: ", why.message())));
       } else {
         XPORT_LOG(info, "dropping ", why.to_string());
       }
@@ -181,7 +182,7 @@ void Control::retry() {
     const bool behind = std::find(blocked_.begin(), blocked_.end(), p.ch) != blocked_.end();
     Status s = behind ? Status(Code::again, "queued")
                       : attempt(p.ch, p.hdr, p.body.data(), p.body.size(), p.peer);
-    if (s.code() == Code::again && (behind || !core_.expired(e.since))) {
+    if (s.code() == Code::again && (behind || !state_.expired(e.since))) {
       if (!behind) blocked_.push_back(p.ch);
       return true;
     }
@@ -194,8 +195,8 @@ void Control::retry() {
 void Control::fail_rail(uint32_t rail) {
   queued_.drop_if([&](PendingQueue<PendingControl>::Entry& e) {
     if (e.post.ch->rail != rail || e.post.ch->owned) return false;
-    if (CommState* c = core_.comm(e.post.owner)) core_.release(*c);
-    core_.unref(e.post.peer);
+    if (CommState* c = state_.comm(e.post.owner)) state_.release(*c);
+    state_.unref(e.post.peer);
     return true;
   });
 }
@@ -213,15 +214,15 @@ void Control::on_sent(memory::Buffer* b, const Status& st) {
   XPORT_LOG(info, "control message failed on ", ep->label(), ": ", st.to_string());
   // The provider could not deliver to that peer (connection refused, reset...): it is lost.
   // (A connection's failure is its communicator's: it reports itself by FI_SHUTDOWN.)
-  if (st.code() == Code::peer_lost && token != 0 && !core_.connected_endpoints()) {
-    auto it = core_.peers.find(token);
-    if (it != core_.peers.end()) core_.fail_peer(*it->second, st);
+  if (st.code() == Code::peer_lost && token != 0 && !state_.connected_endpoints()) {
+    auto it = state_.peers.find(token);
+    if (it != state_.peers.end()) state_.fail_peer(*it->second, st);
   }
 }
 
 void Control::repost(rail::RailEndpoint* ep, memory::Buffer* b) {
   if (ep->failed) return;
-  rail::Rail& rail = *core_.rails[ep->rail()];
+  rail::Rail& rail = *state_.rails[ep->rail()];
   if (!rail.cq_take()) {
     rx_waiting_.push({ep, b});
     return;
@@ -252,14 +253,14 @@ void Control::repost_later(rail::RailEndpoint* ep, memory::Buffer* b) {
 Status Control::post_receives(rail::RailEndpoint* ep) {
   for (size_t i = 0; i < ep->rx().count(); ++i) {
     memory::Buffer* b = ep->rx().take();
-    if (!core_.rails[ep->rail()]->cq_take()) {
+    if (!state_.rails[ep->rail()]->cq_take()) {
       return core::error(Code::resource, "posting receive buffers on ", ep->label(),
                          ": the CQ has no room (raise XPORT_CQ_ENTRIES)");
     }
     Status s = ep->endpoint().recv(b->data, ep->rx().size(), ep->rx().desc(), FI_ADDR_UNSPEC,
                                    &b->ctx);
     if (s.code() == Code::again) {
-      core_.rails[ep->rail()]->cq_give();
+      state_.rails[ep->rail()]->cq_give();
       rx_waiting_.push({ep, b});
       continue;
     }
@@ -298,7 +299,7 @@ void Control::retire(std::unique_ptr<pool::Channel> connection) {
     return true;
   });
   ep->cancel_receives();
-  if (core_.connected_endpoints() && connection->key.dir == pool::Direction::out &&
+  if (state_.connected_endpoints() && connection->key.dir == pool::Direction::out &&
       !connection->connected && ep->has_endpoint()) {
     // Never connected: its connect was given up before the listener's answer, and nothing but
     // the request went on it. The listener may have accepted it already; it learns now, from
@@ -312,12 +313,12 @@ void Control::retire(std::unique_ptr<pool::Channel> connection) {
   connection->shutdown_seen = was_failed;
   connection->shutdown_sent = was_failed;
   connection->retire_since = Clock::now();
-  core_.retiring.push_back(std::move(connection));
+  state_.retiring.push_back(std::move(connection));
   reap_retired(false);
 }
 
 void Control::on_shutdown(fid_t fid) {
-  for (auto& ch : core_.retiring) {
+  for (auto& ch : state_.retiring) {
     if (ch->owned && ch->owned->has_endpoint() && &ch->owned->endpoint().get()->fid == fid) {
       ch->shutdown_seen = true;
     }
@@ -325,7 +326,7 @@ void Control::on_shutdown(fid_t fid) {
 }
 
 bool Control::is_retiring(fid_t fid) const {
-  for (const auto& ch : core_.retiring) {
+  for (const auto& ch : state_.retiring) {
     if (ch->owned && ch->owned->has_endpoint() && &ch->owned->endpoint().get()->fid == fid) {
       return true;
     }
@@ -335,7 +336,7 @@ bool Control::is_retiring(fid_t fid) const {
 
 void Control::reap_retired(bool force) {
   const auto now = Clock::now();
-  std::erase_if(core_.retiring, [&](std::unique_ptr<pool::Channel>& ch) {
+  std::erase_if(state_.retiring, [&](std::unique_ptr<pool::Channel>& ch) {
     rail::RailEndpoint* ep = ch->owned.get();
     const bool drained = ep->posted_rx == 0 && ep->tx().available() == ep->tx().count();
     const bool waited = now - ch->retire_since >= kRetireWait;
@@ -347,10 +348,10 @@ void Control::reap_retired(bool force) {
     // A provider that reports no cancellation or shutdown would keep it for ever: after a
     // bounded wait the endpoint (its file descriptors) closes, and its buffers' memory stays
     // with the engine, so a completion that still names them reads valid memory.
-    core_.rails[ep->rail()]->cq_give(ep->posted_rx);
+    state_.rails[ep->rail()]->cq_give(ep->posted_rx);
     ep->posted_rx = 0;
     ep->close_endpoint();
-    core_.stale_endpoints.push_back(std::move(ch->owned));
+    state_.stale_endpoints.push_back(std::move(ch->owned));
     return true;
   });
 }

@@ -9,14 +9,14 @@
 #include "proto/dispatch.hpp"
 #include "proto/hook.hpp"
 #include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class Control {
  public:
-  explicit Control(Core& core)
-      : core_(core), queued_(&core.counters.deferred_posts), rx_waiting_(nullptr) {}
+  explicit Control(DeviceState& state)
+      : state_(state), queued_(&state.counters.deferred_posts), rx_waiting_(nullptr) {}
   // Completions of receive buffers (what arrived goes on to the dispatch table's arrivals) and
   // of control messages' send buffers.
   void register_handlers(Dispatch& d);
@@ -75,7 +75,7 @@ class Control {
   void sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
   void send_failed(fabric::OpContext* ctx, const Status& st, int err);
   void done_with(PendingControl& p);
-  Core& core_;
+  DeviceState& state_;
   Dispatch* dispatch_ = nullptr;
   PendingQueue<PendingControl> queued_;
   PendingQueue<PendingRx> rx_waiting_;          // receive buffers to post again (not counted)

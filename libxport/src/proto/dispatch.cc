@@ -3,13 +3,13 @@
 #include "proto/dispatch.hpp"
 
 #include "core/log.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 void Dispatch::done(const fi_cq_data_entry& e) {
   auto* ctx = fabric::op_context_of(e.op_context);
-  rail::Rail& rail = *core_.rails[rail_];
+  rail::Rail& rail = *state_.rails[rail_];
   rail.health().consecutive_failures() = 0;
   XPORT_LOG(trace, "completion: flags 0x", std::hex, e.flags, " len ", std::dec, e.len, " data 0x",
             std::hex, e.data, " ctx ", e.op_context);
@@ -24,20 +24,20 @@ void Dispatch::done(const fi_cq_data_entry& e) {
     // Providers in FI_RX_CQ_DATA mode consume a posted receive for the data: it goes back.
     // Otherwise op_context is undefined for remote completions and must not be read (the
     // entry's CQ room was held by the clear-to-send).
-    if (core_.rx_cq_data_mode && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
+    if (state_.rx_cq_data_mode && ctx != nullptr && ctx->type == fabric::OpType::rx_buffer) {
       rail.cq_give();
       consumed_(ctx);
     }
     return;
   }
   if (ctx == nullptr) {
-    core_.miss();
+    state_.miss();
     return;
   }
   rail.cq_give();
   const auto type = static_cast<size_t>(ctx->type);
   if (type >= rows_.size() || !rows_[type].done) {
-    core_.miss();
+    state_.miss();
     return;
   }
   rows_[type].done(ctx, e);
@@ -45,16 +45,16 @@ void Dispatch::done(const fi_cq_data_entry& e) {
 
 void Dispatch::failed(void* context, const Status& status, int err) {
   auto* ctx = fabric::op_context_of(context);
-  if (err != FI_ECANCELED) core_.note_failure(static_cast<uint32_t>(rail_), status, false);
+  if (err != FI_ECANCELED) state_.note_failure(static_cast<uint32_t>(rail_), status, false);
   if (ctx == nullptr) {
     XPORT_LOG(warn, "error completion without context: ", status.to_string());
-    core_.miss();
+    state_.miss();
     return;
   }
-  core_.rails[rail_]->cq_give();
+  state_.rails[rail_]->cq_give();
   const auto type = static_cast<size_t>(ctx->type);
   if (type >= rows_.size() || !rows_[type].failed) {
-    core_.miss();
+    state_.miss();
     return;
   }
   rows_[type].failed(ctx, status, err);
@@ -63,7 +63,7 @@ void Dispatch::failed(void* context, const Status& status, int err) {
 void Dispatch::message_arrived(rail::RailEndpoint* ep, memory::Buffer* b, size_t len, bool* hold) {
   auto h = decode_header(b->data, len);
   if (!h) {
-    core_.miss();
+    state_.miss();
     XPORT_LOG(warn, "dropping malformed message on ", ep->label(), ": ", h.status().to_string());
     return;
   }
@@ -73,7 +73,7 @@ void Dispatch::message_arrived(rail::RailEndpoint* ep, memory::Buffer* b, size_t
 void Dispatch::route(const Message& m) {
   const size_t type = m.h.type;
   if (type >= routes_.size() || !routes_[type].handler) {
-    core_.miss();
+    state_.miss();
     return;
   }
   const Route& r = routes_[type];

@@ -26,7 +26,7 @@ class RailEndpoint;
 
 namespace xport::proto {
 
-class Core;
+class DeviceState;
 struct Stashed;
 
 // A message as its handler sees it.
@@ -48,7 +48,7 @@ inline bool carries_remote_data(const fi_cq_data_entry& e) {
 
 class Dispatch {
  public:
-  explicit Dispatch(Core& core) : core_(core) {}
+  explicit Dispatch(DeviceState& state) : state_(state) {}
 
   // ---- registration ----
   // A completion kind: Done(fabric::OpContext*, const fi_cq_data_entry&) on success,
@@ -122,7 +122,7 @@ class Dispatch {
     Hook<void(const Message&)> handler;
     bool gated = false;
   };
-  Core& core_;
+  DeviceState& state_;
   size_t rail_ = 0;
   std::array<Row, 16> rows_{};      // by fabric::OpType
   std::array<Route, 64> routes_{};  // by MsgType

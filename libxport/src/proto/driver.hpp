@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -48,11 +48,11 @@ class Driver {
 // make (progress passes under the lock until done() holds or the deadline passes).
 class Calls {
  protected:
-  Calls(Core& core, Driver& driver) : core_(core), driver_(driver) {}
+  Calls(DeviceState& state, Driver& driver) : state_(state), driver_(driver) {}
   template <typename Pred>
   Status wait_until(Deadline deadline, Pred&& done, const char* what);
 
-  Core& core_;  // (the lock is taken in const calls too)
+  DeviceState& state_;  // (the lock is taken in const calls too)
   Driver& driver_;
 };
 
@@ -62,7 +62,7 @@ Status Calls::wait_until(Deadline deadline, Pred&& done, const char* what) {
   for (uint32_t spin = 0;; ++spin) {
     if (spin % kSpinsPerYield == 0) driver_.refresh_links();
     {
-      Lock l(core_);
+      Lock l(state_);
       driver_.progress_locked();
       if (done()) return Status::success();
     }

@@ -133,15 +133,15 @@ rail::RailConfig EngineConfig::rail_config(std::string_view provider) const {
 }
 
 Engine::Engine() {
-  core_.control = &control_;
+  state_.control = &control_;
   // Each part gets the few others it calls, and nothing else.
   eager_.wire(matching_);
   rendezvous_.wire(eager_, matching_);
   matching_.wire(eager_, rendezvous_);
   health_.wire(one_sided_);
-  core_.windows_comm_failed.bind<&OneSided::fail_comm>(&one_sided_);
-  core_.windows_peer_failed.bind<&OneSided::fail_peer>(&one_sided_);
-  core_.windows_rails_lost.bind<&OneSided::resend_after_rail_loss>(&one_sided_);
+  state_.windows_comm_failed.bind<&OneSided::fail_comm>(&one_sided_);
+  state_.windows_peer_failed.bind<&OneSided::fail_peer>(&one_sided_);
+  state_.windows_rails_lost.bind<&OneSided::resend_after_rail_loss>(&one_sided_);
   // The dispatch table: each part registers the completions, messages and arrivals it handles.
   control_.register_handlers(dispatch_);
   connections_.register_handlers(dispatch_);
@@ -174,7 +174,7 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
     std::erase_if(g_engines, [](const std::weak_ptr<Engine>& w) { return w.expired(); });
     g_engines.push_back(inner);
   }
-  Core& c = inner->core_;
+  DeviceState& c = inner->state_;
   c.config = config;
   c.caps = caps;
   c.cq_data_bytes = info->domain_attr->cq_data_size;
@@ -237,12 +237,12 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
 
 Engine::~Engine() {
   // shutdown() ran (the handle's deleter) and no registration is left: endpoints close before
-  // the rails' CQs and domains (declaration order in Core).
+  // the rails' CQs and domains (declaration order in DeviceState).
 }
 
 // Reads and drops what the CQs hold (bounded: a provider that keeps reporting is left).
 void Engine::drain_cqs() {
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     if (r->cq_failed()) continue;
     for (int reads = 0; reads < 1000; ++reads) {
       auto n = r->cq().poll(64, [](const fi_cq_data_entry&) {}, [](void*, Status, int) {});
@@ -252,12 +252,12 @@ void Engine::drain_cqs() {
 }
 
 void Engine::peer_closed(uint64_t token) {
-  Lock l(core_);
-  if (core_.shut_down) return;
-  auto it = core_.peers.find(token);
-  if (it != core_.peers.end() && !it->second->closed) {
-    core_.close_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
-                                              std::dec, ") in this process closed"));
+  Lock l(state_);
+  if (state_.shut_down) return;
+  auto it = state_.peers.find(token);
+  if (it != state_.peers.end() && !it->second->closed) {
+    state_.close_peer(*it->second, core::error(Code::closed, "the peer device (", std::hex, token,
+                                               std::dec, ") in this process closed"));
   }
   // What it sent last is read while its memory is still mapped (its endpoints close once this
   // returns), whether or not this device still knows it as a peer: libfabric's shm handles a
@@ -269,30 +269,30 @@ void Engine::peer_closed(uint64_t token) {
 }
 
 void Engine::shutdown() {
-  if (core_.shut_down) return;
+  if (state_.shut_down) return;
   {
-    Lock l(core_);
+    Lock l(state_);
     // What peers said last is read first: a target that closed (win_gone) is sent nothing more.
     for (int i = 0; i < 8; ++i) progress_locked();
     std::vector<uint64_t> listeners;
-    for (auto& [token, ls] : core_.listeners) listeners.push_back(token);
+    for (auto& [token, ls] : state_.listeners) listeners.push_back(token);
     for (uint64_t t : listeners) connections_.close_listener(t);
     // Window streams say goodbye first, while the communicators and channels they were opened
     // over still exist (closing a communicator may hand its channels back at once).
-    for (auto& [id, w] : core_.windows) w->closed = true;
+    for (auto& [id, w] : state_.windows) w->closed = true;
     one_sided_.shutdown();
     std::vector<CommId> open;
-    core_.comms->for_each([&](uint16_t, CommState& c) { open.push_back(c.id); });
+    state_.comms->for_each([&](uint16_t, CommState& c) { open.push_back(c.id); });
     for (CommId id : open) connections_.close(id);
   }
   // A bounded drain: CLOSE messages go out, operations in flight complete.
   const auto until = Clock::now() + std::chrono::milliseconds(500);
   for (;;) {
-    Lock l(core_);
+    Lock l(state_);
     progress_locked();
     bool busy = control_.queued();
-    core_.comms->for_each([&](uint16_t, CommState& c) { busy = busy || c.outstanding > 0; });
-    for (auto& [id, w] : core_.windows) busy = busy || w->free.size() != w->ops.size();
+    state_.comms->for_each([&](uint16_t, CommState& c) { busy = busy || c.outstanding > 0; });
+    for (auto& [id, w] : state_.windows) busy = busy || w->free.size() != w->ops.size();
     if (!busy || Clock::now() >= until) break;
   }
   // Its farewells are out: the other devices of this process stop sending to it before its
@@ -300,12 +300,12 @@ void Engine::shutdown() {
   std::vector<std::shared_ptr<Engine>> others;
   {
     std::lock_guard<std::mutex> g(g_engines_mu);
-    g_closed_tokens.push_back(core_.device_token);
+    g_closed_tokens.push_back(state_.device_token);
     for (const auto& w : g_engines) {
       if (auto e = w.lock(); e && e.get() != this) others.push_back(std::move(e));
     }
   }
-  for (auto& e : others) e->peer_closed(core_.device_token);
+  for (auto& e : others) e->peer_closed(state_.device_token);
   others.clear();
   // The public layer's per-device state goes after the lock below is released, once the
   // operations abandoned under it have let go of what they held of it.
@@ -315,21 +315,21 @@ void Engine::shutdown() {
     attached = std::move(attachment_);
     attach_closed_ = true;
   }
-  Lock l(core_);
-  core_.shut_down = true;
+  Lock l(state_);
+  state_.shut_down = true;
   // What is still in flight is abandoned. The endpoints close first (until then a provider may
   // still use an operation's context, and cancelling may write into it), then what their CQs
   // still hold is read and dropped, and only then do contexts and registrations go.
   // Posted receives are cancelled first and their cancellations read while the endpoints are
   // open (a provider's fi_cq_strerror may look at the endpoint; the sockets provider leaks a
   // receive that is still posted when its endpoint closes).
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) ep->cancel_receives();
     }
   }
-  if (!core_.connected_endpoints()) {
-    core_.pool->for_each([](const pool::Channel& ch) {  // RDM communicators' own endpoints
+  if (!state_.connected_endpoints()) {
+    state_.pool->for_each([](const pool::Channel& ch) {  // RDM communicators' own endpoints
       if (ch.owned) ch.owned->cancel_receives();
     });
   }
@@ -338,18 +338,18 @@ void Engine::shutdown() {
   // holds the engine, so an abandoned operation holding one would keep both alive for ever
   // (LeakSanitizer: a send to a killed peer, FI_MR_ENDPOINT). Only the caller's own Regions
   // keep the data endpoint open below.
-  core_.comms->for_each([](uint16_t, CommState& c) {
+  state_.comms->for_each([](uint16_t, CommState& c) {
     for (SendSlot& s : c.sends) s.region.reset();
     for (RecvSlot& r : c.recvs) r.region.reset();
   });
-  for (auto& w : core_.windows) {
+  for (auto& w : state_.windows) {
     for (WindowOp& o : w.second->ops) o.region.reset();
   }
-  for (auto& f : core_.flushes) f.second->region.reset();
+  for (auto& f : state_.flushes) f.second->region.reset();
   bool closed = true;
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     const bool bound = (r->domain().mr_mode() & FI_MR_ENDPOINT) != 0 &&
-                       core_.registry->registrations() > 0;
+                       state_.registry->registrations() > 0;
     for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep == nullptr) continue;
       if (bound && ep == r->data()) {
@@ -361,10 +361,10 @@ void Engine::shutdown() {
       ep->close_endpoint();
     }
   }
-  core_.pool->for_each([](const pool::Channel& ch) {
+  state_.pool->for_each([](const pool::Channel& ch) {
     if (ch.owned) ch.owned->close_endpoint();
   });
-  for (auto& ch : core_.retiring) {
+  for (auto& ch : state_.retiring) {
     if (ch->owned) ch->owned->close_endpoint();
   }
   drain_cqs();
@@ -372,13 +372,13 @@ void Engine::shutdown() {
   eager_.clear();
   rendezvous_.clear();
   one_sided_.clear();
-  core_.last_stream_id = 0;
-  core_.last_window_id = 0;
-  core_.out_streams.clear();  // (their peers and communicators go below)
-  core_.in_streams.clear();
-  core_.in_stream_live.clear();
+  state_.last_stream_id = 0;
+  state_.last_window_id = 0;
+  state_.out_streams.clear();  // (their peers and communicators go below)
+  state_.in_streams.clear();
+  state_.in_stream_live.clear();
   std::vector<CommState*> all;
-  core_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
+  state_.comms->for_each([&](uint16_t, CommState& c) { all.push_back(&c); });
   size_t kept = 0;
   for (CommState* c : all) {
     if (!closed && c->outstanding > 0) {
@@ -387,22 +387,22 @@ void Engine::shutdown() {
     }
     c->outstanding = 0;
     c->user_closed = true;
-    core_.erase_comm(*c);
+    state_.erase_comm(*c);
   }
-  std::erase_if(core_.windows, [&](auto& w) {
+  std::erase_if(state_.windows, [&](auto& w) {
     if (!closed && w.second->free.size() != w.second->ops.size()) {
       ++kept;
       return false;
     }
     return true;
   });
-  core_.flushes.clear();
+  state_.flushes.clear();
   if (kept > 0) {
     XPORT_LOG(warn, kept, " communicators or windows still had operations in flight when the "
               "device closed; with Regions still bound to its endpoints (FI_MR_ENDPOINT) their "
               "memory stays until those Regions go");
   }
-  if (closed) core_.peers.clear();
+  if (closed) state_.peers.clear();
 }
 
 std::shared_ptr<void> Engine::attachment(const std::function<std::shared_ptr<void>()>& make) {

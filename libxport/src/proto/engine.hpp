@@ -6,7 +6,8 @@
 //   connections/calls.hpp  ConnectionCalls: listen, accept, connect, close
 //   two_sided/calls.hpp    TwoSidedCalls: isend, irecv, test, wait, flush
 //   one_sided/calls.hpp    OneSidedCalls: windows and their operations and waits
-// The work itself is done by its parts, one per concern, over the shared state in state.hpp:
+// The work itself is done by its parts, one per concern, over the shared DeviceState
+// (device_state.hpp):
 //   control.hpp            control messages, receive buffers, connection retirement
 //   connections/           listen/connect/accept, CONN_* messages, close
 //   two_sided/eager        eager messages and credits
@@ -39,7 +40,7 @@
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/peer_health.hpp"
 #include "proto/regions.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 #include "proto/two_sided/calls.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
@@ -60,11 +61,11 @@ class Engine final : public memory::RegionOwner, public Driver {
                                               const EngineConfig& config);
   ~Engine();
 
-  const Capabilities& caps() const { return core_.caps; }
+  const Capabilities& caps() const { return state_.caps; }
   // What the device was opened with (eager_max as limited by the provider).
-  const EngineConfig& config() const { return core_.config; }
-  size_t rail_count() const { return core_.rails.size(); }
-  const std::string& rail_name(size_t i) const { return core_.rails[i]->name(); }
+  const EngineConfig& config() const { return state_.config; }
+  size_t rail_count() const { return state_.rails.size(); }
+  const std::string& rail_name(size_t i) const { return state_.rails[i]->name(); }
 
   // The public calls, by family.
   MemoryCalls& memory() { return memory_; }
@@ -91,9 +92,9 @@ class Engine final : public memory::RegionOwner, public Driver {
   // For engine-level tests: true while the clear-to-send for message `seq` of send communicator
   // `comm` waits for its isend; and the engine's lock, held until the returned object goes.
   bool early_cts_for_test(CommId comm, uint64_t seq);
-  std::unique_ptr<Lock> lock_for_test() { return std::make_unique<Lock>(core_); }
+  std::unique_ptr<Lock> lock_for_test() { return std::make_unique<Lock>(state_); }
   // The device's token (exported keys and connection messages carry it).
-  uint64_t device_token() const { return core_.device_token; }
+  uint64_t device_token() const { return state_.device_token; }
 
   // (Driver: the pause between two passes of a wait; comm.cc's waits make it too)
   bool between_passes(uint32_t spin, const Deadline& d, WaitState& w) override;
@@ -103,7 +104,7 @@ class Engine final : public memory::RegionOwner, public Driver {
   void shutdown();
   // Another device of this process (its token) is closing: everything towards it fails now,
   // what it sent last is read while its endpoints are still open, and nothing is posted to it
-  // again (Core::close_peer).
+  // again (DeviceState::close_peer).
   void peer_closed(uint64_t token);
   void drain_cqs();
   // (Driver: a progress pass under the lock; the links read with no lock held)
@@ -122,21 +123,21 @@ class Engine final : public memory::RegionOwner, public Driver {
   // in flight on it (whose completions will never come) failed or moved to another rail.
   void fail_rail(uint32_t rail, const Status& why);
 
-  mutable Core core_;  // (the lock is taken in const calls too)
-  Dispatch dispatch_{core_};
-  Control control_{core_};
-  Connections connections_{core_};
-  Eager eager_{core_};
-  Rendezvous rendezvous_{core_};
-  Matching matching_{core_};
-  OneSided one_sided_{core_};
-  Flusher flusher_{core_};
-  PeerHealth health_{core_};
+  mutable DeviceState state_;  // (the lock is taken in const calls too)
+  Dispatch dispatch_{state_};
+  Control control_{state_};
+  Connections connections_{state_};
+  Eager eager_{state_};
+  Rendezvous rendezvous_{state_};
+  Matching matching_{state_};
+  OneSided one_sided_{state_};
+  Flusher flusher_{state_};
+  PeerHealth health_{state_};
   // The facades of the public calls.
-  MemoryCalls memory_{core_, *this};
-  ConnectionCalls connection_calls_{core_, *this, connections_, flusher_};
-  TwoSidedCalls two_sided_calls_{core_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
-  OneSidedCalls one_sided_calls_{core_, *this, memory_, one_sided_};
+  MemoryCalls memory_{state_, *this};
+  ConnectionCalls connection_calls_{state_, *this, connections_, flusher_};
+  TwoSidedCalls two_sided_calls_{state_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
+  OneSidedCalls one_sided_calls_{state_, *this, memory_, one_sided_};
   uint32_t passes_ = 0;
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
   // clock; a sleeping wait makes one pass per wake-up).

@@ -5,13 +5,13 @@
 
 #include "proto/dispatch.hpp"
 #include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class Flusher {
  public:
-  explicit Flusher(Core& core) : core_(core), unposted_(&core.counters.deferred_posts) {}
+  explicit Flusher(DeviceState& state) : state_(state), unposted_(&state.counters.deferred_posts) {}
   // Completions of flush reads.
   void register_handlers(Dispatch& d);
 
@@ -36,7 +36,7 @@ class Flusher {
   Status post(FlushState& f, uint32_t i);
   void read_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
   void read_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
-  Core& core_;
+  DeviceState& state_;
   struct Read {
     uint64_t flush = 0;
     uint32_t index = 0;  // its read (rail) in the flush

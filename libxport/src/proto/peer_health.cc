@@ -21,11 +21,11 @@ MsgHeader keepalive(MsgType t, uint64_t token, uint64_t nonce) {
 }
 
 // The first path of a peer whose rail both ends use (or any).
-pool::Channel* control_channel(const Core& core, pool::Peer& p) {
+pool::Channel* control_channel(const DeviceState& state, pool::Peer& p) {
   pool::Channel* any = nullptr;
   for (const pool::Path& path : p.paths) {
     if (path.control == nullptr) continue;
-    if (core.usable(path.control->rail, &p)) return path.control;
+    if (state.usable(path.control->rail, &p)) return path.control;
     if (any == nullptr) any = path.control;
   }
   return any;
@@ -44,7 +44,7 @@ void PeerHealth::check(Clock::time_point now) {
   // window operations in flight.
   std::set<pool::Peer*> waiting;
   std::vector<CommId> lingering;
-  core_.comms->for_each([&](uint16_t, CommState& c) {
+  state_.comms->for_each([&](uint16_t, CommState& c) {
     if (c.peer == nullptr || c.phase == Phase::failed) {
       if (c.user_closed) lingering.push_back(c.id);
       return;
@@ -56,7 +56,7 @@ void PeerHealth::check(Clock::time_point now) {
     if (c.user_closed) lingering.push_back(c.id);
   });
   // ... and window streams or waits on it (one_sided.hpp).
-  for (auto& [token, owned] : core_.peers) {
+  for (auto& [token, owned] : state_.peers) {
     if (one_sided_->waits_on(owned.get())) waiting.insert(owned.get());
   }
   // The time since the last sweep counts as silence only while this device was listening
@@ -67,15 +67,15 @@ void PeerHealth::check(Clock::time_point now) {
   const Clock::duration gap = prev == Clock::time_point{} ? Clock::duration{} : now - prev;
   last_sweep_ = now;
   const Clock::duration counted =
-      std::min<Clock::duration>({gap, kLongestCountedGap, core_.config.peer_timeout / 2});
+      std::min<Clock::duration>({gap, kLongestCountedGap, state_.config.peer_timeout / 2});
   std::vector<pool::Peer*> idle;
-  for (auto& [token, owned] : core_.peers) {
+  for (auto& [token, owned] : state_.peers) {
     pool::Peer& p = *owned;
     if (p.refs <= 0) {
       if (now - p.idle_since > kPeerLinger) idle.push_back(&p);
       continue;
     }
-    if (p.dead || core_.connected_endpoints()) continue;  // connections report their own loss
+    if (p.dead || state_.connected_endpoints()) continue;  // connections report their own loss
     if (waiting.count(&p) == 0) {
       p.last_heard = now;  // silence while nothing is asked of a peer means nothing
       p.heard = false;
@@ -92,57 +92,57 @@ void PeerHealth::check(Clock::time_point now) {
     } else {
       p.quiet += counted;
     }
-    if (p.quiet > core_.config.peer_timeout) {
-      core_.fail_peer(p, core::error(Code::peer_lost, "the peer (device ", std::hex, p.token,
-                                     std::dec, ") answered nothing for ",
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(p.quiet)
-                                         .count(),
-                                     " ms of this device's progress while requests waited on it "
-                                     "(XPORT_PEER_TIMEOUT_MS)"));
+    if (p.quiet > state_.config.peer_timeout) {
+      state_.fail_peer(p, core::error(Code::peer_lost, "the peer (device ", std::hex, p.token,
+                                      std::dec, ") answered nothing for ",
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(p.quiet)
+                                          .count(),
+                                      " ms of this device's progress while requests waited on it "
+                                      "(XPORT_PEER_TIMEOUT_MS)"));
       continue;
     }
-    if (p.quiet > core_.config.keepalive &&
-        (!p.ping_outstanding || now - p.ping_sent > core_.config.keepalive)) {
+    if (p.quiet > state_.config.keepalive &&
+        (!p.ping_outstanding || now - p.ping_sent > state_.config.keepalive)) {
       ping(p, now);
     }
   }
   // Window streams whose target stopped counting while it answers (stream.hpp).
   one_sided_->streams().check_stalls(now);
-  for (pool::Peer* p : idle) core_.retire_peer(*p);
+  for (pool::Peer* p : idle) state_.retire_peer(*p);
   for (CommId id : lingering) {
-    if (CommState* c = core_.comm(id)) core_.maybe_erase(*c);
+    if (CommState* c = state_.comm(id)) state_.maybe_erase(*c);
   }
 }
 
 void PeerHealth::ping(pool::Peer& p, Clock::time_point now) {
-  pool::Channel* ch = control_channel(core_, p);
+  pool::Channel* ch = control_channel(state_, p);
   if (ch == nullptr) return;
   p.ping_nonce = next_nonce_++;
   p.ping_sent = now;
   p.ping_outstanding = true;
-  ++core_.counters.keepalives_sent;
-  (void)core_.control->send(ch, keepalive(MsgType::ping, core_.device_token, p.ping_nonce),
-                            nullptr, nullptr, Dependent{}, &p);
+  ++state_.counters.keepalives_sent;
+  (void)state_.control->send(ch, keepalive(MsgType::ping, state_.device_token, p.ping_nonce),
+                             nullptr, nullptr, Dependent{}, &p);
 }
 
 void PeerHealth::on_ping(const Message& m) {
   const MsgHeader& h = m.h;
-  auto it = core_.peers.find(h.aux);
+  auto it = state_.peers.find(h.aux);
   // A device this one knows nothing of (all its communicators closed) gets no answer: whatever
   // it waits on here is gone.
-  if (it == core_.peers.end() || it->second->dead) return;
+  if (it == state_.peers.end() || it->second->dead) return;
   pool::Peer& p = *it->second;
   p.last_heard = Clock::now();
-  pool::Channel* ch = control_channel(core_, p);
+  pool::Channel* ch = control_channel(state_, p);
   if (ch == nullptr) return;
-  (void)core_.control->send(ch, keepalive(MsgType::pong, core_.device_token, h.aux2), nullptr,
-                            nullptr, Dependent{}, &p);
+  (void)state_.control->send(ch, keepalive(MsgType::pong, state_.device_token, h.aux2), nullptr,
+                             nullptr, Dependent{}, &p);
 }
 
 void PeerHealth::on_rail_state(const Message& m) {
   const MsgHeader& h = m.h;
-  auto it = core_.peers.find(h.aux);
-  if (it == core_.peers.end() || h.seq >= kMaxRails) return;
+  auto it = state_.peers.find(h.aux);
+  if (it == state_.peers.end() || h.seq >= kMaxRails) return;
   pool::Peer& p = *it->second;
   p.last_heard = Clock::now();
   const uint32_t bit = 1u << h.seq;
@@ -152,14 +152,14 @@ void PeerHealth::on_rail_state(const Message& m) {
     p.rails_down |= bit;
     XPORT_LOG(info, "peer ", std::hex, p.token, std::dec, " took its rail ", h.seq,
               " out of service: traffic to it avoids that rail");
-    core_.resend_after_rail_loss(&p);
+    state_.resend_after_rail_loss(&p);
   }
 }
 
 void PeerHealth::on_pong(const Message& m) {
   const MsgHeader& h = m.h;
-  auto it = core_.peers.find(h.aux);
-  if (it == core_.peers.end()) return;
+  auto it = state_.peers.find(h.aux);
+  if (it == state_.peers.end()) return;
   pool::Peer& p = *it->second;
   p.last_heard = Clock::now();
   if (h.aux2 == p.ping_nonce) p.ping_outstanding = false;

@@ -5,13 +5,13 @@
 #pragma once
 
 #include "proto/dispatch.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class PeerHealth {
  public:
-  explicit PeerHealth(Core& core) : core_(core) {}
+  explicit PeerHealth(DeviceState& state) : state_(state) {}
   // What window streams wait on and their stall checks (the Engine wires it).
   void wire(OneSided& one_sided) { one_sided_ = &one_sided; }
   // ping, pong, rail_state.
@@ -33,7 +33,7 @@ class PeerHealth {
 
  private:
   void ping(pool::Peer& p, Clock::time_point now);
-  Core& core_;
+  DeviceState& state_;
   OneSided* one_sided_ = nullptr;
   uint64_t next_nonce_ = 1;
   Clock::time_point last_sweep_{};  // (none yet: the first sweep counts no gap)

@@ -14,7 +14,7 @@ namespace xport::proto {
 
 Status Engine::progress() {
   refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   progress_locked();
   return Status::success();
 }
@@ -23,18 +23,18 @@ void Engine::refresh_links() {
   if (!links_due_.load(std::memory_order_relaxed)) return;
   if (!links_due_.exchange(false, std::memory_order_relaxed)) return;  // another thread took it
   // File I/O, with no lock held; the results are applied under the lock by progress.
-  for (auto& r : core_.rails) r->health().refresh_link();
+  for (auto& r : state_.rails) r->health().refresh_link();
   links_fresh_.store(true, std::memory_order_relaxed);
 }
 
 size_t Engine::poll_cqs() {
   size_t handled = 0;
-  for (size_t i = 0; i < core_.rails.size(); ++i) {
-    rail::Rail& r = *core_.rails[i];
+  for (size_t i = 0; i < state_.rails.size(); ++i) {
+    rail::Rail& r = *state_.rails[i];
     if (r.cq_failed()) continue;
     dispatch_.polling(i);
     auto n = r.cq().poll(
-        core_.config.cq_batch, [this](const fi_cq_data_entry& e) { dispatch_.done(e); },
+        state_.config.cq_batch, [this](const fi_cq_data_entry& e) { dispatch_.done(e); },
         [this](void* ctx, Status s, int err) { dispatch_.failed(ctx, s, err); });
     if (!n.ok()) {
       // The CQ itself failed (overrun, a dead device): the rail is out of service for good;
@@ -49,8 +49,8 @@ size_t Engine::poll_cqs() {
 }
 
 void Engine::progress_locked() {
-  if (core_.in_progress || core_.shut_down) return;
-  core_.in_progress = true;
+  if (state_.in_progress || state_.shut_down) return;
+  state_.in_progress = true;
   // Receive buffers handled in the previous pass (Control::repost_later), and posts the
   // provider refused, go back before the CQs are read.
   if (control_.receives_waiting()) control_.retry_receives();
@@ -61,7 +61,7 @@ void Engine::progress_locked() {
                        std::memory_order_relaxed);
     if (waker_.sleepers().load(std::memory_order_relaxed) != 0) waker_.ring();
   }
-  if (core_.connected_endpoints()) {
+  if (state_.connected_endpoints()) {
     Status s = connections_.progress_events();
     if (!s.ok()) XPORT_LOG(warn, "connection events: ", s.to_string());
     if (connections_.shutdowns_pending()) {
@@ -87,16 +87,16 @@ void Engine::progress_locked() {
     due_check_.store(false, std::memory_order_relaxed);
     housekeeping();
   }
-  core_.in_progress = false;
+  state_.in_progress = false;
 }
 
 bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
-  if (core_.config.spin_gather.count() > 0 && !w.sleeping) {
+  if (state_.config.spin_gather.count() > 0 && !w.sleeping) {
     // A pass that handled completions (any thread's) and did not end this wait: the peer's
     // next messages gather before the next poll (XPORT_SPIN_GATHER_NS).
     const uint64_t gen = handled_gen_.load(std::memory_order_relaxed);
     if (w.paused_gen != UINT64_MAX && gen != w.paused_gen) {
-      const auto until = Clock::now() + core_.config.spin_gather;
+      const auto until = Clock::now() + state_.config.spin_gather;
       do {
         for (int i = 0; i < 4; ++i) core::cpu_relax();
       } while (Clock::now() < until);
@@ -112,9 +112,9 @@ bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
   const auto now = Clock::now();
   if (w.began == Clock::time_point{}) w.began = now;
   const bool block = d.wait_mode() == WaitMode::block ||
-                     (d.wait_mode() == WaitMode::by_knob && core_.config.block_waits);
+                     (d.wait_mode() == WaitMode::by_knob && state_.config.block_waits);
   if (block) {
-    if (w.sleep_after == Clock::time_point{}) w.sleep_after = now + core_.config.wait_spin;
+    if (w.sleep_after == Clock::time_point{}) w.sleep_after = now + state_.config.wait_spin;
     if (now >= w.sleep_after) {
       w.sleeping = true;
       sleep_once(d, w);
@@ -130,13 +130,13 @@ bool Engine::between_passes(uint32_t spin, const Deadline& d, WaitState& w) {
 void Engine::open_waker_locked() {
   if (waker_.is_open() || waker_failed_) return;
   Status s = waker_.open();
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     if (!s.ok()) break;
     if (r->cq().wait_fd() >= 0) s = waker_.watch(r->cq().wait_fd());
   }
-  if (s.ok() && core_.connected_endpoints()) {
+  if (s.ok() && state_.connected_endpoints()) {
     // Connection events: the EQ's wait object, where it has one (else the tick).
-    fid_eq* eq = core_.rails.empty() ? nullptr : core_.rails[0]->domain().eq();
+    fid_eq* eq = state_.rails.empty() ? nullptr : state_.rails[0]->domain().eq();
     int fd = -1;
     if (eq != nullptr && fi_control(&eq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) {
       s = waker_.watch(fd);
@@ -153,22 +153,22 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
   bool can_sleep = true;
   bool every_cq_has_fd = true;
   {
-    Lock l(core_);
+    Lock l(state_);
     open_waker_locked();
-    if (waker_failed_ || core_.shut_down) {
+    if (waker_failed_ || state_.shut_down) {
       can_sleep = false;
     } else if (w.seen_gen != handled_gen_.load(std::memory_order_relaxed)) {
       // Completions were handled since this wait last looked: one more pass first, and after
       // a wake-up by traffic a spin again (more may follow at once).
       if (w.seen_gen != UINT64_MAX) {
         w.sleeping = false;
-        w.sleep_after = Clock::now() + core_.config.wait_spin;
+        w.sleep_after = Clock::now() + state_.config.wait_spin;
       }
       w.seen_gen = handled_gen_.load(std::memory_order_relaxed);
       w.idle_sleeps = 0;
       can_sleep = false;
     } else {
-      for (auto& r : core_.rails) {
+      for (auto& r : state_.rails) {
         if (r->cq_failed()) continue;
         if (r->cq().wait_fd() < 0) {
           every_cq_has_fd = false;
@@ -180,11 +180,11 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
           break;
         }
       }
-      if (core_.connected_endpoints() && !eq_watched_) every_cq_has_fd = false;
+      if (state_.connected_endpoints() && !eq_watched_) every_cq_has_fd = false;
       if (can_sleep && eq_watched_) {
         // The EQ's wait object stays readable until fi_trywait clears it.
-        fid_t f = &core_.rails[0]->domain().eq()->fid;
-        if (fi_trywait(core_.rails[0]->domain().fabric(), &f, 1) != 0) can_sleep = false;
+        fid_t f = &state_.rails[0]->domain().eq()->fid;
+        if (fi_trywait(state_.rails[0]->domain().fabric(), &f, 1) != 0) can_sleep = false;
       }
       if (can_sleep) waker_.sleepers().fetch_add(1, std::memory_order_relaxed);
     }
@@ -211,14 +211,14 @@ void Engine::sleep_once(const Deadline& d, WaitState& w) {
 
 void Engine::housekeeping() {
   const auto now = Clock::now();
-  if (core_.config.rail_check.count() != 0 && now >= next_link_read_) {
-    next_link_read_ = now + core_.config.rail_check;
+  if (state_.config.rail_check.count() != 0 && now >= next_link_read_) {
+    next_link_read_ = now + state_.config.rail_check;
     links_due_.store(true, std::memory_order_relaxed);  // read by the next test() or progress()
   }
   const bool fresh = links_fresh_.load(std::memory_order_relaxed) &&
                      links_fresh_.exchange(false, std::memory_order_relaxed);
-  if (core_.config.rail_check.count() != 0 && (fresh || now >= next_rail_check_)) {
-    next_rail_check_ = now + core_.config.rail_check;
+  if (state_.config.rail_check.count() != 0 && (fresh || now >= next_rail_check_)) {
+    next_rail_check_ = now + state_.config.rail_check;
     apply_link_states(now);
   }
   if (now >= next_health_check_) {
@@ -229,15 +229,15 @@ void Engine::housekeeping() {
 }
 
 void Engine::fail_rail(uint32_t rail, const Status& why) {
-  rail::Rail& r = *core_.rails[rail];
+  rail::Rail& r = *state_.rails[rail];
   XPORT_LOG(warn, why.to_string(), ": out of service for good");
   r.set_cq_failed();
-  core_.note_failure(rail, why);  // quarantine, tell the peers, resend what may be lost
+  state_.note_failure(rail, why);  // quarantine, tell the peers, resend what may be lost
   // Sends with something in flight on it: failed (their completions will never come).
   std::vector<CommId> ids;
-  core_.comms->for_each([&](uint16_t, CommState& c) { ids.push_back(c.id); });
+  state_.comms->for_each([&](uint16_t, CommState& c) { ids.push_back(c.id); });
   for (CommId id : ids) {
-    CommState* c = core_.comm(id);
+    CommState* c = state_.comm(id);
     if (c == nullptr || !c->is_send) continue;
     for (SendSlot& s : c->sends) {
       if (!s.active || s.outstanding == 0) continue;
@@ -254,8 +254,8 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
         }
       }
       if (lost == 0) continue;
-      core_.fail_send(*c, s, why);
-      for (uint32_t k = 0; k < lost && (c = core_.comm(id)) != nullptr; ++k) core_.release(*c, s);
+      state_.fail_send(*c, s, why);
+      for (uint32_t k = 0; k < lost && (c = state_.comm(id)) != nullptr; ++k) state_.release(*c, s);
     }
   }
   // Posts queued for it would go to a dead NIC: eager sends and stripes fail with their
@@ -270,8 +270,8 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
   for (rail::RailEndpoint* ep : r.endpoints()) {
     if (ep != nullptr) eps.push_back(ep);
   }
-  core_.pool->for_each([&](const pool::Channel& ch) {
-    if (ch.owned && ch.rail == rail && !core_.connected_endpoints()) {
+  state_.pool->for_each([&](const pool::Channel& ch) {
+    if (ch.owned && ch.rail == rail && !state_.connected_endpoints()) {
       eps.push_back(ch.owned.get());
     }
   });
@@ -293,24 +293,24 @@ void Engine::fail_rail(uint32_t rail, const Status& why) {
 }
 
 void Engine::apply_link_states(Clock::time_point now) {
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     if (r->cq_failed()) continue;  // never back: its CQ is gone
     rail::Health& h = r->health();
     const bool up = h.link_up();
     if (h.state() == rail::Health::State::up && !up) {
-      h.quarantine("link down", now + core_.config.rail_retry);
+      h.quarantine("link down", now + state_.config.rail_retry);
       XPORT_LOG(warn, "rail ", r->name(), " quarantined: link down; new traffic avoids it");
-      core_.announce_rail_state(r->index(), false);
+      state_.announce_rail_state(r->index(), false);
       // What this device sent on it may never arrive: it goes again on the rails left (its
       // peers do the same for theirs when they hear of it).
-      core_.resend_after_rail_loss(nullptr);
+      state_.resend_after_rail_loss(nullptr);
     } else if (h.state() == rail::Health::State::quarantined) {
       if (!up) {
-        h.quarantine(h.reason(), now + core_.config.rail_retry);  // back off again
+        h.quarantine(h.reason(), now + state_.config.rail_retry);  // back off again
       } else if (now >= h.retry_at()) {
         h.restore();
         XPORT_LOG(info, "rail ", r->name(), " back in service: link up");
-        core_.announce_rail_state(r->index(), true);
+        state_.announce_rail_state(r->index(), true);
       }
     }
   }
@@ -328,11 +328,11 @@ struct Scratch {
 }  // namespace
 
 void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
-  Lock l(core_);
-  if (rail >= core_.rails.size() || core_.shut_down) return;
+  Lock l(state_);
+  if (rail >= state_.rails.size() || state_.shut_down) return;
   auto h = decode_header(bytes, len);
   if (!h) {
-    core_.miss();
+    state_.miss();
     return;
   }
   Scratch s(bytes, len);
@@ -344,22 +344,22 @@ void Engine::inject_message(size_t rail, const uint8_t* bytes, size_t len) {
 
 void Engine::inject_cq_data(size_t rail, uint64_t data, const uint8_t* payload, size_t len,
                             bool eager) {
-  Lock l(core_);
-  if (rail >= core_.rails.size() || core_.shut_down) return;
+  Lock l(state_);
+  if (rail >= state_.rails.size() || state_.shut_down) return;
   dispatch_.polling(rail);
   if (!eager) {
     dispatch_.write_landed(data, len, static_cast<uint32_t>(rail));
     return;
   }
-  if (core_.rails[rail]->data() == nullptr) return;
+  if (state_.rails[rail]->data() == nullptr) return;
   Scratch s(payload, len);
   bool hold = false;
   dispatch_.eager_arrived(nullptr, &s.buffer, data, len, &hold);
 }
 
 bool Engine::early_cts_for_test(CommId comm, uint64_t seq) {
-  Lock l(core_);
-  CommState* c = core_.comm(comm);
+  Lock l(state_);
+  CommState* c = state_.comm(comm);
   if (c == nullptr || !c->is_send || c->depth == 0) return false;
   const EarlyCts& e = c->early_cts[c->slot_of(seq)];
   return e.valid && e.cts.seq == seq;

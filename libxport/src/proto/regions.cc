@@ -18,26 +18,26 @@ Result<RegionRef> MemoryCalls::register_memory(void* buf, size_t len, int cuda_d
     return core::error(Code::invalid_argument, "register_memory: empty buffer (", buf, ", ", len,
                        " bytes)");
   }
-  Lock l(core_);
+  Lock l(state_);
   std::vector<RegionRef> dropped;  // released under the lock, after the cache walk
-  return core_.registry->acquire(buf, len, self_.lock(), dropped, cuda_device);
+  return state_.registry->acquire(buf, len, self_.lock(), dropped, cuda_device);
 }
 
 void Engine::release_region(memory::RegionState& r) {
-  if (core_.held_by_me()) {
+  if (state_.held_by_me()) {
     // The last holder was one of the engine's own operations, under the lock already.
-    core_.registry->release(r);
+    state_.registry->release(r);
     return;
   }
-  Lock l(core_);
-  core_.registry->release(r);
+  Lock l(state_);
+  state_.registry->release(r);
 }
 
 std::vector<uint8_t> MemoryCalls::export_key(const LocalBuffer& region) const {
-  Lock l(core_);
+  Lock l(state_);
   // The device closed (its Regions outlive it): a key would name a device nobody can reach, and
   // its endpoints, whose address a key carries, are gone.
-  if (core_.shut_down) return {};
+  if (state_.shut_down) return {};
   const memory::RegionState& r = **region.region;
   RemoteKey k;
   k.virt_addr = r.virt_addr;
@@ -49,11 +49,11 @@ std::vector<uint8_t> MemoryCalls::export_key(const LocalBuffer& region) const {
   k.device = r.cuda_device >= 0;
   for (const auto& mr : r.mrs) k.keys.push_back(mr->key());
   // How to reach this device, so that a window can be opened from the key alone (RDM).
-  if (!core_.connected_endpoints()) {
-    if (auto a = core_.rails[0]->control()->endpoint().address();
+  if (!state_.connected_endpoints()) {
+    if (auto a = state_.rails[0]->control()->endpoint().address();
         a.ok() && !a->empty() && a->size() <= kMaxHandleAddressBytes) {
       k.reach = std::move(a).value();
-      k.provider_hash = provider_hash(core_.caps.provider);
+      k.provider_hash = provider_hash(state_.caps.provider);
     }
   }
   return encode_key(k);
@@ -66,7 +66,7 @@ Result<RemoteKey> MemoryCalls::import_key(std::span<const uint8_t> bytes) const 
     return core::error(Code::invalid_argument, "import_key: the key describes ", k->keys.size(),
                        " rails, at most ", kMaxRails, " are supported");
   }
-  if (k->virt_addr != ((core_.rails[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
+  if (k->virt_addr != ((state_.rails[0]->domain().mr_mode() & FI_MR_VIRT_ADDR) != 0)) {
     return core::error(Code::invalid_argument,
                        "import_key: the key's addressing (virtual or offset) does not match this "
                        "provider's FI_MR_VIRT_ADDR mode: was it exported by another provider?");

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -22,7 +22,7 @@ struct LocalBuffer {
 class MemoryCalls {
  public:
   // `owner`: the engine, which each registration holds (and which closes it).
-  MemoryCalls(Core& core, memory::RegionOwner& owner) : core_(core), owner_(owner) {}
+  MemoryCalls(DeviceState& state, memory::RegionOwner& owner) : state_(state), owner_(owner) {}
   // The owner's own handle, which registrations hold: set once it exists (Engine::open).
   void bind(std::weak_ptr<memory::RegionOwner> self) { self_ = std::move(self); }
 
@@ -38,7 +38,7 @@ class MemoryCalls {
   bool owns(const memory::RegionState& r) const { return r.owner.get() == &owner_; }
 
  private:
-  Core& core_;  // (the lock is taken in const calls too)
+  DeviceState& state_;  // (the lock is taken in const calls too)
   memory::RegionOwner& owner_;
   std::weak_ptr<memory::RegionOwner> self_;
 };

@@ -11,7 +11,7 @@
 namespace xport::proto {
 
 Stats Engine::stats() const {
-  Lock l(core_);
+  Lock l(state_);
   Stats s;
   auto add_ep = [&](const fabric::Endpoint& ep, const std::string& rail) {
     EndpointStats es;
@@ -28,7 +28,7 @@ Stats Engine::stats() const {
     es.eagain_retries = c.eagain.get();
     s.endpoints.push_back(es);
   };
-  for (const auto& r : core_.rails) {
+  for (const auto& r : state_.rails) {
     RailStats rs;
     rs.name = r->name();
     rs.state = r->health().state_name();
@@ -55,62 +55,62 @@ Stats Engine::stats() const {
   }
   // The pool: connections (each its own endpoint) and the RDM channels of every peer.
   PoolStats& ps = s.pool;
-  ps.groups = core_.config.pool_groups;
-  ps.channels_per_group = core_.config.pool_channels;
+  ps.groups = state_.config.pool_groups;
+  ps.channels_per_group = state_.config.pool_channels;
   uint64_t live_ops = 0;
   auto count_channel = [&](const pool::Channel& ch) {
     ++ps.channels;
     live_ops += ch.ops;
     ps.busiest_channel_ops = std::max(ps.busiest_channel_ops, ch.ops);
   };
-  core_.pool->for_each([&](const pool::Channel& ch) {
+  state_.pool->for_each([&](const pool::Channel& ch) {
     count_channel(ch);
     if (!ch.owned) return;
-    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), core_.rails[ch.rail]->name());
+    if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), state_.rails[ch.rail]->name());
     for (const memory::BufferPool* b : {&ch.owned->rx(), &ch.owned->tx()}) {
       ps.registered_bytes += b->count() * b->size();
     }
   });
-  for (const auto& [token, p] : core_.peers) {
+  for (const auto& [token, p] : state_.peers) {
     for (const auto& ch : p->channels) count_channel(*ch);
   }
-  ps.cqs = core_.rails.size();  // one per rail, shared by its endpoints and connections
-  core_.comms->for_each([&](uint16_t, CommState& c) {
+  ps.cqs = state_.rails.size();  // one per rail, shared by its endpoints and connections
+  state_.comms->for_each([&](uint16_t, CommState& c) {
     if (!c.paths.empty()) ++ps.comms_attached;
   });
-  ps.primaries = core_.pool->primaries();
-  ps.secondaries = core_.pool->secondaries();
+  ps.primaries = state_.pool->primaries();
+  ps.secondaries = state_.pool->secondaries();
   // Late arrivals (traffic for a communicator closed meanwhile) are expected: counted apart.
-  ps.routing_misses = core_.counters.routing_misses - core_.counters.late_arrivals;
-  ps.channel_ops = live_ops + core_.pool->ops_gone();
-  s.comms_open = core_.comms->size();
-  s.registrations = core_.registry->registrations();
-  s.registered_bytes = core_.registry->registered_bytes();
-  s.routing_misses = core_.counters.routing_misses;
-  s.late_arrivals = core_.counters.late_arrivals;
-  s.peers_lost = core_.counters.peers_lost;
-  s.keepalives_sent = core_.counters.keepalives_sent;
-  s.deferred_posts = core_.counters.deferred_posts;
-  s.overflow_copies = core_.counters.overflow_copies;
-  s.window_acks_sent = core_.counters.window_acks_sent;
-  s.window_ops_held = core_.counters.window_ops_held;
-  s.signals_applied = core_.counters.signals_applied;
-  s.atomics_native = core_.counters.atomics_native;
-  s.atomics_emulated = core_.counters.atomics_emulated;
-  s.atomics_applied = core_.counters.atomics_applied;
-  s.notifications = core_.counters.notifications;
-  s.window_take_backs = core_.counters.window_take_backs;
-  for (uint16_t index : core_.in_stream_live) {
-    if (const InStream* in = core_.in_streams[index].get()) {
+  ps.routing_misses = state_.counters.routing_misses - state_.counters.late_arrivals;
+  ps.channel_ops = live_ops + state_.pool->ops_gone();
+  s.comms_open = state_.comms->size();
+  s.registrations = state_.registry->registrations();
+  s.registered_bytes = state_.registry->registered_bytes();
+  s.routing_misses = state_.counters.routing_misses;
+  s.late_arrivals = state_.counters.late_arrivals;
+  s.peers_lost = state_.counters.peers_lost;
+  s.keepalives_sent = state_.counters.keepalives_sent;
+  s.deferred_posts = state_.counters.deferred_posts;
+  s.overflow_copies = state_.counters.overflow_copies;
+  s.window_acks_sent = state_.counters.window_acks_sent;
+  s.window_ops_held = state_.counters.window_ops_held;
+  s.signals_applied = state_.counters.signals_applied;
+  s.atomics_native = state_.counters.atomics_native;
+  s.atomics_emulated = state_.counters.atomics_emulated;
+  s.atomics_applied = state_.counters.atomics_applied;
+  s.notifications = state_.counters.notifications;
+  s.window_take_backs = state_.counters.window_take_backs;
+  for (uint16_t index : state_.in_stream_live) {
+    if (const InStream* in = state_.in_streams[index].get()) {
       s.window_cq_room += in->cq_reserved;
       s.window_streams_waiting += in->starved ? 1 : 0;
     }
   }
-  s.window_streams = core_.out_streams.size();
-  s.window_streams += core_.in_stream_live.size();
-  s.peers = core_.peers.size();
-  s.mr_cache_hits = core_.registry->cache_hits();
-  s.mr_cache_misses = core_.registry->cache_misses();
+  s.window_streams = state_.out_streams.size();
+  s.window_streams += state_.in_stream_live.size();
+  s.peers = state_.peers.size();
+  s.mr_cache_hits = state_.registry->cache_hits();
+  s.mr_cache_misses = state_.registry->cache_misses();
   return s;
 }
 

@@ -189,18 +189,6 @@ Result<MsgHeader> decode_header(const uint8_t* data, size_t len);
 Result<ConnRequest> decode_conn_request(const uint8_t* data, size_t len);
 Result<ConnAck> decode_conn_ack(const uint8_t* data, size_t len);
 
-// The striping plan both sides compute from a message length and the sender's parameters.
-struct StripePlan {
-  uint64_t threshold = 256 * 1024;
-  uint64_t min = 64 * 1024;
-  uint32_t align = 4096;
-  uint32_t max_rails = 0;
-};
-// Number of stripes of a `len`-byte message over `rails` rails (1 when not striped).
-uint32_t stripe_count(const StripePlan& p, uint64_t len, uint32_t rails);
-// Offset of stripe `i` of `n` (stripe i spans [offset(i), offset(i+1)); offset(n) = len).
-uint64_t stripe_offset(const StripePlan& p, uint64_t len, uint32_t n, uint32_t i);
-
 // ---- remote CQ data ----
 // Low 32 bits, both widths: comm id (16) | request slot (12) | a 4-bit field:
 //   8-byte CQ data: the receiver comm's generation; the high 32 bits carry the message length

@@ -12,7 +12,7 @@
 namespace xport::proto {
 
 Result<Connections::Listening> ConnectionCalls::listen() {
-  Lock l(core_);
+  Lock l(state_);
   return connections_.listen();
 }
 
@@ -38,13 +38,13 @@ Result<CommId> ConnectionCalls::accept(uint64_t token, Deadline deadline) {
 
 Result<CommId> ConnectionCalls::try_accept(uint64_t token) {
   driver_.refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   driver_.progress_locked();
   return connections_.take_accepted(token);
 }
 
 void ConnectionCalls::close_listener(uint64_t token) {
-  Lock l(core_);
+  Lock l(state_);
   connections_.close_listener(token);
 }
 
@@ -53,25 +53,25 @@ Result<CommId> ConnectionCalls::connect(std::span<const uint8_t> handle, Deadlin
   Status s = wait_until(
       deadline,
       [&] {
-        CommState* c = core_.comm(id);
+        CommState* c = state_.comm(id);
         return c == nullptr || c->phase != Phase::connecting;
       },
       "connect: the listener did not answer before the deadline (is the peer alive and "
       "progressing?)");
-  Lock l(core_);
+  Lock l(state_);
   return connect_outcome(id, s);
 }
 
 Result<CommId> ConnectionCalls::connect_start(std::span<const uint8_t> handle) {
-  Lock l(core_);
+  Lock l(state_);
   return connections_.start(handle);
 }
 
 Result<bool> ConnectionCalls::connect_poll(CommId id, Deadline deadline) {
   driver_.refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   driver_.progress_locked();
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (c != nullptr && c->phase == Phase::connecting) {
     if (!deadline.expired()) return false;
     XPORT_RETURN_IF_ERROR(connect_outcome(id, Status(Code::timeout, "connect: the listener did "
@@ -84,7 +84,7 @@ Result<bool> ConnectionCalls::connect_poll(CommId id, Deadline deadline) {
 }
 
 Result<CommId> ConnectionCalls::connect_outcome(CommId id, Status s) {
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (s.ok() && c == nullptr) s = Status(Code::internal, "connect: the communicator vanished");
   if (s.ok() && c->phase == Phase::failed) s = c->error;
   if (!s.ok()) {
@@ -95,12 +95,12 @@ Result<CommId> ConnectionCalls::connect_outcome(CommId id, Status s) {
 }
 
 void ConnectionCalls::connect_abandon(CommId id) {
-  Lock l(core_);
+  Lock l(state_);
   connections_.cancel(id);
 }
 
 void ConnectionCalls::close_comm(CommId id) {
-  Lock l(core_);
+  Lock l(state_);
   flusher_.abandon_comm(id);
   connections_.close(id);
 }

@@ -7,14 +7,14 @@
 #include "proto/connections/connections.hpp"
 #include "proto/driver.hpp"
 #include "proto/flush.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class ConnectionCalls : Calls {
  public:
-  ConnectionCalls(Core& core, Driver& driver, Connections& connections, Flusher& flusher)
-      : Calls(core, driver), connections_(connections), flusher_(flusher) {}
+  ConnectionCalls(DeviceState& state, Driver& driver, Connections& connections, Flusher& flusher)
+      : Calls(state, driver), connections_(connections), flusher_(flusher) {}
 
   Result<Connections::Listening> listen();
   Result<CommId> accept(uint64_t token, Deadline deadline);

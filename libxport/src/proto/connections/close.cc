@@ -19,37 +19,37 @@ void Connections::fail_channel(pool::Channel& ch, const Status& why) {
   ch.ep->failed = true;
   ch.ep->failure = why.message();
   if (ch.key.dir == pool::Direction::out || ch.key.group != pool::kOwnGroup) {
-    core_.pool->orphan(ch.key);
+    state_.pool->orphan(ch.key);
   }
   ch.refs += 1;  // kept while its users fail (their erasure lets go of it)
   std::vector<CommId> users;
-  core_.comms->for_each([&](uint16_t, CommState& c) {
+  state_.comms->for_each([&](uint16_t, CommState& c) {
     if (c.connection == &ch) users.push_back(c.id);
   });
   for (CommId id : users) {
-    CommState* c = core_.comm(id);
+    CommState* c = state_.comm(id);
     if (c == nullptr) continue;
     // In the backlog (accepted by the transport, never taken) or still being accepted: never
     // handed out, so nobody will close it.
     const bool unclaimed = remove_from_backlog(*c);
     if (!c->is_send && c->phase == Phase::connecting) {
-      auto lit = core_.listeners.find(c->listener_token);
-      if (lit != core_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
+      auto lit = state_.listeners.find(c->listener_token);
+      if (lit != state_.listeners.end() && lit->second.pending > 0) lit->second.pending -= 1;
       c->user_closed = true;
     }
     if (unclaimed) c->user_closed = true;
-    core_.fail_comm(*c, why);
+    state_.fail_comm(*c, why);
   }
   // Nobody uses it any more (or never did: an accepted connection idle between
   // communicators): closed now.
-  if (--ch.refs <= 0) core_.control->retire(core_.pool->release(ch));
+  if (--ch.refs <= 0) state_.control->retire(state_.pool->release(ch));
 }
 
 void Connections::cancel(CommId id) {
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (c == nullptr || c->user_closed) return;
   pool::Channel* request_path = nullptr;
-  if (c->phase == Phase::connecting && !core_.connected_endpoints() && c->peer != nullptr &&
+  if (c->phase == Phase::connecting && !state_.connected_endpoints() && c->peer != nullptr &&
       !c->peer->paths.empty() && c->peer->paths[0].control != nullptr) {
     request_path = c->peer->paths[0].control;
   }
@@ -65,18 +65,18 @@ void Connections::cancel(CommId id) {
     m.src_comm = c->id.index;
     m.src_gen = c->id.gen;
     m.aux2 = c->nonce;
-    (void)core_.control->send(request_path, m, nullptr, nullptr, Dependent{},
-                              core_.connected_endpoints() ? nullptr : c->peer);
+    (void)state_.control->send(request_path, m, nullptr, nullptr, Dependent{},
+                               state_.connected_endpoints() ? nullptr : c->peer);
   }
   if (c->phase == Phase::connecting) {
-    core_.fail_comm(*c, Status(Code::closed, "connect: given up"));
+    state_.fail_comm(*c, Status(Code::closed, "connect: given up"));
   }
-  c = core_.comm(id);
+  c = state_.comm(id);
   if (c != nullptr) close(id);
 }
 
 void Connections::close(CommId id) {
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (c == nullptr || c->user_closed) return;
   if (c->phase == Phase::ready && !c->paths.empty() && !c->paths[0].control->failed()) {
     MsgHeader h = header(MsgType::close, *c);
@@ -93,8 +93,8 @@ void Connections::close(CommId id) {
         const bool unsent = s.waiting_credit || s.queued || (!s.eager && !s.cts_consumed);
         if (!unsent) continue;
         sent = std::min(sent, s.seq);
-        core_.fail_send(*c, s, core::error(Code::closed, "the communicator was closed before "
-                                                          "message ", s.seq, " was sent"));
+        state_.fail_send(*c, s, core::error(Code::closed, "the communicator was closed before "
+                                                           "message ", s.seq, " was sent"));
       }
       c->credit_wait.clear();
       h.seq = sent;
@@ -106,7 +106,7 @@ void Connections::close(CommId id) {
         if (r.active && !r.finished) taken = std::min(taken, r.seq);
       }
       h.seq = taken;
-      c->linger_until = Clock::now() + core_.config.close_linger;
+      c->linger_until = Clock::now() + state_.config.close_linger;
       for (auto& r : c->recvs) {
         if (r.active && !r.finished) {
           // Its registration stays with the communicator until late writes cannot come.
@@ -116,17 +116,17 @@ void Connections::close(CommId id) {
     }
     // Nothing waits on it locally; a CLOSE that cannot go leaves the peer to find out by
     // keepalive.
-    (void)core_.control->send(core_.control_path(*c), h, nullptr, c, Dependent{});
+    (void)state_.control->send(state_.control_path(*c), h, nullptr, c, Dependent{});
   }
-  c = core_.comm(id);
+  c = state_.comm(id);
   if (c == nullptr) return;
   c->user_closed = true;
-  core_.maybe_erase(*c);
+  state_.maybe_erase(*c);
 }
 
 void Connections::on_close(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::either);
+  CommState* c = state_.route(h, DeviceState::Side::either);
   if (c == nullptr) return;
   if (c->is_send) {
     // The receiver went away after taking h.seq messages: nothing more can be delivered. Sends
@@ -138,9 +138,9 @@ void Connections::on_close(const Message& m) {
     c->phase = Phase::failed;
     c->error = why;
     for (auto& s : c->sends) {
-      if (s.active && !s.finished && s.seq >= h.seq) core_.fail_send(*c, s, why);
+      if (s.active && !s.finished && s.seq >= h.seq) state_.fail_send(*c, s, why);
     }
-    core_.maybe_erase(*c);
+    state_.maybe_erase(*c);
     return;
   }
   // The sender sent h.seq messages: receives of those still complete when their data lands
@@ -149,11 +149,11 @@ void Connections::on_close(const Message& m) {
   c->peer_closed = true;
   for (auto& r : c->recvs) {
     if (r.active && !r.finished && r.seq >= h.seq) {
-      core_.fail_recv(*c, r, core::error(Code::closed, "the peer closed communicator ",
-                                         c->id.index, " after ", h.seq, " messages"));
+      state_.fail_recv(*c, r, core::error(Code::closed, "the peer closed communicator ",
+                                          c->id.index, " after ", h.seq, " messages"));
     }
   }
-  core_.maybe_erase(*c);
+  state_.maybe_erase(*c);
 }
 
 }  // namespace xport::proto

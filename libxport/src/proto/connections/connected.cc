@@ -17,7 +17,7 @@ using namespace conn;
 
 void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) {
   fabric::InfoPtr info(raw);
-  auto pep = core_.rails[0]->passive();
+  auto pep = state_.rails[0]->passive();
   if (!pep) return;
   struct Param {
     MsgHeader h;
@@ -25,7 +25,7 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
   };
   MsgHeader rej = bare(MsgType::conn_reject);
   if (len < sizeof(Param)) {
-    core_.miss();
+    state_.miss();
     rej.aux = kBadRequest;
     fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
     return;
@@ -35,7 +35,7 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
   auto h = decode_header(reinterpret_cast<const uint8_t*>(&p), sizeof(p));
   auto req = decode_conn_request(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
   if (!h || !req || h->type != static_cast<uint8_t>(MsgType::conn_req)) {
-    core_.miss();
+    state_.miss();
     rej.aux = kBadRequest;
     fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
     return;
@@ -43,29 +43,29 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
   rej.dst_comm = h->src_comm;
   rej.dst_gen = h->src_gen;
   rej.aux2 = req->body.nonce;
-  pool::Peer* peer = core_.peer_for(req->body.device_token);
-  core_.ref(peer);
+  pool::Peer* peer = state_.peer_for(req->body.device_token);
+  state_.ref(peer);
   uint64_t reason = 0;
   CommState* c = admit(*h, *req, peer, &reason);
-  core_.unref(peer);
+  state_.unref(peer);
   if (c == nullptr) {
     rej.aux = reason;
     fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
     return;
   }
-  rail::Rail& r = *core_.rails[0];
+  rail::Rail& r = *state_.rails[0];
   const uint32_t group = static_cast<uint32_t>(h->aux);
-  const uint32_t mul = group == pool::kOwnGroup ? 1 : core_.config.pool_depth_multiplier;
+  const uint32_t mul = group == pool::kOwnGroup ? 1 : state_.config.pool_depth_multiplier;
   auto ep = r.open_connection(info.get(), (2 * c->depth + 8) * mul, (c->depth + 8) * mul);
   Status s = ep.ok() ? Status() : ep.status();
   if (s.ok()) {
     pool::Channel* ch =
-        core_.pool->add(core_.pool->accepted(0, peer->token, group),
-                        pool::Channel::connection(std::move(ep).value(), c->id, c->nonce));
-    core_.pool->attach(*ch, true);
+        state_.pool->add(state_.pool->accepted(0, peer->token, group),
+                         pool::Channel::connection(std::move(ep).value(), c->id, c->nonce));
+    state_.pool->attach(*ch, true);
     c->connection = ch;
     c->paths = {pool::Path{ch, ch}};
-    s = core_.control->post_receives(ch->ep);
+    s = state_.control->post_receives(ch->ep);
   }
   if (s.ok()) {
     struct {
@@ -74,8 +74,8 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
     } ack{};
     ack.h = header(MsgType::conn_ack, *c);
     ack.b.nonce = c->nonce;
-    ack.b.device_token = core_.device_token;
-    ack.b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+    ack.b.device_token = state_.device_token;
+    ack.b.eager_max = static_cast<uint32_t>(state_.config.eager_max);
     ack.b.depth = c->depth;
     const int ret = fi_accept(c->connection->ep->endpoint().get(), &ack, sizeof(ack));
     if (ret != 0) s = fabric::fi_status(ret, "fi_accept");
@@ -84,16 +84,16 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
     XPORT_LOG(warn, "cannot accept a connection: ", s.to_string());
     if (!c->connection) fi_reject((*pep)->get(), info->handle, nullptr, 0);
     c->user_closed = true;
-    core_.fail_comm(*c, s);
+    state_.fail_comm(*c, s);
     return;
   }
-  core_.pool->bind(&c->connection->ep->endpoint().get()->fid, *c->connection);
-  core_.listeners[c->listener_token].pending += 1;
+  state_.pool->bind(&c->connection->ep->endpoint().get()->fid, *c->connection);
+  state_.listeners[c->listener_token].pending += 1;
 }
 
 void Connections::on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len) {
   ch.connected = true;
-  CommState* opener = core_.comm(ch.opener);
+  CommState* opener = state_.comm(ch.opener);
   if (opener != nullptr && opener->connection == &ch) {
     on_opener_connected(*opener, data, len);
   } else if (ch.key.dir == pool::Direction::out && !ch.failed()) {
@@ -103,17 +103,17 @@ void Connections::on_msg_connected(pool::Channel& ch, const uint8_t* data, size_
     m.src_comm = ch.opener.index;
     m.src_gen = ch.opener.gen;
     m.aux2 = ch.opener_nonce;
-    (void)core_.control->send(&ch, m, nullptr, nullptr, Dependent{});
+    (void)state_.control->send(&ch, m, nullptr, nullptr, Dependent{});
   }
   if (ch.key.dir != pool::Direction::out) return;
   // The secondaries that waited for it send their requests over it.
   std::vector<CommId> waiting;
   waiting.swap(ch.waiting);
   for (CommId id : waiting) {
-    CommState* c = core_.comm(id);
+    CommState* c = state_.comm(id);
     if (c == nullptr || c->connection != &ch || c->phase != Phase::connecting) continue;
     Status s = ch.failed() ? Status(Code::peer_lost, ch.failure()) : request_on(*c, ch);
-    if (!s.ok()) core_.fail_comm(*c, std::move(s).with_context("connect"));
+    if (!s.ok()) state_.fail_comm(*c, std::move(s).with_context("connect"));
   }
 }
 
@@ -124,8 +124,8 @@ void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t 
       AckBody b;
     } p{};
     if (len < sizeof(p)) {
-      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
-                                                     "acknowledgement"));
+      state_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
+                                                      "acknowledgement"));
       return;
     }
     std::memcpy(&p, data, sizeof(p));
@@ -133,17 +133,17 @@ void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t 
     auto ack = decode_conn_ack(reinterpret_cast<const uint8_t*>(&p.b), sizeof(p.b));
     if (!h || !ack || h->type != static_cast<uint8_t>(MsgType::conn_ack) ||
         ack->body.nonce != c.nonce) {
-      core_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
-                                                     "acknowledgement"));
+      state_.fail_comm(c, core::error(Code::protocol, "connection accepted without a valid "
+                                                      "acknowledgement"));
       return;
     }
     accept_answer(c, *h, *ack);
     return;
   }
-  auto lit = core_.listeners.find(c.listener_token);
-  if (lit == core_.listeners.end()) {
+  auto lit = state_.listeners.find(c.listener_token);
+  if (lit == state_.listeners.end()) {
     c.user_closed = true;
-    core_.fail_comm(c, Status(Code::closed, "the listener closed"));
+    state_.fail_comm(c, Status(Code::closed, "the listener closed"));
     return;
   }
   lit->second.pending -= 1;
@@ -152,9 +152,9 @@ void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t 
 }
 
 Status Connections::progress_events() {
-  fid_eq* eq = core_.rails[0]->domain().eq();
+  fid_eq* eq = state_.rails[0]->domain().eq();
   alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 512];
-  for (size_t n = 0; n < core_.config.cq_batch; ++n) {
+  for (size_t n = 0; n < state_.config.cq_batch; ++n) {
     uint32_t event = 0;
     ssize_t ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
     if (ret == -FI_EAGAIN) break;
@@ -169,11 +169,11 @@ Status Connections::progress_events() {
           why = core::str("the listener refused the connection: ", reject_text(r.aux));
         }
       }
-      if (core_.control->is_retiring(err.fid)) {
-        core_.control->on_shutdown(err.fid);
+      if (state_.control->is_retiring(err.fid)) {
+        state_.control->on_shutdown(err.fid);
         continue;
       }
-      if (pool::Channel* ch = core_.pool->by_fid(err.fid)) {
+      if (pool::Channel* ch = state_.pool->by_fid(err.fid)) {
         if (!ch->failed()) fail_channel(*ch, Status(Code::peer_lost, why));
       }
       continue;
@@ -189,11 +189,11 @@ Status Connections::progress_events() {
       continue;
     }
     if (event != FI_CONNECTED && event != FI_SHUTDOWN) continue;
-    if (event == FI_SHUTDOWN && core_.control->is_retiring(entry->fid)) {
-      core_.control->on_shutdown(entry->fid);
+    if (event == FI_SHUTDOWN && state_.control->is_retiring(entry->fid)) {
+      state_.control->on_shutdown(entry->fid);
       continue;
     }
-    pool::Channel* ch = core_.pool->by_fid(entry->fid);
+    pool::Channel* ch = state_.pool->by_fid(entry->fid);
     if (ch == nullptr) continue;
     if (event == FI_SHUTDOWN) {
       shutdowns_.push_back(entry->fid);  // applied once the CQs were read again
@@ -208,7 +208,7 @@ void Connections::apply_shutdowns() {
   std::vector<fid_t> fids;
   fids.swap(shutdowns_);
   for (fid_t fid : fids) {
-    pool::Channel* ch = core_.pool->by_fid(fid);
+    pool::Channel* ch = state_.pool->by_fid(fid);
     if (ch == nullptr || ch->failed()) continue;
     fail_channel(*ch, Status(Code::peer_lost, "the peer closed the connection"));
   }

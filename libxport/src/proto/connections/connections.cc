@@ -26,14 +26,14 @@ void Connections::register_handlers(Dispatch& d) {
 }
 
 bool Connections::stash(const Message& m) {
-  CommState* c = core_.comm({m.h.dst_comm, m.h.dst_gen});
+  CommState* c = state_.comm({m.h.dst_comm, m.h.dst_gen});
   if (c == nullptr || !c->is_send || c->phase != Phase::connecting || c->connection) {
     return false;
   }
   if (c->stash.size() < 2u * c->depth + 4) {
     c->stash.push_back({m.h, std::vector<uint8_t>(m.body, m.body + m.len)});
   } else {
-    core_.miss();
+    state_.miss();
   }
   return true;
 }
@@ -49,7 +49,7 @@ MsgHeader Connections::header(MsgType t, const CommState& c) const {
 
 std::vector<RailAddresses> Connections::local_addresses(const CommState* comm) const {
   std::vector<RailAddresses> out;
-  for (const auto& r : core_.rails) {
+  for (const auto& r : state_.rails) {
     RailAddresses a;
     auto d = r->data()->endpoint().address();
     auto c = r->control()->endpoint().address();
@@ -69,9 +69,9 @@ std::vector<RailAddresses> Connections::local_addresses(const CommState* comm) c
 }
 
 Status Connections::open_own(CommState& c, pool::Direction dir) {
-  pool::Pool& pl = *core_.pool;
-  for (size_t i = 0; i < core_.rails.size(); ++i) {
-    rail::Rail& r = *core_.rails[i];
+  pool::Pool& pl = *state_.pool;
+  for (size_t i = 0; i < state_.rails.size(); ++i) {
+    rail::Rail& r = *state_.rails[i];
     const uint8_t rail = static_cast<uint8_t>(i);
     // Its eager messages (credit bounds those held to the depth; beyond a few held, a message
     // is copied out and its buffer reposted, and the provider queues what finds none posted):
@@ -84,7 +84,7 @@ Status Connections::open_own(CommState& c, pool::Direction dir) {
     pool::Channel* ch = pl.add(key, pool::Channel::connection(std::move(ep), c.id, c.nonce));
     pl.attach(*ch, true, i == 0);  // a primary once, whatever its rails
     c.own.push_back(ch);
-    XPORT_RETURN_IF_ERROR(core_.control->post_receives(ch->ep));
+    XPORT_RETURN_IF_ERROR(state_.control->post_receives(ch->ep));
   }
   return Status::success();
 }
@@ -94,12 +94,12 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
   const size_t common = peer.paths.size();
   const bool remote_own = !remote.empty() && !remote[0].own.empty();
   std::vector<pool::Path> paths(peer.paths.begin(), peer.paths.end());
-  pool::Pool& pl = *core_.pool;
+  pool::Pool& pl = *state_.pool;
   bool counted = std::any_of(c.own.begin(), c.own.end(), [](pool::Channel* o) { return o; });
   for (size_t i = 0; i < common; ++i) {
     pool::Channel* own = i < c.own.size() ? c.own[i] : nullptr;
     if (own == nullptr && !remote_own) continue;  // the peer's shared data channel
-    rail::Rail& r = *core_.rails[i];
+    rail::Rail& r = *state_.rails[i];
     if (own == nullptr) {
       // Only the peer has endpoints of the communicator's own: the rail's towards them.
       auto ch = std::make_unique<pool::Channel>();
@@ -124,7 +124,7 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
   }
   // Own endpoints on rails the peer lacks carry nothing.
   for (size_t i = common; i < c.own.size(); ++i) {
-    core_.drop_own(c.own[i]);
+    state_.drop_own(c.own[i]);
     c.own[i] = nullptr;
   }
   c.paths = std::move(paths);
@@ -137,41 +137,41 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
 
 Result<Connections::Listening> Connections::listen() {
   Handle h;
-  h.endpoint_type = core_.connected_endpoints() ? 1 : 0;
-  h.provider_hash = provider_hash(core_.caps.provider);
-  h.device_token = core_.device_token;
+  h.endpoint_type = state_.connected_endpoints() ? 1 : 0;
+  h.provider_hash = provider_hash(state_.caps.provider);
+  h.device_token = state_.device_token;
   do {
     h.listener_token = core::random64();
-  } while (core_.listeners.count(h.listener_token) != 0);
-  if (core_.connected_endpoints()) {
-    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, core_.rails[0]->passive());
+  } while (state_.listeners.count(h.listener_token) != 0);
+  if (state_.connected_endpoints()) {
+    XPORT_ASSIGN_OR_RETURN(fabric::PassiveEndpoint * pep, state_.rails[0]->passive());
     XPORT_ASSIGN_OR_RETURN(h.address, pep->address());
   } else {
-    XPORT_ASSIGN_OR_RETURN(h.address, core_.rails[0]->control()->endpoint().address());
+    XPORT_ASSIGN_OR_RETURN(h.address, state_.rails[0]->control()->endpoint().address());
   }
   XPORT_ASSIGN_OR_RETURN(auto bytes, encode_handle(h));
-  core_.listeners[h.listener_token].token = h.listener_token;
+  state_.listeners[h.listener_token].token = h.listener_token;
   return Listening{h.listener_token, std::move(bytes)};
 }
 
 Result<CommId> Connections::take_accepted(uint64_t token) {
-  auto it = core_.listeners.find(token);
-  if (it == core_.listeners.end()) {
+  auto it = state_.listeners.find(token);
+  if (it == state_.listeners.end()) {
     return core::error(Code::invalid_argument, "accept: the listener is closed");
   }
   while (!it->second.ready.empty()) {
     const CommId id = it->second.ready.front();
     it->second.ready.pop_front();
-    if (core_.comm(id) != nullptr) return id;  // (one cancelled meanwhile is skipped)
+    if (state_.comm(id) != nullptr) return id;  // (one cancelled meanwhile is skipped)
   }
   return CommId{};
 }
 
 void Connections::close_listener(uint64_t token) {
-  auto it = core_.listeners.find(token);
-  if (it == core_.listeners.end()) return;
+  auto it = state_.listeners.find(token);
+  if (it == state_.listeners.end()) return;
   std::deque<CommId> ready = std::move(it->second.ready);
-  core_.listeners.erase(it);
+  state_.listeners.erase(it);
   // Accepted by the transport but never taken: closed, so their connectors hear of it.
   for (CommId id : ready) close(id);
 }
@@ -179,18 +179,18 @@ void Connections::close_listener(uint64_t token) {
 Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16_t depth) {
   auto owned = std::make_unique<CommState>();
   CommState* c = owned.get();
-  const CommId id = core_.comms->insert(std::move(owned));
+  const CommId id = state_.comms->insert(std::move(owned));
   if (!id) {
     return core::error(Code::resource, "the communicator table is full (",
-                       core_.comms->capacity(), " comms, XPORT_MAX_COMMS)");
+                       state_.comms->capacity(), " comms, XPORT_MAX_COMMS)");
   }
   c->id = id;
   c->is_send = is_send;
   c->set_depth(depth);
-  c->eager_max = core_.config.eager_max;
-  c->plan = core_.config.stripe;
+  c->eager_max = state_.config.eager_max;
+  c->plan = state_.config.stripe;
   c->peer = peer;
-  core_.ref(peer);
+  state_.ref(peer);
   if (is_send) {
     c->sends.resize(depth);
     c->early_cts.resize(depth);
@@ -207,14 +207,14 @@ Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16
 ConnBody Connections::request_body(const CommState& c) const {
   ConnBody b{};
   b.nonce = c.nonce;
-  b.device_token = core_.device_token;
+  b.device_token = state_.device_token;
   b.listener_token = c.listener_token;
-  b.stripe_threshold = core_.config.stripe.threshold;
-  b.stripe_min = core_.config.stripe.min;
-  b.stripe_align = core_.config.stripe.align;
-  b.stripe_rails = core_.config.stripe.max_rails;
-  b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
-  b.max_requests = core_.config.max_requests;
+  b.stripe_threshold = state_.config.stripe.threshold;
+  b.stripe_min = state_.config.stripe.min;
+  b.stripe_align = state_.config.stripe.align;
+  b.stripe_rails = state_.config.stripe.max_rails;
+  b.eager_max = static_cast<uint32_t>(state_.config.eager_max);
+  b.max_requests = state_.config.max_requests;
   return b;
 }
 
@@ -222,23 +222,23 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
   auto decoded = decode_handle(bytes);
   if (!decoded) return decoded.status().with_context("connect");
   const Handle& h = *decoded;
-  if (h.provider_hash != provider_hash(core_.caps.provider)) {
+  if (h.provider_hash != provider_hash(state_.caps.provider)) {
     return core::error(Code::invalid_argument, "connect: the handle is for another provider ",
-                       "(this device uses '", core_.caps.provider, "')");
+                       "(this device uses '", state_.caps.provider, "')");
   }
-  if ((h.endpoint_type == 1) != core_.connected_endpoints()) {
+  if ((h.endpoint_type == 1) != state_.connected_endpoints()) {
     return core::error(Code::invalid_argument, "connect: the handle is for ",
                        h.endpoint_type == 1 ? "connected" : "RDM", " endpoints, this device uses ",
-                       core_.connected_endpoints() ? "connected" : "RDM", " endpoints");
+                       state_.connected_endpoints() ? "connected" : "RDM", " endpoints");
   }
   // The address reaches the provider only if it is one of the domain's own format (a forged
   // one may leave an rxm AV unusable: fabric/address.hpp).
-  Status usable = fabric::check_peer_address(core_.rails[0]->domain().info()->addr_format,
+  Status usable = fabric::check_peer_address(state_.rails[0]->domain().info()->addr_format,
                                              h.address);
   if (!usable.ok()) return usable.with_context("connect: the handle's address");
-  pool::Peer* peer = core_.peer_for(h.device_token);
-  XPORT_RETURN_IF_ERROR(Core::check_open(*peer, "connect"));
-  core_.ref(peer);  // held across set-up; the communicator takes its own
+  pool::Peer* peer = state_.peer_for(h.device_token);
+  XPORT_RETURN_IF_ERROR(DeviceState::check_open(*peer, "connect"));
+  state_.ref(peer);  // held across set-up; the communicator takes its own
   if (peer->dead) {
     // A device declared dead earlier answers again under the same token only if it was never
     // dead: start afresh.
@@ -246,25 +246,25 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
     peer->death.clear();
     peer->last_heard = Clock::now();
   }
-  auto made = make_comm(true, peer, core_.config.max_requests);
-  core_.unref(peer);
+  auto made = make_comm(true, peer, state_.config.max_requests);
+  state_.unref(peer);
   if (!made) return made.status().with_context("connect");
   CommState& c = **made;
   c.nonce = core::random64();
   c.listener_token = h.listener_token;
   c.connect_started = Clock::now();
   Status s;
-  if (core_.connected_endpoints()) {
+  if (state_.connected_endpoints()) {
     s = connect_msg(c, h.address);
   } else {
     if (peer->paths.empty() || peer->paths[0].control == nullptr) {
       if (peer->paths.empty()) peer->paths.resize(1);
-      auto ch = core_.channel_to(*peer, 0, true, h.address);
+      auto ch = state_.channel_to(*peer, 0, true, h.address);
       if (!ch) s = ch.status();
       else peer->paths[0].control = *ch;
       c.made_channels = s.ok();
     }
-    if (s.ok() && core_.own_data_endpoints) s = open_own(c, pool::Direction::out);
+    if (s.ok() && state_.own_data_endpoints) s = open_own(c, pool::Direction::out);
     if (s.ok()) {
       ConnRequest r;
       r.body = request_body(c);
@@ -277,21 +277,21 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
         MsgHeader req = bare(MsgType::conn_req);
         req.src_comm = c.id.index;
         req.src_gen = c.id.gen;
-        s = core_.control->send(peer->paths[0].control, req, &body, &c,
-                                Dependent{Dependent::Kind::comm, c.id, 0, 0});
+        s = state_.control->send(peer->paths[0].control, req, &body, &c,
+                                 Dependent{Dependent::Kind::comm, c.id, 0, 0});
       }
     }
   }
   if (!s.ok()) {
     c.user_closed = true;
-    core_.maybe_erase(c);
+    state_.maybe_erase(c);
     return s.with_context("connect");
   }
   return c.id;
 }
 
 Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& address) {
-  pool::Pool& pl = *core_.pool;
+  pool::Pool& pl = *state_.pool;
   const pool::ChannelKey key = pl.place(0, c.peer->token);
   if (pool::Channel* ch = pl.find(key); ch != nullptr) {
     if (!ch->failed()) {
@@ -308,15 +308,15 @@ Status Connections::connect_msg(CommState& c, const std::vector<uint8_t>& addres
     pl.orphan(key);  // failed: its users keep it until they go; a new one takes the slot
   }
   // A primary: opens the slot's connection, sized for the communicators it will carry.
-  const uint32_t mul = key.group == pool::kOwnGroup ? 1 : core_.config.pool_depth_multiplier;
-  rail::Rail& r = *core_.rails[0];
+  const uint32_t mul = key.group == pool::kOwnGroup ? 1 : state_.config.pool_depth_multiplier;
+  rail::Rail& r = *state_.rails[0];
   XPORT_ASSIGN_OR_RETURN(auto ep, r.open_connection(r.domain().info(), (2 * c.depth + 8) * mul,
                                                     (c.depth + 8) * mul));
   pool::Channel* conn = pl.add(key, pool::Channel::connection(std::move(ep), c.id, c.nonce));
   pl.attach(*conn, true);
   c.connection = conn;
   c.paths = {pool::Path{conn, conn}};
-  XPORT_RETURN_IF_ERROR(core_.control->post_receives(conn->ep));
+  XPORT_RETURN_IF_ERROR(state_.control->post_receives(conn->ep));
   struct {
     MsgHeader h;
     ConnBody b;
@@ -339,22 +339,22 @@ Status Connections::request_on(CommState& c, pool::Channel& ch) {
   MsgHeader req = bare(MsgType::conn_req);
   req.src_comm = c.id.index;
   req.src_gen = c.id.gen;
-  return core_.control->send(&ch, req, &body, &c, Dependent{Dependent::Kind::comm, c.id, 0, 0});
+  return state_.control->send(&ch, req, &body, &c, Dependent{Dependent::Kind::comm, c.id, 0, 0});
 }
 
 CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::Peer* peer,
                               uint64_t* reject_reason) {
-  auto it = core_.listeners.find(req.body.listener_token);
-  if (it == core_.listeners.end()) {
+  auto it = state_.listeners.find(req.body.listener_token);
+  if (it == state_.listeners.end()) {
     *reject_reason = kUnknownListener;
     return nullptr;
   }
-  if (it->second.ready.size() + it->second.pending >= core_.config.listen_backlog) {
+  if (it->second.ready.size() + it->second.pending >= state_.config.listen_backlog) {
     *reject_reason = kBacklogFull;
     return nullptr;
   }
   const uint16_t depth = static_cast<uint16_t>(
-      std::min<uint64_t>(core_.config.max_requests, std::max<uint64_t>(req.body.max_requests, 1)));
+      std::min<uint64_t>(state_.config.max_requests, std::max<uint64_t>(req.body.max_requests, 1)));
   auto made = make_comm(false, peer, depth);
   if (!made) {
     *reject_reason = kTableFull;
@@ -363,7 +363,7 @@ CommState* Connections::admit(const MsgHeader& h, const ConnRequest& req, pool::
   CommState* c = *made;
   c->peer_comm = {h.src_comm, static_cast<uint8_t>(h.src_gen & pool::kCommGenMask)};
   c->nonce = req.body.nonce;
-  c->eager_max = std::min<uint64_t>(core_.config.eager_max, req.body.eager_max);
+  c->eager_max = std::min<uint64_t>(state_.config.eager_max, req.body.eager_max);
   c->plan.threshold = req.body.stripe_threshold;  // stripes are counted by the sender's plan
   c->plan.min = req.body.stripe_min;
   c->plan.align = req.body.stripe_align;
@@ -378,28 +378,28 @@ void Connections::on_conn_req(const Message& m) {
   auto req = decode_conn_request(m.body, m.len);
   // Connected endpoints: a request on a pooled connection (a secondary joining it).
   pool::Channel* via = nullptr;
-  if (core_.connected_endpoints()) {
-    via = ep != nullptr && ep->has_endpoint() ? core_.pool->by_fid(&ep->endpoint().get()->fid)
+  if (state_.connected_endpoints()) {
+    via = ep != nullptr && ep->has_endpoint() ? state_.pool->by_fid(&ep->endpoint().get()->fid)
                                               : nullptr;
     if (via == nullptr || via->failed() || via->key.dir != pool::Direction::in ||
         via->key.group == pool::kOwnGroup || (req && via->key.peer != req->body.device_token)) {
-      core_.miss();
+      state_.miss();
       XPORT_LOG(warn, "dropping a connection request on a connection it cannot share");
       return;
     }
   }
   if (!req || (via == nullptr && req->rails.empty())) {
-    core_.miss();
+    state_.miss();
     XPORT_LOG(warn, "dropping connection request: ",
               req ? "no rail addresses" : req.status().to_string());
     return;
   }
-  pool::Peer* peer = core_.peer_for(req->body.device_token);
+  pool::Peer* peer = state_.peer_for(req->body.device_token);
   if (peer->closed) {
-    core_.miss();  // a device of this process that closed sends nothing: a forgery
+    state_.miss();  // a device of this process that closed sends nothing: a forgery
     return;
   }
-  core_.ref(peer);
+  state_.ref(peer);
   if (peer->dead) {  // a device we gave up on connects again: it is alive
     peer->dead = false;
     peer->death.clear();
@@ -407,11 +407,11 @@ void Connections::on_conn_req(const Message& m) {
   peer->last_heard = Clock::now();
   // A request repeated (same nonce from the same device and comm) is answered once.
   bool repeated = false;
-  core_.comms->for_each([&](uint16_t, CommState& c) {
+  state_.comms->for_each([&](uint16_t, CommState& c) {
     repeated = repeated || (!c.is_send && c.peer == peer && c.nonce == req->body.nonce);
   });
   const size_t channels_before = peer->channels.size();
-  Status paths = repeated || via != nullptr ? Status() : core_.set_paths(*peer, req->rails);
+  Status paths = repeated || via != nullptr ? Status() : state_.set_paths(*peer, req->rails);
   uint64_t reason = 0;
   CommState* c = nullptr;
   if (!repeated) {
@@ -423,16 +423,16 @@ void Connections::on_conn_req(const Message& m) {
     }
   }
   if (c != nullptr && via == nullptr) {
-    Status own = core_.own_data_endpoints ? open_own(*c, pool::Direction::in) : Status();
+    Status own = state_.own_data_endpoints ? open_own(*c, pool::Direction::in) : Status();
     if (own.ok()) own = comm_paths(*c, req->rails);
     if (!own.ok()) {
       XPORT_LOG(warn, "cannot accept a connection: ", own.to_string());
       c->user_closed = true;  // never handed out
-      core_.fail_comm(*c, own);
+      state_.fail_comm(*c, own);
       c = nullptr;
       reason = kBadRequest;
     } else if (c->own.empty()) {
-      core_.pool->count_rdm(peer->channels.size() > channels_before);
+      state_.pool->count_rdm(peer->channels.size() > channels_before);
     }
   }
   pool::Channel* reply = via != nullptr ? via
@@ -445,39 +445,39 @@ void Connections::on_conn_req(const Message& m) {
     r.dst_gen = h.src_gen;
     r.aux = reason;
     r.aux2 = req->body.nonce;
-    (void)core_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
+    (void)state_.control->send(reply, r, nullptr, nullptr, Dependent{}, peer);
   }
   if (c != nullptr) {
     if (via != nullptr) {
-      core_.pool->attach(*via, false);
+      state_.pool->attach(*via, false);
       c->connection = via;
       c->paths = {pool::Path{via, via}};
     }
     c->phase = Phase::ready;
     ConnAck ack;
     ack.body.nonce = c->nonce;
-    ack.body.device_token = core_.device_token;
-    ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+    ack.body.device_token = state_.device_token;
+    ack.body.eager_max = static_cast<uint32_t>(state_.config.eager_max);
     ack.body.depth = c->depth;
     if (via == nullptr) ack.rails = local_addresses(c);
     std::vector<uint8_t> bytes = encode_conn_ack(ack);
     MsgHeader a = header(MsgType::conn_ack, *c);
-    Status s = core_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
+    Status s = state_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
     if (!s.ok()) {
       c->user_closed = true;
-      core_.fail_comm(*c, s);
+      state_.fail_comm(*c, s);
     } else {
-      core_.listeners[c->listener_token].ready.push_back(c->id);
+      state_.listeners[c->listener_token].ready.push_back(c->id);
     }
   }
-  core_.unref(peer);
+  state_.unref(peer);
 }
 
 void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck& ack) {
   if (ack.body.device_token != c.peer->token) {
-    core_.fail_comm(c, core::error(Code::protocol, "connect: the listener answered as device ",
-                                   std::hex, ack.body.device_token, ", its handle named ",
-                                   c.peer->token));
+    state_.fail_comm(c, core::error(Code::protocol, "connect: the listener answered as device ",
+                                    std::hex, ack.body.device_token, ", its handle named ",
+                                    c.peer->token));
     return;
   }
   c.peer_comm = {h.src_comm, static_cast<uint8_t>(h.src_gen & pool::kCommGenMask)};
@@ -485,16 +485,16 @@ void Connections::accept_answer(CommState& c, const MsgHeader& h, const ConnAck&
   c.sends.resize(c.depth);
   c.early_cts.resize(c.depth);
   c.credit_limit = c.depth;
-  c.eager_max = std::min<uint64_t>(core_.config.eager_max, ack.body.eager_max);
+  c.eager_max = std::min<uint64_t>(state_.config.eager_max, ack.body.eager_max);
   if (!c.connection) {
     const size_t channels_before = c.peer->channels.size();
-    Status s = core_.set_paths(*c.peer, ack.rails);
+    Status s = state_.set_paths(*c.peer, ack.rails);
     if (s.ok()) s = comm_paths(c, ack.rails);
     if (s.ok() && c.own.empty()) {
-      core_.pool->count_rdm(c.made_channels || c.peer->channels.size() > channels_before);
+      state_.pool->count_rdm(c.made_channels || c.peer->channels.size() > channels_before);
     }
     if (!s.ok()) {
-      core_.fail_comm(c, std::move(s).with_context("connect"));
+      state_.fail_comm(c, std::move(s).with_context("connect"));
       return;
     }
   }
@@ -507,15 +507,15 @@ void Connections::on_conn_ack(const Message& m) {
   const MsgHeader& h = m.h;
   auto ack = decode_conn_ack(m.body, m.len);
   if (!ack) {
-    core_.miss();
+    state_.miss();
     XPORT_LOG(warn, "dropping connection acknowledgement: ", ack.status().to_string());
     return;
   }
-  CommState* c = core_.comm({h.dst_comm, h.dst_gen});
+  CommState* c = state_.comm({h.dst_comm, h.dst_gen});
   if (c == nullptr || !c->is_send || c->phase != Phase::connecting ||
       ack->body.nonce != c->nonce) {
     // A late answer to a connection given up (its CONN_CANCEL tells the listener), or a forgery.
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   accept_answer(*c, h, *ack);
@@ -527,18 +527,18 @@ void Connections::on_conn_ack(const Message& m) {
 
 void Connections::on_conn_reject(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.comm({h.dst_comm, h.dst_gen});
+  CommState* c = state_.comm({h.dst_comm, h.dst_gen});
   if (c == nullptr || !c->is_send || c->phase != Phase::connecting || h.aux2 != c->nonce) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
-  core_.fail_comm(*c, core::error(Code::peer_lost, "the listener refused the connection: ",
-                                  reject_text(h.aux)));
+  state_.fail_comm(*c, core::error(Code::peer_lost, "the listener refused the connection: ",
+                                   reject_text(h.aux)));
 }
 
 bool Connections::remove_from_backlog(CommState& c) {
-  auto it = core_.listeners.find(c.listener_token);
-  if (it == core_.listeners.end()) return false;
+  auto it = state_.listeners.find(c.listener_token);
+  if (it == state_.listeners.end()) return false;
   auto& q = it->second.ready;
   const auto end = std::remove(q.begin(), q.end(), c.id);
   const bool found = end != q.end();
@@ -549,27 +549,27 @@ bool Connections::remove_from_backlog(CommState& c) {
 void Connections::on_conn_cancel(const Message& m) {
   const MsgHeader& h = m.h;
   CommState* found = nullptr;
-  core_.comms->for_each([&](uint16_t, CommState& c) {
+  state_.comms->for_each([&](uint16_t, CommState& c) {
     if (!c.is_send && c.nonce == h.aux2 && c.peer_comm.index == h.src_comm &&
         c.peer_comm.gen == (h.src_gen & pool::kCommGenMask)) {
       found = &c;
     }
   });
   if (found == nullptr) return;  // the request never arrived, or was refused
-  auto it = core_.listeners.find(found->listener_token);
+  auto it = state_.listeners.find(found->listener_token);
   const bool in_backlog =
-      it != core_.listeners.end() &&
+      it != state_.listeners.end() &&
       std::find(it->second.ready.begin(), it->second.ready.end(), found->id) !=
           it->second.ready.end();
   if (in_backlog) {
     remove_from_backlog(*found);
     found->user_closed = true;
-    core_.fail_comm(*found, Status(Code::closed, "the connector gave up"));
+    state_.fail_comm(*found, Status(Code::closed, "the connector gave up"));
     return;
   }
   // Already accepted: the caller's communicator fails as a closed one.
   found->peer_closed = true;
-  core_.fail_comm(*found, Status(Code::closed, "the connector gave up the connection"));
+  state_.fail_comm(*found, Status(Code::closed, "the connector gave up the connection"));
 }
 
 }  // namespace xport::proto

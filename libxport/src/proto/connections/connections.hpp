@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "proto/dispatch.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class Connections {
  public:
-  explicit Connections(Core& core) : core_(core) {}
+  explicit Connections(DeviceState& state) : state_(state) {}
   // CONN_* and CLOSE messages, and the gate that keeps what overtook a CONN_ACK.
   void register_handlers(Dispatch& d);
 
@@ -85,7 +85,7 @@ class Connections {
   void on_msg_connreq(fi_info* info, const uint8_t* data, size_t len);
   void on_msg_connected(pool::Channel& ch, const uint8_t* data, size_t len);
   void on_opener_connected(CommState& c, const uint8_t* data, size_t len);
-  Core& core_;
+  DeviceState& state_;
   Dispatch* dispatch_ = nullptr;  // (replays what a gate kept)
   std::vector<fid_t> shutdowns_;  // peers' shutdowns read, not yet applied
 };

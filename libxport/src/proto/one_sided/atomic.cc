@@ -13,17 +13,17 @@ void Atomics::register_handlers(Dispatch& d) {
 }
 
 void Atomics::negotiate() {
-  core_.native_atomics = false;
-  if (core_.config.atomics == EngineConfig::Atomics::emulated || !core_.caps.atomics_enabled) {
+  state_.native_atomics = false;
+  if (state_.config.atomics == EngineConfig::Atomics::emulated || !state_.caps.atomics_enabled) {
     return;
   }
-  for (auto& r : core_.rails) {
+  for (auto& r : state_.rails) {
     if (r->data() == nullptr || (r->domain().info()->caps & FI_ATOMIC) == 0 ||
         r->data()->atomic_slots() == nullptr || !r->data()->endpoint().atomics_valid()) {
       return;
     }
   }
-  core_.native_atomics = true;
+  state_.native_atomics = true;
 }
 
 Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKey& key,
@@ -34,10 +34,10 @@ Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKe
   WindowState* w = os_.windows().usable(window, what, &err);
   if (w == nullptr) return err;
   XPORT_RETURN_IF_ERROR(os_.windows().check_remote_word(*w, key, offset, what));
-  if (core_.config.atomics == EngineConfig::Atomics::native && !core_.native_atomics) {
+  if (state_.config.atomics == EngineConfig::Atomics::native && !state_.native_atomics) {
     return core::error(Code::unsupported, "atomic: XPORT_ATOMICS=native, but provider ",
-                       core_.caps.provider, " does not perform 64-bit fetch and compare atomics "
-                       "here (FI_ATOMIC ", core_.caps.atomics ? "offered" : "not offered", ")");
+                       state_.caps.provider, " does not perform 64-bit fetch and compare atomics "
+                       "here (FI_ATOMIC ", state_.caps.atomics ? "offered" : "not offered", ")");
   }
   OutStream* s = os_.streams().find(w->stream);
   Piece p;
@@ -49,24 +49,24 @@ Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKe
   p.compare = compare;
   memory::Buffer* slot = nullptr;
   uint32_t rail = 0;
-  if (core_.native_atomics) {
+  if (state_.native_atomics) {
     // One rail for every atomic (the first in service both ways), so that all initiators'
     // atomics on a word meet in one NIC.
     const uint32_t rails = static_cast<uint32_t>(std::min(w->paths.size(), key.keys.size()));
-    Core::RailList healthy;
-    if (core_.healthy_rails(rails, healthy, w->peer) == 0) {
-      return core_.no_rail_error(rails, w->peer, what);
+    DeviceState::RailList healthy;
+    if (state_.healthy_rails(rails, healthy, w->peer) == 0) {
+      return state_.no_rail_error(rails, w->peer, what);
     }
     rail = healthy[0];
-    slot = core_.rails[rail]->data()->atomic_slots()->take();
+    slot = state_.rails[rail]->data()->atomic_slots()->take();
     if (slot == nullptr) {
       return core::error(Code::again, "atomic: ", rail::kAtomicSlots, " native atomics are in "
-                         "flight on rail ", core_.rails[rail]->name(), "; complete some first");
+                         "flight on rail ", state_.rails[rail]->name(), "; complete some first");
     }
   }
   auto t = os_.windows().begin(*w, what);
   if (!t.ok()) {
-    if (slot != nullptr) core_.rails[rail]->data()->atomic_slots()->give_back(slot);
+    if (slot != nullptr) state_.rails[rail]->data()->atomic_slots()->give_back(slot);
     return t.status();
   }
   p.ticket = *t;
@@ -79,7 +79,7 @@ Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKe
     p.keys[rail] = key.keys[rail];
     Status st = os_.windows().reserve(*w, 1, *t, fabric::OpType::atomic, p, what);
     if (!st.ok()) {
-      core_.rails[rail]->data()->atomic_slots()->give_back(slot);
+      state_.rails[rail]->data()->atomic_slots()->give_back(slot);
       w->tickets.erase(*t);
       return st;
     }
@@ -90,7 +90,7 @@ Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKe
     o.ctx.rail = static_cast<uint8_t>(rail);
     o.uncounted = s->next_uncounted++;
     s->uncounted_inflight += 1;
-    ++core_.counters.atomics_native;
+    ++state_.counters.atomics_native;
   } else {
     // Emulated: applied at the target after every earlier operation of the stream (strong),
     // gets and native atomics included.
@@ -99,7 +99,7 @@ Result<Ticket> Atomics::issue(uint32_t window, WindowAtomicOp op, const RemoteKe
     p.after.uncounted = s->next_uncounted;
     ts.results_left = 1;
     ts.result = result;
-    ++core_.counters.atomics_emulated;
+    ++state_.counters.atomics_emulated;
   }
   os_.streams().submit(*s, std::move(p));
   return *t;
@@ -164,7 +164,7 @@ void Atomics::apply(InStream& in, const MsgHeader& h, const WindowOperand& v) {
         break;
       case WindowAtomicOp::fetch: old = a.load(std::memory_order_acquire); break;
     }
-    ++core_.counters.atomics_applied;
+    ++state_.counters.atomics_applied;
   }
   // Kept, in case the initiator asks again (its message went again after a rail went down).
   if (in.answers.empty()) in.answers.resize(in.span);
@@ -184,7 +184,7 @@ void Atomics::on_result(const Message& m) {
   OutStream* s = os_.streams().find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm ||
       s->phase != StreamPhase::ready) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   const auto status = static_cast<uint8_t>(h.slot);
@@ -216,7 +216,7 @@ void Atomics::on_result(const Message& m) {
     if (w != nullptr) {
       os_.windows().fail_late(*w, sig.ticket, why);
     } else {
-      for (auto& [id, ws] : core_.windows) {
+      for (auto& [id, ws] : state_.windows) {
         if (ws->stream == s->id && ws->first_error.ok()) ws->first_error = why;
       }
     }

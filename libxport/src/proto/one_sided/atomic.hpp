@@ -7,7 +7,7 @@
 #pragma once
 
 #include "proto/dispatch.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -15,7 +15,7 @@ class OneSided;
 
 class Atomics {
  public:
-  Atomics(Core& core, OneSided& os) : core_(core), os_(os) {}
+  Atomics(DeviceState& state, OneSided& os) : state_(state), os_(os) {}
   // win_result messages.
   void register_handlers(Dispatch& d);
 
@@ -38,7 +38,7 @@ class Atomics {
   void on_result(const Message& m);
 
  private:
-  Core& core_;
+  DeviceState& state_;
   OneSided& os_;
 };
 

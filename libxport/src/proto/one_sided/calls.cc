@@ -38,7 +38,7 @@ Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadli
 }
 
 Result<uint32_t> OneSidedCalls::settle_open(uint32_t stream, CommId comm, const Status& waited) {
-  Lock l(core_);
+  Lock l(state_);
   OutStream* s = one_sided_.streams().find(stream);
   if (s != nullptr && s->openers > 0) {
     s->openers -= 1;
@@ -50,13 +50,13 @@ Result<uint32_t> OneSidedCalls::settle_open(uint32_t stream, CommId comm, const 
   }
   if (s == nullptr) return core::error(Code::internal, "window: the stream vanished");
   if (s->phase == StreamPhase::failed) return s->error;
-  CommState* c = comm ? core_.comm(comm) : nullptr;
+  CommState* c = comm ? state_.comm(comm) : nullptr;
   if (comm && c == nullptr) return core::error(Code::closed, "window: the communicator closed");
   return one_sided_.windows().make(*s, c);
 }
 
 Result<OutStream*> OneSidedCalls::stream_for(CommId comm) {
-  CommState* c = core_.comm(comm);
+  CommState* c = state_.comm(comm);
   if (c == nullptr || c->user_closed) {
     return core::error(Code::invalid_argument, "window: communicator ", comm.index,
                        " is not open");
@@ -85,7 +85,7 @@ Result<OutStream*> OneSidedCalls::stream_for(const RemoteKey& key) {
 Result<uint32_t> OneSidedCalls::open_window(CommId comm, Deadline deadline) {
   uint32_t stream = 0;
   {
-    Lock l(core_);
+    Lock l(state_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, stream_for(comm));
     stream = s->id;
   }
@@ -102,7 +102,7 @@ Result<uint32_t> OneSidedCalls::open_window_to(const std::vector<uint8_t>& bytes
   }
   uint32_t stream = 0;
   {
-    Lock l(core_);
+    Lock l(state_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
                                               h->device_token, h->provider_hash, h->address));
     s->openers += 1;  // (settle_open drops it)
@@ -114,7 +114,7 @@ Result<uint32_t> OneSidedCalls::open_window_to(const std::vector<uint8_t>& bytes
 Result<uint32_t> OneSidedCalls::open_window_to(const RemoteKey& key, Deadline deadline) {
   uint32_t stream = 0;
   {
-    Lock l(core_);
+    Lock l(state_);
     XPORT_ASSIGN_OR_RETURN(OutStream * s, stream_for(key));
     stream = s->id;
   }
@@ -127,7 +127,7 @@ std::vector<Result<uint32_t>> OneSidedCalls::open_windows(std::span<const OpenTa
   out.reserve(targets.size());
   std::vector<uint32_t> streams(targets.size(), 0);
   {
-    Lock l(core_);  // every request goes now
+    Lock l(state_);  // every request goes now
     for (size_t i = 0; i < targets.size(); ++i) {
       Result<OutStream*> s = targets[i].key != nullptr ? stream_for(*targets[i].key)
                                                        : stream_for(targets[i].comm);
@@ -154,7 +154,7 @@ std::vector<Result<uint32_t>> OneSidedCalls::open_windows(std::span<const OpenTa
 }
 
 void OneSidedCalls::close_window(uint32_t id) {
-  Lock l(core_);
+  Lock l(state_);
   one_sided_.windows().close(id);
 }
 
@@ -198,7 +198,7 @@ Result<uint64_t> OneSidedCalls::rma(uint32_t window, fabric::OpType op, const Lo
                                     size_t loff, const RemoteKey& remote, size_t roff, size_t len,
                                     const SignalRequest* signal) {
   const char* what = op == fabric::OpType::get ? "get" : signal != nullptr ? "put_signal" : "put";
-  Lock l(core_);
+  Lock l(state_);
   if (loff > local.view_length || len > local.view_length - loff) {
     return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
                        ") is outside the local region of ", local.view_length, " bytes");
@@ -227,7 +227,7 @@ Result<uint64_t> OneSidedCalls::put(uint32_t window, const LocalBuffer& local, s
     // (which takes the lock again: this one is released first).
     if (loff <= local.view_length && len <= local.view_length - loff && local.region != nullptr &&
         *local.region && memory_.owns(**local.region)) {
-      Lock l(core_);
+      Lock l(state_);
       bool short_after = false;
       if (std::optional<Ticket> t = one_sided_.plain_put(
               window, *local.region, const_cast<uint8_t*>(local.view_base) + loff, len, remote,
@@ -247,7 +247,7 @@ Result<OneSidedCalls::Published> OneSidedCalls::put_published(uint32_t window,
                                                               size_t len,
                                                               const SignalRequest* signal) {
   const char* what = signal != nullptr ? "put_signal" : "put";
-  Lock l(core_);
+  Lock l(state_);
   if (loff > local.view_length || len > local.view_length - loff) {
     return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
                        ") is outside the local region of ", local.view_length, " bytes");
@@ -279,7 +279,7 @@ Result<uint64_t> OneSidedCalls::get(uint32_t window, const LocalBuffer& local, s
 
 Result<uint64_t> OneSidedCalls::signal(uint32_t window, const SignalRequest& signal) {
   const char* what = signal.counter != nullptr ? "signal_counter" : "signal";
-  Lock l(core_);
+  Lock l(state_);
   XPORT_ASSIGN_OR_RETURN(Signals::Spec spec, signal_spec(signal, what));
   Result<uint64_t> t = one_sided_.signals().signal(window, spec, what);
   if (t.ok() && one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
@@ -293,7 +293,7 @@ Result<uint64_t> OneSidedCalls::atomic(uint32_t window, WindowAtomicOp op, const
     return core::error(Code::invalid_argument, "atomic: unknown operation ", int(op));
   }
   if (remote.device) return device_word("atomic");
-  Lock l(core_);
+  Lock l(state_);
   Result<uint64_t> t =
       one_sided_.atomics().issue(window, op, remote, roff, operand, compare, result);
   if (t.ok() && one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
@@ -303,7 +303,7 @@ Result<uint64_t> OneSidedCalls::atomic(uint32_t window, WindowAtomicOp op, const
 Result<uint64_t> OneSidedCalls::transfer(uint32_t window, const std::vector<TransferItem>& items,
                                          const std::vector<uint8_t>& notification,
                                          std::vector<uint64_t>* published) {
-  Lock l(core_);
+  Lock l(state_);
   std::vector<Transfers::Item> checked;
   checked.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -327,7 +327,7 @@ Result<uint64_t> OneSidedCalls::transfer(uint32_t window, const std::vector<Tran
 }
 
 Status OneSidedCalls::fence(uint32_t window) {
-  Lock l(core_);
+  Lock l(state_);
   Status err;
   WindowState* w = one_sided_.windows().usable(window, "fence", &err);
   if (w == nullptr) return err;
@@ -338,7 +338,7 @@ Status OneSidedCalls::fence(uint32_t window) {
 Status OneSidedCalls::quiet(uint32_t window, Deadline deadline) {
   Ticket target = 0;
   {
-    Lock l(core_);
+    Lock l(state_);
     WindowState* w = one_sided_.windows().find(window);
     if (w == nullptr || w->closed) {
       return core::error(Code::invalid_argument, "quiet: window ", window, " is not open");
@@ -364,7 +364,7 @@ Status OneSidedCalls::quiet(uint32_t window, Deadline deadline) {
         return one_sided_.windows().quiet_done(*w, target);
       },
       "quiet");
-  Lock l(core_);
+  Lock l(state_);
   WindowState* w = one_sided_.windows().find(window);
   if (w == nullptr) return core::error(Code::closed, "quiet: the window closed meanwhile");
   if (!s.ok()) {
@@ -385,7 +385,7 @@ Status OneSidedCalls::wait_local(uint32_t window, uint64_t ticket, Deadline dead
     // what move larger puts' bytes. With none in flight (injected puts only) there is nothing
     // for it to move: the target's credit grants, the other thing it read, are read by the put
     // that finds its stream short of them (rma).
-    Lock l(core_);
+    Lock l(state_);
     if (WindowState* w = one_sided_.windows().find(window);
         w != nullptr && !w->closed && ticket != 0 && ticket < w->next_ticket &&
         (w->free.size() == w->ops.size() || (!pass && (++quick_local_ & 15) != 0))) {
@@ -437,7 +437,7 @@ Status OneSidedCalls::wait_local(uint32_t window, uint64_t ticket, Deadline dead
 
 Result<int> OneSidedCalls::check(uint32_t window, uint64_t ticket) {
   driver_.refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   driver_.progress_locked();
   WindowState* w = one_sided_.windows().find(window);
   if (w == nullptr || w->closed) {
@@ -459,7 +459,7 @@ Status OneSidedCalls::wait_word(uint32_t window, const LocalBuffer& region, size
                                 uint64_t value, Deadline deadline, const char* what) {
   uint64_t* word = nullptr;
   {
-    Lock l(core_);
+    Lock l(state_);
     XPORT_ASSIGN_OR_RETURN(word, local_word(region, offset, what));
     WindowState* w = one_sided_.windows().find(window);
     if (w == nullptr || w->closed) {
@@ -489,7 +489,7 @@ Status OneSidedCalls::wait_word(uint32_t window, const LocalBuffer& region, size
         return false;
       },
       what);
-  Lock l(core_);
+  Lock l(state_);
   if (WindowState* w = one_sided_.windows().find(window); w != nullptr && w->waiters > 0) {
     w->waiters -= 1;
   }
@@ -510,28 +510,28 @@ Result<uint64_t> OneSidedCalls::read_word(const LocalBuffer& region, size_t offs
 
 std::vector<std::vector<uint8_t>> OneSidedCalls::take_notifications(uint32_t window) {
   driver_.refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   driver_.progress_locked();
   return one_sided_.transfers().take(window);
 }
 
 std::shared_ptr<const std::atomic<uint64_t>> OneSidedCalls::local_clear(uint32_t window) {
-  Lock l(core_);
+  Lock l(state_);
   WindowState* w = one_sided_.windows().find(window);
   if (w == nullptr || w->closed) return nullptr;
   return w->local_clear;
 }
 
 uint64_t OneSidedCalls::window_issued(uint32_t window) const {
-  Lock l(core_);
-  auto it = core_.windows.find(window);
-  return it != core_.windows.end() ? it->second->issued : 0;
+  Lock l(state_);
+  auto it = state_.windows.find(window);
+  return it != state_.windows.end() ? it->second->issued : 0;
 }
 
 uint64_t OneSidedCalls::window_completed(uint32_t window) const {
-  Lock l(core_);
-  auto it = core_.windows.find(window);
-  return it != core_.windows.end() ? it->second->completed : 0;
+  Lock l(state_);
+  auto it = state_.windows.find(window);
+  return it != state_.windows.end() ? it->second->completed : 0;
 }
 
 }  // namespace xport::proto

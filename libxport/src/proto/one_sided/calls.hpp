@@ -13,7 +13,7 @@
 #include "proto/driver.hpp"
 #include "proto/one_sided/one_sided.hpp"
 #include "proto/regions.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -23,8 +23,8 @@ Status device_word(const char* what);
 
 class OneSidedCalls : Calls {
  public:
-  OneSidedCalls(Core& core, Driver& driver, const MemoryCalls& memory, OneSided& one_sided)
-      : Calls(core, driver), memory_(memory), one_sided_(one_sided) {}
+  OneSidedCalls(DeviceState& state, Driver& driver, const MemoryCalls& memory, OneSided& one_sided)
+      : Calls(state, driver), memory_(memory), one_sided_(one_sided) {}
 
   struct SignalRequest {
     const RemoteKey* key = nullptr;  // the signal word's region at the peer
@@ -94,7 +94,7 @@ class OneSidedCalls : Calls {
                    Deadline deadline, const char* what);
   Result<uint64_t> read_word(const LocalBuffer& region, size_t offset, const char* what);
   std::vector<std::vector<uint8_t>> take_notifications(uint32_t window);
-  bool native_atomics() const { return core_.native_atomics; }
+  bool native_atomics() const { return state_.native_atomics; }
   uint64_t window_issued(uint32_t window) const;
   // The window's local-completion mark (WindowState::local_clear), for Window::wait_local to
   // read without the engine lock; nullptr for a window not open.

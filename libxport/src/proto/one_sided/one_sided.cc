@@ -3,6 +3,7 @@
 #include "proto/one_sided/one_sided.hpp"
 
 #include "core/log.hpp"
+#include "rail/stripes.hpp"
 
 namespace xport::proto {
 
@@ -10,13 +11,13 @@ Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote
                                    const char* what) const {
   if (len == 0) return 0u;
   const uint32_t rails = static_cast<uint32_t>(std::min(w.paths.size(), remote.keys.size()));
-  Core::RailList healthy;
-  const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
-  if (up == 0) return core_.no_rail_error(rails, w.peer, what);
+  DeviceState::RailList healthy;
+  const uint32_t up = state_.healthy_rails(rails, healthy, w.peer);
+  if (up == 0) return state_.no_rail_error(rails, w.peer, what);
   // Every stripe takes a sequence number, and a put_signal one more, within the credits.
   const OutStream* s = streams_.find(w.stream);
   const uint32_t most = s != nullptr && s->span > 1 ? s->span - 1 : 1;
-  return std::min(stripe_count(core_.config.stripe, len, up), most);
+  return std::min(rail::stripe_count(state_.config.stripe, len, up), most);
 }
 
 Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
@@ -143,7 +144,7 @@ std::optional<Ticket> OneSided::plain_put(uint32_t window, const memory::RegionR
   // (As post_rma: never injected from GPU memory the provider registered, which the CPU cannot
   // read; posted from GPU memory, staged or not, it takes rma() and post().)
   if (len == 0 || local->cuda_device >= 0) return {};
-  const bool inject = len <= core_.inject_size;
+  const bool inject = len <= state_.inject_size;
   // What rma() checks (Windows::usable, check_remote), and what its general path needs.
   OutStream* found = nullptr;
   WindowState* wp = windows_.ready(window, &found);
@@ -157,15 +158,15 @@ std::optional<Ticket> OneSided::plain_put(uint32_t window, const memory::RegionR
   const uint64_t limit = streams_.credit_limit(s);
   if (s.next_seq >= limit || streams_.fenced(s, 0)) return {};
   const size_t rails = std::min({w.paths.size(), remote.keys.size(), size_t{kMaxRails}});
-  Core::RailList healthy;
-  const uint32_t up = core_.healthy_rails(rails, healthy, w.peer);
-  if (up == 0 || stripe_count(core_.config.stripe, len, up) != 1) return {};
+  DeviceState::RailList healthy;
+  const uint32_t up = state_.healthy_rails(rails, healthy, w.peer);
+  if (up == 0 || rail::stripe_count(state_.config.stripe, len, up) != 1) return {};
   const uint32_t rail = healthy[w.next_stripe % up];
   pool::Channel* ch = w.paths[rail].data;
   if (ch->failed()) return {};
   const uint64_t seq = s.next_seq;
   const uint64_t data =
-      encode_window_write(s.target, s.target_gen, seq, core_.cq_data_bytes, s.seq_bits);
+      encode_window_write(s.target, s.target_gen, seq, state_.cq_data_bytes, s.seq_bits);
   const uint64_t raddr = Windows::remote_address(remote, roff);
   fabric::Endpoint& ep = ch->ep->endpoint();
   const Ticket t = w.next_ticket;
@@ -179,7 +180,7 @@ std::optional<Ticket> OneSided::plain_put(uint32_t window, const memory::RegionR
   } else {
     // As reserve() and post(): a window operation, its context naming the ticket and the rail,
     // and a CQ entry of the rail held for its completion.
-    rail::Rail& r = *core_.rails[ch->rail];
+    rail::Rail& r = *state_.rails[ch->rail];
     if (!r.cq_take()) return {};
     const uint32_t index = w.free.back();
     WindowOp& o = w.ops[index];
@@ -218,7 +219,7 @@ Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t
   // Never from GPU memory the provider registered (FI_HMEM): an inject's source is read by the
   // CPU, which cannot load from cudaMalloc'd memory.
   const bool device_source = o.region && o.region->cuda_device >= 0;
-  if (o.ctx.type == fabric::OpType::put && len <= core_.inject_size && !device_source) {
+  if (o.ctx.type == fabric::OpType::put && len <= state_.inject_size && !device_source) {
     // A write that fits the provider's inject size: the source is reusable when the call
     // returns (locally complete at once, no CQ entry to read); the target counts it by its
     // CQ data as any other, so quiet and signals still wait for it to land.
@@ -226,7 +227,7 @@ Status OneSided::post_rma(WindowState& w, uint32_t index, uint8_t* local, size_t
     *injected = st.ok();
     return st;
   }
-  rail::Rail& r = *core_.rails[ch->rail];
+  rail::Rail& r = *state_.rails[ch->rail];
   if (!r.cq_take()) return Status(Code::again, "CQ full");
   void* desc = o.region->desc(rail);
   Status st = o.ctx.type == fabric::OpType::put
@@ -241,7 +242,7 @@ Status OneSided::post_atomic(WindowState& w, uint32_t index, uint64_t raddr, uin
   WindowOp& o = w.ops[index];
   pool::Channel* ch = w.paths[o.ctx.rail].data;
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
-  rail::Rail& r = *core_.rails[ch->rail];
+  rail::Rail& r = *state_.rails[ch->rail];
   if (!r.cq_take()) return Status(Code::again, "CQ full");
   auto* words = reinterpret_cast<uint64_t*>(o.scratch->data);
   void* desc = ch->ep->atomic_slots()->desc();
@@ -282,7 +283,7 @@ void OneSided::posted(WindowState& w, uint32_t index, Status st, const PendingRm
     w.issued += 1;
     return;
   }
-  core_.note_failure(w.ops[index].ctx.rail, st);
+  state_.note_failure(w.ops[index].ctx.rail, st);
   windows_.finish_op(w, index, st);
   // A counted write that never goes leaves a gap the target's count cannot pass.
   if (counted) {
@@ -305,13 +306,13 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
     case PieceKind::read: {
       const bool put = p.kind == PieceKind::write;
       const uint32_t rails = static_cast<uint32_t>(std::min<size_t>(w->paths.size(), p.rails));
-      Core::RailList healthy;
-      const uint32_t up = core_.healthy_rails(rails, healthy, w->peer);
+      DeviceState::RailList healthy;
+      const uint32_t up = state_.healthy_rails(rails, healthy, w->peer);
       const uint32_t first = up > 0 ? w->next_stripe++ % up : 0;
       for (uint32_t i = 0; i < p.stripes && (w = windows_.find(id)) != nullptr; ++i) {
         const uint32_t index = p.ops[i];
         if (up == 0 || s.phase != StreamPhase::ready) {
-          const Status why = up == 0 ? core_.no_rail_error(rails, w->peer, put ? "put" : "get")
+          const Status why = up == 0 ? state_.no_rail_error(rails, w->peer, put ? "put" : "get")
                                      : s.error;
           windows_.finish_op(*w, index, why);
           if (put && up == 0) streams_.fail(s, why);
@@ -320,10 +321,10 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
         WindowOp& o = w->ops[index];
         o.ctx.rail = static_cast<uint8_t>(healthy[(first + i) % up]);
         o.ctx.stripe = i;
-        const uint64_t off = stripe_offset(core_.config.stripe, p.len, p.stripes, i);
-        const uint64_t end = stripe_offset(core_.config.stripe, p.len, p.stripes, i + 1);
+        const uint64_t off = rail::stripe_offset(state_.config.stripe, p.len, p.stripes, i);
+        const uint64_t end = rail::stripe_offset(state_.config.stripe, p.len, p.stripes, i + 1);
         const uint64_t data =
-            put ? encode_window_write(s.target, s.target_gen, base + i, core_.cq_data_bytes,
+            put ? encode_window_write(s.target, s.target_gen, base + i, state_.cq_data_bytes,
                                       s.seq_bits)
                 : 0;
         PendingRma retry{id, index, p.local + off, end - off, p.raddr + off,
@@ -331,7 +332,7 @@ void OneSided::post(OutStream& s, Piece& p, uint64_t base) {
         bool injected = false;
         Status st = post_rma(*w, index, retry.local, retry.len, retry.raddr, retry.key, data,
                              &injected);
-        if (st.ok() && p.stripes > 1) core_.rails[o.ctx.rail]->stripes_out().add();
+        if (st.ok() && p.stripes > 1) state_.rails[o.ctx.rail]->stripes_out().add();
         posted(*w, index, std::move(st), retry);
         if (injected) windows_.finish_op(*w, index, Status::success());
       }
@@ -369,7 +370,7 @@ void OneSided::retry() {
     bool injected = false;
     Status st = p.atomic ? post_atomic(*w, p.op, p.raddr, p.key)
                          : post_rma(*w, p.op, p.local, p.len, p.raddr, p.key, p.data, &injected);
-    if (st.code() == Code::again && core_.expired(e.since)) {
+    if (st.code() == Code::again && state_.expired(e.since)) {
       st = core::error(Code::again, "the provider stayed busy (-FI_EAGAIN) or the CQ full for "
                        "XPORT_EAGAIN_TIMEOUT_MS");
     } else if (st.code() == Code::again) {
@@ -432,7 +433,7 @@ void OneSided::fail_rail(uint32_t rail, const Status& why) {
   }
   // (By id and index: finishing an operation may erase its closed window.)
   std::vector<std::pair<uint32_t, uint32_t>> lost;
-  for (auto& [id, w] : core_.windows) {
+  for (auto& [id, w] : state_.windows) {
     for (uint32_t i = 0; i < w->ops.size(); ++i) {
       if (w->ops[i].busy && w->ops[i].ctx.rail == rail) lost.emplace_back(id, i);
     }
@@ -454,23 +455,23 @@ void OneSided::fail_rail(uint32_t rail, const Status& why) {
 
 void OneSided::fail_peer(pool::Peer& p, const Status& why) {
   streams_.fail_peer(p, why);
-  for (auto& [id, w] : core_.windows) {
+  for (auto& [id, w] : state_.windows) {
     if (w->peer == &p && w->first_error.ok()) w->first_error = why;
   }
 }
 
 void OneSided::fail_comm(CommId comm, const Status& why) {
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, s] : state_.out_streams) {
     if (s->via == comm) streams_.fail(*s, why);
   }
-  for (auto& in : core_.in_streams) {
+  for (auto& in : state_.in_streams) {
     if (in != nullptr && in->via == comm) in->reply = nullptr;  // (erased when it closes)
   }
 }
 
 bool OneSided::waits_on(const pool::Peer* p) const {
   if (streams_.waits_on(p)) return true;
-  for (const auto& [id, w] : core_.windows) {
+  for (const auto& [id, w] : state_.windows) {
     if (w->peer == p && (w->waiters > 0 || w->busy())) return true;
   }
   return false;

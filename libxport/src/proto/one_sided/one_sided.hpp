@@ -19,20 +19,20 @@
 #include "proto/one_sided/transfer.hpp"
 #include "proto/one_sided/window.hpp"
 #include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class OneSided {
  public:
-  explicit OneSided(Core& core)
-      : core_(core),
-        queued_(&core.counters.deferred_posts),
-        windows_(core, *this),
-        streams_(core, *this),
-        signals_(core, *this),
-        atomics_(core, *this),
-        transfers_(core, *this) {}
+  explicit OneSided(DeviceState& state)
+      : state_(state),
+        queued_(&state.counters.deferred_posts),
+        windows_(state, *this),
+        streams_(state, *this),
+        signals_(state, *this),
+        atomics_(state, *this),
+        transfers_(state, *this) {}
 
   Windows& windows() { return windows_; }
   Streams& streams() { return streams_; }
@@ -126,7 +126,7 @@ class OneSided {
   void posted(WindowState& w, uint32_t index, Status st, const PendingRma& retry);
   void op_done(fabric::OpContext* ctx, const fi_cq_data_entry&) { on_done(ctx, Status()); }
   void op_failed(fabric::OpContext* ctx, const Status& st, int) { on_done(ctx, st); }
-  Core& core_;
+  DeviceState& state_;
   PendingQueue<PendingRma> queued_;
   Windows windows_;
   Streams streams_;

@@ -81,7 +81,7 @@ void Signals::send(OutStream& s, const Piece& p, uint64_t seq, uint64_t cover_fr
 }
 
 uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status) const {
-  memory::RegionState* r = core_.registry->find_by_key(key);
+  memory::RegionState* r = state_.registry->find_by_key(key);
   if (r == nullptr) {
     *status = WindowStatus::no_region;
     return nullptr;
@@ -121,7 +121,7 @@ void Signals::answer(InStream& in, const MsgHeader& h, WindowStatus status) {
 std::unique_ptr<gpu::StagedCopy> Signals::prepare(const MsgHeader& h, uint64_t operand) {
   const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
   if (op == WindowSignalOp::publish) return nullptr;
-  memory::RegionState* r = core_.registry->find_by_key(h.aux2);
+  memory::RegionState* r = state_.registry->find_by_key(h.aux2);
   if (r == nullptr || r->staged == nullptr) return nullptr;
   WindowStatus st = WindowStatus::ok;
   uint64_t* word = resolve(h.aux, h.aux2, &st);
@@ -137,7 +137,7 @@ std::unique_ptr<gpu::StagedCopy> Signals::prepare(const MsgHeader& h, uint64_t o
 Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t operand,
                                 std::unique_ptr<gpu::StagedCopy> early) {
   const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
-  memory::RegionState* r = core_.registry->find_by_key(h.aux2);
+  memory::RegionState* r = state_.registry->find_by_key(h.aux2);
   if (r == nullptr || r->staged == nullptr) return Staging::none;  // applied as host memory
   const auto base = reinterpret_cast<uint64_t>(r->base);
   const uint64_t offset = r->virt_addr ? h.aux - base : h.aux;
@@ -160,7 +160,7 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
       copy = r->staged->start_word_update(
           gpu, op == WindowSignalOp::set ? gpu::WordOp::set : gpu::WordOp::add, operand);
     }
-    if (copy.ok()) ++core_.counters.signals_applied;
+    if (copy.ok()) ++state_.counters.signals_applied;
   } else {
     if (len == 0) return Staging::done;
     copy = r->staged->start_copy_out({{gpu, len}});
@@ -194,7 +194,7 @@ void Signals::apply(InStream& in, const MsgHeader& h, uint64_t operand) {
   } else {
     a.fetch_add(operand, std::memory_order_release);
   }
-  ++core_.counters.signals_applied;
+  ++state_.counters.signals_applied;
 }
 
 }  // namespace xport::proto

@@ -4,7 +4,7 @@
 // remote completion (the target's acknowledgement that it was applied).
 #pragma once
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -12,7 +12,7 @@ class OneSided;
 
 class Signals {
  public:
-  Signals(Core& core, OneSided& os) : core_(core), os_(os) {}
+  Signals(DeviceState& state, OneSided& os) : state_(state), os_(os) {}
 
   struct Spec {
     const RemoteKey* key = nullptr;  // the signal word's region (at the window's peer)
@@ -61,7 +61,7 @@ class Signals {
  private:
   // Target: a win_result telling the initiator why operation h was not applied.
   void answer(InStream& in, const MsgHeader& h, WindowStatus status);
-  Core& core_;
+  DeviceState& state_;
   OneSided& os_;
 };
 

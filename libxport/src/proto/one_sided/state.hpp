@@ -1,7 +1,7 @@
-// The state of one-sided windows (part of the engine's Core, under its lock): windows with their
-// provider operations and tickets, the per-peer streams that number and order what windows send
-// (initiator side: OutStream) and count what lands (target side: InStream), and the operations
-// waiting on either side. docs/semantics.md ("One-sided") states what they promise.
+// The state of one-sided windows (part of the engine's DeviceState, under its lock): windows with
+// their provider operations and tickets, the per-peer streams that number and order what windows
+// send (initiator side: OutStream) and count what lands (target side: InStream), and the
+// operations waiting on either side. docs/semantics.md ("One-sided") states what they promise.
 #pragma once
 
 #include <algorithm>

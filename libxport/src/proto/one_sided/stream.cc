@@ -14,8 +14,8 @@ namespace xport::proto {
 
 std::vector<RailAddresses> Streams::local_addresses() const {
   std::vector<RailAddresses> out;
-  if (core_.connected_endpoints()) return out;  // the connection is the path
-  for (const auto& r : core_.rails) {
+  if (state_.connected_endpoints()) return out;  // the connection is the path
+  for (const auto& r : state_.rails) {
     RailAddresses a;
     if (auto d = r->data()->endpoint().address()) a.data = std::move(d).value();
     if (auto c = r->control()->endpoint().address()) a.control = std::move(c).value();
@@ -40,40 +40,40 @@ void Streams::register_handlers(Dispatch& d) {
 // ---- initiator ----
 
 OutStream* Streams::find(uint32_t id) const {
-  if (id != 0 && id == core_.last_stream_id) return core_.last_stream;
-  auto it = core_.out_streams.find(id);
-  if (it == core_.out_streams.end()) return nullptr;
-  core_.last_stream_id = id;
-  core_.last_stream = it->second.get();
-  return core_.last_stream;
+  if (id != 0 && id == state_.last_stream_id) return state_.last_stream;
+  auto it = state_.out_streams.find(id);
+  if (it == state_.out_streams.end()) return nullptr;
+  state_.last_stream_id = id;
+  state_.last_stream = it->second.get();
+  return state_.last_stream;
 }
 
 Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
   // Ids travel in 16 bits with a 4-bit generation: an id comes back only after 65535 others.
-  uint32_t counter = core_.next_out_stream;
+  uint32_t counter = state_.next_out_stream;
   uint16_t index = 0;
   for (int tries = 0; tries < 65536 && index == 0; ++tries, ++counter) {
     const auto candidate = static_cast<uint16_t>(counter & 0xffff);
-    if (candidate != 0 && core_.out_streams.count(candidate) == 0) index = candidate;
+    if (candidate != 0 && state_.out_streams.count(candidate) == 0) index = candidate;
   }
   if (index == 0) return core::error(Code::resource, "window: 65535 window streams are open");
-  core_.next_out_stream = counter;
+  state_.next_out_stream = counter;
   auto s = std::make_unique<OutStream>();
   s->id = index;
   s->gen = static_cast<uint8_t>(((counter - 1) >> 16) & 0xf);
   s->peer = peer;
-  core_.ref(peer);
+  state_.ref(peer);
   if (via != nullptr) {
     s->via = via->id;
     s->paths = via->paths;
-    core_.hold(*via);
+    state_.hold(*via);
   } else {
     s->paths = peer->paths;
   }
   s->nonce = core::random64();
   s->opened = Clock::now();
   OutStream* out = s.get();
-  core_.out_streams[index] = std::move(s);
+  state_.out_streams[index] = std::move(s);
   work_ = true;  // no window yet: retry() closes it unless an opener comes
   return out;
 }
@@ -82,23 +82,24 @@ Status Streams::request(OutStream& s, pool::Channel* ch) {
   ConnRequest r;
   ConnBody& b = r.body;
   b.nonce = s.nonce;
-  b.device_token = core_.device_token;
-  b.stripe_threshold = core_.config.stripe.threshold;
-  b.stripe_min = core_.config.stripe.min;
-  b.stripe_align = core_.config.stripe.align;
-  b.stripe_rails = core_.config.stripe.max_rails;
-  b.eager_max = static_cast<uint32_t>(core_.config.eager_max);
-  b.max_requests = core_.config.max_requests;
+  b.device_token = state_.device_token;
+  b.stripe_threshold = state_.config.stripe.threshold;
+  b.stripe_min = state_.config.stripe.min;
+  b.stripe_align = state_.config.stripe.align;
+  b.stripe_rails = state_.config.stripe.max_rails;
+  b.eager_max = static_cast<uint32_t>(state_.config.eager_max);
+  b.max_requests = state_.config.max_requests;
   r.rails = local_addresses();
   std::vector<uint8_t> body = encode_conn_request(r);
   MsgHeader h = window_header(MsgType::win_req);
   h.src_comm = static_cast<uint16_t>(s.id);
   h.src_gen = s.gen;
-  h.slot = static_cast<uint16_t>(core_.cq_data_bytes);  // both ends must agree on the layout
-  h.aux = core_.device_token;
+  h.slot = static_cast<uint16_t>(state_.cq_data_bytes);  // both ends must agree on the layout
+  h.aux = state_.device_token;
   h.aux2 = s.nonce;
-  CommState* owner = s.via ? core_.comm(s.via) : nullptr;
-  return core_.control->send(ch, h, &body, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
+  CommState* owner = s.via ? state_.comm(s.via) : nullptr;
+  return state_.control->send(ch, h, &body, owner, Dependent{},
+                              owner == nullptr ? s.peer : nullptr);
 }
 
 Result<OutStream*> Streams::for_comm(CommState& c) {
@@ -107,11 +108,11 @@ Result<OutStream*> Streams::for_comm(CommState& c) {
   // endpoints included: there the stream runs over the connection of the communicator it was
   // made for, which it holds open (a stream per communicator let a strong signal on one window
   // overtake a fenced put on another, over another connection).
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, s] : state_.out_streams) {
     if (s->peer == c.peer && s->phase != StreamPhase::failed) return s.get();
   }
   XPORT_ASSIGN_OR_RETURN(OutStream * s, make(c.peer, c.connection ? &c : nullptr));
-  Status st = request(*s, core_.control_path(c));
+  Status st = request(*s, state_.control_path(c));
   if (!st.ok()) {
     fail(*s, st);
     return st.with_context("window request");
@@ -121,20 +122,20 @@ Result<OutStream*> Streams::for_comm(CommState& c) {
 
 Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
                                         const std::vector<uint8_t>& address) {
-  if (hash != provider_hash(core_.caps.provider)) {
+  if (hash != provider_hash(state_.caps.provider)) {
     return core::error(Code::invalid_argument, "window: the peer uses another provider (this "
-                       "device uses '", core_.caps.provider, "')");
+                       "device uses '", state_.caps.provider, "')");
   }
-  if (core_.connected_endpoints()) {
-    return core::error(Code::unsupported, "window: provider ", core_.caps.provider, " uses "
+  if (state_.connected_endpoints()) {
+    return core::error(Code::unsupported, "window: provider ", state_.caps.provider, " uses "
                        "connected endpoints: open windows over a communicator there");
   }
-  pool::Peer* peer = core_.peer_for(token);
-  XPORT_RETURN_IF_ERROR(Core::check_open(*peer, "window"));
-  for (auto& [id, s] : core_.out_streams) {
+  pool::Peer* peer = state_.peer_for(token);
+  XPORT_RETURN_IF_ERROR(DeviceState::check_open(*peer, "window"));
+  for (auto& [id, s] : state_.out_streams) {
     if (s->peer == peer && !s->via && s->phase != StreamPhase::failed) return s.get();
   }
-  core_.ref(peer);  // held across set-up; the stream takes its own
+  state_.ref(peer);  // held across set-up; the stream takes its own
   if (peer->dead) {  // a device declared dead earlier is asked afresh
     peer->dead = false;
     peer->death.clear();
@@ -143,12 +144,12 @@ Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
   Status st;
   if (peer->paths.empty() || peer->paths[0].control == nullptr) {
     if (peer->paths.empty()) peer->paths.resize(1);
-    auto ch = core_.channel_to(*peer, 0, true, address);
+    auto ch = state_.channel_to(*peer, 0, true, address);
     if (ch) peer->paths[0].control = *ch;
     else st = ch.status();
   }
   Result<OutStream*> made = st.ok() ? make(peer, nullptr) : Result<OutStream*>(st);
-  core_.unref(peer);
+  state_.unref(peer);
   if (!made) return made.status().with_context("window");
   OutStream* s = *made;
   st = request(*s, peer->paths[0].control);
@@ -170,7 +171,7 @@ void Streams::on_accept(const Message& m) {
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->phase != StreamPhase::connecting ||
       h.aux2 != s->nonce) {
-    core_.miss(true);  // an answer to a request given up, or a forgery
+    state_.miss(true);  // an answer to a request given up, or a forgery
     const bool ours = s != nullptr && s->gen == (h.dst_gen & 0xf) && h.aux2 == s->nonce &&
                       s->phase == StreamPhase::ready && s->target == h.src_comm &&
                       s->target_gen == (h.src_gen & 0xf);
@@ -197,7 +198,7 @@ void Streams::on_accept(const Message& m) {
     return;
   }
   if (!s->via) {
-    Status st = core_.set_paths(*s->peer, ack->rails);
+    Status st = state_.set_paths(*s->peer, ack->rails);
     if (!st.ok()) {
       fail(*s, std::move(st).with_context("window"));
       return;
@@ -224,7 +225,7 @@ void Streams::release(OutStream& s) {
 uint64_t Streams::min_uncounted(const OutStream& s) const {
   if (s.uncounted_inflight == 0) return UINT64_MAX;
   uint64_t m = UINT64_MAX;
-  for (const auto& [id, w] : core_.windows) {
+  for (const auto& [id, w] : state_.windows) {
     if (w->stream != s.id) continue;
     for (const WindowOp& o : w->ops) {
       if (o.busy && o.uncounted != 0 && o.uncounted < m) m = o.uncounted;
@@ -248,7 +249,7 @@ void Streams::submit(OutStream& s, Piece&& p) {
     os_.post(s, p, base);
     return;
   }
-  ++core_.counters.window_ops_held;
+  ++state_.counters.window_ops_held;
   const uint32_t seqs = p.seqs();
   s.held.push_back(std::move(p));
   work_ = true;
@@ -307,16 +308,16 @@ Status Streams::send(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* bod
   h.src_comm = static_cast<uint16_t>(s.id);
   h.src_gen = s.gen;
   if (s.via) {
-    CommState* c = core_.comm(s.via);
+    CommState* c = state_.comm(s.via);
     if (c == nullptr || s.paths.empty()) {
       return core::error(Code::closed, "window: the communicator of the stream is gone");
     }
-    return core_.control->send(s.paths[0].control, h, body, c, Dependent{});
+    return state_.control->send(s.paths[0].control, h, body, c, Dependent{});
   }
   if (s.paths.empty()) return core::error(Code::closed, "window: the stream has no path");
   // Any rail in service: the target orders by sequence number, not by arrival.
-  pool::Channel* ch = core_.pick(s.paths, s.next_control, s.peer).control;
-  return core_.control->send(ch, h, body, nullptr, Dependent{}, s.peer);
+  pool::Channel* ch = state_.pick(s.paths, s.next_control, s.peer).control;
+  return state_.control->send(ch, h, body, nullptr, Dependent{}, s.peer);
 }
 
 Status Streams::send_op(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* body,
@@ -329,7 +330,7 @@ Status Streams::send_op(OutStream& s, MsgHeader& h, const std::vector<uint8_t>* 
 
 void Streams::resend_after_rail_loss(const pool::Peer* peer) {
   std::vector<uint32_t> ids;
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, s] : state_.out_streams) {
     if (!s->via && (peer == nullptr || s->peer == peer)) ids.push_back(id);
   }
   for (uint32_t id : ids) {
@@ -338,7 +339,7 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
     if (s->phase == StreamPhase::connecting) {
       // The target answers a repeated request (same nonce) with the stream it made for it.
       if (!s->peer->paths.empty()) {
-        (void)request(*s, core_.pick(s->peer->paths, s->next_control, s->peer).control);
+        (void)request(*s, state_.pick(s->peer->paths, s->next_control, s->peer).control);
       }
       continue;
     }
@@ -357,8 +358,8 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
     s->want_sent = 0;  // (a request for credits that was on it is made again when held)
     if (!s->held.empty()) work_ = true;
   }
-  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
-    InStream* in = core_.in_streams[core_.in_stream_live[i]].get();
+  for (size_t i = 0; i < state_.in_stream_live.size(); ++i) {
+    InStream* in = state_.in_streams[state_.in_stream_live[i]].get();
     if (in == nullptr || in->via || (peer != nullptr && in->peer != peer)) continue;
     if (in->taking_back) {  // the take-back again (same epoch: answered again, applied once)
       MsgHeader h = window_header(MsgType::win_done);
@@ -374,8 +375,8 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
   const auto now = Clock::now();
   while (!closed_.empty() && now - closed_.front().at > kCloseMemory) closed_.pop_front();
   for (const Closed& c : closed_) {
-    auto it = core_.peers.find(c.peer);
-    if (it == core_.peers.end() || (peer != nullptr && it->second.get() != peer)) continue;
+    auto it = state_.peers.find(c.peer);
+    if (it == state_.peers.end() || (peer != nullptr && it->second.get() != peer)) continue;
     pool::Peer& p = *it->second;
     if (p.dead || p.paths.empty()) continue;
     MsgHeader h = window_header(MsgType::win_close);
@@ -384,8 +385,8 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
     h.src_comm = c.id;
     h.src_gen = c.gen;
     uint32_t cursor = 0;
-    (void)core_.control->send(core_.pick(p.paths, cursor, &p).control, h, nullptr, nullptr,
-                              Dependent{}, &p);
+    (void)state_.control->send(state_.pick(p.paths, cursor, &p).control, h, nullptr, nullptr,
+                               Dependent{}, &p);
   }
 }
 
@@ -393,9 +394,9 @@ void Streams::refuse_answer(const MsgHeader& h) {
   // A stream the target made for a request given up here, or for a copy of a request that came
   // late (a rail that went down delivered it after the stream it asked for had closed): it
   // would hold its slot and CQ room there for ever. (RDM: the answer names its device.)
-  if (core_.connected_endpoints()) return;
-  auto it = core_.peers.find(h.aux);
-  if (it == core_.peers.end() || it->second->dead || it->second->paths.empty()) return;
+  if (state_.connected_endpoints()) return;
+  auto it = state_.peers.find(h.aux);
+  if (it == state_.peers.end() || it->second->dead || it->second->paths.empty()) return;
   pool::Peer& p = *it->second;
   MsgHeader c = window_header(MsgType::win_close);
   c.dst_comm = h.src_comm;
@@ -403,8 +404,8 @@ void Streams::refuse_answer(const MsgHeader& h) {
   c.src_comm = h.dst_comm;
   c.src_gen = h.dst_gen;
   uint32_t cursor = 0;
-  (void)core_.control->send(core_.pick(p.paths, cursor, &p).control, c, nullptr, nullptr,
-                            Dependent{}, &p);
+  (void)state_.control->send(state_.pick(p.paths, cursor, &p).control, c, nullptr, nullptr,
+                             Dependent{}, &p);
 }
 
 void Streams::closing(const OutStream& s) {
@@ -419,7 +420,7 @@ void Streams::on_gone(const Message& m) {
   const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   fail(*s, Status(Code::closed, "window: the target's device closed"), false);
@@ -429,7 +430,7 @@ void Streams::on_done(const Message& m) {
   const MsgHeader& h = m.h;
   OutStream* s = find(h.dst_comm);
   if (s == nullptr || s->gen != (h.dst_gen & 0xf) || s->target != h.src_comm) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   const bool more = on_grant(*s, h);
@@ -438,14 +439,14 @@ void Streams::on_done(const Message& m) {
   advance(*s, h.seq);
   // (advance pumps what is held when the done mark moves; a grant alone releases it too)
   if (more && (s = find(id)) != nullptr && s->done == done) {
-    size_t budget = core_.config.progress_batch;
+    size_t budget = state_.config.progress_batch;
     pump(*s, budget);
   }
 }
 
 void Streams::advance(OutStream& s, uint64_t done) {
   if (done > s.next_seq) {
-    core_.miss();  // more than was ever sent: a forgery or a confused peer
+    state_.miss();  // more than was ever sent: a forgery or a confused peer
     return;
   }
   if (s.peer != nullptr) s.peer->heard = true;  // (the health sweep reads the clock)
@@ -457,7 +458,7 @@ void Streams::advance(OutStream& s, uint64_t done) {
   const uint32_t id = s.id;
   os_.windows().on_stream(s);
   if (OutStream* again = find(id)) {
-    size_t budget = core_.config.progress_batch;
+    size_t budget = state_.config.progress_batch;
     pump(*again, budget);
   }
 }
@@ -507,7 +508,7 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
     }
   }
   s.awaiting_count = 0;
-  for (auto& [id, ws] : core_.windows) {
+  for (auto& [id, ws] : state_.windows) {
     WindowState* w = ws.get();  // (a lambda may not capture a structured binding before C++20)
     if (w->stream != s.id) continue;
     w->tickets.for_each([&](Ticket t, TicketState& ts) {
@@ -529,10 +530,10 @@ void Streams::fail(OutStream& s, const Status& why, bool farewell) {
 void Streams::erase_out(OutStream& s) {
   pool::Peer* peer = s.peer;
   const CommId via = s.via;
-  if (core_.last_stream_id == s.id) core_.last_stream_id = 0;
-  core_.out_streams.erase(s.id);  // destroys s
-  if (CommState* c = core_.comm(via)) core_.release(*c);
-  core_.unref(peer);
+  if (state_.last_stream_id == s.id) state_.last_stream_id = 0;
+  state_.out_streams.erase(s.id);  // destroys s
+  if (CommState* c = state_.comm(via)) state_.release(*c);
+  state_.unref(peer);
 }
 
 // ---- progress, failures, teardown: stream_progress.cc ----

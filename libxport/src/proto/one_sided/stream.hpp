@@ -11,7 +11,7 @@
 #include <deque>
 
 #include "proto/dispatch.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -19,7 +19,7 @@ class OneSided;
 
 class Streams {
  public:
-  Streams(Core& core, OneSided& os) : core_(core), os_(os) {}
+  Streams(DeviceState& state, OneSided& os) : state_(state), os_(os) {}
   // win_* messages of streams and their operations, and window writes.
   void register_handlers(Dispatch& d);
 
@@ -182,7 +182,7 @@ class Streams {
   std::deque<Starved> starved_;
   size_t sweep_cursor_ = 0;
   uint64_t room_held_ = 0;  // CQ room held by all in-streams (per rail)
-  Core& core_;
+  DeviceState& state_;
   OneSided& os_;
   // Streams closed lately (their win_close may have been on a rail that went down since): sent
   // again on a rail loss within kCloseMemory of the close.

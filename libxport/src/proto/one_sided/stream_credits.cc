@@ -42,7 +42,7 @@ bool Streams::on_grant(OutStream& s, const MsgHeader& h) {
     return false;
   }
   if (h.length == 0) return false;  // the grant is unchanged
-  XPORT_LOG(trace, "device ", std::hex, core_.device_token, std::dec, " window stream ", s.id, ": granted up to ", h.length, " (epoch ", h.aux,
+  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id, ": granted up to ", h.length, " (epoch ", h.aux,
             "; limit ", s.limit, ", sent ", s.next_seq, ")");
   const uint64_t limit = std::min(h.length, most);
   s.grant_epoch = h.aux;
@@ -55,7 +55,7 @@ bool Streams::on_grant(OutStream& s, const MsgHeader& h) {
 void Streams::ask_credits(OutStream& s, uint32_t seqs) {
   const uint64_t wanted = s.next_seq + seqs;
   if (s.phase != StreamPhase::ready || wanted <= s.limit || s.want_sent == s.limit + 1) return;
-  XPORT_LOG(trace, "device ", std::hex, core_.device_token, std::dec, " window stream ", s.id, ": asking for numbers up to ", wanted, " (limit ",
+  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id, ": asking for numbers up to ", wanted, " (limit ",
             s.limit, ")");
   MsgHeader h = window_header(MsgType::win_sync);
   h.seq = s.next_seq;
@@ -67,27 +67,27 @@ void Streams::ask_credits(OutStream& s, uint32_t seqs) {
 // ---- target ----
 
 uint64_t Streams::room_free() const {
-  if (core_.rx_cq_data_mode) return UINT64_MAX;  // writes consume posted receives, not CQ room
+  if (state_.rx_cq_data_mode) return UINT64_MAX;  // writes consume posted receives, not CQ room
   size_t free = SIZE_MAX;
-  for (const auto& r : core_.rails) free = std::min(free, r->cq_free());
+  for (const auto& r : state_.rails) free = std::min(free, r->cq_free());
   // Window streams share three quarters of XPORT_CQ_ENTRIES; the rest, and some room on the
   // CQ whatever else holds it, is kept for what else completes there (control messages, sends,
   // reads): a target whose streams held every entry could not even send their grants.
-  const uint64_t cap = core_.config.cq_entries / 4 * 3;
+  const uint64_t cap = state_.config.cq_entries / 4 * 3;
   const size_t keep = 32;
   const uint64_t by_cq = free > keep ? free - keep : 0;
   return std::min(by_cq, cap > room_held_ ? cap - room_held_ : 0);
 }
 
 void Streams::hold_room(InStream& s, uint64_t need) {
-  if (core_.rx_cq_data_mode || need == s.cq_reserved) return;
+  if (state_.rx_cq_data_mode || need == s.cq_reserved) return;
   if (need > s.cq_reserved) {
     const auto more = static_cast<size_t>(need - s.cq_reserved);
-    for (auto& r : core_.rails) (void)r->cq_take(more);  // (room_free() said it is there)
+    for (auto& r : state_.rails) (void)r->cq_take(more);  // (room_free() said it is there)
     room_held_ += more;
   } else {
     const auto less = static_cast<size_t>(s.cq_reserved - need);
-    for (auto& r : core_.rails) r->cq_give(less);
+    for (auto& r : state_.rails) r->cq_give(less);
     room_held_ -= std::min<uint64_t>(room_held_, less);
   }
   s.cq_reserved = static_cast<uint32_t>(need);
@@ -99,7 +99,7 @@ bool Streams::regrant(InStream& s, bool more) {
   if (s.taking_back) return false;  // its limit is not known until the answer
   const uint64_t asked = s.want > s.done ? s.want - s.done : 0;
   uint64_t want = s.grant;  // (acknowledged traffic: the grant slides on)
-  if (core_.rx_cq_data_mode) {
+  if (state_.rx_cq_data_mode) {
     want = s.span;
   } else if (pressed()) {
     // Room is short: exactly what it asked for, nothing ahead (numbers granted ahead would be
@@ -161,16 +161,16 @@ void Streams::take_back(InStream& s) {
   h.aux = s.grant_epoch;
   h.slot = kDoneTakeBack;
   s.acked = s.done;
-  ++core_.counters.window_take_backs;
+  ++state_.counters.window_take_backs;
   reply(s, h);
 }
 
 void Streams::sweep_idle(size_t& budget) {
-  auto& live = core_.in_stream_live;
+  auto& live = state_.in_stream_live;
   if (starved_.empty() || live.empty()) return;
   for (size_t n = std::min(live.size(), budget); n > 0; --n) {
     if (sweep_cursor_ >= live.size()) sweep_cursor_ = 0;
-    InStream* s = core_.in_streams[live[sweep_cursor_++]].get();
+    InStream* s = state_.in_streams[live[sweep_cursor_++]].get();
     if (s == nullptr) continue;
     --budget;
     // (a stream granted what it asked for has not used it yet: not idle)
@@ -184,7 +184,7 @@ void Streams::sweep_idle(size_t& budget) {
 void Streams::on_credit_sync(InStream& s, const MsgHeader& h) {
   if ((h.slot & kSyncTakenBack) != 0) {
     if (!s.taking_back || h.aux != s.grant_epoch || h.seq > s.limit) {
-      core_.miss(true);  // an answer to an older take-back, or more than it ever had
+      state_.miss(true);  // an answer to an older take-back, or more than it ever had
       return;
     }
     s.taking_back = false;

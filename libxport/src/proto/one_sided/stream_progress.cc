@@ -13,20 +13,20 @@ namespace xport::proto {
 
 bool Streams::scan() const {
   if (!starved_.empty()) return true;  // (sweep_idle takes room back for them)
-  for (const auto& [id, s] : core_.out_streams) {
+  for (const auto& [id, s] : state_.out_streams) {
     if (!s->held.empty() || (s->windows == 0 && s->openers == 0)) return true;
   }
-  for (uint16_t index : core_.in_stream_live) {
-    const InStream* in = core_.in_streams[index].get();
+  for (uint16_t index : state_.in_stream_live) {
+    const InStream* in = state_.in_streams[index].get();
     if (in != nullptr && !in->waiting.empty()) return true;
   }
   return false;
 }
 
 void Streams::retry() {
-  size_t budget = core_.config.progress_batch;
+  size_t budget = state_.config.progress_batch;
   std::vector<uint32_t> ids;
-  for (auto& [id, s] : core_.out_streams) ids.push_back(id);
+  for (auto& [id, s] : state_.out_streams) ids.push_back(id);
   for (uint32_t id : ids) {
     OutStream* s = find(id);
     if (s == nullptr) continue;
@@ -47,10 +47,10 @@ void Streams::retry() {
     }
     erase_out(*s);
   }
-  size_t apply = core_.config.progress_batch;
+  size_t apply = state_.config.progress_batch;
   // (by position: nothing here closes a stream; a pass copies no list)
-  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
-    InStream* s = core_.in_streams[core_.in_stream_live[i]].get();
+  for (size_t i = 0; i < state_.in_stream_live.size(); ++i) {
+    InStream* s = state_.in_streams[state_.in_stream_live[i]].get();
     if (s == nullptr || s->waiting.empty()) continue;
     drain(*s, apply);
     maybe_ack(*s);
@@ -60,24 +60,24 @@ void Streams::retry() {
 }
 
 void Streams::fail_peer(pool::Peer& p, const Status& why) {
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, s] : state_.out_streams) {
     if (s->peer == &p) fail(*s, why);
   }
-  const std::vector<uint16_t> live = core_.in_stream_live;  // (erase_in changes it)
+  const std::vector<uint16_t> live = state_.in_stream_live;  // (erase_in changes it)
   for (uint16_t index : live) {
-    InStream* s = core_.in_streams[index].get();
+    InStream* s = state_.in_streams[index].get();
     if (s != nullptr && s->peer == &p) erase_in(*s);
   }
 }
 
 void Streams::check_stalls(Clock::time_point now) {
   std::vector<uint32_t> stalled;
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, s] : state_.out_streams) {
     if (s->phase != StreamPhase::ready || s->sync_sent <= s->done) continue;
     // Only while the peer answers (a keepalive's answer, any message) after it was asked: a
     // silent one is declared lost on the same clock, which says more.
     if (s->peer == nullptr || s->peer->dead || s->peer->last_heard <= s->sync_since) continue;
-    if (now - s->sync_since > core_.config.peer_timeout) stalled.push_back(id);
+    if (now - s->sync_since > state_.config.peer_timeout) stalled.push_back(id);
   }
   for (uint32_t id : stalled) {
     OutStream* s = find(id);
@@ -94,7 +94,7 @@ void Streams::check_stalls(Clock::time_point now) {
 }
 
 bool Streams::waits_on(const pool::Peer* p) const {
-  for (const auto& [id, s] : core_.out_streams) {
+  for (const auto& [id, s] : state_.out_streams) {
     if (s->peer != p) continue;
     if (s->phase == StreamPhase::connecting ||
         (s->phase == StreamPhase::ready &&
@@ -107,8 +107,8 @@ bool Streams::waits_on(const pool::Peer* p) const {
 
 void Streams::shutdown() {
   // (wait_local's answers without the engine stop: it says what a closed device says)
-  for (auto& [id, w] : core_.windows) w->local_clear->store(0, std::memory_order_release);
-  for (auto& [id, s] : core_.out_streams) {
+  for (auto& [id, w] : state_.windows) w->local_clear->store(0, std::memory_order_release);
+  for (auto& [id, s] : state_.out_streams) {
     if (s->phase != StreamPhase::ready) continue;
     MsgHeader h = window_header(MsgType::win_close);
     (void)send(*s, h, nullptr);
@@ -118,7 +118,7 @@ void Streams::shutdown() {
   // Every initiator still holding a stream to this device hears that it is gone and sends
   // nothing more: one in this process would otherwise write into the memory of an endpoint
   // closed here (shm maps a peer in the same process once, and unmaps it with its endpoint).
-  for (auto& in : core_.in_streams) {
+  for (auto& in : state_.in_streams) {
     if (in == nullptr) continue;
     MsgHeader h = window_header(MsgType::win_gone);
     reply(*in, h, false);

@@ -11,41 +11,41 @@
 namespace xport::proto {
 
 InStream* Streams::in(uint16_t index, uint8_t gen, bool check_gen) const {
-  if (index == 0 || index >= core_.in_streams.size()) return nullptr;
-  InStream* s = core_.in_streams[index].get();
+  if (index == 0 || index >= state_.in_streams.size()) return nullptr;
+  InStream* s = state_.in_streams[index].get();
   if (s == nullptr || (check_gen && s->gen != (gen & 0xf))) return nullptr;
   return s;
 }
 
 Result<InStream*> Streams::make_in(pool::Peer* peer, CommId via, pool::Channel* reply) {
-  const uint16_t limit = window_stream_limit(core_.cq_data_bytes);
-  if (core_.in_streams.empty()) {
-    core_.in_streams.resize(limit);
-    core_.in_stream_gen.assign(limit, 0);
-    for (uint16_t i = 1; i < limit; ++i) core_.in_stream_free.push_back(i);
+  const uint16_t limit = window_stream_limit(state_.cq_data_bytes);
+  if (state_.in_streams.empty()) {
+    state_.in_streams.resize(limit);
+    state_.in_stream_gen.assign(limit, 0);
+    for (uint16_t i = 1; i < limit; ++i) state_.in_stream_free.push_back(i);
   }
-  if (core_.in_stream_free.empty()) {
+  if (state_.in_stream_free.empty()) {
     return core::error(Code::resource, "no free window stream (", limit - 1, ")");
   }
-  const unsigned bits = window_seq_bits(core_.cq_data_bytes, core_.config.test_seq_bits);
+  const unsigned bits = window_seq_bits(state_.cq_data_bytes, state_.config.test_seq_bits);
   const uint32_t span = static_cast<uint32_t>(
-      std::min<uint64_t>(core_.config.window_credits, uint64_t{1} << bits));
-  const uint16_t index = core_.in_stream_free.front();
-  core_.in_stream_free.pop_front();
+      std::min<uint64_t>(state_.config.window_credits, uint64_t{1} << bits));
+  const uint16_t index = state_.in_stream_free.front();
+  state_.in_stream_free.pop_front();
   auto s = std::make_unique<InStream>();
   s->index = index;
-  s->gen = core_.in_stream_gen[index];
+  s->gen = state_.in_stream_gen[index];
   s->peer = peer;
-  core_.ref(peer);
+  state_.ref(peer);
   s->via = via;
-  if (CommState* c = core_.comm(via)) core_.hold(*c);
+  if (CommState* c = state_.comm(via)) state_.hold(*c);
   s->reply = reply;
   s->span = span;
   s->seq_bits = bits;
   s->landed.assign(span, 0);
   InStream* out = s.get();
-  core_.in_streams[index] = std::move(s);
-  core_.in_stream_live.push_back(index);
+  state_.in_streams[index] = std::move(s);
+  state_.in_stream_live.push_back(index);
   ++in_live_;
   // Every write of the stream completes here with remote CQ data (FI_RX_CQ_DATA providers
   // consume a posted receive instead): its first grant is what the shared room allows now,
@@ -60,17 +60,17 @@ void Streams::erase_in(InStream& s) {
   pool::Peer* peer = s.peer;
   const CommId via = s.via;
   const uint16_t index = s.index;
-  core_.in_stream_gen[index] = static_cast<uint8_t>((core_.in_stream_gen[index] + 1) & 0xf);
-  core_.in_streams[index].reset();  // destroys s
-  auto& live = core_.in_stream_live;
+  state_.in_stream_gen[index] = static_cast<uint8_t>((state_.in_stream_gen[index] + 1) & 0xf);
+  state_.in_streams[index].reset();  // destroys s
+  auto& live = state_.in_stream_live;
   if (auto it = std::find(live.begin(), live.end(), index); it != live.end()) {
     *it = live.back();
     live.pop_back();
   }
   if (in_live_ > 0) --in_live_;
-  core_.in_stream_free.push_back(index);
-  if (CommState* c = core_.comm(via)) core_.release(*c);
-  core_.unref(peer);
+  state_.in_stream_free.push_back(index);
+  if (CommState* c = state_.comm(via)) state_.release(*c);
+  state_.unref(peer);
   feed_starved();  // (its room came back)
 }
 
@@ -79,7 +79,7 @@ void Streams::on_request(const Message& m) {
   rail::RailEndpoint* ep = m.ep;
   auto req = decode_conn_request(m.body, m.len);
   if (!req || req->body.device_token != h.aux || req->body.nonce != h.aux2) {
-    core_.miss();
+    state_.miss();
     XPORT_LOG(warn, "dropping a window request: ",
               req ? "its header and body disagree" : req.status().to_string());
     return;
@@ -87,46 +87,46 @@ void Streams::on_request(const Message& m) {
   pool::Peer* peer = nullptr;
   pool::Channel* reply = nullptr;
   CommId via;
-  if (core_.connected_endpoints()) {
+  if (state_.connected_endpoints()) {
     pool::Channel* ch = ep != nullptr && ep->has_endpoint()
-                            ? core_.pool->by_fid(&ep->endpoint().get()->fid)
+                            ? state_.pool->by_fid(&ep->endpoint().get()->fid)
                             : nullptr;
     // A stream over a connection lives with a communicator on it (its failure is theirs).
     CommState* c = nullptr;
     if (ch != nullptr) {
-      core_.comms->for_each([&](uint16_t, CommState& k) {
+      state_.comms->for_each([&](uint16_t, CommState& k) {
         if (c == nullptr && k.connection == ch && k.phase == Phase::ready) c = &k;
       });
     }
     if (c == nullptr) {
-      core_.miss();
+      state_.miss();
       return;
     }
     peer = c->peer;
     reply = ch;
     via = c->id;
   } else {
-    peer = core_.peer_for(req->body.device_token);
+    peer = state_.peer_for(req->body.device_token);
     if (peer->closed) {
-      core_.miss();  // a device of this process that closed sends nothing: a forgery
+      state_.miss();  // a device of this process that closed sends nothing: a forgery
       return;
     }
   }
-  core_.ref(peer);
+  state_.ref(peer);
   uint8_t refusal = 0;
-  if (!core_.connected_endpoints()) {
+  if (!state_.connected_endpoints()) {
     if (peer->dead) {  // a device given up on asks again: it is alive
       peer->dead = false;
       peer->death.clear();
     }
-    if (!core_.set_paths(*peer, req->rails).ok() || peer->paths.empty()) {
+    if (!state_.set_paths(*peer, req->rails).ok() || peer->paths.empty()) {
       refusal = static_cast<uint8_t>(WindowRefusal::bad);
     } else {
       reply = peer->paths[0].control;
     }
   }
   peer->last_heard = Clock::now();
-  if (refusal == 0 && h.slot != core_.cq_data_bytes) {
+  if (refusal == 0 && h.slot != state_.cq_data_bytes) {
     refusal = static_cast<uint8_t>(WindowRefusal::bad);  // another CQ data layout
   }
   InStream* s = nullptr;
@@ -134,8 +134,8 @@ void Streams::on_request(const Message& m) {
   if (refusal == 0) {
     // A request sent again (its answer, or itself, went on a rail that went down since): the
     // stream made for it is the answer.
-    for (uint16_t index : core_.in_stream_live) {
-      InStream* in = core_.in_streams[index].get();
+    for (uint16_t index : state_.in_stream_live) {
+      InStream* in = state_.in_streams[index].get();
       if (in != nullptr && in->peer == peer && in->nonce == h.aux2 &&
           in->initiator == h.src_comm && in->initiator_gen == (h.src_gen & 0xf)) {
         s = in;
@@ -156,12 +156,12 @@ void Streams::on_request(const Message& m) {
   MsgHeader a = window_header(MsgType::win_ack);
   a.dst_comm = h.src_comm;
   a.dst_gen = h.src_gen;
-  a.aux = core_.device_token;
+  a.aux = state_.device_token;
   a.aux2 = h.aux2;
   ConnAck ack;
   ack.body.nonce = h.aux2;
-  ack.body.device_token = core_.device_token;
-  ack.body.eager_max = static_cast<uint32_t>(core_.config.eager_max);
+  ack.body.device_token = state_.device_token;
+  ack.body.eager_max = static_cast<uint32_t>(state_.config.eager_max);
   ack.body.depth = 1;
   if (s != nullptr) {
     s->initiator = h.src_comm;
@@ -179,14 +179,14 @@ void Streams::on_request(const Message& m) {
   }
   std::vector<uint8_t> bytes = encode_conn_ack(ack);
   if (reply != nullptr) {
-    CommState* owner = core_.comm(via);
-    Status st = core_.control->send(reply, a, &bytes, owner, Dependent{},
-                                    owner == nullptr ? peer : nullptr);
+    CommState* owner = state_.comm(via);
+    Status st = state_.control->send(reply, a, &bytes, owner, Dependent{},
+                                     owner == nullptr ? peer : nullptr);
     if (!st.ok() && s != nullptr && !repeated_request) erase_in(*s);
   } else if (s != nullptr && !repeated_request) {
     erase_in(*s);
   }
-  core_.unref(peer);
+  state_.unref(peer);
 }
 
 void Streams::reply(InStream& s, MsgHeader& h, bool ack) {
@@ -194,15 +194,15 @@ void Streams::reply(InStream& s, MsgHeader& h, bool ack) {
   h.dst_gen = s.initiator_gen;
   h.src_comm = s.index;
   h.src_gen = s.gen;
-  CommState* owner = core_.comm(s.via);
+  CommState* owner = state_.comm(s.via);
   pool::Channel* ch = s.reply;
   if (owner == nullptr && s.peer != nullptr && !s.peer->paths.empty()) {
     uint32_t cursor = 0;
-    ch = core_.pick(s.peer->paths, cursor, s.peer).control;
+    ch = state_.pick(s.peer->paths, cursor, s.peer).control;
   }
   if (ch == nullptr) return;
-  if (ack) ++core_.counters.window_acks_sent;
-  (void)core_.control->send(ch, h, nullptr, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
+  if (ack) ++state_.counters.window_acks_sent;
+  (void)state_.control->send(ch, h, nullptr, owner, Dependent{}, owner == nullptr ? s.peer : nullptr);
 }
 
 void Streams::mark(InStream& s, uint64_t seq) {
@@ -232,24 +232,24 @@ bool Streams::ready(const InStream& s, const MsgHeader& h) const {
 }
 
 void Streams::on_write(uint64_t data, size_t len, uint32_t rail) {
-  const bool wide = core_.cq_data_bytes >= 8;
-  const WindowWrite w = decode_window_write(data, core_.cq_data_bytes, kWideSeqBits);
+  const bool wide = state_.cq_data_bytes >= 8;
+  const WindowWrite w = decode_window_write(data, state_.cq_data_bytes, kWideSeqBits);
   InStream* s = in(w.stream, w.gen, wide);
   if (s == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   const uint64_t seq = widen_window_seq(w.seq_low & seq_mask(s->seq_bits), s->done, s->seq_bits);
   // (no flag is set while none is ahead: mark())
   if (seq >= s->limit || (s->ahead != 0 && s->landed[seq % s->span] != 0)) {
-    core_.miss();  // beyond the credits, or twice: not from this stream's initiator
+    state_.miss();  // beyond the credits, or twice: not from this stream's initiator
     return;
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
-  if (len != 0) core_.rails[rail]->bytes_in().add(len);
+  if (len != 0) state_.rails[rail]->bytes_in().add(len);
   mark(*s, seq);
   if (!s->waiting.empty()) {
-    size_t budget = core_.config.progress_batch;
+    size_t budget = state_.config.progress_batch;
     drain(*s, budget);
   }
   maybe_ack(*s);
@@ -261,12 +261,12 @@ void Streams::on_operation(const Message& m) {
   const size_t len = m.len;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   const bool strong = ((h.slot >> 8) & kWinStrong) != 0;
   if (h.seq >= s->limit || (!strong && h.length > h.seq)) {
-    core_.miss();
+    state_.miss();
     return;
   }
   if (h.seq < s->done || seen(*s, h.seq)) {
@@ -290,7 +290,7 @@ void Streams::on_operation(const Message& m) {
     s->waiting.push_back(std::move(op));
     note_work();
   }
-  size_t budget = core_.config.progress_batch;
+  size_t budget = state_.config.progress_batch;
   drain(*s, budget);
   maybe_ack(*s);
 }
@@ -338,8 +338,8 @@ void Streams::drain(InStream& s, size_t& budget) {
 
 void Streams::poll_copies() {
   // (by position: nothing here closes a stream; a pass copies no list)
-  for (size_t i = 0; i < core_.in_stream_live.size(); ++i) {
-    InStream* s = core_.in_streams[core_.in_stream_live[i]].get();
+  for (size_t i = 0; i < state_.in_stream_live.size(); ++i) {
+    InStream* s = state_.in_streams[state_.in_stream_live[i]].get();
     if (s == nullptr || s->copies.empty()) continue;
     bool moved = false;
     for (size_t i = 0; i < s->copies.size();) {
@@ -359,7 +359,7 @@ void Streams::poll_copies() {
       moved = true;
     }
     if (moved) {
-      size_t budget = core_.config.progress_batch;
+      size_t budget = state_.config.progress_batch;
       drain(*s, budget);
       maybe_ack(*s);
     }
@@ -378,7 +378,7 @@ bool Streams::seen(const InStream& s, uint64_t seq) const {
 }
 
 void Streams::repeated(InStream& s, const MsgHeader& h) {
-  core_.miss(true);  // (counted as traffic that was on its way: late, not misrouted)
+  state_.miss(true);  // (counted as traffic that was on its way: late, not misrouted)
   if (h.type != static_cast<uint8_t>(MsgType::win_atomic) || s.answers.empty()) return;
   const InStream::Answer& a = s.answers[h.seq % s.span];
   if (!a.valid || a.seq != h.seq) return;  // not applied yet: its answer will go then
@@ -393,7 +393,7 @@ void Streams::repeated(InStream& s, const MsgHeader& h) {
 void Streams::maybe_ack(InStream& s) {
   if (s.done == s.acked) return;
   // Room is short: what landed gives its room back at once, for the streams that wait.
-  if (s.cq_reserved > s.limit - s.done && !core_.rx_cq_data_mode && pressed()) {
+  if (s.cq_reserved > s.limit - s.done && !state_.rx_cq_data_mode && pressed()) {
     hold_room(s, s.limit - s.done);
     feed_starved();
   }
@@ -426,7 +426,7 @@ void Streams::on_sync(const Message& m) {
   const MsgHeader& h = m.h;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   if (s->peer != nullptr) s->peer->heard = true;  // (the health sweep reads the clock)
@@ -448,7 +448,7 @@ void Streams::on_close(const Message& m) {
   const MsgHeader& h = m.h;
   InStream* s = in(h.dst_comm, h.dst_gen, true);
   if (s == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   erase_in(*s);

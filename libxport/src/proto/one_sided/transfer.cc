@@ -111,15 +111,15 @@ void Transfers::send_notify(OutStream& s, const Piece& p, uint64_t seq) {
 
 void Transfers::apply(InStream& in, const MsgHeader&, std::vector<uint8_t> payload) {
   in.notes.push_back(std::move(payload));
-  ++core_.counters.notifications;
+  ++state_.counters.notifications;
 }
 
 std::vector<std::vector<uint8_t>> Transfers::take(uint32_t window) {
   std::vector<std::vector<uint8_t>> out;
   WindowState* w = os_.windows().find(window);
   if (w == nullptr) return out;
-  for (uint16_t index : core_.in_stream_live) {
-    InStream* in = core_.in_streams[index].get();
+  for (uint16_t index : state_.in_stream_live) {
+    InStream* in = state_.in_streams[index].get();
     if (in == nullptr || in->peer != w->peer) continue;
     for (auto& n : in->notes) out.push_back(std::move(n));
     in->notes.clear();

@@ -4,7 +4,7 @@
 // stream is done); the target takes notifications from its window to the initiator.
 #pragma once
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -12,7 +12,7 @@ class OneSided;
 
 class Transfers {
  public:
-  Transfers(Core& core, OneSided& os) : core_(core), os_(os) {}
+  Transfers(DeviceState& state, OneSided& os) : state_(state), os_(os) {}
 
   struct Item {
     fabric::OpType op = fabric::OpType::put;
@@ -36,7 +36,7 @@ class Transfers {
   std::vector<std::vector<uint8_t>> take(uint32_t window);
 
  private:
-  Core& core_;
+  DeviceState& state_;
   OneSided& os_;
 };
 

@@ -11,7 +11,7 @@ namespace xport::proto {
 
 Result<uint32_t> Windows::make(OutStream& s, CommState* comm) {
   auto w = std::make_unique<WindowState>();
-  w->id = core_.next_window++;
+  w->id = state_.next_window++;
   w->peer = s.peer;
   w->paths = s.paths;
   w->stream = s.id;
@@ -21,24 +21,24 @@ Result<uint32_t> Windows::make(OutStream& s, CommState* comm) {
     w->ops[i].ctx.index = i;
     w->free.push_back(kOps - 1 - i);
   }
-  core_.ref(s.peer);
+  state_.ref(s.peer);
   if (comm != nullptr) {
     w->comm = comm->id;
-    core_.hold(*comm);
+    state_.hold(*comm);
   }
   s.windows += 1;
   const uint32_t id = w->id;
-  core_.windows[id] = std::move(w);
+  state_.windows[id] = std::move(w);
   return id;
 }
 
 WindowState* Windows::find(uint32_t id) const {
-  if (id != 0 && id == core_.last_window_id) return core_.last_window;
-  auto it = core_.windows.find(id);
-  if (it == core_.windows.end()) return nullptr;
-  core_.last_window_id = id;
-  core_.last_window = it->second.get();
-  return core_.last_window;
+  if (id != 0 && id == state_.last_window_id) return state_.last_window;
+  auto it = state_.windows.find(id);
+  if (it == state_.windows.end()) return nullptr;
+  state_.last_window_id = id;
+  state_.last_window = it->second.get();
+  return state_.last_window;
 }
 
 WindowState* Windows::ready(uint32_t id, OutStream** stream) const {
@@ -60,7 +60,7 @@ WindowState* Windows::usable(uint32_t id, const char* what, Status* err) {
     return nullptr;
   }
   if (w->peer != nullptr && w->peer->closed) {
-    *err = Core::check_open(*w->peer, what);
+    *err = DeviceState::check_open(*w->peer, what);
     return nullptr;
   }
   if (w->peer != nullptr && w->peer->dead) {
@@ -80,11 +80,11 @@ void Windows::maybe_erase(WindowState& w) {
   const CommId comm = w.comm;
   pool::Peer* peer = w.peer;
   const uint32_t stream = w.stream;
-  if (core_.last_window_id == w.id) core_.last_window_id = 0;
-  core_.windows.erase(w.id);  // destroys w
-  if (CommState* c = core_.comm(comm)) core_.release(*c);
+  if (state_.last_window_id == w.id) state_.last_window_id = 0;
+  state_.windows.erase(w.id);  // destroys w
+  if (CommState* c = state_.comm(comm)) state_.release(*c);
   if (OutStream* s = os_.streams().find(stream)) os_.streams().release(*s);
-  core_.unref(peer);
+  state_.unref(peer);
 }
 
 void Windows::close(uint32_t id) {
@@ -246,7 +246,7 @@ void Windows::on_stream(OutStream& s) {
   // records their error. (By id afterwards: settling and erasing may erase a closed window.)
   std::vector<std::pair<uint32_t, Ticket>> failed;
   std::vector<uint32_t> closed;
-  for (auto& [id, wp] : core_.windows) {
+  for (auto& [id, wp] : state_.windows) {
     WindowState& w = *wp;
     if (w.stream != s.id || w.tickets.empty()) continue;
     const uint32_t wid = id;

@@ -5,7 +5,7 @@
 // (delivered, applied) once every part of it is.
 #pragma once
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -13,7 +13,7 @@ class OneSided;
 
 class Windows {
  public:
-  Windows(Core& core, OneSided& os) : core_(core), os_(os) {}
+  Windows(DeviceState& state, OneSided& os) : state_(state), os_(os) {}
   static constexpr uint32_t kOps = 256;          // provider operations in flight per window
   static constexpr size_t kMaxTickets = 16384;   // operations not yet complete per window
   static constexpr size_t kMaxFailed = 16384;    // failed tickets whose error a window keeps
@@ -92,7 +92,7 @@ class Windows {
   }
 
  private:
-  Core& core_;
+  DeviceState& state_;
   OneSided& os_;
 };
 

@@ -12,7 +12,7 @@
 namespace xport::proto {
 
 CommState* TwoSidedCalls::comm_for(CommId id, bool is_send, const char* op, Status* err) {
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (c == nullptr || c->is_send != is_send || c->user_closed) {
     *err = core::error(Code::invalid_argument, op, ": communicator ", id.index, " is not open");
     return nullptr;
@@ -41,14 +41,14 @@ Status device_busy(const char* op) {
 
 Result<uint64_t> TwoSidedCalls::isend(CommId comm, const void* buf, size_t len,
                                       const LocalBuffer& region, uint32_t tag, bool handoff) {
-  Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
+  Lock l = handoff ? Lock(state_, std::try_to_lock) : Lock(state_);
   if (!l.owns()) return device_busy("isend");
   Status err;
   CommState* c = comm_for(comm, true, "isend", &err);
   if (c == nullptr) return err;
   if (c->phase == Phase::failed) return c->error;
   XPORT_RETURN_IF_ERROR(memory_.check_local(region, buf, len, "isend"));
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "isend"));
+  XPORT_RETURN_IF_ERROR(state_.check_usable(c->paths, c->peer, "isend"));
   if (len >= kLengthUnknown && len > c->eager_max) {
     return core::error(Code::unsupported, "isend: a message of ", len, " bytes: messages of "
                        "4 GiB or more must be split by the caller (the CQ data carries 32 bits "
@@ -81,7 +81,7 @@ Result<uint64_t> TwoSidedCalls::isend(CommId comm, const void* buf, size_t len,
     const bool headered = !eager_.headerless(tag);
     const bool device_source = s.region && s.region->cuda_device >= 0;
     s.eager =
-        len <= c->eager_max && !(device_source && headered && len > 0 && core_.iov_limit < 2);
+        len <= c->eager_max && !(device_source && headered && len > 0 && state_.iov_limit < 2);
   }
   if (s.eager) {
     // No clear-to-send needed: the receiver holds an unexpected message until its receive is
@@ -112,7 +112,7 @@ Result<uint64_t> TwoSidedCalls::isend(CommId comm, const void* buf, size_t len,
 
 Result<uint64_t> TwoSidedCalls::irecv(CommId comm, std::span<const RecvBufferRef> buffers,
                                       bool handoff) {
-  Lock l = handoff ? Lock(core_, std::try_to_lock) : Lock(core_);
+  Lock l = handoff ? Lock(state_, std::try_to_lock) : Lock(state_);
   if (!l.owns()) return device_busy("irecv");
   Status err;
   CommState* c = comm_for(comm, false, "irecv", &err);
@@ -135,7 +135,7 @@ Result<uint64_t> TwoSidedCalls::irecv(CommId comm, std::span<const RecvBufferRef
                             buffers.size() == 1 ? "irecv" : core::str("irecv buffer ", i).c_str()));
     group[i] = {static_cast<uint8_t*>(b.buf), b.len, b.region.region, b.tag};
   }
-  XPORT_RETURN_IF_ERROR(core_.check_usable(c->paths, c->peer, "irecv"));
+  XPORT_RETURN_IF_ERROR(state_.check_usable(c->paths, c->peer, "irecv"));
   const uint64_t seq = c->next_seq;
   if (c->peer_closed && seq >= c->peer_sent) {
     return core::error(Code::closed, "irecv: the peer closed communicator ", comm.index,
@@ -152,7 +152,7 @@ std::optional<size_t> TwoSidedCalls::take_injected(CommId comm, uint64_t seq, bo
   // pass there, so a caller that only ever tests injected sends still moves a provider that
   // progresses manually (as Window::wait_local does for puts). (A relaxed count: concurrent
   // callers may lose increments, never correctness.)
-  CommState* c = core_.comm(comm);
+  CommState* c = state_.comm(comm);
   if (c == nullptr) return std::nullopt;
   if (progress) {
     const uint32_t q = c->quick_answers.load(std::memory_order_relaxed);
@@ -177,18 +177,18 @@ Result<size_t> TwoSidedCalls::wait_send(CommId comm, uint64_t seq, Deadline dead
 
 Result<Completion> TwoSidedCalls::test(CommId comm, uint64_t seq, bool progress) {
   if (!progress) {
-    Lock l(core_, std::try_to_lock);
+    Lock l(state_, std::try_to_lock);
     if (!l.owns()) return Completion{};  // progress is under way in another thread
     return test_locked(comm, seq);
   }
   driver_.refresh_links();
-  Lock l(core_);
+  Lock l(state_);
   driver_.progress_locked();
   return test_locked(comm, seq);
 }
 
 Result<Completion> TwoSidedCalls::test_locked(CommId comm, uint64_t seq) {
-  CommState* c = core_.comm(comm);
+  CommState* c = state_.comm(comm);
   if (c == nullptr || c->user_closed || c->depth == 0) {
     return core::error(Code::invalid_argument, "test: communicator ", comm.index, " is not open");
   }
@@ -210,7 +210,7 @@ Result<Completion> TwoSidedCalls::test_locked(CommId comm, uint64_t seq) {
 }
 
 std::optional<Result<size_t>> TwoSidedCalls::finish_locked(CommId comm, uint64_t seq) {
-  CommState* c = core_.comm(comm);
+  CommState* c = state_.comm(comm);
   if (c != nullptr && !c->user_closed && c->depth != 0) {
     if (c->is_send) {
       if (size_t len = 0; c->take_injected(seq, &len)) return Result<size_t>(len);
@@ -245,7 +245,7 @@ Result<size_t> TwoSidedCalls::wait(CommId comm, uint64_t seq, Deadline deadline)
   for (uint32_t spin = 0;; ++spin) {
     driver_.refresh_links();
     {
-      Lock l(core_);
+      Lock l(state_);
       // A request done already (an injected send) needs no progress pass first; a pending one
       // (most receives of a ping-pong) goes to its pass under the same lock.
       if (spin == 0) {
@@ -263,7 +263,7 @@ Result<size_t> TwoSidedCalls::wait(CommId comm, uint64_t seq, Deadline deadline)
 
 Result<uint64_t> TwoSidedCalls::iflush(CommId comm, const void* buf, size_t len,
                                        const LocalBuffer& region) {
-  Lock l(core_);
+  Lock l(state_);
   Status err;
   CommState* c = comm_for(comm, false, "flush", &err);
   if (c == nullptr) return err;
@@ -273,7 +273,7 @@ Result<uint64_t> TwoSidedCalls::iflush(CommId comm, const void* buf, size_t len,
 
 Result<bool> TwoSidedCalls::test_flush(CommId comm, uint64_t id, bool progress) {
   if (progress) driver_.refresh_links();
-  Lock l = progress ? Lock(core_) : Lock(core_, std::try_to_lock);
+  Lock l = progress ? Lock(state_) : Lock(state_, std::try_to_lock);
   if (progress) driver_.progress_locked();
   if (id == 0) return true;  // nothing was to be read
   if (!l.owns()) return false;  // progress is under way in another thread
@@ -292,7 +292,7 @@ Status TwoSidedCalls::flush(CommId comm, const void* buf, size_t len, const Loca
   if (id == 0) return Status::success();
   Status s = wait_until(deadline, [&] { return flusher_.done(id); },
                         "flush: the reads did not complete before the deadline");
-  Lock l(core_);
+  Lock l(state_);
   if (!s.ok()) {
     flusher_.abandon(id);
     return s;

@@ -10,7 +10,7 @@
 #include "proto/driver.hpp"
 #include "proto/flush.hpp"
 #include "proto/regions.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
 #include "proto/two_sided/rendezvous.hpp"
@@ -34,9 +34,9 @@ struct RecvBufferRef {
 
 class TwoSidedCalls : Calls {
  public:
-  TwoSidedCalls(Core& core, Driver& driver, const MemoryCalls& memory, Eager& eager,
+  TwoSidedCalls(DeviceState& state, Driver& driver, const MemoryCalls& memory, Eager& eager,
                 Rendezvous& rendezvous, Matching& matching, Flusher& flusher)
-      : Calls(core, driver),
+      : Calls(state, driver),
         memory_(memory),
         eager_(eager),
         rendezvous_(rendezvous),

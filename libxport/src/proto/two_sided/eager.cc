@@ -35,7 +35,7 @@ void Eager::buffer_send_failed(fabric::OpContext* ctx, const Status& st, int) {
 
 Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
   if (s.seq < c.credit_limit && c.credit_wait.empty()) {
-    return post(c, s, slot, core_.data_path(c), nullptr, false);
+    return post(c, s, slot, state_.data_path(c), nullptr, false);
   }
   s.waiting_credit = true;
   c.credit_wait.push_back(slot);
@@ -43,11 +43,11 @@ Status Eager::start(CommState& c, SendSlot& s, uint16_t slot) {
 }
 
 bool Eager::headerless(uint32_t tag) const {
-  return core_.headerless_eager && tag <= kMaxCqDataTag;
+  return state_.headerless_eager && tag <= kMaxCqDataTag;
 }
 
 bool Eager::injectable(size_t len, const RegionRef& region) const {
-  return len <= core_.inject_size && !(region && region->cuda_device >= 0);
+  return len <= state_.inject_size && !(region && region->cuda_device >= 0);
 }
 
 Eager::Inject Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot,
@@ -56,7 +56,7 @@ Eager::Inject Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot,
       s.seq >= c.credit_limit || !c.credit_wait.empty()) {
     return Inject::no;
   }
-  pool::Channel* ch = core_.data_path(c);
+  pool::Channel* ch = state_.data_path(c);
   if (ch->failed()) return Inject::no;
   const uint64_t data =
       encode_cq_data({c.peer_comm.index, slot, c.peer_comm.gen, eager_high(s.seq, s.tag)}, 8);
@@ -69,7 +69,7 @@ Eager::Inject Eager::try_inject(CommState& c, SendSlot& s, uint16_t slot,
 }
 
 Status Eager::defer(CommState& c, SendSlot& s, uint16_t slot) {
-  pool::Channel* ch = core_.data_path(c);
+  pool::Channel* ch = state_.data_path(c);
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
   queue(c, s, slot, ch, nullptr);
   return Status::success();
@@ -78,7 +78,7 @@ Status Eager::defer(CommState& c, SendSlot& s, uint16_t slot) {
 void Eager::queue(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
                   memory::Buffer* buffer) {
   s.queued = true;
-  core_.hold(c, s);
+  state_.hold(c, s);
   queued_.push({c.id, slot, s.seq, ch, buffer}, Clock::now());
 }
 
@@ -93,15 +93,16 @@ void Eager::grant_credit(CommState& c, uint64_t posted_through) {
     if (s.seq >= c.credit_limit) break;
     c.credit_wait.pop_front();
     s.waiting_credit = false;
-    Status st = post(c, s, c.slot_of(s.seq), core_.data_path(c), nullptr, false);
+    Status st = post(c, s, c.slot_of(s.seq), state_.data_path(c), nullptr, false);
     if (!st.ok()) {
-      core_.fail_send(c, s, std::move(st).with_context(core::str("eager send of message ", s.seq)));
+      state_.fail_send(c, s,
+                       std::move(st).with_context(core::str("eager send of message ", s.seq)));
     }
   }
 }
 
 void Eager::on_credit(const Message& m) {
-  CommState* c = core_.route(m.h, Core::Side::send);
+  CommState* c = state_.route(m.h, DeviceState::Side::send);
   if (c != nullptr) grant_credit(*c, m.h.seq);
 }
 
@@ -109,7 +110,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
                    memory::Buffer* buffer, bool queued) {
   if (ch->failed()) return core::error(Code::peer_lost, ch->label, ": ", ch->failure());
   rail::RailEndpoint& ep = *ch->ep;
-  rail::Rail& rail = *core_.rails[ch->rail];
+  rail::Rail& rail = *state_.rails[ch->rail];
   Status st;
   fabric::OpContext* ctx = nullptr;
   if (headerless(s.tag)) {
@@ -121,7 +122,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       if (st.ok()) {
         ++ch->ops;
         s.finished = true;
-        if (queued) core_.release(c, s);
+        if (queued) state_.release(c, s);
         return st;
       }
     } else if (!rail.cq_take()) {
@@ -169,13 +170,13 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
         if (s.len > 0 && !gather) std::memcpy(b->data + sizeof(h), s.buf, s.len);
       }
       buffer = b;
-      if (len <= core_.inject_size && !gather) {
+      if (len <= state_.inject_size && !gather) {
         st = ep.endpoint().inject(b->data, len, ch->peer);
         if (st.ok()) {
           ++ch->ops;
           ep.tx().give_back(b);
           s.finished = true;
-          if (queued) core_.release(c, s);
+          if (queued) state_.release(c, s);
           return st;
         }
       } else if (!rail.cq_take()) {
@@ -195,7 +196,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
   }
   if (st.ok()) {
     ++ch->ops;
-    if (!queued) core_.hold(c, s);
+    if (!queued) state_.hold(c, s);
     return st;
   }
   if (st.code() == Code::again) {
@@ -206,21 +207,21 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
     return Status::success();
   }
   if (buffer != nullptr) ep.tx().give_back(buffer);
-  core_.note_failure(ch->rail, st);
-  if (queued) core_.release(c, s);
+  state_.note_failure(ch->rail, st);
+  if (queued) state_.release(c, s);
   return st;
 }
 
 void Eager::retry() {
   queued_.retry([&](PendingQueue<PendingEager>::Entry& e) {
     const PendingEager& p = e.post;
-    CommState* c = core_.comm(p.comm);
+    CommState* c = state_.comm(p.comm);
     if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
       // Cancelled (closed) or failed meanwhile: never posted, so never read again.
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
-      core_.release(*c, s);
+      state_.release(*c, s);
       return false;
     }
     Status st = post(*c, s, p.slot, p.ch, p.buffer, true);
@@ -229,15 +230,15 @@ void Eager::retry() {
       return false;
     }
     if (st.code() == Code::again) {
-      if (!core_.expired(e.since)) return true;
+      if (!state_.expired(e.since)) return true;
       st = core::error(Code::again, "eager send of message ", s.seq, ": the provider stayed "
                        "busy for XPORT_EAGAIN_TIMEOUT_MS");
       if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
-      core_.fail_send(*c, s, st);
-      core_.release(*c, s);
+      state_.fail_send(*c, s, st);
+      state_.release(*c, s);
       return false;
     }
-    core_.fail_send(*c, s, std::move(st).with_context("eager send"));
+    state_.fail_send(*c, s, std::move(st).with_context("eager send"));
     return false;
   });
 }
@@ -247,11 +248,11 @@ void Eager::fail_rail(uint32_t rail, const Status& why) {
     const PendingEager& p = e.post;
     if (p.ch->rail != rail) return false;
     if (p.buffer != nullptr) p.ch->ep->tx().give_back(p.buffer);
-    if (CommState* c = core_.comm(p.comm)) {
+    if (CommState* c = state_.comm(p.comm)) {
       SendSlot& sl = c->sends[p.slot];
       sl.queued = false;
-      core_.fail_send(*c, sl, why);
-      core_.release(*c, sl);
+      state_.fail_send(*c, sl, why);
+      state_.release(*c, sl);
     }
     return true;
   });
@@ -264,29 +265,29 @@ void Eager::on_sent(fabric::OpContext* ctx, const Status& st, memory::Buffer* b)
   const uint16_t slot = ctx->slot;
   const uint64_t seq = ctx->seq;
   if (b != nullptr) ep->tx().give_back(b);
-  CommState* c = core_.comm(id);
+  CommState* c = state_.comm(id);
   if (c == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   SendSlot& s = c->sends[slot];
   if (s.active && s.seq == seq) {
     if (!st.ok()) {
-      core_.fail_send(*c, s, st.with_context(core::str("eager send of message ", s.seq)));
+      state_.fail_send(*c, s, st.with_context(core::str("eager send of message ", s.seq)));
       // The provider could not deliver to that peer: on a shared (RDM) endpoint the peer is
       // unreachable; a connection's failure, or that of an endpoint of the communicator's own,
       // is that communicator's.
       if (st.code() == Code::peer_lost && c->peer != nullptr && !c->connection &&
           c->own.empty()) {
-        core_.fail_peer(*c->peer, st);
+        state_.fail_peer(*c->peer, st);
       } else if (st.code() == Code::peer_lost) {
-        core_.fail_comm(*c, st);
+        state_.fail_comm(*c, st);
       }
     } else {
       s.finished = true;
     }
   }
-  core_.release(*c, s);
+  state_.release(*c, s);
 }
 
 Status Eager::report_posted(CommState& c, uint64_t last) {
@@ -300,7 +301,7 @@ Status Eager::report_posted(CommState& c, uint64_t last) {
   g.src_gen = c.id.gen;
   g.slot = c.slot_of(last);
   g.seq = last;
-  XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), g, nullptr, &c, Dependent{}));
+  XPORT_RETURN_IF_ERROR(state_.control->send(state_.control_path(c), g, nullptr, &c, Dependent{}));
   c.reported_next = last + 1;
   return Status::success();
 }
@@ -313,7 +314,7 @@ void Eager::take_unexpected(CommState& c, RecvSlot& r, Unexpected& u) {
 void Eager::drop_unexpected(Unexpected& u) {
   if (u.buffer != nullptr) {
     u.owner->held -= 1;
-    core_.control->repost(u.owner, u.buffer);
+    state_.control->repost(u.owner, u.buffer);
   }
   u = Unexpected{};
 }
@@ -321,10 +322,10 @@ void Eager::drop_unexpected(Unexpected& u) {
 void Eager::on_eager(const Message& m) {
   if (m.buffer == nullptr) return;  // (eager messages are never replayed)
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::recv);
+  CommState* c = state_.route(h, DeviceState::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
-    core_.miss();
+    state_.miss();
     return;
   }
   accept(*c, m.ep, m.buffer, h.slot, h.seq, sizeof(MsgHeader), h.length,
@@ -334,9 +335,9 @@ void Eager::on_eager(const Message& m) {
 void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t data, size_t len,
                           bool* hold) {
   const CqData d = decode_cq_data(data, 8);
-  CommState* c = core_.comm({d.comm, d.field});
+  CommState* c = state_.comm({d.comm, d.field});
   if (c == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   // No header names the sender: it must at least have come on a data endpoint of one of the
@@ -345,12 +346,12 @@ void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t da
   for (const pool::Path& p : c->paths) on_path = on_path || p.data->ep == ep;
   if (c->is_send || c->phase == Phase::connecting || c->depth == 0 || d.slot >= c->depth ||
       !on_path) {
-    core_.miss();
+    state_.miss();
     return;
   }
   const uint64_t seq = widen_seq(eager_seq_low(d.high), c->next_seq, kEagerSeqBits);
   if (c->slot_of(seq) != d.slot) {
-    core_.miss();
+    state_.miss();
     return;
   }
   if (c->peer != nullptr) c->peer->heard = true;
@@ -368,7 +369,7 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
   // Before its receive, or for a group still placing its messages by tag: held until placed.
   Unexpected& u = c.unexpected[slot];
   if ((!posted && seq < c.next_seq) || u.valid) {
-    core_.miss();
+    state_.miss();
     return;
   }
   u.valid = true;
@@ -386,7 +387,7 @@ void Eager::accept(CommState& c, rail::RailEndpoint* ep, memory::Buffer* b, uint
     *hold = true;
   } else {
     u.copy.assign(b->data + offset, b->data + offset + len);
-    ++core_.counters.overflow_copies;
+    ++state_.counters.overflow_copies;
   }
   if (posted) matching_->on_tag(c, r, tag, false);  // places it (and delivers) if it can
 }
@@ -410,7 +411,7 @@ void Eager::deliver(CommState& c, RecvSlot& r, const uint8_t* data, size_t len) 
   }
   r.bytes = len;
   r.finished = true;
-  core_.release_cts_room(c, r);
+  state_.release_cts_room(c, r);
 }
 
 }  // namespace xport::proto

@@ -6,13 +6,13 @@
 
 #include "proto/dispatch.hpp"
 #include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class Eager {
  public:
-  explicit Eager(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
+  explicit Eager(DeviceState& state) : state_(state), queued_(&state.counters.deferred_posts) {}
   // Where tagged arrivals are placed (the Engine wires it).
   void wire(Matching& matching) { matching_ = &matching; }
   // Completions of eager sends (headerless, and headered in a bounce buffer), eager and credit
@@ -72,7 +72,7 @@ class Eager {
   void send_failed(fabric::OpContext* ctx, const Status& st, int err);
   void buffer_sent(fabric::OpContext* ctx, const fi_cq_data_entry& e);
   void buffer_send_failed(fabric::OpContext* ctx, const Status& st, int err);
-  Core& core_;
+  DeviceState& state_;
   Matching* matching_ = nullptr;
   PendingQueue<PendingEager> queued_;
 };

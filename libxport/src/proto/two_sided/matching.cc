@@ -67,7 +67,7 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     if (!room.ok()) {
       for (uint32_t k = 0; k < n; ++k) {
         RecvSlot& r = slot(c, base + k);
-        core_.release_cts_room(c, r);
+        state_.release_cts_room(c, r);
         r.reset();
       }
       return room;
@@ -85,8 +85,8 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     }
     if (cts[i]) {
       Status st = rendezvous_->send_cts(c, r, s);
-      if (!st.ok()) core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ",
-                                                                                r.seq)));
+      if (!st.ok()) state_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ",
+                                                                                 r.seq)));
     }
     // An eager message that came before its receive (a large buffer may get one too: its CTS
     // is then unused).
@@ -105,8 +105,8 @@ Status Matching::post(CommState& c, std::span<const Buffer> buffers) {
     for (uint32_t i = 0; i < n; ++i) {
       RecvSlot& r = slot(c, base + i);
       if (r.seq >= c.peer_sent) {
-        core_.fail_recv(c, r, core::error(Code::closed, "the peer closed communicator ",
-                                          c.id.index, " after ", c.peer_sent, " messages"));
+        state_.fail_recv(c, r, core::error(Code::closed, "the peer closed communicator ",
+                                           c.id.index, " after ", c.peer_sent, " messages"));
       }
     }
   }
@@ -182,7 +182,7 @@ void Matching::start(CommState& c, RecvSlot& r) {
   if (r.rts_pending && !r.cts_sent) {
     Status st = rendezvous_->send_cts(c, r, s);
     if (!st.ok()) {
-      core_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
+      state_.fail_recv(c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
     }
   }
 }
@@ -204,9 +204,9 @@ void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, 
     h.seq = r.seq;
     h.aux = reason;
     h.aux2 = tag;
-    (void)core_.control->send(core_.control_path(c), h, nullptr, &c, Dependent{});
+    (void)state_.control->send(state_.control_path(c), h, nullptr, &c, Dependent{});
   }
-  core_.fail_recv(c, r, std::move(why));
+  state_.fail_recv(c, r, std::move(why));
 }
 
 Result<GroupOutcome> Matching::take(CommState& c, uint64_t base) {

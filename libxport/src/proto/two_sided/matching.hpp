@@ -7,7 +7,7 @@
 
 #include <span>
 
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
@@ -20,7 +20,7 @@ struct GroupOutcome {
 
 class Matching {
  public:
-  explicit Matching(Core& core) : core_(core) {}
+  explicit Matching(DeviceState& state) : state_(state) {}
   // The parts it hands arrivals and clear-to-sends to (the Engine wires them).
   void wire(Eager& eager, Rendezvous& rendezvous) {
     eager_ = &eager;
@@ -69,7 +69,7 @@ class Matching {
   void start(CommState& c, RecvSlot& r);
   // Fails message r, and tells a rendezvous sender (REFUSE) so it does not wait for a CTS.
   void refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, Status why);
-  Core& core_;
+  DeviceState& state_;
   Eager* eager_ = nullptr;
   Rendezvous* rendezvous_ = nullptr;
 };

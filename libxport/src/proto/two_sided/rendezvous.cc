@@ -5,6 +5,7 @@
 #include "proto/control.hpp"
 #include "proto/two_sided/eager.hpp"
 #include "proto/two_sided/matching.hpp"
+#include "rail/stripes.hpp"
 
 namespace xport::proto {
 namespace {
@@ -56,8 +57,8 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
   MsgHeader r = header(MsgType::rts, c, slot, s.seq);
   r.length = s.len;
   r.aux2 = s.tag;
-  XPORT_RETURN_IF_ERROR(core_.control->send(core_.control_path(c), r, nullptr, &c,
-                                            Dependent{Dependent::Kind::send, c.id, slot, s.seq})
+  XPORT_RETURN_IF_ERROR(state_.control->send(state_.control_path(c), r, nullptr, &c,
+                                             Dependent{Dependent::Kind::send, c.id, slot, s.seq})
                             .with_context("request-to-send"));
   s.rts_sent = true;
   return Status::success();
@@ -65,10 +66,10 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
 
 void Rendezvous::on_cts(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::send);
+  CommState* c = state_.route(h, DeviceState::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
-    core_.miss();
+    state_.miss();
     return;
   }
   Cts cts;
@@ -94,34 +95,34 @@ void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   s.cts_consumed = true;
   if (s.finished) return;
   if (s.tag != cts.tag) {
-    core_.fail_send(c, s, core::error(Code::invalid_argument, "isend: message ", s.seq,
-                                      " has tag ", s.tag, ", the receiver's buffer for it takes "
-                                      "tag ", cts.tag));
+    state_.fail_send(c, s, core::error(Code::invalid_argument, "isend: message ", s.seq,
+                                       " has tag ", s.tag, ", the receiver's buffer for it takes "
+                                       "tag ", cts.tag));
     return;
   }
   if (s.len > cts.length) {
-    core_.fail_send(c, s, core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
-                                      " bytes is larger than the receiver's buffer of ",
-                                      cts.length, " bytes"));
+    state_.fail_send(c, s, core::error(Code::truncated, "isend: message ", s.seq, " of ", s.len,
+                                       " bytes is larger than the receiver's buffer of ",
+                                       cts.length, " bytes"));
     return;
   }
   if (cts.rails < c.paths.size()) {
-    core_.fail_send(c, s, core::error(Code::protocol, "isend: clear-to-send for message ", s.seq,
-                                      " carries ", cts.rails, " keys for ", c.paths.size(),
-                                      " rails"));
+    state_.fail_send(c, s, core::error(Code::protocol, "isend: clear-to-send for message ", s.seq,
+                                       " carries ", cts.rails, " keys for ", c.paths.size(),
+                                       " rails"));
     return;
   }
   // Large messages are striped over the rails (the plan both sides compute from the length, or
   // the count the 4-byte CQ data carries), the first rail rotating from message to message.
   // Quarantined rails just carry none: their stripes go to the rails in service.
-  s.stripes = stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
-  if (core_.cq_data_bytes < 8) s.stripes = std::min(s.stripes, kMaxNarrowStripes);
+  s.stripes = rail::stripe_count(c.plan, s.len, static_cast<uint32_t>(c.paths.size()));
+  if (state_.cq_data_bytes < 8) s.stripes = std::min(s.stripes, kMaxNarrowStripes);
   s.stripes_done = 0;
   s.stripes_posted = 0;
-  Core::RailList healthy;
-  const uint32_t up = core_.healthy_rails(c.paths.size(), healthy, c.peer);
+  DeviceState::RailList healthy;
+  const uint32_t up = state_.healthy_rails(c.paths.size(), healthy, c.peer);
   if (up == 0) {
-    core_.fail_send(c, s, core_.no_rail_error(c.paths.size(), c.peer, "isend"));
+    state_.fail_send(c, s, state_.no_rail_error(c.paths.size(), c.peer, "isend"));
     return;
   }
   const uint32_t first = c.next_stripe++ % up;
@@ -135,8 +136,8 @@ void Rendezvous::consume(CommState& c, SendSlot& s, uint16_t slot, const Cts& ct
   for (uint32_t i = 0; i < s.stripes && !s.finished; ++i) {
     Status st = post_stripe(c, s, slot, i, cts.raddr, cts.keys, false);
     if (!st.ok() && st.code() != Code::again) {
-      core_.fail_send(c, s, std::move(st).with_context(core::str("rendezvous write of message ",
-                                                                  s.seq)));
+      state_.fail_send(c, s, std::move(st).with_context(core::str("rendezvous write of message ",
+                                                                   s.seq)));
     }
   }
 }
@@ -146,8 +147,8 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
                                bool queued) {
   fabric::OpContext& ctx = s.ctx[stripe];
   const uint8_t rail = ctx.rail;
-  const uint64_t off = stripe_offset(c.plan, s.len, s.stripes, stripe);
-  const uint64_t end = stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
+  const uint64_t off = rail::stripe_offset(c.plan, s.len, s.stripes, stripe);
+  const uint64_t end = rail::stripe_offset(c.plan, s.len, s.stripes, stripe + 1);
   pool::Channel* ch = c.paths[rail].data;
   ctx = fabric::OpContext{};
   ctx.type = fabric::OpType::rndv_write;
@@ -161,14 +162,14 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
   CqData d;
   d.comm = c.peer_comm.index;
   d.slot = slot;
-  if (core_.cq_data_bytes >= 8) {
+  if (state_.cq_data_bytes >= 8) {
     d.field = c.peer_comm.gen;
     d.high = s.len < kLengthUnknown ? static_cast<uint32_t>(s.len) : kLengthUnknown;
   } else {
     d.field = static_cast<uint8_t>(s.stripes - 1);
   }
-  const uint64_t data = encode_cq_data(d, core_.cq_data_bytes);
-  rail::Rail& r = *core_.rails[rail];
+  const uint64_t data = encode_cq_data(d, state_.cq_data_bytes);
+  rail::Rail& r = *state_.rails[rail];
   Status st;
   if (ch->failed()) {
     st = core::error(Code::peer_lost, ch->label, ": ", ch->failure());
@@ -185,11 +186,11 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
     return st;
   }
   if (!st.ok()) {
-    core_.note_failure(rail, st);
-    if (queued) core_.release(c, s);
+    state_.note_failure(rail, st);
+    if (queued) state_.release(c, s);
     return st;
   }
-  if (!queued) core_.hold(c, s);
+  if (!queued) state_.hold(c, s);
   s.stripes_posted |= 1u << stripe;
   if (s.stripes > 1) r.stripes_out().add();
   return st;
@@ -198,7 +199,7 @@ Status Rendezvous::post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_
 void Rendezvous::queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe,
                               uint64_t raddr, const std::array<uint64_t, kMaxRails>& keys,
                               Clock::time_point since) {
-  core_.hold(c, s);
+  state_.hold(c, s);
   PendingStripe p;
   p.comm = c.id;
   p.slot = slot;
@@ -213,11 +214,11 @@ void Rendezvous::queue_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t
 void Rendezvous::retry() {
   queued_.retry([&](PendingQueue<PendingStripe>::Entry& e) {
     const PendingStripe& p = e.post;
-    CommState* c = core_.comm(p.comm);
+    CommState* c = state_.comm(p.comm);
     if (c == nullptr) return false;  // cannot happen: the queued post holds its communicator
     SendSlot& s = c->sends[p.slot];
     if (!s.active || s.seq != p.seq || s.finished) {
-      core_.release(*c, s);  // failed meanwhile: this stripe is never posted
+      state_.release(*c, s);  // failed meanwhile: this stripe is never posted
       return false;
     }
     Status st = post_stripe(*c, s, p.slot, p.stripe, p.raddr, p.keys, true);
@@ -226,17 +227,17 @@ void Rendezvous::retry() {
       e.since = Clock::now();
       return true;
     }
-    if (st.code() == Code::again && core_.expired(e.since)) {
-      core_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
-                                         ": the provider stayed busy (-FI_EAGAIN) for "
-                                         "XPORT_EAGAIN_TIMEOUT_MS"));
-      core_.release(*c, s);
+    if (st.code() == Code::again && state_.expired(e.since)) {
+      state_.fail_send(*c, s, core::error(Code::again, "rendezvous write of message ", s.seq,
+                                          ": the provider stayed busy (-FI_EAGAIN) for "
+                                          "XPORT_EAGAIN_TIMEOUT_MS"));
+      state_.release(*c, s);
       return false;
     }
     if (st.code() == Code::again) return true;
     if (!st.ok()) {
-      core_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",
-                                                                   s.seq)));
+      state_.fail_send(*c, s, std::move(st).with_context(core::str("rendezvous write of message ",
+                                                                    s.seq)));
     }
     return false;
   });
@@ -245,19 +246,19 @@ void Rendezvous::retry() {
 void Rendezvous::fail_rail(uint32_t rail, const Status& why) {
   queued_.drop_if([&](PendingQueue<PendingStripe>::Entry& e) {
     const PendingStripe& p = e.post;
-    CommState* c = core_.comm(p.comm);
+    CommState* c = state_.comm(p.comm);
     if (c == nullptr || c->sends[p.slot].ctx[p.stripe].rail != rail) return false;
-    core_.fail_send(*c, c->sends[p.slot], why);
-    core_.release(*c, c->sends[p.slot]);
+    state_.fail_send(*c, c->sends[p.slot], why);
+    state_.release(*c, c->sends[p.slot]);
     return true;
   });
 }
 
 void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
   static_cast<rail::RailEndpoint*>(ctx->owner)->endpoint().count_completion(!st.ok());
-  CommState* c = core_.comm({ctx->comm, ctx->comm_gen});
+  CommState* c = state_.comm({ctx->comm, ctx->comm_gen});
   if (c == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   SendSlot& s = c->sends[ctx->slot];
@@ -265,26 +266,26 @@ void Rendezvous::on_write_done(fabric::OpContext* ctx, const Status& st) {
     s.stripes_posted &= ~(1u << ctx->stripe);
     ++s.stripes_done;
     if (!st.ok()) {
-      core_.fail_send(*c, s, st.with_context(core::str("rendezvous write of message ", s.seq,
-                                                       " on rail ",
-                                                       core_.rails[ctx->rail]->name())));
+      state_.fail_send(*c, s, st.with_context(core::str("rendezvous write of message ", s.seq,
+                                                        " on rail ",
+                                                        state_.rails[ctx->rail]->name())));
     } else if (s.stripes_done == s.stripes) {
       s.finished = true;
     }
   }
-  core_.release(*c, s);
+  state_.release(*c, s);
 }
 
 Status Rendezvous::reserve_cts_room(CommState& c, RecvSlot& r) {
   // The writes a CTS allows complete on this side's CQs with remote CQ data: their room is
   // held until the receive is done (every stripe could land on one rail). Providers in
   // FI_RX_CQ_DATA mode consume a posted receive instead, whose room is held already.
-  if (core_.rx_cq_data_mode || r.cq_reserved != 0) return Status::success();
-  uint32_t room = stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
-  if (core_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
+  if (state_.rx_cq_data_mode || r.cq_reserved != 0) return Status::success();
+  uint32_t room = rail::stripe_count(c.plan, r.cap, static_cast<uint32_t>(c.paths.size()));
+  if (state_.cq_data_bytes < 8) room = std::min(room, kMaxNarrowStripes);
   for (size_t i = 0; i < c.paths.size(); ++i) {
-    if (!core_.rails[c.paths[i].data->rail]->cq_take(room)) {
-      for (size_t k = 0; k < i; ++k) core_.rails[c.paths[k].data->rail]->cq_give(room);
+    if (!state_.rails[c.paths[i].data->rail]->cq_take(room)) {
+      for (size_t k = 0; k < i; ++k) state_.rails[c.paths[k].data->rail]->cq_give(room);
       return core::error(Code::again, "irecv: no CQ room for the writes of another "
                          "rendezvous receive (XPORT_CQ_ENTRIES); complete some first");
     }
@@ -305,10 +306,10 @@ Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
     const uint64_t k = r.region->key(c.paths[i].data->rail);
     std::memcpy(keys.data() + 8 * i, &k, 8);
   }
-  Status s = core_.control->send(core_.control_path(c), h, &keys, &c,
-                                 Dependent{Dependent::Kind::recv, c.id, slot, r.seq});
+  Status s = state_.control->send(state_.control_path(c), h, &keys, &c,
+                                  Dependent{Dependent::Kind::recv, c.id, slot, r.seq});
   if (!s.ok()) {
-    core_.release_cts_room(c, r);
+    state_.release_cts_room(c, r);
     return s.with_context("clear-to-send");
   }
   r.cts_sent = true;
@@ -318,10 +319,10 @@ Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
 
 void Rendezvous::on_rts(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::recv);
+  CommState* c = state_.route(h, DeviceState::Side::recv);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
-    core_.miss();
+    state_.miss();
     return;
   }
   RecvSlot& r = c->recvs[h.slot];
@@ -333,7 +334,7 @@ void Rendezvous::on_rts(const Message& m) {
     if (!matching_->on_tag(*c, r, tag, true) || !r.assigned) return;
     if (r.cts_sent) return;  // the usual case: the CTS went out when posted
     Status st = send_cts(*c, r, h.slot);
-    if (!st.ok()) core_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
+    if (!st.ok()) state_.fail_recv(*c, r, std::move(st).with_context(core::str("irecv: message ", r.seq)));
   } else if (h.seq >= c->next_seq) {
     c->early_rts[h.slot] = EarlyRts{true, h.seq, tag};
   }
@@ -343,58 +344,58 @@ void Rendezvous::on_rts(const Message& m) {
 
 void Rendezvous::on_refuse(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::send);
+  CommState* c = state_.route(h, DeviceState::Side::send);
   if (c == nullptr) return;
   if (h.slot != c->slot_of(h.seq)) {
-    core_.miss();
+    state_.miss();
     return;
   }
   SendSlot& s = c->sends[h.slot];
   if (!s.active || s.seq != h.seq || s.finished) return;
-  core_.fail_send(*c, s,
-                  core::error(Code::invalid_argument, "isend: the receiver refused message ",
-                              h.seq, " (tag ", s.tag, "): ",
-                              h.aux == 1 ? "no buffer left in its grouped receive takes that tag"
-                                         : "its receive buffer takes another tag"),
-                  /*tell_receiver=*/false);
+  state_.fail_send(*c, s,
+                   core::error(Code::invalid_argument, "isend: the receiver refused message ",
+                         h.seq, " (tag ", s.tag, "): ",
+                         h.aux == 1 ? "no buffer left in its grouped receive takes that tag"
+                         : "its receive buffer takes another tag"),
+                   /*tell_receiver=*/false);
 }
 
 void Rendezvous::on_abort(const Message& m) {
   const MsgHeader& h = m.h;
-  CommState* c = core_.route(h, Core::Side::recv);
+  CommState* c = state_.route(h, DeviceState::Side::recv);
   if (c == nullptr) return;
   RecvSlot& r = c->recvs[c->slot_of(h.seq)];
   if (!r.active || r.seq != h.seq || r.finished) return;
-  core_.fail_recv(*c, r,
-                  h.aux == kTooLarge
-                      ? core::error(Code::truncated, "irecv: the sender's message ", h.seq, " of ",
-                                    h.length, " bytes is larger than this ", r.cap,
-                                    "-byte receive buffer")
-                  : h.aux == kOtherTag
-                      ? core::error(Code::invalid_argument, "irecv: the sender's message ", h.seq,
-                                    " carries another tag than ", r.want_tag,
-                                    ", the tag of its receive buffer")
-                      : core::error(Code::peer_lost, "irecv: the sender failed to write message ",
-                                    h.seq));
+  state_.fail_recv(*c, r,
+                   h.aux == kTooLarge
+                       ? core::error(Code::truncated, "irecv: the sender's message ", h.seq, " of ",
+                         h.length, " bytes is larger than this ", r.cap,
+                         "-byte receive buffer")
+                   : h.aux == kOtherTag
+                       ? core::error(Code::invalid_argument, "irecv: the sender's message ", h.seq,
+                         " carries another tag than ", r.want_tag,
+                         ", the tag of its receive buffer")
+                       : core::error(Code::peer_lost, "irecv: the sender failed to write message ",
+                         h.seq));
 }
 
 void Rendezvous::on_write_data(uint64_t data, size_t len, uint32_t rail) {
-  const CqData d = decode_cq_data(data, core_.cq_data_bytes);
-  const bool wide = core_.cq_data_bytes >= 8;
+  const CqData d = decode_cq_data(data, state_.cq_data_bytes);
+  const bool wide = state_.cq_data_bytes >= 8;
   // With 4-byte CQ data there is no room for a generation: the receive slot must be waiting
   // for writes (its CTS out, not yet complete), which only its own sender was cleared for.
-  CommState* c = wide ? core_.comm({d.comm, d.field}) : core_.comms->find_any(d.comm);
+  CommState* c = wide ? state_.comm({d.comm, d.field}) : state_.comms->find_any(d.comm);
   if (c == nullptr) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   if (c->is_send || c->depth == 0 || d.slot >= c->depth) {
-    core_.miss();
+    state_.miss();
     return;
   }
   RecvSlot& r = c->recvs[d.slot];
   if (!r.active || r.finished || !r.cts_sent) {
-    core_.miss(true);
+    state_.miss(true);
     return;
   }
   if (c->peer != nullptr) c->peer->heard = true;
@@ -402,26 +403,26 @@ void Rendezvous::on_write_data(uint64_t data, size_t len, uint32_t rail) {
   size_t bytes;
   if (wide) {
     bytes = d.high != kLengthUnknown ? d.high : len;
-    stripes = stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()));
+    stripes = rail::stripe_count(c->plan, bytes, static_cast<uint32_t>(c->paths.size()));
   } else {
     r.bytes += len;
     bytes = r.bytes;
     stripes = static_cast<uint32_t>(d.field) + 1;
   }
-  rail::Rail& rl = *core_.rails[rail];
+  rail::Rail& rl = *state_.rails[rail];
   rl.bytes_in().add(len != 0 ? len : bytes / stripes);
   if (stripes > 1) rl.stripes_in().add();
   if (bytes > r.cap) {
-    core_.fail_recv(*c, r, core::error(Code::protocol, "irecv: a write of ", bytes,
-                                       " bytes into the ", r.cap, "-byte buffer of message ",
-                                       r.seq));
+    state_.fail_recv(*c, r, core::error(Code::protocol, "irecv: a write of ", bytes,
+                                        " bytes into the ", r.cap, "-byte buffer of message ",
+                                        r.seq));
     return;
   }
   // The message is complete when every stripe of the sender's plan has landed.
   if (++r.stripes_seen < stripes) return;
   r.bytes = bytes;
   r.finished = true;
-  core_.release_cts_room(*c, r);
+  state_.release_cts_room(*c, r);
 }
 
 }  // namespace xport::proto

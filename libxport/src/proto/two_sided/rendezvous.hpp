@@ -5,13 +5,14 @@
 
 #include "proto/dispatch.hpp"
 #include "proto/pending_queue.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
 class Rendezvous {
  public:
-  explicit Rendezvous(Core& core) : core_(core), queued_(&core.counters.deferred_posts) {}
+  explicit Rendezvous(DeviceState& state)
+      : state_(state), queued_(&state.counters.deferred_posts) {}
   // The eager credits a clear-to-send returns and where tagged requests-to-send are placed (the
   // Engine wires them).
   void wire(Eager& eager, Matching& matching) {
@@ -58,7 +59,7 @@ class Rendezvous {
   void write_failed(fabric::OpContext* ctx, const Status& st, int err);
   Status post_stripe(CommState& c, SendSlot& s, uint16_t slot, uint32_t stripe, uint64_t raddr,
                      const std::array<uint64_t, kMaxRails>& keys, bool queued);
-  Core& core_;
+  DeviceState& state_;
   Eager* eager_ = nullptr;
   Matching* matching_ = nullptr;
   PendingQueue<PendingStripe> queued_;

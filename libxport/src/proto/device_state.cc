@@ -1,13 +1,13 @@
-// What every part of the engine shares: the lock, routing of headers, request and communicator
-// outcomes with their accounting, and peers with their channels.
+// DeviceState's methods, what every part of the engine shares: the lock, routing of headers,
+// request and communicator outcomes with their accounting, and peers with their channels.
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/one_sided/one_sided.hpp"
-#include "proto/state.hpp"
+#include "proto/device_state.hpp"
 
 namespace xport::proto {
 
-void Core::note_failure(uint32_t rail, const Status& status, bool from_post) {
+void DeviceState::note_failure(uint32_t rail, const Status& status, bool from_post) {
   if (status.code() != Code::closed || rail >= rails.size()) return;
   rail::Health& h = rails[rail]->health();
   if (!from_post && ++h.consecutive_failures() < kFatalInARow) return;
@@ -23,7 +23,7 @@ void Core::note_failure(uint32_t rail, const Status& status, bool from_post) {
   }
 }
 
-void Core::resend_after_rail_loss(const pool::Peer* peer) {
+void DeviceState::resend_after_rail_loss(const pool::Peer* peer) {
   std::vector<CommId> ids;
   comms->for_each([&](uint16_t, CommState& c) {
     if (c.phase == Phase::ready && !c.user_closed && !c.connection &&
@@ -80,7 +80,7 @@ void Core::resend_after_rail_loss(const pool::Peer* peer) {
   windows_rails_lost(peer);  // window streams' messages, the same way
 }
 
-void Core::announce_rail_state(uint32_t rail, bool in_service) {
+void DeviceState::announce_rail_state(uint32_t rail, bool in_service) {
   MsgHeader h{};
   h.type = static_cast<uint8_t>(MsgType::rail_state);
   h.version = kWireVersion;
@@ -102,11 +102,11 @@ void Core::announce_rail_state(uint32_t rail, bool in_service) {
   }
 }
 
-void Core::log_miss(bool late, const char* file, int line) {
+void DeviceState::log_miss(bool late, const char* file, int line) {
   XPORT_LOG(debug, late ? "late arrival" : "routing miss", " dropped at ", file, ":", line);
 }
 
-CommState* Core::route(const MsgHeader& h, Side side) {
+CommState* DeviceState::route(const MsgHeader& h, Side side) {
   CommState* c = comms->find({h.dst_comm, h.dst_gen});
   if (c == nullptr) {
     // A communicator that is gone (or an older generation of its id): traffic that was still on
@@ -124,7 +124,7 @@ CommState* Core::route(const MsgHeader& h, Side side) {
   return c;
 }
 
-void Core::fail_send(CommState& c, SendSlot& s, Status why, bool tell_receiver) {
+void DeviceState::fail_send(CommState& c, SendSlot& s, Status why, bool tell_receiver) {
   if (!s.active || s.finished) return;
   if (s.error.ok()) s.error = std::move(why);
   s.finished = true;
@@ -135,14 +135,14 @@ void Core::fail_send(CommState& c, SendSlot& s, Status why, bool tell_receiver) 
   settle(c, s);
 }
 
-void Core::fail_recv(CommState& c, RecvSlot& r, Status why) {
+void DeviceState::fail_recv(CommState& c, RecvSlot& r, Status why) {
   if (!r.active || r.finished) return;
   r.error = std::move(why);
   r.finished = true;
   release_cts_room(c, r);
 }
 
-void Core::fail_comm(CommState& c, Status why) {
+void DeviceState::fail_comm(CommState& c, Status why) {
   if (c.phase == Phase::failed) return;
   c.phase = Phase::failed;
   c.error = why;
@@ -154,7 +154,7 @@ void Core::fail_comm(CommState& c, Status why) {
   if (CommState* again = comm(id)) maybe_erase(*again);
 }
 
-void Core::fail_peer(pool::Peer& p, Status why) {
+void DeviceState::fail_peer(pool::Peer& p, Status why) {
   if (!p.dead) {
     p.dead = true;
     p.death = why.message();
@@ -175,18 +175,18 @@ void Core::fail_peer(pool::Peer& p, Status why) {
   windows_peer_failed(p, why);
 }
 
-void Core::release(CommState& c, SendSlot& s) {
+void DeviceState::release(CommState& c, SendSlot& s) {
   if (s.outstanding > 0) --s.outstanding;
   settle(c, s);  // first: releasing the communicator may erase it (and the slot with it)
   release(c);
 }
 
-void Core::release(CommState& c) {
+void DeviceState::release(CommState& c) {
   if (c.outstanding > 0) --c.outstanding;
   maybe_erase(c);
 }
 
-void Core::settle(CommState& c, SendSlot& s) {
+void DeviceState::settle(CommState& c, SendSlot& s) {
   if (!s.done() || !s.abort_owed) return;
   s.abort_owed = false;
   if (c.phase == Phase::connecting || c.paths.empty()) return;
@@ -207,13 +207,13 @@ void Core::settle(CommState& c, SendSlot& s) {
   (void)control->send(control_path(c), a, nullptr, &c, Dependent{});
 }
 
-void Core::release_cts_room(CommState& c, RecvSlot& r) {
+void DeviceState::release_cts_room(CommState& c, RecvSlot& r) {
   if (r.cq_reserved == 0) return;
   for (const pool::Path& p : c.paths) rails[p.data->rail]->cq_give(r.cq_reserved);
   r.cq_reserved = 0;
 }
 
-void Core::maybe_erase(CommState& c) {
+void DeviceState::maybe_erase(CommState& c) {
   if (!c.user_closed || c.outstanding > 0) return;
   if (c.is_send && c.connection && c.phase == Phase::ready && !c.peer_closed) {
     // A connection is the path of its data: closing it while the receiver has not taken every
@@ -231,7 +231,7 @@ void Core::maybe_erase(CommState& c) {
   erase_comm(c);
 }
 
-void Core::erase_comm(CommState& c) {
+void DeviceState::erase_comm(CommState& c) {
   for (Unexpected& u : c.unexpected) {
     if (u.valid && u.buffer != nullptr) {
       u.owner->held -= 1;
@@ -264,7 +264,7 @@ void Core::erase_comm(CommState& c) {
   unref(peer);
 }
 
-void Core::drop_own(pool::Channel* ch) {
+void DeviceState::drop_own(pool::Channel* ch) {
   if (ch == nullptr) return;
   pool->detach(*ch);
   std::unique_ptr<pool::Channel> gone = pool->release(*ch);
@@ -276,7 +276,7 @@ void Core::drop_own(pool::Channel* ch) {
   forget_address(*gone);
 }
 
-pool::Peer* Core::peer_for(uint64_t token) {
+pool::Peer* DeviceState::peer_for(uint64_t token) {
   auto& slot = peers[token];
   if (!slot) {
     slot = std::make_unique<pool::Peer>();
@@ -291,26 +291,26 @@ pool::Peer* Core::peer_for(uint64_t token) {
   return slot.get();
 }
 
-void Core::close_peer(pool::Peer& p, const Status& why) {
+void DeviceState::close_peer(pool::Peer& p, const Status& why) {
   p.closed = true;
   for (auto& ch : p.channels) ch->gone = true;
   fail_peer(p, why);
 }
 
-Status Core::check_open(const pool::Peer& p, const char* what) {
+Status DeviceState::check_open(const pool::Peer& p, const char* what) {
   if (!p.closed) return Status::success();
   return core::error(Code::closed, what, ": the peer device (", std::hex, p.token, std::dec,
                      ") in this process closed");
 }
 
-void Core::unref(pool::Peer* p) {
+void DeviceState::unref(pool::Peer* p) {
   if (p == nullptr || --p->refs > 0) return;
   // Retired after a linger (PeerHealth::check), so a device that is reconnected to at once
   // keeps its channels, and a message just handed to the provider is not cut off.
   p->idle_since = Clock::now();
 }
 
-void Core::retire_peer(pool::Peer& p) {
+void DeviceState::retire_peer(pool::Peer& p) {
   // The last user is gone: forget the peer's addresses (RDM channels share the rail endpoints,
   // so nothing else is open for it). A later connection makes them again.
   for (auto& ch : p.channels) {
@@ -320,15 +320,15 @@ void Core::retire_peer(pool::Peer& p) {
   peers.erase(p.token);
 }
 
-void Core::forget_address(const pool::Channel& ch) {
+void DeviceState::forget_address(const pool::Channel& ch) {
   fabric::AddressVector* av = rails[ch.rail]->av();
   if (av == nullptr || ch.peer == FI_ADDR_UNSPEC) return;
   Status s = av->remove(ch.peer);
   if (!s.ok()) XPORT_LOG(debug, "removing ", ch.label, ": ", s.to_string());
 }
 
-Result<pool::Channel*> Core::channel_to(pool::Peer& p, size_t rail, bool control,
-                                        const std::vector<uint8_t>& address) {
+Result<pool::Channel*> DeviceState::channel_to(pool::Peer& p, size_t rail, bool control,
+                                               const std::vector<uint8_t>& address) {
   rail::Rail& r = *rails[rail];
   XPORT_ASSIGN_OR_RETURN(fi_addr_t a, r.av()->insert(address));
   auto ch = std::make_unique<pool::Channel>();
@@ -342,7 +342,7 @@ Result<pool::Channel*> Core::channel_to(pool::Peer& p, size_t rail, bool control
   return out;
 }
 
-Status Core::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
+Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
   const size_t common = std::min(rails.size(), remote.size());
   if (p.paths.size() > common) p.paths.resize(common);
   for (size_t i = 0; i < common; ++i) {

@@ -1,8 +1,8 @@
-// The state of one device's protocol engine, shared by its parts (engine.hpp lists them):
-// configuration, rails, peers, the comm table (a communicator's requests: comm_state.hpp),
+// DeviceState: the state of one device's protocol engine, shared by its parts (engine.hpp lists
+// them): configuration, rails, peers, the comm table (a communicator's requests: comm_state.hpp),
 // windows, flushes, and the engine lock (posts waiting for the provider are in their parts'
-// queues). Everything here is read and written under Core::mu (or by the only thread of a
-// thread_safe = false device).
+// queues). Everything here is read and written under DeviceState::mu (or by the only thread of
+// a thread_safe = false device).
 #pragma once
 
 #include <algorithm>
@@ -31,6 +31,7 @@
 #include "proto/wire.hpp"
 #include "rail/rail.hpp"
 #include "rail/scheduler.hpp"
+#include "rail/stripes.hpp"
 #include "xport/deadline.hpp"
 #include "xport/provider.hpp"
 
@@ -59,7 +60,7 @@ struct EngineConfig {
   std::chrono::milliseconds peer_timeout{30000};
   std::chrono::milliseconds close_linger{1000};
   bool thread_safe = true;
-  StripePlan stripe;
+  rail::StripePlan stripe;
   std::chrono::milliseconds rail_check{100};
   std::chrono::milliseconds rail_retry{1000};
   // One-sided windows (docs/knobs.md): atomics mode, credits of a stream, work per progress pass
@@ -90,15 +91,15 @@ struct EngineConfig {
   rail::RailConfig rail_config(std::string_view provider = {}) const;
 };
 
-class Core;
+class DeviceState;
 
-// The engine lock: Core::mu, with the holding thread recorded so that a registration released
-// by the engine's own operation (already under the lock) does not take it twice.
+// The engine lock: DeviceState::mu, with the holding thread recorded so that a registration
+// released by the engine's own operation (already under the lock) does not take it twice.
 class Lock {
  public:
-  explicit Lock(Core& c);
+  explicit Lock(DeviceState& c);
   // Takes the lock only if it is free at once (owns() says whether it did).
-  Lock(Core& c, std::try_to_lock_t);
+  Lock(DeviceState& c, std::try_to_lock_t);
   ~Lock();
   bool owns() const;
   Lock(const Lock&) = delete;
@@ -106,7 +107,7 @@ class Lock {
   void unlock();
 
  private:
-  Core* core_;
+  DeviceState* state_;
   bool held_ = false;
 };
 
@@ -139,7 +140,7 @@ class Flusher;
 class PeerHealth;
 class Engine;
 
-class Core {
+class DeviceState {
  public:
   EngineConfig config;
   Capabilities caps;
@@ -329,26 +330,26 @@ class Core {
 bool device_closed_in_process(uint64_t token);
 
 // Inline: taken on every call of the public API.
-inline Lock::Lock(Core& c) : core_(&c) {
+inline Lock::Lock(DeviceState& c) : state_(&c) {
   if (!c.config.thread_safe) return;
   c.mu.lock();
   c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
   held_ = true;
 }
 
-inline Lock::Lock(Core& c, std::try_to_lock_t) : core_(&c) {
+inline Lock::Lock(DeviceState& c, std::try_to_lock_t) : state_(&c) {
   if (!c.config.thread_safe || !c.mu.try_lock()) return;
   c.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
   held_ = true;
 }
 
-inline bool Lock::owns() const { return held_ || !core_->config.thread_safe; }
+inline bool Lock::owns() const { return held_ || !state_->config.thread_safe; }
 
 inline void Lock::unlock() {
   if (!held_) return;
-  core_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  state_->holder.store(std::thread::id(), std::memory_order_relaxed);
   held_ = false;
-  core_->mu.unlock();
+  state_->mu.unlock();
 }
 
 inline Lock::~Lock() { unlock(); }
