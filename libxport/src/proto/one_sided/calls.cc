@@ -26,15 +26,22 @@ constexpr const char* kNoAnswer =
     "progressing?)";
 }  // namespace
 
-Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
-  Status st = wait_until(
+Status OneSidedCalls::wait_answers(std::span<const uint32_t> streams, Deadline deadline) {
+  return wait_until(
       deadline,
       [&] {
-        OutStream* s = one_sided_.streams().find(stream);
-        return s == nullptr || s->phase != StreamPhase::connecting;
+        for (uint32_t id : streams) {
+          if (id == 0) continue;
+          OutStream* s = one_sided_.streams().find(id);
+          if (s != nullptr && s->phase == StreamPhase::connecting) return false;
+        }
+        return true;
       },
       kNoAnswer);
-  return settle_open(stream, comm, st);
+}
+
+Result<uint32_t> OneSidedCalls::finish_open(uint32_t stream, CommId comm, Deadline deadline) {
+  return settle_open(stream, comm, wait_answers(std::span(&stream, 1), deadline));
 }
 
 Result<uint32_t> OneSidedCalls::settle_open(uint32_t stream, CommId comm, const Status& waited) {
@@ -76,8 +83,13 @@ Result<OutStream*> OneSidedCalls::stream_for(const RemoteKey& key) {
     return core::error(Code::invalid_argument, "window: the key carries no address of the "
                        "device that exported it (exported over connected endpoints?)");
   }
-  XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
-                                            key.device_token, key.provider_hash, key.reach));
+  return stream_to(key.device_token, key.provider_hash, key.reach);
+}
+
+Result<OutStream*> OneSidedCalls::stream_to(uint64_t token, uint32_t provider_hash,
+                                            const std::vector<uint8_t>& address) {
+  XPORT_ASSIGN_OR_RETURN(OutStream * s,
+                         one_sided_.streams().for_address(token, provider_hash, address));
   s->openers += 1;  // (settle_open drops it)
   return s;
 }
@@ -103,9 +115,8 @@ Result<uint32_t> OneSidedCalls::open_window_to(const std::vector<uint8_t>& bytes
   uint32_t stream = 0;
   {
     Lock l(state_);
-    XPORT_ASSIGN_OR_RETURN(OutStream * s, one_sided_.streams().for_address(
-                                              h->device_token, h->provider_hash, h->address));
-    s->openers += 1;  // (settle_open drops it)
+    XPORT_ASSIGN_OR_RETURN(OutStream * s,
+                           stream_to(h->device_token, h->provider_hash, h->address));
     stream = s->id;
   }
   return finish_open(stream, CommId{}, deadline);
@@ -136,17 +147,7 @@ std::vector<Result<uint32_t>> OneSidedCalls::open_windows(std::span<const OpenTa
     }
   }
   // One wait for every answer (targets sharing a stream share its answer).
-  const Status st = wait_until(
-      deadline,
-      [&] {
-        for (uint32_t id : streams) {
-          if (id == 0) continue;
-          OutStream* s = one_sided_.streams().find(id);
-          if (s != nullptr && s->phase == StreamPhase::connecting) return false;
-        }
-        return true;
-      },
-      kNoAnswer);
+  const Status st = wait_answers(streams, deadline);
   for (size_t i = 0; i < targets.size(); ++i) {
     if (streams[i] != 0) out[i] = settle_open(streams[i], targets[i].comm, st);
   }

@@ -106,6 +106,11 @@ class OneSidedCalls : Calls {
   // requested when there is none, with an opener reference taken (settle_open drops it).
   Result<OutStream*> stream_for(CommId comm);
   Result<OutStream*> stream_for(const RemoteKey& key);
+  // ... to the device at `address` (a key's or a connection handle's).
+  Result<OutStream*> stream_to(uint64_t token, uint32_t provider_hash,
+                               const std::vector<uint8_t>& address);
+  // Waits until none of `streams` (0: none) is still waiting for its target's answer.
+  Status wait_answers(std::span<const uint32_t> streams, Deadline deadline);
   // A window's open call waits for its stream's answer.
   Result<uint32_t> finish_open(uint32_t stream, CommId comm, Deadline deadline);
   // After the wait (`waited`: its outcome): the window on a stream that answered; a stream still

@@ -361,13 +361,8 @@ void Streams::resend_after_rail_loss(const pool::Peer* peer) {
   for (size_t i = 0; i < state_.in_stream_live.size(); ++i) {
     InStream* in = state_.in_streams[state_.in_stream_live[i]].get();
     if (in == nullptr || in->via || (peer != nullptr && in->peer != peer)) continue;
-    if (in->taking_back) {  // the take-back again (same epoch: answered again, applied once)
-      MsgHeader h = window_header(MsgType::win_done);
-      h.seq = in->done;
-      h.length = in->done;
-      h.aux = in->grant_epoch;
-      h.slot = kDoneTakeBack;
-      reply(*in, h);
+    if (in->taking_back) {
+      send_take_back(*in);
     } else if (in->done > 0) {
       ack_now(*in);
     }

@@ -172,9 +172,17 @@ class Streams {
   // Target, progress: while streams starve, the unused numbers of streams whose done mark has
   // not moved since the last sweep are taken back (bounded work per pass).
   void sweep_idle(size_t& budget);
+  // Target: whether the stream holds numbers it could give back now (granted, unused, nothing of
+  // it waiting or copying, not waiting for room itself, no take-back in flight).
+  bool can_take_back(const InStream& in) const;
+  // Target: takes the stream's unused numbers back (a new epoch), and sends that take-back
+  // (again after a rail loss: the same epoch, answered again, applied once).
   void take_back(InStream& in);
-  // Target: streams wait for room, or a stream that asked now could not get a first grant.
-  bool pressed() const;
+  void send_take_back(InStream& in);
+  // Target: streams wait for room, or a stream that asked now could not get a first grant
+  // (`free`: room_free()).
+  bool pressed(uint64_t free) const;
+  bool pressed() const { return pressed(room_free()); }
   struct Starved {
     uint16_t index = 0;
     uint8_t gen = 0;

@@ -12,10 +12,10 @@
 namespace xport::proto {
 
 namespace {
-// A stream's first grant, and the least a busy stream grows to: small, so that a target holds
-// little for a peer that opened a window and went quiet, and 1,024 streams' first grants fit the
-// default CQ room (XPORT_CQ_ENTRIES' three quarters); a busy stream doubles its grant at every
-// acknowledgement up to its span. (4: a put_signal takes 2 numbers.)
+// A stream's first grant, and the least a stream that asks grows to: small, so that a target
+// holds little for a peer that opened a window and went quiet, and 1,024 streams' first grants
+// fit the default CQ room (XPORT_CQ_ENTRIES' three quarters); a stream held at its limit doubles
+// its grant each time it asks, up to its span. (4: a put_signal takes 2 numbers.)
 constexpr uint64_t kFirstGrant = 4;
 }  // namespace
 
@@ -42,8 +42,9 @@ bool Streams::on_grant(OutStream& s, const MsgHeader& h) {
     return false;
   }
   if (h.length == 0) return false;  // the grant is unchanged
-  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id, ": granted up to ", h.length, " (epoch ", h.aux,
-            "; limit ", s.limit, ", sent ", s.next_seq, ")");
+  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id,
+            ": granted up to ", h.length, " (epoch ", h.aux, "; limit ", s.limit, ", sent ",
+            s.next_seq, ")");
   const uint64_t limit = std::min(h.length, most);
   s.grant_epoch = h.aux;
   if (limit <= s.limit) return false;
@@ -55,8 +56,8 @@ bool Streams::on_grant(OutStream& s, const MsgHeader& h) {
 void Streams::ask_credits(OutStream& s, uint32_t seqs) {
   const uint64_t wanted = s.next_seq + seqs;
   if (s.phase != StreamPhase::ready || wanted <= s.limit || s.want_sent == s.limit + 1) return;
-  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id, ": asking for numbers up to ", wanted, " (limit ",
-            s.limit, ")");
+  XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id,
+            ": asking for numbers up to ", wanted, " (limit ", s.limit, ")");
   MsgHeader h = window_header(MsgType::win_sync);
   h.seq = s.next_seq;
   h.length = wanted;
@@ -93,15 +94,16 @@ void Streams::hold_room(InStream& s, uint64_t need) {
   s.cq_reserved = static_cast<uint32_t>(need);
 }
 
-bool Streams::pressed() const { return !starved_.empty() || room_free() < kFirstGrant; }
+bool Streams::pressed(uint64_t free) const { return !starved_.empty() || free < kFirstGrant; }
 
 bool Streams::regrant(InStream& s, bool more) {
   if (s.taking_back) return false;  // its limit is not known until the answer
   const uint64_t asked = s.want > s.done ? s.want - s.done : 0;
+  const uint64_t free = room_free();
   uint64_t want = s.grant;  // (acknowledged traffic: the grant slides on)
   if (state_.rx_cq_data_mode) {
     want = s.span;
-  } else if (pressed()) {
+  } else if (pressed(free)) {
     // Room is short: exactly what it asked for, nothing ahead (numbers granted ahead would be
     // held by an initiator that may not come back for them soon).
     want = more ? asked : 0;
@@ -110,7 +112,6 @@ bool Streams::regrant(InStream& s, bool more) {
   }
   want = std::min<uint64_t>(want, s.span);
   uint64_t limit = std::max(s.limit, s.done + want);
-  const uint64_t free = room_free();
   if (limit - s.done > s.cq_reserved && limit - s.done - s.cq_reserved > free) {
     // Not all of it: as much as fits if that covers what it asked for, else no more than it
     // has (a part of a piece's numbers would hold room nobody can use).
@@ -151,17 +152,26 @@ void Streams::feed_starved() {
   }
 }
 
+bool Streams::can_take_back(const InStream& s) const {
+  return !s.starved && !s.taking_back && s.limit > s.done && s.waiting.empty() &&
+         s.copies.empty();
+}
+
 void Streams::take_back(InStream& s) {
   XPORT_LOG(trace, "window stream ", s.index, ": taking back numbers ", s.done, "..", s.limit);
   s.taking_back = true;
   ++s.grant_epoch;
+  ++state_.counters.window_take_backs;
+  send_take_back(s);
+}
+
+void Streams::send_take_back(InStream& s) {
   MsgHeader h = window_header(MsgType::win_done);
   h.seq = s.done;
   h.length = s.done;  // every unused number
   h.aux = s.grant_epoch;
   h.slot = kDoneTakeBack;
   s.acked = s.done;
-  ++state_.counters.window_take_backs;
   reply(s, h);
 }
 
@@ -174,10 +184,9 @@ void Streams::sweep_idle(size_t& budget) {
     if (s == nullptr) continue;
     --budget;
     // (a stream granted what it asked for has not used it yet: not idle)
-    const bool idle = s->swept == s->done && s->want <= s->done && s->waiting.empty() &&
-                      s->copies.empty();
+    const bool idle = s->swept == s->done && s->want <= s->done;
     s->swept = s->done;
-    if (idle && !s->starved && !s->taking_back && s->limit > s->done) take_back(*s);
+    if (idle && can_take_back(*s)) take_back(*s);
   }
 }
 

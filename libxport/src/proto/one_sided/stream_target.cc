@@ -404,8 +404,7 @@ void Streams::maybe_ack(InStream& s) {
   // Everything the initiator asked about is done (a quiet's answer) while the room is short:
   // its unused numbers are taken back with this answer, which it reads in the same pass (an
   // initiator that then stays out of libxport holds nothing another stream waits for).
-  if (!busy && pressed() && !s.starved && !s.taking_back && s.limit > s.done &&
-      s.waiting.empty() && s.copies.empty()) {
+  if (!busy && pressed() && can_take_back(s)) {
     take_back(s);
     return;
   }
