@@ -95,6 +95,9 @@ struct Stats {
   uint64_t window_cq_room = 0;
   uint64_t window_streams_waiting = 0;
   uint64_t window_take_backs = 0;
+  // Credits as a window initiator: the times a stream of this device, held at its limit, asked
+  // its target for more numbers (win_sync kSyncWant).
+  uint64_t window_credit_asks = 0;
   PoolStats pool;
 };
 

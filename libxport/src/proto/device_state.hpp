@@ -123,6 +123,7 @@ struct EngineCounters {
   uint64_t window_acks_sent = 0;     // win_done / win_result messages sent (target)
   uint64_t window_ops_held = 0;      // operations held at the initiator (fence, order, credits)
   uint64_t window_take_backs = 0;    // unused window credits taken back from idle streams
+  uint64_t window_credit_asks = 0;   // credits asked for by this device's streams (initiator)
   uint64_t signals_applied = 0;      // signals applied here (target)
   uint64_t atomics_native = 0;       // native atomics issued
   uint64_t atomics_emulated = 0;     // emulated atomics issued

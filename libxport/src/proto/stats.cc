@@ -100,6 +100,7 @@ Stats Engine::stats() const {
   s.atomics_applied = state_.counters.atomics_applied;
   s.notifications = state_.counters.notifications;
   s.window_take_backs = state_.counters.window_take_backs;
+  s.window_credit_asks = state_.counters.window_credit_asks;
   for (uint16_t index : state_.in_stream_live) {
     if (const InStream* in = state_.in_streams[index].get()) {
       s.window_cq_room += in->cq_reserved;

@@ -144,6 +144,8 @@ constexpr CounterName kNames[] = {
      kNone, "", "window streams of peers writing here that wait for credits (CQ room)"},
     {CounterId::device_window_take_backs, "xport_device_window_take_backs_total", counter, kNone,
      "", "unused window credits taken back from idle streams for streams that wait"},
+    {CounterId::device_window_credit_asks, "xport_device_window_credit_asks_total", counter,
+     kNone, "", "times this device's window streams, held at their limit, asked for credits"},
 
     {CounterId::gpu_staging_to_host_bytes, "xport_gpu_staging_to_host_bytes_total", counter, kNone,
      "", "bytes copied from GPU memory into host shadows (sources of sends and puts)"},

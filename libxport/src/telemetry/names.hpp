@@ -128,6 +128,7 @@ enum class CounterId : uint16_t {
   device_window_cq_room = 128,
   device_window_streams_waiting = 129,
   device_window_take_backs = 130,
+  device_window_credit_asks = 131,
   // GPU staging, per CUDA device of the process (issue 15: 160-169)
   gpu_staging_to_host_bytes = 160,
   gpu_staging_to_gpu_bytes = 161,

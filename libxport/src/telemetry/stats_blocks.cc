@@ -77,6 +77,7 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
   dev.counter(CounterId::device_window_cq_room, stats.window_cq_room);
   dev.counter(CounterId::device_window_streams_waiting, stats.window_streams_waiting);
   dev.counter(CounterId::device_window_take_backs, stats.window_take_backs);
+  dev.counter(CounterId::device_window_credit_asks, stats.window_credit_asks);
   out.push_back(dev.record());
 
   // Published whatever the sharing knobs say: groups 0 reads as "no sharing", not as no data.

@@ -380,6 +380,7 @@ struct InStream {
   bool taking_back = false;    // a take-back (kDoneTakeBack) awaits its answer: no grant meanwhile
   bool starved = false;        // in Streams::starved_: asked for numbers and got none
   uint64_t want = 0;           // numbers it asked for beyond its limit (win_sync length)
+  uint64_t wish = 0;           // numbers its held operations could use (win_sync aux)
   uint64_t swept = UINT64_MAX; // the done mark at the last pressure sweep (idle if unmoved)
   unsigned seq_bits = 0;
   uint64_t done = 0;           // every operation below it is done

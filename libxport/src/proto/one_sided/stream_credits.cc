@@ -14,8 +14,9 @@ namespace xport::proto {
 namespace {
 // A stream's first grant, and the least a stream that asks grows to: small, so that a target
 // holds little for a peer that opened a window and went quiet, and 1,024 streams' first grants
-// fit the default CQ room (XPORT_CQ_ENTRIES' three quarters); a stream held at its limit doubles
-// its grant each time it asks, up to its span. (4: a put_signal takes 2 numbers.)
+// fit the default CQ room (XPORT_CQ_ENTRIES' three quarters); a stream held at its limit grows
+// its grant, when it asks, to what the operations it holds could use, at least doubling it, up to
+// its span. (4: a put_signal takes 2 numbers.)
 constexpr uint64_t kFirstGrant = 4;
 }  // namespace
 
@@ -58,11 +59,22 @@ void Streams::ask_credits(OutStream& s, uint32_t seqs) {
   if (s.phase != StreamPhase::ready || wanted <= s.limit || s.want_sent == s.limit + 1) return;
   XPORT_LOG(trace, "device ", std::hex, state_.device_token, std::dec, " window stream ", s.id,
             ": asking for numbers up to ", wanted, " (limit ", s.limit, ")");
+  // Every operation it holds, too (up to a span: the target grants no more), so that a burst
+  // on a fresh stream grows to its span in one round trip rather than one per doubling.
+  uint64_t held = 0;
+  for (const Piece& p : s.held) {
+    if (held >= s.span) break;
+    held += p.seqs();
+  }
   MsgHeader h = window_header(MsgType::win_sync);
   h.seq = s.next_seq;
   h.length = wanted;
+  h.aux = std::max(wanted, s.next_seq + held);
   h.slot = kSyncWant;
-  if (send(s, h, nullptr).ok()) s.want_sent = s.limit + 1;  // (+1: 0 is "never asked")
+  if (send(s, h, nullptr).ok()) {
+    s.want_sent = s.limit + 1;  // (+1: 0 is "never asked")
+    ++state_.counters.window_credit_asks;
+  }
 }
 
 // ---- target ----
@@ -108,7 +120,8 @@ bool Streams::regrant(InStream& s, bool more) {
     // held by an initiator that may not come back for them soon).
     want = more ? asked : 0;
   } else if (more) {
-    want = std::max({kFirstGrant, s.grant * 2, asked});
+    const uint64_t wished = s.wish > s.done ? s.wish - s.done : 0;
+    want = std::max({kFirstGrant, s.grant * 2, asked, wished});
   }
   want = std::min<uint64_t>(want, s.span);
   uint64_t limit = std::max(s.limit, s.done + want);
@@ -206,12 +219,11 @@ void Streams::on_credit_sync(InStream& s, const MsgHeader& h) {
   }
   // kSyncWant: numbers up to h.length (never beyond the span past its done mark).
   s.want = std::max(s.want, std::min(h.length, s.done + s.span));
-  if (s.want <= s.limit) {
-    ack_now(s);  // (a grant it has not heard yet: told again)
-    return;
-  }
+  s.wish = std::max(s.wish, std::min(h.aux, s.done + s.span));
   if (s.starved) return;  // it waits its turn
-  if (regrant(s, true)) ack_now(s);
+  // Its grant grows even when the limit slid past what it asked for while the ask travelled
+  // (acknowledged traffic): else a busy stream would stay at its first grant for good.
+  if (regrant(s, true) || s.want <= s.limit) ack_now(s);  // (or a grant it has not heard: again)
 }
 
 }  // namespace xport::proto

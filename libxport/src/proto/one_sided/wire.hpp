@@ -96,9 +96,10 @@ inline uint16_t window_stream_limit(size_t data_bytes) {
 //           slot: WindowStatus
 // win_sync  seq: send win_done once the done mark reaches it (at once when it has, even if
 //           that mark was answered before: a win_sync goes again after a rail loss);
-//           slot kSyncWant: the initiator is held at its limit and wants `length` numbers
-//           more; slot kSyncTakenBack: the answer to a take-back of epoch aux: seq is the
-//           limit it keeps
+//           slot kSyncWant: the initiator is held at its limit and wants the numbers below
+//           `length` (its next operation's), and could use those below `aux` (every operation
+//           it holds; 0: no more than length); slot kSyncTakenBack: the answer to a take-back
+//           of epoch aux: seq is the limit it keeps
 // win_close (nothing else)
 // win_gone  (nothing else; target -> initiator)
 inline constexpr size_t kMaxNotifyBytes = 256;
