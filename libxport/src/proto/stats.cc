@@ -67,7 +67,7 @@ Stats Engine::stats() const {
     count_channel(ch);
     if (!ch.owned) return;
     if (ch.owned->has_endpoint()) add_ep(ch.owned->endpoint(), state_.rails[ch.rail]->name());
-    for (const memory::BufferPool* b : {&ch.owned->rx(), &ch.owned->tx()}) {
+    for (const memory::BounceBuffers* b : {&ch.owned->rx(), &ch.owned->tx()}) {
       ps.registered_bytes += b->count() * b->size();
     }
   });

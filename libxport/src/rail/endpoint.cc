@@ -17,26 +17,26 @@ Result<std::unique_ptr<RailEndpoint>> RailEndpoint::open(fabric::Domain& domain,
   XPORT_ASSIGN_OR_RETURN(e->endpoint_, fabric::Endpoint::open(domain, info, cq, av, e->label_));
   // Bounce buffers move messages only: local access, no peer may read or write them.
   XPORT_ASSIGN_OR_RETURN(
-      e->rx_, memory::BufferPool::create(domain, e->endpoint_.get(), sizes.rx_buffers,
-                                         sizes.buffer_bytes, FI_RECV, fabric::OpType::rx_buffer,
-                                         e.get(), rail));
+      e->rx_, memory::BounceBuffers::create(domain, e->endpoint_.get(), sizes.rx_buffers,
+                                            sizes.buffer_bytes, FI_RECV, fabric::OpType::rx_buffer,
+                                            e.get(), rail));
   XPORT_ASSIGN_OR_RETURN(
-      e->tx_, memory::BufferPool::create(domain, e->endpoint_.get(), sizes.tx_buffers,
-                                         sizes.buffer_bytes, FI_SEND, fabric::OpType::tx_buffer,
-                                         e.get(), rail));
+      e->tx_, memory::BounceBuffers::create(domain, e->endpoint_.get(), sizes.tx_buffers,
+                                            sizes.buffer_bytes, FI_SEND, fabric::OpType::tx_buffer,
+                                            e.get(), rail));
   if (sizes.flush && av != nullptr) {
     // The flush target lives and dies with its endpoint (bound to it under FI_MR_ENDPOINT);
     // flush() reads a received buffer into it through the endpoint's own address, which orders
     // earlier RDMA writes before the data is used. A read's target needs local write access,
     // which FI_READ grants.
     XPORT_ASSIGN_OR_RETURN(
-        e->flush_, memory::BufferPool::create(domain, e->endpoint_.get(), 1, kFlushBufferBytes,
-                                              FI_READ, fabric::OpType::flush, e.get(), rail));
+        e->flush_, memory::BounceBuffers::create(domain, e->endpoint_.get(), 1, kFlushBufferBytes,
+                                                 FI_READ, fabric::OpType::flush, e.get(), rail));
     // A native atomic's operand is read (FI_WRITE) and its result written (FI_READ) locally.
     XPORT_ASSIGN_OR_RETURN(
-        e->atomic_, memory::BufferPool::create(domain, e->endpoint_.get(), kAtomicSlots,
-                                               kAtomicSlotBytes, FI_READ | FI_WRITE,
-                                               fabric::OpType::atomic, e.get(), rail));
+        e->atomic_,
+        memory::BounceBuffers::create(domain, e->endpoint_.get(), kAtomicSlots, kAtomicSlotBytes,
+                                      FI_READ | FI_WRITE, fabric::OpType::atomic, e.get(), rail));
     XPORT_ASSIGN_OR_RETURN(auto self, e->endpoint_->address());
     XPORT_ASSIGN_OR_RETURN(e->self_, av->insert(self));
   }

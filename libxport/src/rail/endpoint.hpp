@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fabric/objects.hpp"
-#include "memory/buffer_pool.hpp"
+#include "memory/bounce_buffers.hpp"
 
 namespace xport::rail {
 
@@ -33,19 +33,20 @@ class RailEndpoint {
       fabric::Domain& domain, fi_info* info, fabric::CompletionQueue& cq,
       std::unique_ptr<fabric::AddressVector> av, const EndpointSizes& sizes, uint8_t rail,
       std::string label);
-  // Teardown order: cancel posted receives; under FI_MR_ENDPOINT close the pools' MRs (bound to
-  // the endpoint) before it, else after it; free the buffers' memory only when both are gone.
+  // Teardown order: cancel posted receives; under FI_MR_ENDPOINT close the bounce buffers' MRs
+  // (bound to the endpoint) before it, else after it; free the buffers' memory only when both
+  // are gone.
   ~RailEndpoint();
   RailEndpoint(const RailEndpoint&) = delete;
   RailEndpoint& operator=(const RailEndpoint&) = delete;
 
   fabric::Endpoint& endpoint() { return *endpoint_; }
   bool has_endpoint() const { return endpoint_ != nullptr; }
-  memory::BufferPool& rx() { return *rx_; }
-  memory::BufferPool& tx() { return *tx_; }
-  memory::BufferPool* flush_target() { return flush_.get(); }
+  memory::BounceBuffers& rx() { return *rx_; }
+  memory::BounceBuffers& tx() { return *tx_; }
+  memory::BounceBuffers* flush_target() { return flush_.get(); }
   // Data endpoints: slots for native atomics' operand, compare and result words.
-  memory::BufferPool* atomic_slots() { return atomic_.get(); }
+  memory::BounceBuffers* atomic_slots() { return atomic_.get(); }
   fi_addr_t self() const { return self_; }  // own address (RDM data endpoints), for flush reads
   // An address vector of the endpoint's own (a communicator's own RDM endpoint), or nullptr
   // when it uses its rail's.
@@ -71,10 +72,10 @@ class RailEndpoint {
   RailEndpoint() = default;
   std::unique_ptr<fabric::AddressVector> own_av_;  // declared first: closed last
   std::unique_ptr<fabric::Endpoint> endpoint_;
-  std::unique_ptr<memory::BufferPool> rx_;
-  std::unique_ptr<memory::BufferPool> tx_;
-  std::unique_ptr<memory::BufferPool> flush_;
-  std::unique_ptr<memory::BufferPool> atomic_;
+  std::unique_ptr<memory::BounceBuffers> rx_;
+  std::unique_ptr<memory::BounceBuffers> tx_;
+  std::unique_ptr<memory::BounceBuffers> flush_;
+  std::unique_ptr<memory::BounceBuffers> atomic_;
   fi_addr_t self_ = FI_ADDR_UNSPEC;
   bool mr_endpoint_ = false;
   uint8_t rail_ = 0;

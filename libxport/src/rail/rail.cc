@@ -42,16 +42,16 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
 }
 
 size_t Rail::registered_bytes(const RailConfig& c) {
-  // Mirrors open(): one or two endpoints with rx + tx pools each, one 64-byte flush target and the
-  // data endpoint's atomic slots.
+  // Mirrors open(): one or two endpoints with rx + tx bounce buffers each, one 64-byte flush
+  // target and the data endpoint's atomic slots.
   const auto endpoint = [&](size_t bytes) {
-    return memory::BufferPool::footprint(c.rx_buffers, bytes) +
-           memory::BufferPool::footprint(c.tx_buffers, bytes);
+    return memory::BounceBuffers::footprint(c.rx_buffers, bytes) +
+           memory::BounceBuffers::footprint(c.tx_buffers, bytes);
   };
   const size_t control = c.control_buffer_bytes != 0 ? c.control_buffer_bytes : c.buffer_bytes;
   return endpoint(c.buffer_bytes) + (c.separate_control ? endpoint(control) : 0) +
-         memory::BufferPool::footprint(1, kFlushBufferBytes) +
-         memory::BufferPool::footprint(kAtomicSlots, kAtomicSlotBytes);
+         memory::BounceBuffers::footprint(1, kFlushBufferBytes) +
+         memory::BounceBuffers::footprint(kAtomicSlots, kAtomicSlotBytes);
 }
 
 Rail::~Rail() {

@@ -1,16 +1,16 @@
-// Rail::registered_bytes() against the pools a real rail opens (shm, else the first RDM
+// Rail::registered_bytes() against the bounce buffers a real rail opens (shm, else the first RDM
 // provider), so the locked-memory estimate xport-probe prints follows the buffer layout.
 #include <gtest/gtest.h>
 
 #include "fabric/provider.hpp"
-#include "memory/buffer_pool.hpp"
+#include "memory/bounce_buffers.hpp"
 #include "rail/rail.hpp"
 
 namespace xport::rail {
 namespace {
 
-size_t pool_bytes(const memory::BufferPool* p) {
-  return p == nullptr ? 0 : memory::BufferPool::footprint(p->count(), p->size());
+size_t bounce_bytes(const memory::BounceBuffers* p) {
+  return p == nullptr ? 0 : memory::BounceBuffers::footprint(p->count(), p->size());
 }
 
 // What an open rail's endpoints (one, or two with a separate control endpoint) hold registered.
@@ -20,8 +20,8 @@ size_t opened_bytes(Rail& rail) {
   EXPECT_EQ(rail.control() != rail.data(), rail.separate_control());
   for (RailEndpoint* ep : rail.endpoints()) {
     if (ep == nullptr) continue;
-    opened += pool_bytes(&ep->rx()) + pool_bytes(&ep->tx()) + pool_bytes(ep->flush_target()) +
-              pool_bytes(ep->atomic_slots());
+    opened += bounce_bytes(&ep->rx()) + bounce_bytes(&ep->tx()) + bounce_bytes(ep->flush_target()) +
+              bounce_bytes(ep->atomic_slots());
   }
   return opened;
 }
@@ -35,7 +35,7 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   RailConfig rc;
   rc.rx_buffers = 20;
   rc.tx_buffers = 17;
-  rc.buffer_bytes = 5000;  // not a multiple of 64: the pool rounds each slot up
+  rc.buffer_bytes = 5000;  // not a multiple of 64: BounceBuffers rounds each slot up
   auto rail = Rail::open(sel->info.get(), rc, 0);
   ASSERT_TRUE(rail.ok()) << rail.status().to_string();
   const size_t opened = opened_bytes(**rail);
@@ -59,17 +59,17 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   EXPECT_EQ((*rail)->control(), (*rail)->data());
   EXPECT_EQ((*rail)->endpoints()[1], nullptr);
   EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
-  EXPECT_EQ(Rail::registered_bytes(rc), memory::BufferPool::footprint(20, 5000) +
-                                            memory::BufferPool::footprint(17, 5000) + 4096 +
-                                            memory::BufferPool::footprint(kAtomicSlots,
-                                                                          kAtomicSlotBytes));
+  EXPECT_EQ(Rail::registered_bytes(rc),
+            memory::BounceBuffers::footprint(20, 5000) +
+                memory::BounceBuffers::footprint(17, 5000) + 4096 +
+                memory::BounceBuffers::footprint(kAtomicSlots, kAtomicSlotBytes));
 }
 
-TEST(RailRegisteredBytes, PoolFootprintIsWholePages) {
-  EXPECT_EQ(memory::BufferPool::footprint(1, 64), 4096u);
-  EXPECT_EQ(memory::BufferPool::footprint(256, 8232), 256u * 8256);  // 8232 -> 8256 per slot
-  EXPECT_EQ(memory::BufferPool::footprint(3, 4096), 3u * 4096);
-  EXPECT_EQ(memory::BufferPool::footprint(0, 4096), 0u);
+TEST(RailRegisteredBytes, BounceBuffersFootprintIsWholePages) {
+  EXPECT_EQ(memory::BounceBuffers::footprint(1, 64), 4096u);
+  EXPECT_EQ(memory::BounceBuffers::footprint(256, 8232), 256u * 8256);  // 8232 -> 8256 per slot
+  EXPECT_EQ(memory::BounceBuffers::footprint(3, 4096), 3u * 4096);
+  EXPECT_EQ(memory::BounceBuffers::footprint(0, 4096), 0u);
 }
 
 }  // namespace

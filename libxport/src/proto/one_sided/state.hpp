@@ -16,7 +16,7 @@
 
 #include "fabric/op_context.hpp"
 #include "gpu/staged_memory.hpp"
-#include "memory/buffer_pool.hpp"
+#include "memory/bounce_buffers.hpp"
 #include "memory/registry.hpp"
 #include "pool/channel.hpp"
 #include "pool/comm_table.hpp"

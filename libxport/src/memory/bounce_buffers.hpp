@@ -19,18 +19,18 @@ struct Buffer {
   bool in_use = false;
 };
 
-class BufferPool {
+class BounceBuffers {
  public:
   // `type` tags every buffer's context (rx_buffer, tx_buffer or flush); `owner` and `rail` are
   // stored in it. `access`: FI_SEND | FI_RECV for messages, FI_READ for a flush target.
-  static Result<std::unique_ptr<BufferPool>> create(fabric::Domain& domain,
-                                                    fabric::Endpoint* endpoint, size_t count,
-                                                    size_t size, uint64_t access,
-                                                    fabric::OpType type, void* owner,
-                                                    uint8_t rail);
-  ~BufferPool();
+  static Result<std::unique_ptr<BounceBuffers>> create(fabric::Domain& domain,
+                                                       fabric::Endpoint* endpoint, size_t count,
+                                                       size_t size, uint64_t access,
+                                                       fabric::OpType type, void* owner,
+                                                       uint8_t rail);
+  ~BounceBuffers();
 
-  // Bytes a pool of `count` buffers of `size` registers, in whole pages as a provider that pins
+  // Bytes `count` bounce buffers of `size` register, in whole pages as a provider that pins
   // memory locks them (create() rounds each buffer up to 64 bytes and aligns to a page).
   static size_t footprint(size_t count, size_t size);
 
@@ -41,11 +41,11 @@ class BufferPool {
   size_t size() const { return size_; }
   size_t available() const { return free_.size(); }
   void* desc() const { return mr_ ? mr_->desc() : nullptr; }
-  // Closes the registration now (the memory stays until the pool is destroyed).
+  // Closes the registration now (the memory stays until these buffers are destroyed).
   void close_registration() { mr_.reset(); }
 
  private:
-  BufferPool() = default;
+  BounceBuffers() = default;
   uint8_t* mem_ = nullptr;
   size_t size_ = 0;
   std::vector<Buffer> bufs_;
