@@ -7,7 +7,8 @@
 # GPU machine's own (the plugin needs GLIBC <= 2.34); libstdc++ and libgcc_s go to compat/, used
 # there only when the machine's own are older than the plugin needs.
 #   scripts/nccl-gpu-pack.sh [BUILD_DIR (build)] [PACK_DIR (BUILD_DIR/nccl-gpu)]
-# With NCCL_TESTS_BUILD=<nccl-tests' build folder> also nccl-tests (scripts/nccl-tests-gpu.sh).
+# With NCCL_TESTS_BUILD=<nccl-tests' build folder> also nccl-tests (scripts/nccl-tests-gpu.sh);
+# with NCCL_TESTS_MPI_BUILD=<a build of it with MPI=1> that and Debian's Open MPI to launch it.
 # Then, with the device tool: carry PACK_DIR and run `scripts/nccl-gpu.sh PACK_DIR` or
 # `scripts/gin-gpu.sh PACK_DIR`.
 set -euo pipefail
@@ -74,6 +75,42 @@ if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
   done
   cudart=$(ldd "$NCCL_TESTS_BUILD/all_reduce_perf" | awk '/libcudart/ {print $3}')
   [ -z "$cudart" ] || cp -L "$cudart" "$pack/cudart/"
+fi
+
+# nccl-tests built with MPI=1 (NCCL_TESTS_MPI_BUILD: its build folder), for one process per GPU
+# (scripts/nccl-tests-gpu.sh with NCCL_TESTS_PROCS=1): the tests, and Debian's Open MPI to launch
+# them (orterun, its components, help files, PMIx), relocated under ompi/usr (OPAL_PREFIX) with
+# the libraries they load in lib/.
+if [ -n "${NCCL_TESTS_MPI_BUILD:-}" ]; then
+  mkdir -p "$pack/nccl-tests-mpi" "$pack/cudart"
+  for t in all_reduce all_gather reduce_scatter alltoall sendrecv; do
+    [ -x "$NCCL_TESTS_MPI_BUILD/${t}_perf" ] || die "$NCCL_TESTS_MPI_BUILD/${t}_perf is missing"
+    strip --strip-debug -o "$pack/nccl-tests-mpi/${t}_perf" "$NCCL_TESTS_MPI_BUILD/${t}_perf"
+  done
+  cudart=$(ldd "$NCCL_TESTS_MPI_BUILD/all_reduce_perf" | awk '/libcudart/ {print $3}')
+  [ -z "$cudart" ] || cp -L "$cudart" "$pack/cudart/"
+  ompi_lib=/usr/lib/x86_64-linux-gnu/openmpi/lib
+  pmix=/usr/lib/x86_64-linux-gnu/pmix2
+  [ -x /usr/bin/orterun ] && [ -d "$ompi_lib/openmpi3" ] && [ -d "$pmix/lib/pmix" ] ||
+    die "Debian's Open MPI is missing (openmpi-bin, libopenmpi3, libpmix2)"
+  o=$pack/ompi/usr
+  mkdir -p "$o/bin" "$o/lib/x86_64-linux-gnu/openmpi/lib" "$o/share" "$o/lib/x86_64-linux-gnu/pmix2/lib"
+  cp -L /usr/bin/orterun /usr/bin/orted "$o/bin/"
+  cp -rL "$ompi_lib/openmpi3" "$o/lib/x86_64-linux-gnu/openmpi/lib/"
+  cp -rL /usr/share/openmpi "$o/share/"
+  cp -rL "$pmix/lib/pmix" "$o/lib/x86_64-linux-gnu/pmix2/lib/"
+  [ -d "$pmix/share" ] && cp -rL "$pmix/share" "$o/lib/x86_64-linux-gnu/pmix2/"
+  for f in "$o/bin/orterun" "$o/bin/orted" "$pack/nccl-tests-mpi/all_reduce_perf" \
+           "$o"/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so "$o"/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
+    ldd "$f" | while read -r name arrow path _; do
+      [ "$arrow" = "=>" ] && [ -f "$path" ] || continue
+      is_glibc "$name" && continue
+      case "$name" in
+        libcudart*|libnccl*|libcuda.so*|libstdc++.so.*|libgcc_s.so.*) continue ;;
+      esac
+      [ -f "$pack/lib/$name" ] || cp -L "$path" "$pack/lib/$name"
+    done
+  done
 fi
 
 need_glibc=$(cd "$pack" && objdump -T "${binaries[@]}" lib/*.so* 2>/dev/null |

@@ -11,6 +11,8 @@
 # CONFIGs (default: socket xport-tcp xport-shm): as in scripts/nccl-gpu.sh (socket, xport-tcp,
 # xport-shm, CONFIG+VAR=VALUE...). Every config: NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 # NCCL_IB_DISABLE=1, so every byte between GPUs goes through the network transport.
+# NCCL_TESTS_PROCS=1: one process per GPU instead (the MPI=1 build, nccl-tests-mpi/, launched by
+# the pack's Open MPI: orterun -np GPUS ... -g 1; pack with NCCL_TESTS_MPI_BUILD).
 # NCCL_TESTS_GPUS (default: every GPU nvidia-smi lists), NCCL_TESTS (default: all_reduce
 # all_gather reduce_scatter alltoall sendrecv), NCCL_TESTS_ARGS (default: -b 1M -e 256M -f 4
 # -c 1 -n 20 -w 5: sizes 1, 4, 16, 64, 256 MiB, every result checked), NCCL_TESTS_TIMEOUT
@@ -36,7 +38,10 @@ die() { say "FAILED: $*"; exit 1; }
 pack=$(cd "$pack" 2>/dev/null && pwd) || die "no pack folder '$1' (scripts/nccl-gpu-pack.sh, carried)"
 plugin=$pack/libnccl-net-xport.so
 [ -f "$plugin" ] || die "$plugin is missing"
-[ -d "$pack/nccl-tests" ] || die "$pack/nccl-tests is missing: pack with NCCL_TESTS_BUILD set"
+procs=${NCCL_TESTS_PROCS:-0}
+tests_dir=$pack/nccl-tests
+[ "$procs" = 1 ] && tests_dir=$pack/nccl-tests-mpi
+[ -d "$tests_dir" ] || die "$tests_dir is missing: pack with NCCL_TESTS_BUILD (NCCL_TESTS_MPI_BUILD) set"
 gpus=${NCCL_TESTS_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
 [ "${gpus:-0}" -ge 2 ] 2>/dev/null || die "${gpus:-no} GPUs: 2 or more are needed"
 nccl_lib=${NCCL_TESTS_NCCL_LIB:-$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib 2>/dev/null | head -1)}
@@ -50,7 +55,7 @@ LD_LIBRARY_PATH="$libpath" ldd "$plugin" 2>&1 | grep -q "not found" && libpath=$
   timeout 30 nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv 2>&1
   echo "cpus: $(nproc)"
   echo "nccl: $nccl_lib"
-  echo "gpus used: $gpus; args: ${targs[*]}"
+  echo "gpus used: $gpus; args: ${targs[*]}; $([ "$procs" = 1 ] && echo "one process per GPU (Open MPI)" || echo "one process, -g $gpus")"
   echo "pack:"; cat "$pack/MANIFEST" 2>/dev/null
 } > "$out/environment.txt"
 cat "$out/environment.txt"
@@ -79,10 +84,20 @@ for name in "${configs[@]}"; do
   want=Socket
   [ "$spec" = socket ] || want=xport
   for t in "${tests[@]}"; do
-    bin=$pack/nccl-tests/${t}_perf
+    bin=$tests_dir/${t}_perf
     [ -x "$bin" ] || die "$bin is missing"
     t0=$SECONDS
-    env "${env[@]}" timeout -k 10 "$limit" "$bin" -g "$gpus" "${targs[@]}" > "$dir/$t.log" 2>&1
+    if [ "$procs" = 1 ]; then
+      # Every variable of env goes to each rank (-x NAME); Open MPI itself from the pack.
+      xs=()
+      for kv in "${env[@]}"; do xs+=(-x "${kv%%=*}"); done
+      env "${env[@]}" OPAL_PREFIX="$pack/ompi/usr" PMIX_INSTALL_PREFIX="$pack/ompi/usr/lib/x86_64-linux-gnu/pmix2" \
+        timeout -k 10 "$limit" "$pack/ompi/usr/bin/orterun" --allow-run-as-root --oversubscribe \
+        --bind-to none --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+        -np "$gpus" "${xs[@]}" "$bin" -g 1 "${targs[@]}" > "$dir/$t.log" 2>&1
+    else
+      env "${env[@]}" timeout -k 10 "$limit" "$bin" -g "$gpus" "${targs[@]}" > "$dir/$t.log" 2>&1
+    fi
     rc=$?
     wrong=$(awk '/^ +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+/ {w += $9 + $13; n++}
                  END {print n ? w : "?"}' "$dir/$t.log")
@@ -116,8 +131,9 @@ def busbw(path):
 data = {c: {t: busbw(os.path.join(out, c, t + ".log")) for t in tests} for c in configs}
 sizes = sorted({s for c in data.values() for t in c.values() for s in t})
 mib = lambda s: f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-print(f"nccl-tests, {gpus} GPUs in one process (-g {gpus}); out-of-place bus bandwidth, GB/s"
-      " (ratio to NET/Socket)\n")
+how = (f"one process per GPU ({gpus} processes, -g 1)" if os.environ.get("NCCL_TESTS_PROCS") == "1"
+       else f"{gpus} GPUs in one process (-g {gpus})")
+print(f"nccl-tests, {how}; out-of-place bus bandwidth, GB/s (ratio to NET/Socket)\n")
 print("| test | config | " + " | ".join(mib(s) for s in sizes) + " |")
 print("|---|---|" + "---|" * len(sizes))
 for t in tests:
