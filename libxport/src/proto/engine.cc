@@ -169,11 +169,6 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   }
   auto inner = std::shared_ptr<Engine>(new Engine());
   inner->memory_.bind(inner);  // (what each registration holds)
-  {
-    std::lock_guard<std::mutex> g(g_engines_mu);
-    std::erase_if(g_engines, [](const std::weak_ptr<Engine>& w) { return w.expired(); });
-    g_engines.push_back(inner);
-  }
   DeviceState& c = inner->state_;
   c.config = config;
   c.caps = caps;
@@ -225,6 +220,14 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
       if (ep != nullptr) XPORT_RETURN_IF_ERROR(inner->control_.post_receives(ep));
     }
     r->health().refresh_link();
+  }
+  // Known to the other devices of this process (told when one of them closes) only now that it
+  // is whole: a device closing on another thread meanwhile would drive this one's progress
+  // over rails still being opened.
+  {
+    std::lock_guard<std::mutex> g(g_engines_mu);
+    std::erase_if(g_engines, [](const std::weak_ptr<Engine>& w) { return w.expired(); });
+    g_engines.push_back(inner);
   }
   // The public handle: its last copy shuts the engine down; `inner` (also held by every
   // registration) keeps the domains open until the last Region goes.
