@@ -83,13 +83,14 @@ stop_here() {
 }
 
 # The sanitizer build's test programs and the tests they run (scripts/dev.sh test).
-asan_tests="unit integration churn pool threads stress one-sided one-sided-strict gpu-staging
-  gpu-hmem strict-provider multirail-2-stripe-error multirail-2-cq-failure nccl-plugin-shm
+asan_tests="unit integration churn pool threads stress credits-stress one-sided one-sided-strict
+  gpu-staging gpu-hmem strict-provider multirail-2-stripe-error multirail-2-cq-failure nccl-plugin-shm
   nccl-plugin-tcp-ofi-rxm nccl-plugin-lanes-shm nccl-gin-shm nccl-gin-tcp-ofi-rxm"
 asan_targets="tests/xport-unit-tests tests/integration/xport-integration-tests
   tests/integration/xport-test-peer tests/integration/xport-churn-tests
   tests/integration/xport-pool-tests tests/integration/xport-one-sided-tests
   tests/integration/xport-gpu-staging-tests tests/stress/xport-stress-tests
+  tests/integration/xport-credits-tests
   tests/strict_provider/libstrict-fi.so tests/strict_provider/strict-raw-tests
   tests/strict_provider/strict-suite-tests tests/strict_provider/strict-injection-tests
   tests/strict_provider/xport-gpu-hmem-tests tests/multirail/xport-multirail-tests
@@ -149,7 +150,8 @@ case "$mode" in
       # is suppressed in tests/tsan.supp instead.)
       targets="tests/xport-unit-tests tests/integration/xport-integration-tests
         tests/integration/xport-test-peer tests/integration/xport-pool-tests
-        tests/stress/xport-stress-tests tests/nccl_plugin/xport-nccl-plugin-tests
+        tests/stress/xport-stress-tests tests/integration/xport-credits-tests
+        tests/nccl_plugin/xport-nccl-plugin-tests
         plugins/nccl/libnccl-net-xport.so" \
         stage build-tsan configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread \
         -Db_lundef=false -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan || stop_here
@@ -159,7 +161,7 @@ case "$mode" in
       GTEST_FILTER='-*tcp_ofi_rxm_groups0*' \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
         stage tsan python3 scripts/run-tests.py "$build_dir-tsan" --no-rebuild unit threads \
-        stress pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm || status=1
+        stress credits-stress pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm || status=1
     fi
     python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-tsan"
     print_stages

@@ -260,7 +260,7 @@ TEST_P(Teardown, APeerDeviceOfThisProcessClosedUnderQueuedOperations) {
 // more); one still being opened was told too and drove its progress over rails it was still
 // opening: SIGSEGV in Rail::connected_endpoints (found by the credits stress test, 3 of 12 runs
 // on shm). A long-lived device is told of every close too.
-TEST_P(Teardown, DevicesOpenOnOneThreadWhileOthersCloseOnAnother) {
+TEST_P(Teardown, TwoThreadsOpenAndCloseDevicesAtOnce) {
   auto anchor = second_device();
   ASSERT_NE(anchor, nullptr);
   std::atomic<int> opened{0}, failed{0};
