@@ -161,7 +161,8 @@ case "$mode" in
       GTEST_FILTER='-*tcp_ofi_rxm_groups0*' \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
         stage tsan python3 scripts/run-tests.py "$build_dir-tsan" --no-rebuild unit threads \
-        stress credits-stress pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm || status=1
+        stress credits-stress-tcp pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm ||
+        status=1
     fi
     python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-tsan"
     print_stages

@@ -5,6 +5,7 @@
 // and signal lands, and the target shows it shared its room (credits taken back and given on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
@@ -201,6 +203,78 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
     progress.join();
   }
   unsetenv("XPORT_PROVIDER");
+  core::reload_knobs();
+}
+
+// Initiators that die holding credits give their room back: twelve initiator processes open a
+// window each on a target whose room (XPORT_CQ_ENTRIES=64: 48 entries) their first grants fill,
+// and are killed (SIGKILL: no goodbye). A new initiator's window opens with no numbers; its
+// put_signal lands once the target has declared the dead ones lost (XPORT_PEER_TIMEOUT_MS=2000)
+// and erased their streams, whose room it then grants.
+TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
+  if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "runs in the credits test";
+  if (std::getenv("XTEST_PEER_BIN") == nullptr) GTEST_SKIP() << "XTEST_PEER_BIN is not set";
+  setenv("XPORT_PROVIDER", "shm", 1);
+  setenv("XPORT_CQ_ENTRIES", "64", 1);
+  setenv("XPORT_PEER_TIMEOUT_MS", "2000", 1);  // (the peers inherit it)
+  core::reload_knobs();
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Device> target;
+  test::open_context_and_device("shm", ctx, target);
+  if (target != nullptr) {
+    std::vector<uint8_t> mem(kSlot + 64, 0);
+    auto region = target->register_memory(mem.data(), mem.size());
+    ASSERT_TRUE(region.ok()) << region.status().to_string();
+    auto listener = target->listen();
+    ASSERT_TRUE(listener.ok()) << listener.status().to_string();
+    std::atomic<bool> stop{false};
+    std::thread progress([&] {
+      while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
+    });
+    constexpr size_t kDead = 12;  // 12 first grants of 4: the whole room
+    std::vector<test::ChildProcess> dead;
+    for (size_t k = 0; k < kDead; ++k) {
+      dead.push_back(test::spawn_peer({"atomic-hammer", "1", "1"}));
+      ASSERT_TRUE(dead.back().started());
+      ASSERT_TRUE(dead.back().write_line("HANDLE " + test::to_hex((*listener)->handle())));
+      ASSERT_TRUE(dead.back().write_line("ATOMKEY " + test::to_hex(region->export_key())));
+    }
+    for (size_t k = 0; k < kDead; ++k) {
+      std::string err;
+      const std::string line = dead[k].read_line(30000, &err);
+      ASSERT_EQ(line, "GO") << "initiator " << k << ": " << err;  // its window is open
+    }
+    EXPECT_GE(target->stats().window_cq_room, 4 * kDead - 4) << "their first grants";
+    for (auto& p : dead) p.kill_now();
+    auto dev = ctx->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    std::vector<uint8_t> src(kSlot);
+    for (size_t i = 0; i < kSlot; ++i) src[i] = pattern(7, 1, i);
+    auto local = (*dev)->register_memory(src.data(), src.size());
+    ASSERT_TRUE(local.ok()) << local.status().to_string();
+    auto key = (*dev)->import_key(region->export_key());
+    ASSERT_TRUE(key.ok()) << key.status().to_string();
+    auto win = Window::open(**dev, *key, Deadline::after(30s));
+    ASSERT_TRUE(win.ok()) << win.status().to_string();
+    auto t = (*win)->put_signal(*local, 0, *key, 0, kSlot, *key, kSlot, 1);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    Status q = (*win)->quiet(Deadline::after(30s));
+    EXPECT_TRUE(q.ok()) << q.to_string() << " (target: " << target->stats().window_streams_waiting
+                        << " streams waiting, " << target->stats().window_cq_room
+                        << " CQ entries held)";
+    uint64_t signal = 0;
+    std::memcpy(&signal, mem.data() + kSlot, 8);
+    EXPECT_EQ(signal, 1u);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), mem.begin()));
+    EXPECT_GE(target->stats().peers_lost, kDead);
+    win->reset();
+    dev->reset();
+    stop = true;
+    progress.join();
+  }
+  unsetenv("XPORT_PROVIDER");
+  unsetenv("XPORT_CQ_ENTRIES");
+  unsetenv("XPORT_PEER_TIMEOUT_MS");
   core::reload_knobs();
 }
 

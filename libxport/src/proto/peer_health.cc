@@ -2,7 +2,7 @@
 #include "proto/peer_health.hpp"
 
 #include <algorithm>
-#include <set>
+#include <unordered_set>
 
 #include "core/log.hpp"
 #include "proto/control.hpp"
@@ -42,7 +42,7 @@ void PeerHealth::register_handlers(Dispatch& d) {
 void PeerHealth::check(Clock::time_point now) {
   // Which peers this device waits on: a connection in progress, a request not yet finished,
   // window operations in flight.
-  std::set<pool::Peer*> waiting;
+  std::unordered_set<const pool::Peer*> waiting;
   std::vector<CommId> lingering;
   state_.comms->for_each([&](uint16_t, CommState& c) {
     if (c.peer == nullptr || c.phase == Phase::failed) {
@@ -56,9 +56,7 @@ void PeerHealth::check(Clock::time_point now) {
     if (c.user_closed) lingering.push_back(c.id);
   });
   // ... and window streams or waits on it (one_sided.hpp).
-  for (auto& [token, owned] : state_.peers) {
-    if (one_sided_->waits_on(owned.get())) waiting.insert(owned.get());
-  }
+  one_sided_->add_waited_peers(waiting);
   // The time since the last sweep counts as silence only while this device was listening
   // (making passes): a longer gap, this device away, counts as kLongestCountedGap at most. A
   // peer idle meanwhile too answers once it progresses; one that died stays silent once this

@@ -469,12 +469,11 @@ void OneSided::fail_comm(CommId comm, const Status& why) {
   }
 }
 
-bool OneSided::waits_on(const pool::Peer* p) const {
-  if (streams_.waits_on(p)) return true;
+void OneSided::add_waited_peers(std::unordered_set<const pool::Peer*>& out) const {
+  streams_.add_waited_peers(out);
   for (const auto& [id, w] : state_.windows) {
-    if (w->peer == p && (w->waiters > 0 || w->busy())) return true;
+    if (w->waiters > 0 || w->busy()) out.insert(w->peer);
   }
-  return false;
 }
 
 void OneSided::shutdown() { streams_.shutdown(); }

@@ -108,8 +108,12 @@ class OneSided {
   void resend_after_rail_loss(const pool::Peer* p) { streams_.resend_after_rail_loss(p); }
   // A communicator failed: window streams over its connection fail (and their windows).
   void fail_comm(CommId comm, const Status& why);
-  // Whether something of this device waits on `p` (keepalives and peer loss watch it).
-  bool waits_on(const pool::Peer* p) const;
+  // Adds the peers something of this device waits on (keepalives and peer loss watch them): a
+  // window operation or wait in flight, a stream opening, or, as a target, a take-back of a
+  // stream's unused credits awaiting its answer (an initiator that died holding credits is
+  // declared lost, and its room given to the streams that wait). One pass over windows and
+  // streams, whatever the number of peers.
+  void add_waited_peers(std::unordered_set<const pool::Peer*>& out) const;
   // Completions of puts, gets and native atomics; the win_* messages and window writes (its
   // parts' handlers).
   void register_handlers(Dispatch& d);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <unordered_set>
 
 #include "proto/dispatch.hpp"
 #include "proto/device_state.hpp"
@@ -118,7 +119,7 @@ class Streams {
   // tcp;ofi_rxm and sockets do) would otherwise hold every later operation of every window of
   // this device to that peer. Windows opened afterwards get a new stream.
   void check_stalls(Clock::time_point now);
-  bool waits_on(const pool::Peer* p) const;
+  void add_waited_peers(std::unordered_set<const pool::Peer*>& out) const;
   void shutdown();
 
  private:

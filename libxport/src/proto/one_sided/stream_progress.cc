@@ -93,16 +93,18 @@ void Streams::check_stalls(Clock::time_point now) {
   }
 }
 
-bool Streams::waits_on(const pool::Peer* p) const {
+void Streams::add_waited_peers(std::unordered_set<const pool::Peer*>& out) const {
   for (const auto& [id, s] : state_.out_streams) {
-    if (s->peer != p) continue;
     if (s->phase == StreamPhase::connecting ||
         (s->phase == StreamPhase::ready &&
          (!s->held.empty() || s->done < s->next_seq || s->awaiting_count > 0))) {
-      return true;
+      out.insert(s->peer);
     }
   }
-  return false;
+  for (uint16_t index : state_.in_stream_live) {
+    const InStream* s = state_.in_streams[index].get();
+    if (s != nullptr && s->taking_back) out.insert(s->peer);
+  }
 }
 
 void Streams::shutdown() {
