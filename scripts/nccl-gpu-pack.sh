@@ -65,30 +65,27 @@ else
   echo "nccl-gpu-pack: no $gin (needs nvcc and NCCL's headers under cuda-root): packed without it"
 fi
 
-# nccl-tests (scripts/nccl-tests-gpu.sh), when NCCL_TESTS_BUILD names its build folder: the tests
-# it runs, and the CUDA runtime they were linked with (libnccl.so.2 comes from the GPU machine).
-if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
-  mkdir -p "$pack/nccl-tests" "$pack/cudart"
+# The tests scripts/nccl-tests-gpu.sh runs, from nccl-tests' build folder $1 into $pack/$2, and
+# the CUDA runtime they were linked with (libnccl.so.2 comes from the GPU machine).
+pack_nccl_tests() {
+  mkdir -p "$pack/$2" "$pack/cudart"
   for t in all_reduce all_gather reduce_scatter alltoall sendrecv; do
-    [ -x "$NCCL_TESTS_BUILD/${t}_perf" ] || die "$NCCL_TESTS_BUILD/${t}_perf is missing"
-    strip --strip-debug -o "$pack/nccl-tests/${t}_perf" "$NCCL_TESTS_BUILD/${t}_perf"
+    [ -x "$1/${t}_perf" ] || die "$1/${t}_perf is missing"
+    strip --strip-debug -o "$pack/$2/${t}_perf" "$1/${t}_perf"
   done
-  cudart=$(ldd "$NCCL_TESTS_BUILD/all_reduce_perf" | awk '/libcudart/ {print $3}')
+  cudart=$(ldd "$1/all_reduce_perf" | awk '/libcudart/ {print $3}')
   [ -z "$cudart" ] || cp -L "$cudart" "$pack/cudart/"
-fi
+}
+
+# nccl-tests (one process, -g N), when NCCL_TESTS_BUILD names its build folder.
+[ -z "${NCCL_TESTS_BUILD:-}" ] || pack_nccl_tests "$NCCL_TESTS_BUILD" nccl-tests
 
 # nccl-tests built with MPI=1 (NCCL_TESTS_MPI_BUILD: its build folder), for one process per GPU
 # (scripts/nccl-tests-gpu.sh with NCCL_TESTS_PROCS=1): the tests, and Debian's Open MPI to launch
 # them (orterun, its components, help files, PMIx), relocated under ompi/usr (OPAL_PREFIX) with
 # the libraries they load in lib/.
 if [ -n "${NCCL_TESTS_MPI_BUILD:-}" ]; then
-  mkdir -p "$pack/nccl-tests-mpi" "$pack/cudart"
-  for t in all_reduce all_gather reduce_scatter alltoall sendrecv; do
-    [ -x "$NCCL_TESTS_MPI_BUILD/${t}_perf" ] || die "$NCCL_TESTS_MPI_BUILD/${t}_perf is missing"
-    strip --strip-debug -o "$pack/nccl-tests-mpi/${t}_perf" "$NCCL_TESTS_MPI_BUILD/${t}_perf"
-  done
-  cudart=$(ldd "$NCCL_TESTS_MPI_BUILD/all_reduce_perf" | awk '/libcudart/ {print $3}')
-  [ -z "$cudart" ] || cp -L "$cudart" "$pack/cudart/"
+  pack_nccl_tests "$NCCL_TESTS_MPI_BUILD" nccl-tests-mpi
   ompi_lib=/usr/lib/x86_64-linux-gnu/openmpi/lib
   pmix=/usr/lib/x86_64-linux-gnu/pmix2
   [ -x /usr/bin/orterun ] && [ -d "$ompi_lib/openmpi3" ] && [ -d "$pmix/lib/pmix" ] ||

@@ -42,6 +42,31 @@ uint8_t pattern(size_t initiator, size_t round, size_t i) {
   return static_cast<uint8_t>(initiator * 131 + round * 17 + i * 7 + 1);
 }
 
+// A new initiator device of `ctx` with `src` registered and a window to the target whose region
+// key is `blob` (the tests' one-window initiators).
+struct OneWindow {
+  std::unique_ptr<Device> dev;
+  std::optional<Region> local;
+  std::optional<RemoteRegion> key;
+  std::unique_ptr<Window> win;
+};
+
+void open_one_window(Context& ctx, std::vector<uint8_t>& src, const std::vector<uint8_t>& blob,
+                     OneWindow& out) {
+  auto dev = ctx.open_device();
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  out.dev = std::move(dev).value();
+  auto local = out.dev->register_memory(src.data(), src.size());
+  ASSERT_TRUE(local.ok()) << local.status().to_string();
+  out.local.emplace(std::move(local).value());
+  auto key = out.dev->import_key(blob);
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  out.key.emplace(std::move(key).value());
+  auto win = Window::open(*out.dev, *out.key, Deadline::after(30s));
+  ASSERT_TRUE(win.ok()) << win.status().to_string();
+  out.win = std::move(win).value();
+}
+
 class Credits : public ::testing::TestWithParam<CreditsParam> {
  protected:
   void SetUp() override {
@@ -177,25 +202,20 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
       }
     });
     {
-      auto dev = ctx->open_device();
-      ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-      auto local = (*dev)->register_memory(src.data(), src.size());
-      ASSERT_TRUE(local.ok()) << local.status().to_string();
-      auto key = (*dev)->import_key(region->export_key());
-      ASSERT_TRUE(key.ok()) << key.status().to_string();
-      auto win = Window::open(**dev, *key, Deadline::after(30s));
-      ASSERT_TRUE(win.ok()) << win.status().to_string();
+      OneWindow w;
+      open_one_window(*ctx, src, region->export_key(), w);
+      ASSERT_NE(w.win, nullptr);
       hold = true;
       for (Deadline d = Deadline::after(10s); !held.load();) ASSERT_FALSE(d.expired());
       for (size_t i = 0; i < kPuts; ++i) {
-        auto t = (*win)->put(*local, i * kLen, *key, i * kLen, kLen);
+        auto t = w.win->put(*w.local, i * kLen, *w.key, i * kLen, kLen);
         ASSERT_TRUE(t.ok()) << "put " << i << ": " << t.status().to_string();
       }
       hold = false;
-      Status q = (*win)->quiet(Deadline::after(30s));
+      Status q = w.win->quiet(Deadline::after(30s));
       ASSERT_TRUE(q.ok()) << q.to_string();
       EXPECT_EQ(mem, src);
-      const uint64_t asks = (*dev)->stats().window_credit_asks;
+      const uint64_t asks = w.dev->stats().window_credit_asks;
       EXPECT_GE(asks, 1u) << "120 puts fit a first grant of 4";
       EXPECT_LE(asks, 6u) << "the grant grew less than a doubling per ask";
     }
@@ -246,19 +266,14 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
     }
     EXPECT_GE(target->stats().window_cq_room, 4 * kDead - 4) << "their first grants";
     for (auto& p : dead) p.kill_now();
-    auto dev = ctx->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
     std::vector<uint8_t> src(kSlot);
     for (size_t i = 0; i < kSlot; ++i) src[i] = pattern(7, 1, i);
-    auto local = (*dev)->register_memory(src.data(), src.size());
-    ASSERT_TRUE(local.ok()) << local.status().to_string();
-    auto key = (*dev)->import_key(region->export_key());
-    ASSERT_TRUE(key.ok()) << key.status().to_string();
-    auto win = Window::open(**dev, *key, Deadline::after(30s));
-    ASSERT_TRUE(win.ok()) << win.status().to_string();
-    auto t = (*win)->put_signal(*local, 0, *key, 0, kSlot, *key, kSlot, 1);
+    OneWindow w;
+    open_one_window(*ctx, src, region->export_key(), w);
+    ASSERT_NE(w.win, nullptr);
+    auto t = w.win->put_signal(*w.local, 0, *w.key, 0, kSlot, *w.key, kSlot, 1);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
-    Status q = (*win)->quiet(Deadline::after(30s));
+    Status q = w.win->quiet(Deadline::after(30s));
     EXPECT_TRUE(q.ok()) << q.to_string() << " (target: " << target->stats().window_streams_waiting
                         << " streams waiting, " << target->stats().window_cq_room
                         << " CQ entries held)";
@@ -267,8 +282,10 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
     EXPECT_EQ(signal, 1u);
     EXPECT_TRUE(std::equal(src.begin(), src.end(), mem.begin()));
     EXPECT_GE(target->stats().peers_lost, kDead);
-    win->reset();
-    dev->reset();
+    w.win.reset();  // (window, key, region, then device: as their scope would end)
+    w.key.reset();
+    w.local.reset();
+    w.dev.reset();
     stop = true;
     progress.join();
   }
