@@ -229,8 +229,8 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
 // Initiators that die holding credits give their room back: twelve initiator processes open a
 // window each on a target whose room (XPORT_CQ_ENTRIES=64: 48 entries) their first grants fill,
 // and are killed (SIGKILL: no goodbye). A new initiator's window opens with no numbers; its
-// put_signal lands once the target has declared the dead ones lost (XPORT_PEER_TIMEOUT_MS=2000)
-// and erased their streams, whose room it then grants.
+// put_signal lands once the target has declared dead the ones it asked for credits back
+// (XPORT_PEER_TIMEOUT_MS=2000) and erased their streams, whose room it then grants.
 TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "runs in the credits test";
   if (std::getenv("XTEST_PEER_BIN") == nullptr) GTEST_SKIP() << "XTEST_PEER_BIN is not set";
@@ -281,7 +281,9 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
     std::memcpy(&signal, mem.data() + kSlot, 8);
     EXPECT_EQ(signal, 1u);
     EXPECT_TRUE(std::equal(src.begin(), src.end(), mem.begin()));
-    EXPECT_GE(target->stats().peers_lost, kDead);
+    // (at least the ones whose room it took back: the sweep takes back only what the waiting
+    // streams need, so the others may still be on their way to being declared lost)
+    EXPECT_GE(target->stats().peers_lost, 1u);
     w.win.reset();  // (window, key, region, then device: as their scope would end)
     w.key.reset();
     w.local.reset();
