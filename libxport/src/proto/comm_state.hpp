@@ -288,6 +288,21 @@ struct CommState {
   uint32_t outstanding = 0;     // operations posted or queued that name this communicator
 };
 
+// A message to the peer's end of communicator `c` (its index and generation) from this end: the
+// header every two-sided and connection message starts from.
+inline MsgHeader comm_header(MsgType t, const CommState& c, uint16_t slot = 0, uint64_t seq = 0) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(t);
+  h.version = kWireVersion;
+  h.dst_comm = c.peer_comm.index;
+  h.dst_gen = c.peer_comm.gen;
+  h.src_comm = c.id.index;
+  h.src_gen = c.id.gen;
+  h.slot = slot;
+  h.seq = seq;
+  return h;
+}
+
 struct ListenerState {
   uint64_t token = 0;
   std::deque<CommId> ready;  // accepted recv comms, not yet taken by accept()

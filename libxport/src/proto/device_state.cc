@@ -187,19 +187,24 @@ void DeviceState::release(CommState& c) {
   maybe_erase(c);
 }
 
+ConnBody DeviceState::conn_body(uint64_t nonce) const {
+  ConnBody b{};
+  b.nonce = nonce;
+  b.device_token = device_token;
+  b.stripe_threshold = config.stripe.threshold;
+  b.stripe_min = config.stripe.min;
+  b.stripe_align = config.stripe.align;
+  b.stripe_rails = config.stripe.max_rails;
+  b.eager_max = static_cast<uint32_t>(config.eager_max);
+  b.max_requests = config.max_requests;
+  return b;
+}
+
 void DeviceState::settle(CommState& c, SendSlot& s) {
   if (!s.done() || !s.abort_owed) return;
   s.abort_owed = false;
   if (c.phase == Phase::connecting || c.paths.empty()) return;
-  MsgHeader a{};
-  a.type = static_cast<uint8_t>(MsgType::abort);
-  a.version = kWireVersion;
-  a.dst_comm = c.peer_comm.index;
-  a.dst_gen = c.peer_comm.gen;
-  a.src_comm = c.id.index;
-  a.src_gen = c.id.gen;
-  a.slot = c.slot_of(s.seq);
-  a.seq = s.seq;
+  MsgHeader a = comm_header(MsgType::abort, c, c.slot_of(s.seq), s.seq);
   a.length = s.len;
   // too large / failed at the sender / another tag than the receive buffer's
   a.aux = s.error.code() == Code::truncated          ? 1

@@ -292,6 +292,9 @@ class DeviceState {
   void release(CommState& c);
   // Once a send is done: the ABORT it owes the receiver goes out.
   void settle(CommState& c, SendSlot& s);
+  // What a connection or window request says of this device: its token, stripe and eager
+  // settings, request limit; `nonce` names the request.
+  ConnBody conn_body(uint64_t nonce) const;
   // Gives back the CQ room a receive's clear-to-send reserved.
   void release_cts_room(CommState& c, RecvSlot& r);
   // Erases a closed communicator once nothing of it can still be in flight.

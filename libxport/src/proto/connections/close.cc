@@ -79,7 +79,7 @@ void Connections::close(CommId id) {
   CommState* c = state_.comm(id);
   if (c == nullptr || c->user_closed) return;
   if (c->phase == Phase::ready && !c->paths.empty() && !c->paths[0].control->failed()) {
-    MsgHeader h = header(MsgType::close, *c);
+    MsgHeader h = comm_header(MsgType::close, *c);
     if (c->is_send) {
       // CLOSE travels on a control endpoint and may overtake eager data still on its way on a
       // data endpoint, so it says how many messages were sent: the receiver fails only the

@@ -72,7 +72,7 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
       MsgHeader h;
       AckBody b;
     } ack{};
-    ack.h = header(MsgType::conn_ack, *c);
+    ack.h = comm_header(MsgType::conn_ack, *c);
     ack.b.nonce = c->nonce;
     ack.b.device_token = state_.device_token;
     ack.b.eager_max = static_cast<uint32_t>(state_.config.eager_max);

@@ -38,15 +38,6 @@ bool Connections::stash(const Message& m) {
   return true;
 }
 
-MsgHeader Connections::header(MsgType t, const CommState& c) const {
-  MsgHeader h = bare(t);
-  h.dst_comm = c.peer_comm.index;
-  h.dst_gen = c.peer_comm.gen;
-  h.src_comm = c.id.index;
-  h.src_gen = c.id.gen;
-  return h;
-}
-
 std::vector<RailAddresses> Connections::local_addresses(const CommState* comm) const {
   std::vector<RailAddresses> out;
   for (const auto& r : state_.rails) {
@@ -205,16 +196,8 @@ Result<CommState*> Connections::make_comm(bool is_send, pool::Peer* peer, uint16
 }
 
 ConnBody Connections::request_body(const CommState& c) const {
-  ConnBody b{};
-  b.nonce = c.nonce;
-  b.device_token = state_.device_token;
+  ConnBody b = state_.conn_body(c.nonce);
   b.listener_token = c.listener_token;
-  b.stripe_threshold = state_.config.stripe.threshold;
-  b.stripe_min = state_.config.stripe.min;
-  b.stripe_align = state_.config.stripe.align;
-  b.stripe_rails = state_.config.stripe.max_rails;
-  b.eager_max = static_cast<uint32_t>(state_.config.eager_max);
-  b.max_requests = state_.config.max_requests;
   return b;
 }
 
@@ -461,7 +444,7 @@ void Connections::on_conn_req(const Message& m) {
     ack.body.depth = c->depth;
     if (via == nullptr) ack.rails = local_addresses(c);
     std::vector<uint8_t> bytes = encode_conn_ack(ack);
-    MsgHeader a = header(MsgType::conn_ack, *c);
+    MsgHeader a = comm_header(MsgType::conn_ack, *c);
     Status s = state_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
     if (!s.ok()) {
       c->user_closed = true;

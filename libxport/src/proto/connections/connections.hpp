@@ -56,7 +56,6 @@ class Connections {
   // A clear-to-send, a credit or a close for a communicator still waiting for its CONN_ACK
   // (it took another rail and overtook the ACK): kept, replayed after the ACK (true).
   bool stash(const Message& m);
-  MsgHeader header(MsgType t, const CommState& c) const;
   ConnBody request_body(const CommState& c) const;
   // The rails' shared addresses, with the communicator's own data endpoints when it has them.
   std::vector<RailAddresses> local_addresses(const CommState* c = nullptr) const;

@@ -80,15 +80,7 @@ Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
 
 Status Streams::request(OutStream& s, pool::Channel* ch) {
   ConnRequest r;
-  ConnBody& b = r.body;
-  b.nonce = s.nonce;
-  b.device_token = state_.device_token;
-  b.stripe_threshold = state_.config.stripe.threshold;
-  b.stripe_min = state_.config.stripe.min;
-  b.stripe_align = state_.config.stripe.align;
-  b.stripe_rails = state_.config.stripe.max_rails;
-  b.eager_max = static_cast<uint32_t>(state_.config.eager_max);
-  b.max_requests = state_.config.max_requests;
+  r.body = state_.conn_body(s.nonce);
   r.rails = local_addresses();
   std::vector<uint8_t> body = encode_conn_request(r);
   MsgHeader h = window_header(MsgType::win_req);

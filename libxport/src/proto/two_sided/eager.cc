@@ -155,15 +155,7 @@ Status Eager::post(CommState& c, SendSlot& s, uint16_t slot, pool::Channel* ch,
       st = Status(Code::again, core::str("no free send buffer on ", ch->label));
     } else {
       if (buffer == nullptr) {
-        MsgHeader h{};
-        h.type = static_cast<uint8_t>(MsgType::eager);
-        h.version = kWireVersion;
-        h.dst_comm = c.peer_comm.index;
-        h.dst_gen = c.peer_comm.gen;
-        h.src_comm = c.id.index;
-        h.src_gen = c.id.gen;
-        h.slot = slot;
-        h.seq = s.seq;
+        MsgHeader h = comm_header(MsgType::eager, c, slot, s.seq);
         h.length = s.len;
         h.aux2 = s.tag;
         std::memcpy(b->data, &h, sizeof(h));

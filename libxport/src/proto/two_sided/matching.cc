@@ -193,15 +193,7 @@ void Matching::refuse(CommState& c, RecvSlot& r, uint32_t tag, uint64_t reason, 
   if (u.valid && u.seq == r.seq) eager_->drop_unexpected(u);
   if (r.rts_pending) {
     // A rendezvous sender waits for a clear-to-send that will never come: it is told.
-    MsgHeader h{};
-    h.type = static_cast<uint8_t>(MsgType::refuse);
-    h.version = kWireVersion;
-    h.dst_comm = c.peer_comm.index;
-    h.dst_gen = c.peer_comm.gen;
-    h.src_comm = c.id.index;
-    h.src_gen = c.id.gen;
-    h.slot = s;
-    h.seq = r.seq;
+    MsgHeader h = comm_header(MsgType::refuse, c, s, r.seq);
     h.aux = reason;
     h.aux2 = tag;
     (void)state_.control->send(state_.control_path(c), h, nullptr, &c, Dependent{});

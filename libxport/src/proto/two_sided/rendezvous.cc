@@ -10,18 +10,6 @@
 namespace xport::proto {
 namespace {
 
-MsgHeader header(MsgType t, const CommState& c, uint16_t slot, uint64_t seq) {
-  MsgHeader h{};
-  h.type = static_cast<uint8_t>(t);
-  h.version = kWireVersion;
-  h.dst_comm = c.peer_comm.index;
-  h.dst_gen = c.peer_comm.gen;
-  h.src_comm = c.id.index;
-  h.src_gen = c.id.gen;
-  h.slot = slot;
-  h.seq = seq;
-  return h;
-}
 
 enum AbortReason : uint64_t { kTooLarge = 1, kWriteFailed = 2, kOtherTag = 3 };
 
@@ -54,7 +42,7 @@ Status Rendezvous::start(CommState& c, SendSlot& s, uint16_t slot, bool handoff)
   }
   // Ask for the clear-to-send in case the receive was posted with an eager-sized buffer (then
   // none comes unasked); a receiver that sent one already ignores this.
-  MsgHeader r = header(MsgType::rts, c, slot, s.seq);
+  MsgHeader r = comm_header(MsgType::rts, c, slot, s.seq);
   r.length = s.len;
   r.aux2 = s.tag;
   XPORT_RETURN_IF_ERROR(state_.control->send(state_.control_path(c), r, nullptr, &c,
@@ -296,7 +284,7 @@ Status Rendezvous::reserve_cts_room(CommState& c, RecvSlot& r) {
 
 Status Rendezvous::send_cts(CommState& c, RecvSlot& r, uint16_t slot) {
   XPORT_RETURN_IF_ERROR(reserve_cts_room(c, r));
-  MsgHeader h = header(MsgType::cts, c, slot, r.seq);
+  MsgHeader h = comm_header(MsgType::cts, c, slot, r.seq);
   h.length = r.cap;
   h.aux = r.region->remote_address(r.buf);
   h.aux2 = r.want_tag;
