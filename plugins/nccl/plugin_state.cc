@@ -3,12 +3,15 @@
 #include "plugin_state.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string_view>
+
+#include "lanes_rule.hpp"
 
 namespace xport::nccl {
 namespace {
@@ -18,25 +21,6 @@ std::string knob_value(const char* name) {
     if (k.name == name) return k.value;
   }
   return "";
-}
-
-// XPORT_NCCL_LANES=0: lanes pay where the provider's data movement is the CPU's (software
-// providers: a lane's thread makes its copies), not where a NIC moves the bytes. A lane per 4
-// CPUs this process may run on, at most 16: one process driving 4 GPUs (nccl-tests -g 4) has
-// 4 GPUs' channels on its lanes, and on 4 x H200 (64 CPUs) went from 0.76-1.35x NET/Socket with
-// 4 lanes to 1.64-2.42x with 16 (docs/data/nccl-tests-device-2026-11-28-lanes). A lane's
-// thread spins only while its comms have requests outstanding (and XPORT_NCCL_LANE_SPIN_US).
-int auto_lanes(const std::string& provider, std::string* why) {
-  const std::string core = provider.substr(0, provider.find(';'));
-  const bool software = core == "tcp" || core == "net" || core == "shm" || core == "sockets" ||
-                        core == "udp";
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  const int lanes = software ? std::clamp(cpus / 4, 1, 16) : 1;
-  *why = "auto: " + provider + (software ? " moves bytes with the CPU, " : " offloads the data, ") +
-         std::to_string(cpus) + " CPUs";
-  return lanes;
 }
 
 }  // namespace
@@ -109,7 +93,16 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
   std::string lanes_why = "XPORT_NCCL_LANES";
-  if (lanes_ == 0) lanes_ = auto_lanes((*ctx)->provider().caps.provider, &lanes_why);
+  if (lanes_ == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    const int online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    const auto [procs, source] = local_processes();
+    LaneChoice c = auto_lanes((*ctx)->provider().caps.provider, cpus, online, procs, source);
+    lanes_ = c.lanes;
+    lanes_why = std::move(c.why);
+  }
   auto nd = std::make_unique<NetDevice>();
   nd->index = 0;
   for (int i = 0; i < lanes_; ++i) {
