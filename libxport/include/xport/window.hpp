@@ -50,7 +50,9 @@ class Window {
   static Result<std::unique_ptr<Window>> open(const RecvComm& comm,
                                               Deadline deadline = Deadline::from_knob());
   // Without a communicator: from the peer's connection handle (any of its listeners'), or from
-  // a key it exported (keys carry their device's address). RDM providers.
+  // a key it exported (keys carry their device's address). RDM providers. Code::resource,
+  // naming why, when the target refuses: no free window stream, or no room for another peer
+  // device (on shm a device holds 123 peer devices: libfabric's address table).
   static Result<std::unique_ptr<Window>> open(Device& device, const ConnectionHandle& handle,
                                               Deadline deadline);
   static Result<std::unique_ptr<Window>> open(Device& device, const RemoteRegion& key,

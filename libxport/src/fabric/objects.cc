@@ -145,6 +145,7 @@ Result<std::unique_ptr<AddressVector>> AddressVector::open(Domain& domain) {
   if (ret != 0) return fi_status(ret, core::str("fi_av_open on ", domain.name()));
   const char* prov = domain.info()->fabric_attr->prov_name;
   av->shm_ = prov != nullptr && std::strcmp(prov, "shm") == 0;
+  av->capacity_ = av->shm_ ? kShmAvCapacity : 0;
   av->addr_format_ = domain.info()->addr_format;
   return av;
 }
@@ -181,6 +182,10 @@ Status check_shm_address(const std::vector<uint8_t>& address) {
 
 Result<fi_addr_t> AddressVector::insert(const std::vector<uint8_t>& address) {
   if (shm_) XPORT_RETURN_IF_ERROR(check_shm_address(address));
+  if (capacity_ != 0 && used_ >= capacity_) {
+    return core::error(Code::resource, "the address table is full (", used_, " of ", capacity_,
+                       " addresses, the shm provider's limit per address vector)");
+  }
   XPORT_RETURN_IF_ERROR(check_peer_address(addr_format_, address));
   fi_addr_t out = FI_ADDR_NOTAVAIL;
   int ret = fi_av_insert(av_.get(), address.data(), 1, &out, 0, nullptr);
@@ -190,12 +195,14 @@ Result<fi_addr_t> AddressVector::insert(const std::vector<uint8_t>& address) {
     return core::error(Code::invalid_argument, "fi_av_insert rejected a peer address of ",
                        address.size(), " bytes (ret ", ret, ")");
   }
+  ++used_;
   return out;
 }
 
 Status AddressVector::remove(fi_addr_t addr) {
   int ret = fi_av_remove(av_.get(), &addr, 1, 0);
   if (ret != 0) return fi_status(ret, "fi_av_remove");
+  if (used_ > 0) --used_;
   return Status::success();
 }
 

@@ -82,6 +82,9 @@ class CompletionQueue {
 // by Endpoint::open). True, with the owner's pid, for such a name; false for any other.
 bool parse_shm_region_name(std::string_view name, pid_t* pid);
 
+// libfabric 1.17's shm: peers one address vector maps (SMR_MAX_PEERS).
+inline constexpr size_t kShmAvCapacity = 256;
+
 class AddressVector {
  public:
   static Result<std::unique_ptr<AddressVector>> open(Domain& domain);
@@ -94,9 +97,17 @@ class AddressVector {
   Result<fi_addr_t> insert(const std::vector<uint8_t>& address);
   Status remove(fi_addr_t addr);
 
+  // Addresses the provider's AV holds at most, 0 where it has no fixed limit: libfabric 1.17's
+  // shm maps 256 peers per AV (SMR_MAX_PEERS), counting the ones that only sent to its
+  // endpoints; past it the provider overwrites live entries. `used`: inserted, not removed.
+  size_t capacity() const { return capacity_; }
+  size_t used() const { return used_; }
+
  private:
   Owned<fid_av> av_;
   bool shm_ = false;
+  size_t capacity_ = 0;
+  size_t used_ = 0;
   uint32_t addr_format_ = FI_FORMAT_UNSPEC;
 };
 

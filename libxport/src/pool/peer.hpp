@@ -33,6 +33,9 @@ struct Peer {
   uint32_t rails_down = 0;  // the peer's rails it reported out of service (bit per rail index)
   bool dead = false;
   std::string death;  // why it was declared dead
+  // Refused for want of address-table room, answered on a channel made in the room kept for
+  // refusals (DeviceState::refusal_channel): retired as soon as nothing names it, no linger.
+  bool refused = false;
   // A device of this process that closed: nothing is posted to it again, whatever it sends or
   // a caller asks (on shm its endpoints' memory is unmapped, and libfabric 1.17 keeps a pointer
   // to it for every endpoint of the process: a post there is a SIGSEGV inside the provider).

@@ -322,8 +322,15 @@ class DeviceState {
   void unref(pool::Peer* p);
   void retire_peer(pool::Peer& p);
   // Rail i of `p` pairs with the remote rail i over the rails both have; channels are made for
-  // rails not yet known. `addresses` come from a CONN_REQ or CONN_ACK.
+  // rails not yet known. `addresses` come from a CONN_REQ or CONN_ACK. Code::resource, making
+  // nothing, when a rail's address table (shm: 256 addresses) would keep less than
+  // kRefusalRoom free: that room is for answering the peers refused (refusal_channel).
   Status set_paths(pool::Peer& p, const std::vector<RailAddresses>& addresses);
+  static constexpr size_t kRefusalRoom = 8;
+  // The channel a refusal to `p` goes on: its rail-0 control path, made from `addresses` (the
+  // request's) in the room kept for refusals when set_paths could not make it; nullptr when
+  // even that is full. Its address goes when the peer retires (PeerHealth, after a linger).
+  pool::Channel* refusal_channel(pool::Peer& p, const std::vector<RailAddresses>& addresses);
   // A channel to one address on one rail (RDM), owned by `p`.
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);

@@ -70,7 +70,7 @@ void PeerHealth::check(Clock::time_point now) {
   for (auto& [token, owned] : state_.peers) {
     pool::Peer& p = *owned;
     if (p.refs <= 0) {
-      if (now - p.idle_since > kPeerLinger) idle.push_back(&p);
+      if (p.refused || now - p.idle_since > kPeerLinger) idle.push_back(&p);
       continue;
     }
     if (p.dead || state_.connected_endpoints()) continue;  // connections report their own loss

@@ -399,8 +399,8 @@ void Connections::on_conn_req(const Message& m) {
   CommState* c = nullptr;
   if (!repeated) {
     if (!paths.ok()) {
-      XPORT_LOG(warn, "connection request with unusable addresses: ", paths.to_string());
-      reason = kBadRequest;
+      XPORT_LOG(warn, "refusing a connection request: ", paths.to_string());
+      reason = paths.code() == Code::resource ? kNoRoom : kBadRequest;
     } else {
       c = admit(h, *req, peer, &reason);
     }
@@ -422,6 +422,9 @@ void Connections::on_conn_req(const Message& m) {
                          : !peer->paths.empty() && peer->paths[0].control != nullptr
                              ? peer->paths[0].control
                              : nullptr;
+  if (reply == nullptr && c == nullptr && !repeated) {
+    reply = state_.refusal_channel(*peer, req->rails);
+  }
   if (c == nullptr && !repeated && reply != nullptr) {
     MsgHeader r = bare(MsgType::conn_reject);
     r.dst_comm = h.src_comm;

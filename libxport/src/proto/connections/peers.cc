@@ -87,6 +87,20 @@ Result<pool::Channel*> DeviceState::channel_to(pool::Peer& p, size_t rail, bool 
 
 Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
   const size_t common = std::min(rails.size(), remote.size());
+  for (size_t i = 0; i < common; ++i) {
+    const fabric::AddressVector* av = rails[i]->av();
+    if (av == nullptr || av->capacity() == 0) continue;
+    const bool has_data = i < p.paths.size() && p.paths[i].data != nullptr;
+    const bool has_control = i < p.paths.size() && p.paths[i].control != nullptr;
+    const size_t needed = (has_data ? 0 : 1) + (has_control ? 0 : 1);
+    if (needed > 0 && av->used() + needed + kRefusalRoom > av->capacity()) {
+      return core::error(Code::resource, "rail ", rails[i]->name(),
+                         " has no room for another peer device: its address table holds ",
+                         av->used(), " of ", av->capacity(), " addresses (libfabric's shm "
+                         "maps 256 per endpoint's address vector; each peer device takes 2, ",
+                         kRefusalRoom, " are kept for refusals)");
+    }
+  }
   if (p.paths.size() > common) p.paths.resize(common);
   for (size_t i = 0; i < common; ++i) {
     if (i < p.paths.size() && p.paths[i].data != nullptr && p.paths[i].control != nullptr) {
@@ -106,6 +120,32 @@ Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& r
               ", the peer ", remote.size(), ")");
   }
   return Status::success();
+}
+
+pool::Channel* DeviceState::refusal_channel(pool::Peer& p,
+                                            const std::vector<RailAddresses>& remote) {
+  if (!p.paths.empty() && p.paths[0].control != nullptr) return p.paths[0].control;
+  if (remote.empty() || rails.empty()) return nullptr;
+  auto ch = channel_to(p, 0, true, remote[0].control);
+  if (!ch && ch.status().code() == Code::resource) {
+    // The room kept for refusals is taken by earlier refused peers: those that nothing names
+    // any more (their answers were handed to the provider) go now rather than at the next sweep.
+    std::vector<pool::Peer*> done;
+    for (auto& [token, other] : peers) {
+      if (other.get() != &p && other->refused && other->refs <= 0) done.push_back(other.get());
+    }
+    for (pool::Peer* other : done) retire_peer(*other);
+    if (!done.empty()) ch = channel_to(p, 0, true, remote[0].control);
+  }
+  if (!ch) {
+    XPORT_LOG(warn, "cannot answer a refused peer (", std::hex, p.token, std::dec,
+              "): ", ch.status().to_string());
+    return nullptr;
+  }
+  if (p.paths.empty()) p.paths.resize(1);
+  p.paths[0].control = *ch;
+  p.refused = true;
+  return *ch;
 }
 
 }  // namespace xport::proto

@@ -13,6 +13,7 @@ enum RejectReason : uint64_t {
   kBacklogFull = 2,
   kTableFull = 3,
   kBadRequest = 4,
+  kNoRoom = 5,
 };
 
 inline const char* reject_text(uint64_t r) {
@@ -21,6 +22,9 @@ inline const char* reject_text(uint64_t r) {
     case kBacklogFull: return "the listener's backlog is full (XPORT_LISTEN_BACKLOG)";
     case kTableFull: return "the peer's communicator table is full (XPORT_MAX_COMMS)";
     case kBadRequest: return "the request's addresses are unusable there";
+    case kNoRoom:
+      return "the listener's device has no room for another peer device (its shm address table "
+             "holds 256 addresses, 2 per peer device)";
   }
   return "unknown reason";
 }

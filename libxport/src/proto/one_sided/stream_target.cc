@@ -119,8 +119,12 @@ void Streams::on_request(const Message& m) {
       peer->dead = false;
       peer->death.clear();
     }
-    if (!state_.set_paths(*peer, req->rails).ok() || peer->paths.empty()) {
-      refusal = static_cast<uint8_t>(WindowRefusal::bad);
+    Status paths = state_.set_paths(*peer, req->rails);
+    if (!paths.ok() || peer->paths.empty()) {
+      XPORT_LOG(info, "refusing a window stream: ", paths.to_string());
+      refusal = static_cast<uint8_t>(paths.code() == Code::resource ? WindowRefusal::peers
+                                                                    : WindowRefusal::bad);
+      reply = state_.refusal_channel(*peer, req->rails);
     } else {
       reply = peer->paths[0].control;
     }

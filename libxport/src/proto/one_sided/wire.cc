@@ -19,6 +19,9 @@ const char* window_refusal_text(uint8_t reason) {
   switch (static_cast<WindowRefusal>(reason)) {
     case WindowRefusal::streams: return "the target has no free window stream";
     case WindowRefusal::bad: return "the request's addresses are unusable at the target";
+    case WindowRefusal::peers:
+      return "the target's device has no room for another peer device (its shm address table "
+             "holds 256 addresses, 2 per peer device)";
   }
   return "unknown reason";
 }

@@ -131,6 +131,7 @@ enum WindowSyncFlags : uint16_t { kSyncWant = 1, kSyncTakenBack = 2 };
 enum class WindowRefusal : uint8_t {
   streams = 1,  // the target's stream table is full (or its CQ data names no more streams)
   bad = 3,      // the request's addresses are unusable there
+  peers = 4,    // the target's device has no room for another peer device (shm address table)
 };
 const char* window_refusal_text(uint8_t reason);
 
