@@ -1,8 +1,9 @@
 // A target device whose shm address table is full (libfabric 1.17's shm maps 256 addresses per
 // address vector, 2 per peer device) refuses further initiators at once, naming why, and keeps
 // serving the ones it took; the addresses of those it refused go again (past the table's limit
-// the provider overwrites live entries). Before: the 124th.. initiator's window request went
-// unanswered (the target had no address to answer on) and its open waited out its deadline.
+// the provider overwrites live entries), for windows and connections alike. Before: the 124th..
+// initiator's window request went unanswered (the target had no address to answer on) and its
+// open waited out its deadline.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -94,6 +95,20 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
     std::memcpy(&signal, mem.data() + kInitiators * kLen + k * 8, 8);
     EXPECT_EQ(signal, 1u) << "initiator " << k;
     EXPECT_EQ(std::memcmp(mem.data() + k * kLen, in[k].src.data(), kLen), 0) << "initiator " << k;
+  }
+  // A connection from one more device is rejected at once, naming the same cause.
+  {
+    auto listener = target->listen();
+    ASSERT_TRUE(listener.ok()) << listener.status().to_string();
+    auto dev = ctx->open_device();
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto comm = (*dev)->connect((*listener)->handle(), Deadline::after(20s));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "the rejection came late";
+    ASSERT_FALSE(comm.ok()) << "a connection past the full table was accepted";
+    EXPECT_EQ(comm.status().code(), Code::peer_lost) << comm.status().to_string();
+    EXPECT_NE(comm.status().message().find("no room for another peer device"), std::string::npos)
+        << comm.status().to_string();
   }
   in.clear();
   stop = true;
