@@ -329,7 +329,8 @@ class DeviceState {
   static constexpr size_t kRefusalRoom = 8;
   // The channel a refusal to `p` goes on: its rail-0 control path, made from `addresses` (the
   // request's) in the room kept for refusals when set_paths could not make it; nullptr when
-  // even that is full. Its address goes when the peer retires (PeerHealth, after a linger).
+  // even that is full. Marks `p` refused: its address goes as soon as nothing names it (the
+  // next PeerHealth sweep, no linger; at once when a later refusal finds that room used up).
   pool::Channel* refusal_channel(pool::Peer& p, const std::vector<RailAddresses>& addresses);
   // A channel to one address on one rail (RDM), owned by `p`.
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
