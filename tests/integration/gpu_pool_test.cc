@@ -1,7 +1,8 @@
 // The staging pool of GPU sources (gpu/staging/staging_pool.hpp) through the public API, with the
 // stand-in CUDA driver: at its bound (XPORT_GPU_STAGING_POOL) a call answers Code::again with
 // nothing issued, an operation larger than the pool can hold is refused by name, the pool grows
-// in ordinary host memory beyond its page-locked first slab and reuses what operations gave back.
+// in ordinary host memory beyond its page-locked slab and reuses what operations gave back, and
+// the page-locked slab grows with the staged Regions registered.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -173,6 +174,46 @@ TEST_P(GpuPool, ThePoolGrowsInHostMemoryAndIsReused) {
   EXPECT_EQ(counters().pool_pinned_bytes.load(), pinned_bytes)
       << "page-locked memory allocated at run time";
   EXPECT_EQ(gpu_->pinned_live(), pinned);
+}
+
+// A staged Region larger than the pool's page-locked slab: registering it makes a page-locked
+// slab as long as it (the smaller one, unused, goes), so a put of all of it is copied into
+// page-locked bytes; nothing page-locked is allocated, and the pool does not grow, at run time.
+// (Seen on 2 x H200: puts of 8 and 64 MiB from GPU memory at 0.6-0.7 x host memory's, their
+// sources copied into ordinary host memory beyond the first 16 MiB.)
+TEST_P(GpuPool, ALargeRegionGetsPageLockedStagingAtRegistration) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const size_t n = 40 * kMiB;
+  uint8_t* small = gpu_alloc(kMiB);
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> target(n);
+  auto small_reg = dev_->register_memory(small, kMiB);
+  ASSERT_TRUE(small_reg.ok());
+  const uint64_t pinned_before = counters().pool_pinned_bytes.load();
+  auto sreg = dev_->register_memory(src, n);
+  auto treg = dev_->register_memory(target.data(), n);
+  ASSERT_TRUE(sreg.ok() && treg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(tkey.ok());
+  EXPECT_EQ(counters().pool_pinned_bytes.load(), pinned_before - 16 * kMiB + n)
+      << "the page-locked slab did not grow to the Region (or the smaller one stayed)";
+  const uint64_t pool = counters().pool_bytes.load();
+  const int pinned = gpu_->pinned_live();
+  for (int round = 0; round < 2; ++round) {
+    test::fill(src, n, 30 + round);
+    ASSERT_TRUE((*w)->put(*sreg, 0, *tkey, 0, n).ok());
+    test::fill(src, n, 0x55);
+    ASSERT_TRUE((*w)->quiet(soon()).ok());
+    EXPECT_EQ(test::first_mismatch(target.data(), n, 30 + round), -1) << "round " << round;
+  }
+  EXPECT_EQ(counters().pool_bytes.load(), pool) << "the pool grew in host memory";
+  EXPECT_EQ(gpu_->pinned_live(), pinned) << "page-locked memory allocated at run time";
+  auto again = dev_->register_memory(src, n / 2);  // (no larger: nothing changes)
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(counters().pool_pinned_bytes.load(), pinned_before - 16 * kMiB + n);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuPoolAtItsBound,

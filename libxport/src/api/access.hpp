@@ -48,6 +48,21 @@ struct Access {
     if (!r.staged_ || offset > r.view_length_) return std::optional<gpu::StagedSource>();
     return stage(r, r.view_base_ + offset, len, what);
   }
+  // The same, copied in pieces of `piece` bytes, started (a put in pieces posts each as it
+  // lands); nothing where stage() gives nothing.
+  static Result<std::optional<gpu::PiecedSource>> stage_pieces(const Region& r, size_t offset,
+                                                              size_t len, size_t piece,
+                                                              const char* what) {
+    if (!r.staged_ || len == 0 || offset > r.view_length_ ||
+        !r.contains(r.view_base_ + offset, len)) {
+      return std::optional<gpu::PiecedSource>();
+    }
+    auto* e = static_cast<proto::Engine*>(r.state_->owner.get());
+    XPORT_ASSIGN_OR_RETURN(gpu::PiecedSource s, gpu::start_pieced_source(
+                                                    *e, *r.staged_, r.view_base_ + offset, len,
+                                                    piece, what));
+    return std::optional<gpu::PiecedSource>(std::move(s));
+  }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
   static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
   static pool::CommId id(const RecvComm& c) { return {c.id_, c.gen_}; }

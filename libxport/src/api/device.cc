@@ -36,11 +36,12 @@ Result<Region> Device::register_memory(void* buf, size_t len) {
     state->staged = staged.get();
   }
   if (staged) {
-    // The device's staging pool for this GPU's sources gets its page-locked slab now, while a
-    // page-locked allocation cannot wait for a running kernel that waits on this device
-    // (gpu/staging/staging_pool.hpp). Without it the pool still grows, in ordinary host memory.
+    // The device's staging pool for this GPU's sources grows its page-locked part now (to this
+    // Region's length, within limits), while a page-locked allocation cannot wait for a running
+    // kernel that waits on this device (gpu/staging/staging_pool.hpp). Without it the pool
+    // still grows, in ordinary host memory.
     auto pool = gpu::staging_pool(*engine_, staged->gpu());
-    if (Status w = pool ? pool->warm() : Status::success(); !w.ok()) {
+    if (Status w = pool ? pool->warm(len) : Status::success(); !w.ok()) {
       XPORT_LOG(warn, "register_memory: no page-locked staging slab for GPU ", staged->gpu(),
                 "'s sources (", w.to_string(), "): sources are staged through host memory");
     }

@@ -1,9 +1,12 @@
 // Window (xport/window.hpp): one-sided operations on a window the engine holds; staged GPU
 // sources copied in the call, staged destinations copied out before they are reported done.
+#include <algorithm>
 #include <optional>
+#include <thread>
 
 #include "api/access.hpp"
 #include "core/format.hpp"
+#include "core/knob.hpp"
 
 namespace xport {
 
@@ -104,34 +107,78 @@ Status no_key(const char* what) {
   return core::error(Code::invalid_argument, what, ": empty RemoteRegion");
 }
 
-// A put into a peer's staged GPU memory is followed by a publish: a strong signal-like message
-// the target applies by copying the range from its shadow on to its GPU (proto/signal.cc), so
-// that quiet, strong signals and check() cover the copy. The engine issues the put, its publish
-// and (put_signal) the signal behind them whole or not at all; check() of the put's ticket
-// waits for the others.
-Result<Ticket> put_published(proto::Engine& e, uint32_t window, StagedArrivals& staged,
-                             const proto::LocalBuffer& local, size_t loff,
-                             const proto::RemoteKey& k, size_t roff, size_t len,
-                             const proto::OneSidedCalls::SignalRequest* signal = nullptr) {
-  XPORT_ASSIGN_OR_RETURN(auto t,
-                         e.one_sided().put_published(window, local, loff, k, roff, len, signal));
-  staged.follow(t.put, t.publish);
-  if (t.signal != 0) staged.follow(t.put, t.signal);
-  return t.put;
+// The piece size of a `len`-byte put from or into staged GPU memory (XPORT_GPU_STAGING_PIECE:
+// at least two pieces, at most kMaxPieces, whole 4 KiB granules), or 0: one piece.
+constexpr size_t kMaxPieces = 16;
+size_t piece_size(size_t len) {
+  const auto knob = static_cast<size_t>(core::knob_int(core::KnobId::gpu_staging_piece));
+  if (knob == 0 || len < 2 * knob) return 0;
+  const size_t count = std::min(kMaxPieces, (len + knob - 1) / knob);
+  const size_t piece = (len + count - 1) / count;
+  return (piece + 4095) / 4096 * 4096;
 }
 
-// What an operation posts from: a staged source's own bytes (at offset 0), or the Region.
-struct Source {
-  std::optional<StagedSource> staged;
-  proto::LocalBuffer local;
-  size_t offset = 0;
-};
-Status source(const Region& r, size_t offset, size_t len, const char* what, Source& out) {
-  XPORT_ASSIGN_OR_RETURN(out.staged, Access::stage(r, offset, len, what));
-  // (out is not moved from here on: local points into out.staged)
-  out.local = out.staged ? out.staged->local() : Access::local(r);
-  out.offset = out.staged ? 0 : offset;
-  return Status::success();
+// The tickets of a put in pieces that check() of the put's waits for.
+void follow(StagedArrivals& staged, const proto::OneSidedCalls::Published& t) {
+  if (t.publish != 0) staged.follow(t.put, t.publish);
+  if (t.signal != 0) staged.follow(t.put, t.signal);
+}
+
+// A put from or into staged GPU memory. Into a peer's staged GPU memory, each piece is followed
+// by a publish: a strong signal-like message the target applies by copying the piece's range
+// from its shadow on to its GPU (proto/signal.cc), so that quiet, strong signals and check()
+// cover the copy. A large one goes in pieces: its source's copy into staging bytes is started
+// piece by piece, the engine takes the whole operation at once (or nothing: Code::again), and
+// each write piece is posted as its bytes land, while the call waits for the last of them (the
+// caller may reuse its buffer when the call returns); the target copies each piece on as it
+// lands. A signal goes strong behind every piece; check() of the put's ticket waits for the
+// publishes and the signal.
+Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                          const Region& local, size_t loff, const proto::RemoteKey& k,
+                          size_t roff, size_t len,
+                          const proto::OneSidedCalls::SignalRequest* signal, const char* what) {
+  proto::OneSidedCalls::PutPieces how;
+  how.publish = k.staged;
+  how.signal = signal;
+  how.piece = piece_size(len);
+  if (how.piece == 0) {
+    XPORT_ASSIGN_OR_RETURN(std::optional<StagedSource> src, Access::stage(local, loff, len, what));
+    const proto::LocalBuffer lb = src ? src->local() : Access::local(local);
+    if (!k.staged) return e.one_sided().put(window, lb, src ? 0 : loff, k, roff, len, signal);
+    XPORT_ASSIGN_OR_RETURN(auto t, e.one_sided().put_pieces(window, lb, src ? 0 : loff, k, roff,
+                                                            len, how));
+    follow(staged, t);
+    return t.put;
+  }
+  XPORT_ASSIGN_OR_RETURN(std::optional<gpu::PiecedSource> src,
+                         Access::stage_pieces(local, loff, len, how.piece, what));
+  std::shared_ptr<proto::SourceGate> gate;
+  if (src) {
+    gate = std::make_shared<proto::SourceGate>();
+    how.gate = gate;
+  }
+  const proto::LocalBuffer lb = src ? src->bytes.local() : Access::local(local);
+  // (refused: src's copy finishes before its bytes go back)
+  XPORT_ASSIGN_OR_RETURN(auto t, e.one_sided().put_pieces(window, lb, src ? 0 : loff, k, roff,
+                                                          len, how));
+  follow(staged, t);
+  while (src) {
+    Result<size_t> ready = src->copy->ready();
+    if (!ready.ok()) {
+      // What has not gone yet never goes: the put's ticket fails with this.
+      gate->why = ready.status().with_context(std::string(what) + ": copying its GPU source into staging bytes");
+      gate->failed.store(true, std::memory_order_release);
+      e.one_sided().post_ready(window);
+      break;
+    }
+    if (*ready > gate->ready.load(std::memory_order_relaxed)) {
+      gate->ready.store(*ready, std::memory_order_release);
+      e.one_sided().post_ready(window);
+    }
+    if (*ready == len) break;
+    std::this_thread::yield();  // (no lock held: the copy engine works meanwhile)
+  }
+  return t.put;
 }
 
 Status staged_remote(const char* what) {
@@ -156,12 +203,10 @@ Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion&
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
-  Source src;
-  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put", src));
-  if (k->staged && len > 0) {
-    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len);
+  if ((k->staged || Access::staged(local)) && len > 0) {
+    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, nullptr, "put");
   }
-  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len);
+  return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len);
 }
 
 Result<Ticket> Window::get(const Region& local, size_t loff, const RemoteRegion& remote,
@@ -185,12 +230,10 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   if (k == nullptr || sk == nullptr) return no_key("put_signal");
   if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
-  Source src;
-  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal", src));
-  if (k->staged && len > 0) {
-    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
+  if ((k->staged || Access::staged(local)) && len > 0) {
+    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, &r, "put_signal");
   }
-  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len, &r);
+  return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
@@ -206,12 +249,11 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   const proto::LocalBuffer c = Access::local(counter);
   r.counter = &c;
   r.counter_offset = coff;
-  Source src;
-  XPORT_RETURN_IF_ERROR(source(local, loff, len, "put_signal_counter", src));
-  if (k->staged && len > 0) {
-    return put_published(*engine_, id_, *staged_, src.local, src.offset, *k, roff, len, &r);
+  if ((k->staged || Access::staged(local)) && len > 0) {
+    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, &r,
+                      "put_signal_counter");
   }
-  return engine_->one_sided().put(id_, src.local, src.offset, *k, roff, len, &r);
+  return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
 
 Result<Ticket> Window::signal(const RemoteRegion& signal, size_t soff, uint64_t value,

@@ -336,6 +336,95 @@ Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
   return Status::success();
 }
 
+Result<std::unique_ptr<StagedCopyIn>> StagedMemory::start_copy_in_to(void* dst, const void* p,
+                                                                      size_t n, size_t piece) {
+  if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
+  if (piece == 0 || piece > n) piece = std::max<size_t>(n, 1);
+  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
+  std::vector<std::pair<uint64_t, size_t>> marks;
+  Status st;
+  for (size_t off = 0; off < n && st.ok(); off += piece) {
+    const size_t end = std::min(n, off + piece);
+    for (size_t at = off; at < end && st.ok(); at += kStagingChunk) {
+      const size_t len = std::min(kStagingChunk, end - at);
+      st = s->copy_to_host(static_cast<uint8_t*>(dst) + at, static_cast<const uint8_t*>(p) + at,
+                           len);
+    }
+    if (!st.ok()) break;
+    auto m = s->mark();
+    if (!m.ok()) {
+      st = m.status();
+      break;
+    }
+    marks.emplace_back(*m, end);
+  }
+  if (!st.ok()) {
+    (void)s->synchronize();  // (what was enqueued must not write into bytes given back)
+    give_queue(std::move(s));
+    staging_counters(info_.gpu).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    return st;
+  }
+  return std::make_unique<StagedCopyIn>(shared_from_this(), std::move(s), std::move(marks), n);
+}
+
+StagedCopyIn::StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
+                           std::vector<std::pair<uint64_t, size_t>> marks, size_t length)
+    : owner_(std::move(owner)), queue_(std::move(queue)), marks_(std::move(marks)),
+      length_(length) {
+  if (marks_.empty()) finish(true);  // (nothing to copy)
+}
+
+StagedCopyIn::~StagedCopyIn() {
+  if (queue_) {
+    (void)queue_->synchronize();
+    owner_->give_queue(std::move(queue_));
+  }
+}
+
+void StagedCopyIn::finish(bool ok) {
+  StagingCounters& c = staging_counters(owner_->gpu());
+  if (!ok) {
+    queue_.reset();  // (a queue whose copy failed is not lent again)
+    c.copy_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (queue_) owner_->give_queue(std::move(queue_));
+  ready_ = length_;
+  owner_->bytes_in_.fetch_add(length_, std::memory_order_relaxed);
+  c.to_host_bytes.fetch_add(length_, std::memory_order_relaxed);
+  c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
+}
+
+Result<size_t> StagedCopyIn::ready() {
+  if (!error_.ok()) return error_;
+  while (queue_ && next_ < marks_.size()) {
+    auto r = queue_->reached(marks_[next_].first);
+    if (!r.ok()) {
+      (void)queue_->synchronize();
+      finish(false);
+      error_ = r.status();
+      return error_;
+    }
+    if (!*r) break;
+    ready_ = marks_[next_].second;
+    if (++next_ == marks_.size()) finish(true);
+  }
+  return ready_;
+}
+
+Status StagedCopyIn::wait() {
+  if (!queue_) return error_;
+  Status st = queue_->synchronize();
+  if (!st.ok()) {
+    finish(false);
+    error_ = st;
+    return st;
+  }
+  next_ = marks_.size();
+  finish(true);
+  return Status::success();
+}
+
 Status StagedMemory::copy_out(void* p, size_t n) {
   XPORT_ASSIGN_OR_RETURN(auto c, start_copy_out({{p, n}}));
   return c->wait();

@@ -63,6 +63,34 @@ class StagedCopy {
   uint64_t operand_ = 0;
 };
 
+// A source's copy into host bytes of its own (an operation's staging bytes), enqueued piece by
+// piece with a mark after each, so that the operation can post each piece as it lands: how much
+// of it, from its start, is in place. On a copy queue lent by its StagedMemory until done.
+class StagedCopyIn {
+ public:
+  StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
+               std::vector<std::pair<uint64_t, size_t>> marks, size_t length);
+  // Waits for what is still copying (the bytes it writes may be given back after it).
+  ~StagedCopyIn();
+  StagedCopyIn(const StagedCopyIn&) = delete;
+  StagedCopyIn& operator=(const StagedCopyIn&) = delete;
+  // Bytes in place from the start: every piece whose mark was reached. Never blocks.
+  Result<size_t> ready();
+  size_t length() const { return length_; }
+  // Blocks until every piece is in place.
+  Status wait();
+
+ private:
+  void finish(bool ok);
+  std::shared_ptr<StagedMemory> owner_;
+  std::unique_ptr<CopyQueue> queue_;
+  std::vector<std::pair<uint64_t, size_t>> marks_;  // (mark, bytes in place once reached)
+  size_t next_ = 0;
+  size_t ready_ = 0;
+  size_t length_ = 0;
+  Status error_;  // the copy failed: every later call says so
+};
+
 class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
  public:
   // A shadow for the GPU range [base, base+length) that `info` describes.
@@ -89,6 +117,10 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   Status copy_in(const void* p, size_t n);
   // GPU [p, p+n) -> host memory at dst (an operation's own staging bytes); done when it returns.
   Status copy_in_to(void* dst, const void* p, size_t n);
+  // The same, started in pieces of `piece` bytes (0: one); the StagedCopyIn says how much of it
+  // is in place as the pieces land.
+  Result<std::unique_ptr<StagedCopyIn>> start_copy_in_to(void* dst, const void* p, size_t n,
+                                                         size_t piece);
   // shadow -> GPU for [p, p+n); done when it returns.
   Status copy_out(void* p, size_t n);
   // shadow -> GPU for each range, started; the StagedCopy says when they are done.
@@ -107,6 +139,7 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
 
  private:
   friend class StagedCopy;
+  friend class StagedCopyIn;
   StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                uint8_t* shadow);
   Result<std::unique_ptr<CopyQueue>> take_queue();

@@ -84,6 +84,10 @@ class FakeGpuDriver final : public gpu::Driver {
   }
   // Copies to "GPU memory" fail from now on (a GPU that has gone bad).
   void fail_copies_to_gpu(bool fail) { fail_to_gpu_ = fail; }
+  // A copy to host memory that would take bytes_to_host() past `bytes` fails as it runs (the
+  // queue's reached() and synchronize() say so, as CUDA reports an asynchronous copy's error),
+  // and so does everything enqueued after it on that queue.
+  void fail_to_host_past(uint64_t bytes) { to_host_limit_ = bytes; }
   uint64_t bytes_to_host() const { return to_host_; }
   uint64_t bytes_to_gpu() const { return to_gpu_; }
 
@@ -118,15 +122,17 @@ class FakeGpuDriver final : public gpu::Driver {
       return marks_;
     }
     Result<bool> reached(uint64_t m) override {
+      if (failed_) return failure();
       if (m <= done_) return true;
       if (++queries_ < d_.lag_) return false;
       queries_ = 0;
       run_through(m);
+      if (failed_) return failure();
       return true;
     }
     Status synchronize() override {
       run_through(UINT64_MAX);
-      return Status::success();
+      return failed_ ? failure() : Status::success();
     }
 
    private:
@@ -146,11 +152,18 @@ class FakeGpuDriver final : public gpu::Driver {
           done_ = op.mark;
           continue;
         }
+        if (op.to_host && d_.to_host_ + op.n > d_.to_host_limit_) {
+          failed_ = true;  // (a failed queue runs nothing more)
+          ops_.clear();
+          return;
+        }
         std::memcpy(op.dst, op.src, op.n);
         (op.to_host ? d_.to_host_ : d_.to_gpu_) += op.n;
       }
       if (m == UINT64_MAX) done_ = marks_;
     }
+    static Status failure() { return Status(Code::fabric, "fake GPU: copy to host failed"); }
+    bool failed_ = false;
     FakeGpuDriver& d_;
     std::deque<Op> ops_;
     uint64_t marks_ = 0;
@@ -166,6 +179,7 @@ class FakeGpuDriver final : public gpu::Driver {
   std::atomic<uint64_t> to_host_{0};
   std::atomic<uint64_t> to_gpu_{0};
   std::atomic<bool> fail_to_gpu_{false};
+  std::atomic<uint64_t> to_host_limit_{UINT64_MAX};
 };
 
 // Installs a FakeGpuDriver for the life of a test.

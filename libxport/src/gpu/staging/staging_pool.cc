@@ -88,8 +88,11 @@ StagingPool::~StagingPool() {
 }
 
 size_t StagingPool::largest() const {
-  const size_t warm = std::min(bound_, kWarmSlab);
-  return std::max(warm, bound_ - warm);
+  std::lock_guard<std::mutex> g(mu_);
+  // The largest page-locked slab, or what the bound leaves beside the page-locked slabs (before
+  // any is made: the first, which a registration makes).
+  const size_t pinned = pinned_ != 0 ? pinned_ : std::min(bound_, kWarmSlab);
+  return std::max(pinned_most_ != 0 ? pinned_most_ : pinned, bound_ - pinned);
 }
 
 Result<std::shared_ptr<StagingPool::Slab>> StagingPool::make_slab(size_t length, bool pinned) {
@@ -127,24 +130,40 @@ Result<std::shared_ptr<StagingPool::Slab>> StagingPool::make_slab(size_t length,
   return s;
 }
 
-Status StagingPool::warm() {
+Status StagingPool::warm(size_t region) {
   size_t length = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (warmed_) return Status::success();
-    warmed_ = true;
-    length = std::min(bound_, kWarmSlab);
-    if (total_ + length > bound_) return Status::success();  // (grown to its bound already)
-    total_ += length;
+    const size_t target = std::min({bound_, std::max(kWarmSlab, std::min(region, kPinnedMost))});
+    if (pinned_most_ >= target) return Status::success();
+    length = std::min(round_up(target, kGranule), bound_ - std::min(bound_, total_));
+    if (length <= pinned_most_) return Status::success();  // (the pool is at its bound)
+    total_ += length;  // reserved while it is made
   }
   auto s = make_slab(length, true);
+  std::vector<std::shared_ptr<Slab>> dropped;  // freed outside the lock
   std::lock_guard<std::mutex> g(mu_);
   if (!s.ok()) {
     total_ -= length;
-    warmed_ = false;
     return s.status();
   }
-  slabs_.insert(slabs_.begin(), std::move(s).value());
+  // Smaller page-locked slabs not in use make way for it.
+  gpu::StagingCounters& c = gpu::staging_counters(gpu_);
+  std::erase_if(slabs_, [&](const std::shared_ptr<Slab>& x) {
+    if (!x->pinned || x->used != 0) return false;
+    total_ -= x->length;
+    pinned_ -= x->length;
+    c.pool_bytes.fetch_sub(x->length, std::memory_order_relaxed);
+    c.pool_pinned_bytes.fetch_sub(x->length, std::memory_order_relaxed);
+    dropped.push_back(x);
+    return true;
+  });
+  pinned_ += length;
+  pinned_most_ = length;
+  // (page-locked slabs first: carve() takes from them before host memory)
+  auto at = std::find_if(slabs_.begin(), slabs_.end(),
+                         [](const std::shared_ptr<Slab>& x) { return !x->pinned; });
+  slabs_.insert(at, std::move(s).value());
   return Status::success();
 }
 
@@ -276,6 +295,18 @@ Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, c
   XPORT_ASSIGN_OR_RETURN(StagedSource s, pool->take(n, what));
   if (Status st = m.copy_in_to(s.bytes, p, n); !st.ok()) return st.with_context(what);
   return s;
+}
+
+Result<PiecedSource> start_pieced_source(proto::Engine& engine, gpu::StagedMemory& m,
+                                         const void* p, size_t n, size_t piece, const char* what) {
+  std::shared_ptr<StagingPool> pool = staging_pool(engine, m.gpu());
+  if (!pool) return core::error(Code::closed, what, ": the device is closed");
+  PiecedSource out;
+  XPORT_ASSIGN_OR_RETURN(out.bytes, pool->take(n, what));
+  auto c = m.start_copy_in_to(out.bytes.bytes, p, n, piece);
+  if (!c.ok()) return c.status().with_context(what);
+  out.copy = std::move(c).value();
+  return out;
 }
 
 }  // namespace xport::gpu

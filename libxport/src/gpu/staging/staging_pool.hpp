@@ -30,19 +30,21 @@ struct StagedSource {
 
 // A device's pool for the sources in one GPU's memory: slabs of host memory registered on every
 // rail of the device, cut into chunks (4 KiB granules, first fit) for operations in flight,
-// reused, kept until the device closes. The first slab (kWarmSlab, or the bound if smaller) is
-// page-locked and made when the device registers its first staged Region of that GPU (a
-// registration allocates page-locked memory anyway); later slabs, grown on demand in the call
-// that needs them, are ordinary host memory, so that no page-locked allocation happens while
-// kernels may run (CUDA makes such an allocation wait for them: a proxy thread waiting so for a
-// kernel that waits on the proxy would never return). Slabs beyond the first are freed when the
-// pool is at its bound and a request fits nowhere while they are unused. Thread-safe; nothing
-// waits under its lock, and the engine's lock is never taken under it.
+// reused, kept until the device closes. A page-locked slab is made when the device registers a
+// staged Region of that GPU larger than the page-locked slab it has (a registration allocates
+// page-locked memory anyway): as long as the Region (at least kWarmSlab, at most kPinnedMost,
+// within the bound), replacing smaller page-locked slabs not in use. Slabs grown on demand in
+// the call that needs them are ordinary host memory, so that no page-locked allocation happens
+// while kernels may run (CUDA makes such an allocation wait for them: a proxy thread waiting so
+// for a kernel that waits on the proxy would never return). Host-memory slabs are freed when
+// the pool is at its bound and a request fits nowhere while they are unused. Thread-safe;
+// nothing waits under its lock, and the engine's lock is never taken under it.
 class StagingPool : public std::enable_shared_from_this<StagingPool> {
  public:
   static constexpr size_t kGranule = 4096;
   static constexpr size_t kWarmSlab = size_t{16} << 20;
   static constexpr size_t kSlab = size_t{4} << 20;  // least size of a slab grown later
+  static constexpr size_t kPinnedMost = size_t{256} << 20;
 
   // `bound`: XPORT_GPU_STAGING_POOL.
   StagingPool(proto::Engine& engine, gpu::Driver& driver, int gpu, size_t bound);
@@ -50,8 +52,11 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
-  // The page-locked first slab, if not made yet.
-  Status warm();
+  // A staged Region of `region` bytes of this GPU is being registered (a time when a page-locked
+  // allocation cannot wait for a running kernel): the pool's page-locked part grows to that
+  // length (at least kWarmSlab, at most kPinnedMost, within the bound), so that an operation
+  // from it is copied into page-locked bytes, at full speed.
+  Status warm(size_t region);
   // `n` bytes (n > 0) for one operation: Code::again while the pool is at its bound (nothing is
   // taken; operations in flight give theirs back as they complete), Code::resource naming the
   // knob for more than the pool can ever hold at once (largest()).
@@ -84,10 +89,11 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   gpu::Driver& driver_;
   const int gpu_;
   const size_t bound_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::shared_ptr<Slab>> slabs_;  // slabs_[0]: the page-locked one, once made
   size_t total_ = 0;     // bytes of every slab, and of slabs being made (reserved)
-  bool warmed_ = false;
+  size_t pinned_ = 0;       // bytes of page-locked slabs
+  size_t pinned_most_ = 0;  // the largest of them
   std::shared_ptr<void> blocks_;  // recycled storage of the leases (staging_pool.cc)
 };
 
@@ -99,5 +105,15 @@ std::shared_ptr<StagingPool> staging_pool(proto::Engine& engine, int gpu);
 // own from the engine's pool for m's GPU.
 Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, const void* p,
                                   size_t n, const char* what);
+
+// A source copied in piece by piece while its operation's pieces wait for their bytes: its
+// staging bytes, and the copy (which, going first, waits for what it still writes there).
+struct PiecedSource {
+  StagedSource bytes;
+  std::unique_ptr<StagedCopyIn> copy;
+};
+// [p, p+n) of `m` into staging bytes of its own, copied in pieces of `piece` bytes: started.
+Result<PiecedSource> start_pieced_source(proto::Engine& engine, gpu::StagedMemory& m,
+                                         const void* p, size_t n, size_t piece, const char* what);
 
 }  // namespace xport::gpu

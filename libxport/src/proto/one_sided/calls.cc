@@ -242,12 +242,11 @@ Result<uint64_t> OneSidedCalls::put(uint32_t window, const LocalBuffer& local, s
   return rma(window, fabric::OpType::put, local, loff, remote, roff, len, signal);
 }
 
-Result<OneSidedCalls::Published> OneSidedCalls::put_published(uint32_t window,
-                                                              const LocalBuffer& local, size_t loff,
-                                                              const RemoteKey& remote, size_t roff,
-                                                              size_t len,
-                                                              const SignalRequest* signal) {
-  const char* what = signal != nullptr ? "put_signal" : "put";
+Result<OneSidedCalls::Published> OneSidedCalls::put_pieces(uint32_t window,
+                                                           const LocalBuffer& local, size_t loff,
+                                                           const RemoteKey& remote, size_t roff,
+                                                           size_t len, const PutPieces& how) {
+  const char* what = how.signal != nullptr ? "put_signal" : "put";
   Lock l(state_);
   if (loff > local.view_length || len > local.view_length - loff) {
     return core::error(Code::invalid_argument, what, ": local range [", loff, ", +", len,
@@ -256,9 +255,9 @@ Result<OneSidedCalls::Published> OneSidedCalls::put_published(uint32_t window,
   uint8_t* p = const_cast<uint8_t*>(local.view_base) + loff;
   XPORT_RETURN_IF_ERROR(memory_.check_local(local, p, len, what));
   Signals::Spec sig;
-  if (signal != nullptr) {
-    XPORT_ASSIGN_OR_RETURN(sig, signal_spec(*signal, what));
-    sig.strong = true;  // after the publish: only a strong signal waits for the target's copy
+  if (how.signal != nullptr) {
+    XPORT_ASSIGN_OR_RETURN(sig, signal_spec(*how.signal, what));
+    sig.strong = true;  // behind every piece (and publish: only a strong signal waits for its copy)
   }
   Signals::Spec publish;
   publish.key = &remote;
@@ -266,11 +265,20 @@ Result<OneSidedCalls::Published> OneSidedCalls::put_published(uint32_t window,
   publish.value = len;
   publish.op = WindowSignalOp::publish;
   publish.strong = true;
-  XPORT_ASSIGN_OR_RETURN(auto t, one_sided_.put_published(window, *local.region, p, len, remote,
-                                                          roff, publish,
-                                                          signal != nullptr ? &sig : nullptr));
+  OneSided::Pieces pieces;
+  pieces.publish = how.publish ? &publish : nullptr;
+  pieces.signal = how.signal != nullptr ? &sig : nullptr;
+  pieces.piece = how.piece;
+  pieces.gate = how.gate;
+  XPORT_ASSIGN_OR_RETURN(auto t, one_sided_.put_pieces(window, *local.region, p, len, remote,
+                                                       roff, pieces));
   if (one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
   return Published{t[0], t[1], t[2]};
+}
+
+void OneSidedCalls::post_ready(uint32_t window) {
+  Lock l(state_);
+  one_sided_.post_ready(window);
 }
 
 Result<uint64_t> OneSidedCalls::get(uint32_t window, const LocalBuffer& local, size_t loff,

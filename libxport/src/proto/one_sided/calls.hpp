@@ -71,16 +71,26 @@ class OneSidedCalls : Calls {
   Result<uint64_t> transfer(uint32_t window, const std::vector<TransferItem>& items,
                             const std::vector<uint8_t>& notification,
                             std::vector<uint64_t>* published = nullptr);
-  // A put into a peer's staged GPU memory, its publish (the target copies the range on to its
-  // GPU) and, with `signal`, the signal made strong behind them: issued whole under one hold of
-  // the lock, or nothing (every check, and room for every ticket and operation context, first).
-  // Tickets: the put's (the caller's), the publish's and the signal's (0: none).
+  // A put in pieces (OneSided::put_pieces): into a peer's staged GPU memory (`publish`: each
+  // piece followed by its publish, the target copying its range on to its GPU), from a source
+  // copied in while the pieces wait (`gate`), and, with `signal`, the signal made strong behind
+  // them: issued whole under one hold of the lock, or nothing (every check, and room for every
+  // ticket and operation context, first). Tickets: the put's (the caller's), the publishes' and
+  // the signal's (0: none).
   struct Published {
     uint64_t put = 0, publish = 0, signal = 0;
   };
-  Result<Published> put_published(uint32_t window, const LocalBuffer& local, size_t loff,
-                                  const RemoteKey& remote, size_t roff, size_t len,
-                                  const SignalRequest* signal = nullptr);
+  struct PutPieces {
+    bool publish = false;
+    const SignalRequest* signal = nullptr;
+    size_t piece = 0;  // 0: one piece
+    std::shared_ptr<const SourceGate> gate;
+  };
+  Result<Published> put_pieces(uint32_t window, const LocalBuffer& local, size_t loff,
+                               const RemoteKey& remote, size_t roff, size_t len,
+                               const PutPieces& how);
+  // A gate of a put in pieces opened further (or failed): what may go now goes.
+  void post_ready(uint32_t window);
   Status fence(uint32_t window);
   Status quiet(uint32_t window, Deadline deadline);
   // (pass: make a progress pass first, whatever the quick check would answer: Window::wait_local

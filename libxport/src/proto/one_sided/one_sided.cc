@@ -23,7 +23,8 @@ Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote
 Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                          const memory::RegionRef& local, uint8_t* lbuf, size_t len,
                          const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
-                         const char* what) {
+                         const char* what, std::shared_ptr<const SourceGate> gate,
+                         uint64_t gate_need) {
   XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(w, remote, len, what));
   if (n == 0 && signal == nullptr) return Status::success();
   Piece p;
@@ -37,6 +38,8 @@ Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType 
   p.raddr = Windows::remote_address(remote, roff);
   p.rails = static_cast<uint32_t>(std::min<size_t>(remote.keys.size(), kMaxRails));
   for (uint32_t i = 0; i < p.rails; ++i) p.keys[i] = remote.keys[i];
+  p.gate = std::move(gate);
+  p.gate_need = gate_need;
   XPORT_RETURN_IF_ERROR(windows_.reserve(w, n, t, op, p, what));
   TicketState& ts = *windows_.ticket(w, t);
   ts.local_left += n;
@@ -82,52 +85,80 @@ Result<Ticket> OneSided::rma(uint32_t window, fabric::OpType op, const memory::R
   return t;
 }
 
-Result<std::array<Ticket, 3>> OneSided::put_published(uint32_t window,
-                                                       const memory::RegionRef& local,
-                                                       uint8_t* lbuf, size_t len,
-                                                       const RemoteKey& remote, size_t roff,
-                                                       const Signals::Spec& publish,
-                                                       const Signals::Spec* signal) {
-  const char* what = signal != nullptr ? "put_signal" : "put";
+Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
+                                                    const memory::RegionRef& local, uint8_t* lbuf,
+                                                    size_t len, const RemoteKey& remote,
+                                                    size_t roff, const Pieces& how) {
+  const char* what = how.signal != nullptr ? "put_signal" : "put";
   Status err;
   WindowState* w = windows_.usable(window, what, &err);
   if (w == nullptr) return err;
   XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
-  XPORT_RETURN_IF_ERROR(signals_.check(*w, publish, what));
-  if (signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *signal, what));
-  XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(*w, remote, len, what));
+  if (how.publish != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.publish, what));
+  if (how.signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.signal, what));
+  const size_t piece = how.piece == 0 || how.piece >= len ? std::max<size_t>(len, 1) : how.piece;
+  uint32_t n = 0;  // operation contexts: every piece's stripes
+  for (size_t off = 0; off < len; off += piece) {
+    XPORT_ASSIGN_OR_RETURN(uint32_t k, stripes(*w, remote, std::min(piece, len - off), what));
+    n += k;
+  }
+  if (n > Windows::kOps) {
+    return core::error(Code::invalid_argument, what, ": ", len, " bytes in pieces of ", piece,
+                       " take ", n, " operation contexts, more than a window has (",
+                       Windows::kOps, ")");
+  }
   if (w->free.size() < n) {
     return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
                        "window; call quiet()");
   }
-  // The put, its publish and its signal: three tickets, or none of them.
-  const size_t tickets = signal != nullptr ? 3 : 2;
+  // The put, its publishes and its signal: up to three tickets, or none of them.
+  const size_t tickets = 1 + (how.publish != nullptr ? 1 : 0) + (how.signal != nullptr ? 1 : 0);
   if (Windows::kMaxTickets - std::min(Windows::kMaxTickets, w->tickets.size()) < tickets) {
-    return core::error(Code::again, what, ": a put into a peer's staged GPU memory takes ",
-                       tickets, " tickets (the put, its publish", signal ? ", its signal" : "",
-                       "), and ", Windows::kMaxTickets, " operations are nearly all not yet "
-                       "complete on the window; call quiet()");
+    return core::error(Code::again, what, ": a put in pieces takes ", tickets,
+                       " tickets (the put", how.publish ? ", its publishes" : "",
+                       how.signal ? ", its signal" : "", "), and ", Windows::kMaxTickets,
+                       " operations are nearly all not yet complete on the window; call quiet()");
   }
   OutStream* s = streams_.find(w->stream);
-  XPORT_ASSIGN_OR_RETURN(Ticket t, windows_.begin(*w, what));
-  if (Status st = add_rma(*w, *s, t, fabric::OpType::put, local, lbuf, len, remote, roff,
-                          nullptr, what);
-      !st.ok()) {
-    if ((w = windows_.find(window)) != nullptr) w->tickets.erase(t);  // nothing of it was issued
-    return st;
+  std::array<Ticket, 3> out{0, 0, 0};
+  XPORT_ASSIGN_OR_RETURN(out[0], windows_.begin(*w, what));
+  if (how.publish != nullptr) {
+    XPORT_ASSIGN_OR_RETURN(out[1], windows_.begin(*w, what));
   }
-  std::array<Ticket, 3> out{t, 0, 0};
-  // (the checks above leave these nothing to refuse)
-  if ((w = windows_.find(window)) == nullptr) return out;
-  XPORT_ASSIGN_OR_RETURN(out[1], windows_.begin(*w, what));
-  signals_.submit(*w, *s, out[1], publish);
-  if (signal != nullptr) {
-    if ((w = windows_.find(window)) == nullptr) return out;
+  if (how.signal != nullptr) {
     XPORT_ASSIGN_OR_RETURN(out[2], windows_.begin(*w, what));
-    signals_.submit(*w, *s, out[2], *signal);
   }
-  if ((w = windows_.find(window)) != nullptr) windows_.settle(*w, t);
+  // (the checks above leave add_rma nothing to refuse but a window gone under it)
+  for (size_t off = 0; off < len; off += piece) {
+    const size_t plen = std::min(piece, len - off);
+    if ((w = windows_.find(window)) == nullptr) return out;
+    if (Status st = add_rma(*w, *s, out[0], fabric::OpType::put, local, lbuf + off, plen, remote,
+                            roff + off, nullptr, what, how.gate, off + plen);
+        !st.ok()) {
+      if (off == 0 && (w = windows_.find(window)) != nullptr) {
+        for (Ticket t : out) {
+          if (t != 0) w->tickets.erase(t);  // nothing of it was issued
+        }
+      }
+      return st;  // (later pieces: the checks above make this unreachable)
+    }
+    if (how.publish != nullptr && (w = windows_.find(window)) != nullptr) {
+      Signals::Spec p = *how.publish;
+      p.offset += off;
+      p.value = plen;
+      signals_.submit(*w, *s, out[1], p, how.gate, off + plen);
+    }
+  }
+  if (how.signal != nullptr && (w = windows_.find(window)) != nullptr) {
+    signals_.submit(*w, *s, out[2], *how.signal, how.gate, len);
+  }
+  if ((w = windows_.find(window)) != nullptr) windows_.settle(*w, out[0]);
   return out;
+}
+
+void OneSided::post_ready(uint32_t window) {
+  const WindowState* w = windows_.find(window);
+  if (OutStream* s = w != nullptr ? streams_.find(w->stream) : nullptr) streams_.post_ready(*s);
 }
 
 bool OneSided::short_of_credit(uint32_t window) {

@@ -47,15 +47,24 @@ class OneSided {
                      uint8_t* lbuf, size_t len, const RemoteKey& remote, size_t roff,
                      const Signals::Spec* signal);
 
-  // A put into a peer's staged GPU memory, its `publish` and (put_signal) its `signal`, as one
-  // operation: every check, and room for each ticket and operation context, before anything is
-  // issued; then all of it, or nothing (Code::again with nothing taken). Tickets: the put's,
-  // the publish's, the signal's (0: none).
-  Result<std::array<Ticket, 3>> put_published(uint32_t window, const memory::RegionRef& local,
-                                              uint8_t* lbuf, size_t len,
-                                              const RemoteKey& remote, size_t roff,
-                                              const Signals::Spec& publish,
-                                              const Signals::Spec* signal);
+  // A put in pieces of `piece` bytes (0: one piece), each followed by its `publish` (a put into
+  // a peer's staged GPU memory: the target copies each piece's range on to its GPU; nullptr:
+  // none), then (put_signal) `signal`, made strong behind them; each write piece waits for
+  // `gate` (its source copied in from staged GPU memory) to have its bytes. One operation: every
+  // check, and room for each ticket and operation context, before anything is issued; then all
+  // of it, or nothing (Code::again with nothing taken). Tickets: the put's (every write piece),
+  // the publish's (every publish), the signal's (0: none).
+  struct Pieces {
+    const Signals::Spec* publish = nullptr;  // the whole range's: each piece publishes its part
+    const Signals::Spec* signal = nullptr;
+    size_t piece = 0;
+    std::shared_ptr<const SourceGate> gate;
+  };
+  Result<std::array<Ticket, 3>> put_pieces(uint32_t window, const memory::RegionRef& local,
+                                           uint8_t* lbuf, size_t len, const RemoteKey& remote,
+                                           size_t roff, const Pieces& how);
+  // Posts what its stream holds that may go now (a gate opened or failed: put_pieces).
+  void post_ready(uint32_t window);
 
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,
@@ -79,7 +88,8 @@ class OneSided {
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,
                  const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
-                 const char* what);
+                 const char* what, std::shared_ptr<const SourceGate> gate = nullptr,
+                 uint64_t gate_need = 0);
   // Posts a piece the stream released, its counted operations numbered from `base`.
   void post(OutStream& s, Piece& p, uint64_t base);
   // One native atomic of a window operation (its operands in its slot).

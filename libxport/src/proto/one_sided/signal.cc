@@ -45,7 +45,8 @@ Result<Ticket> Signals::signal(uint32_t window, const Spec& spec, const char* wh
   return t;
 }
 
-void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec) {
+void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec,
+                     std::shared_ptr<const SourceGate> gate, uint64_t gate_need) {
   TicketState& ts = *os_.windows().ticket(w, t);
   Piece p;
   p.window = w.id;
@@ -55,7 +56,9 @@ void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec) {
   // Strong: behind every earlier operation to the peer, gets and native atomics included (the
   // target orders the counted ones; these are waited for here).
   if (spec.strong) p.after.uncounted = s.next_uncounted;
-  ts.local_left = 1;
+  p.gate = std::move(gate);
+  p.gate_need = gate_need;
+  ts.local_left += 1;  // (a put's publishes share one ticket: put_pieces)
   os_.streams().submit(s, std::move(p));
 }
 

@@ -28,7 +28,9 @@ class Signals {
   Result<Ticket> signal(uint32_t window, const Spec& spec, const char* what);
   // The same, checked already, on ticket t of window w (a put into a peer's staged GPU memory
   // issues its publish and its signal so, in the put's hold of the lock).
-  void submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec);
+  // (`gate`: a put's source gate, which its publishes and signal carry, put_pieces)
+  void submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec,
+              std::shared_ptr<const SourceGate> gate = nullptr, uint64_t gate_need = 0);
   // Checks of the word (inside the key's region, aligned, the peer's).
   Status check(const WindowState& w, const Spec& spec, const char* what) const;
   // The piece fields of a signal; attaches its counter to the ticket.

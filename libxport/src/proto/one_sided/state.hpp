@@ -206,8 +206,18 @@ enum class PieceKind : uint8_t {
   sync,   // asks the target for an acknowledgement of everything before it (a transfer's end)
 };
 
+// How much of a put's source is in place to be posted: a put from staged GPU memory copies its
+// source into staging bytes piece by piece, and each write piece waits in its stream's queue
+// for its bytes (docs/semantics.md, "GPU memory"). Set by the thread that copies, read by
+// progress under the engine's lock.
+struct SourceGate {
+  std::atomic<uint64_t> ready{0};   // bytes in place, from the source's start
+  std::atomic<bool> failed{false};  // the copy failed (why): what of the put is held is dropped
+  Status why;                       // written once, before failed is set
+};
+
 // One operation (or a transfer's item) on its way out: sent at once, or held in its stream's
-// queue (in issue order) until credits, fences and strong ordering let it go.
+// queue (in issue order) until credits, fences, strong ordering and its source gate let it go.
 struct Piece {
   uint32_t window = 0;
   Ticket ticket = 0;
@@ -231,6 +241,10 @@ struct Piece {
   uint64_t operand = 0;
   uint64_t compare = 0;
   std::vector<uint8_t> payload;  // a notification
+  // A piece of a put whose source is copied in while it waits: it goes once `gate` has
+  // `gate_need` bytes in place, and is dropped (its ticket failed) if the copy failed.
+  std::shared_ptr<const SourceGate> gate;
+  uint64_t gate_need = 0;
   uint32_t seqs() const {
     switch (kind) {
       case PieceKind::write: return stripes + (with_signal ? 1 : 0);

@@ -235,7 +235,7 @@ bool Streams::can_release(const OutStream& s, uint32_t seqs, uint64_t after_unco
 }
 
 void Streams::submit(OutStream& s, Piece&& p) {
-  if (s.held.empty() && s.phase == StreamPhase::ready && can_release(s, p)) {
+  if (s.held.empty() && s.phase == StreamPhase::ready && gate_open(p) && can_release(s, p)) {
     const uint64_t base = s.next_seq;
     s.next_seq += p.seqs();
     os_.post(s, p, base);
@@ -271,6 +271,13 @@ void Streams::pump(OutStream& s, size_t& budget) {
       request_ack(s, s.next_seq);
       continue;
     }
+    if (head.gate && head.gate->failed.load(std::memory_order_acquire)) {
+      Piece p = std::move(head);  // its source never came: it and what of its put follows go
+      s.held.pop_front();
+      drop_piece(p, p.gate->why);
+      continue;
+    }
+    if (!gate_open(head)) return;  // its source's copy is still running (post_ready follows it)
     if (!can_release(s, head)) {
       request_ack(s, s.next_seq);
       ask_credits(s, head.seqs());
@@ -450,29 +457,36 @@ void Streams::advance(OutStream& s, uint64_t done) {
   }
 }
 
+void Streams::post_ready(OutStream& s) {
+  size_t budget = s.held.size();
+  pump(s, budget);
+}
+
 void Streams::drop_held(OutStream& s, const Status& why) {
   std::deque<Piece> held = std::move(s.held);
   s.held.clear();
-  for (Piece& p : held) {
-    if (p.kind == PieceKind::fence) continue;
-    const uint32_t ops = p.kind == PieceKind::write || p.kind == PieceKind::read ? p.stripes
-                         : p.kind == PieceKind::native_atomic                   ? 1
-                                                                                 : 0;
-    WindowState* w = os_.windows().find(p.window);
-    if (w == nullptr) continue;
-    os_.windows().fail(*w, p.ticket, why);
-    const bool message = p.kind == PieceKind::signal || p.kind == PieceKind::emulated_atomic ||
-                         p.kind == PieceKind::notify || p.with_signal;
-    if (TicketState* t = os_.windows().ticket(*w, p.ticket);
-        t != nullptr && p.kind == PieceKind::emulated_atomic && t->results_left > 0) {
-      t->results_left -= 1;
-    }
-    for (uint32_t i = 0; i < ops && (w = os_.windows().find(p.window)) != nullptr; ++i) {
-      os_.windows().finish_op(*w, p.ops[i], why);
-    }
-    if (message && (w = os_.windows().find(p.window)) != nullptr) {
-      os_.windows().piece_sent(*w, p.ticket);
-    }
+  for (Piece& p : held) drop_piece(p, why);
+}
+
+void Streams::drop_piece(Piece& p, const Status& why) {
+  if (p.kind == PieceKind::fence) return;
+  const uint32_t ops = p.kind == PieceKind::write || p.kind == PieceKind::read ? p.stripes
+                       : p.kind == PieceKind::native_atomic                   ? 1
+                                                                               : 0;
+  WindowState* w = os_.windows().find(p.window);
+  if (w == nullptr) return;
+  os_.windows().fail(*w, p.ticket, why);
+  const bool message = p.kind == PieceKind::signal || p.kind == PieceKind::emulated_atomic ||
+                       p.kind == PieceKind::notify || p.with_signal;
+  if (TicketState* t = os_.windows().ticket(*w, p.ticket);
+      t != nullptr && p.kind == PieceKind::emulated_atomic && t->results_left > 0) {
+    t->results_left -= 1;
+  }
+  for (uint32_t i = 0; i < ops && (w = os_.windows().find(p.window)) != nullptr; ++i) {
+    os_.windows().finish_op(*w, p.ops[i], why);
+  }
+  if (message && (w = os_.windows().find(p.window)) != nullptr) {
+    os_.windows().piece_sent(*w, p.ticket);
   }
 }
 

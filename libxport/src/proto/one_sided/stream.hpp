@@ -40,6 +40,9 @@ class Streams {
   // Queues a piece behind the stream's earlier ones, or posts it now when nothing is queued
   // and its credits, fence and ordering allow.
   void submit(OutStream& s, Piece&& p);
+  // Posts what is held and may go now (a put's pieces whose source gate opened, or whose copy
+  // failed: those are dropped).
+  void post_ready(OutStream& s);
   // A fence: operations issued after it wait until every one issued before it is done.
   void fence(OutStream& s);
   // Asks the target to acknowledge once every number below `upto` is done.
@@ -132,6 +135,13 @@ class Streams {
   uint64_t min_uncounted(const OutStream& s) const;
   void pump(OutStream& s, size_t& budget);
   void drop_held(OutStream& s, const Status& why);
+  // A held piece that will never go: its ticket fails with `why`, its contexts are given back.
+  void drop_piece(Piece& p, const Status& why);
+  // Whether a piece's source is in place (a piece without a gate always is).
+  static bool gate_open(const Piece& p) {
+    return !p.gate || (!p.gate->failed.load(std::memory_order_acquire) &&
+                       p.gate->ready.load(std::memory_order_acquire) >= p.gate_need);
+  }
   void erase_out(OutStream& s);
   // Target side.
   Result<InStream*> make_in(pool::Peer* peer, CommId via, pool::Channel* reply);

@@ -1,0 +1,196 @@
+// Large puts from or into staged GPU memory go in pieces (XPORT_GPU_STAGING_PIECE): each piece
+// posted as its source's copy into staging bytes lands, each copied on to the target's GPU as it
+// lands (docs/semantics.md, "GPU memory"). With the stand-in CUDA driver
+// (tests/unit/gpu/fake_driver.hpp), whose copies run only when asked about, so a piece posted
+// before its bytes are in place would carry the fill the staging bytes held before.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "../unit/gpu/fake_driver.hpp"
+#include "gpu/staging_counters.hpp"
+#include "harness.hpp"
+#include "provider_fixture.hpp"
+
+namespace xport {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Pair;
+
+Deadline soon() { return Deadline::after(20s); }
+
+constexpr size_t kPiece = 64 * 1024;
+
+class GpuPieces : public test::ProviderTest {
+ protected:
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_GPU_STAGING_PIECE", "64K"}};
+  }
+  void SetUp() override {
+    test::ProviderTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto d = ctx_->open_device();
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    peer_ = std::move(d).value();
+    pair_ = test::connect_pair(*dev_, *peer_);
+    ASSERT_TRUE(pair_.send && pair_.recv);
+    stop_ = false;
+    runner_ = std::thread([this] {
+      while (!stop_.load()) (void)peer_->progress();
+    });
+    auto w = Window::open(*pair_.send, soon());
+    if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    w_ = std::move(w).value();
+  }
+  void TearDown() override {
+    w_.reset();
+    stop_ = true;
+    if (runner_.joinable()) runner_.join();
+    pair_ = Pair{};
+    peer_.reset();
+    test::ProviderTest::TearDown();
+    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
+  }
+  uint8_t* gpu_alloc(size_t n) {
+    auto p = gpu_->alloc_gpu(n, 0);
+    EXPECT_TRUE(p.ok());
+    allocs_.push_back(static_cast<uint8_t*>(*p));
+    return allocs_.back();
+  }
+  TransferState check_done(Ticket t) {
+    TransferState st = TransferState::pending;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
+      auto c = w_->check(t);
+      EXPECT_TRUE(c.ok()) << c.status().to_string();
+      if (!c.ok()) break;
+      st = *c;
+    }
+    return st;
+  }
+  test::FakeGpuScope gpu_;
+  std::vector<uint8_t*> allocs_;
+  std::unique_ptr<Device> peer_;
+  Pair pair_;
+  std::atomic<bool> stop_{false};
+  std::thread runner_;
+  std::unique_ptr<Window> w_;
+};
+
+// A put_signal of many pieces, GPU memory at both ends, the source rewritten after every call:
+// when the target sees the signal, its GPU holds every byte of that call, and the target copied
+// the put on to its GPU piece by piece, not whole.
+TEST_P(GpuPieces, APutSignalInPiecesLandsWholeBeforeItsSignal) {
+  const size_t n = 13 * kPiece + 4096;  // 14 pieces, the last one short
+  uint8_t* src = gpu_alloc(n);
+  uint8_t* dst = gpu_alloc(n);
+  std::vector<uint64_t> flags(8, 0);
+  auto sreg = dev_->register_memory(src, n);
+  auto dreg = peer_->register_memory(dst, n);
+  auto freg = peer_->register_memory(flags.data(), 64);
+  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
+  auto dkey = dev_->import_key(dreg->export_key());
+  auto fkey = dev_->import_key(freg->export_key());
+  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  gpu::StagingCounters& c = gpu::staging_counters(0);
+  for (uint64_t round = 1; round <= 4; ++round) {
+    const uint64_t out_before = c.copies_to_gpu.load();
+    test::fill(src, n, static_cast<int>(60 + round));
+    auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    test::fill(src, n, 0x55);  // the caller reuses its buffer at once
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) < round &&
+           std::chrono::steady_clock::now() < until) {
+      (void)dev_->progress();
+    }
+    ASSERT_EQ(__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE), round) << "round " << round;
+    EXPECT_EQ(test::first_mismatch(dst, n, static_cast<int>(60 + round)), -1)
+        << "round " << round << ": the signal came before every piece was on the GPU, or a "
+        << "piece went before its bytes were copied in";
+    EXPECT_GE(c.copies_to_gpu.load() - out_before, 14u)
+        << "the target did not copy the put on piece by piece";
+    ASSERT_EQ(check_done(*t), TransferState::done);
+  }
+  ASSERT_TRUE(w_->quiet(soon()).ok());
+}
+
+// Pieces from host memory into the peer's GPU memory, and from GPU memory into the peer's host
+// memory, with puts of one piece between them on the same window: all in order, all whole.
+TEST_P(GpuPieces, PiecesMixWithWholePutsInOrder) {
+  const size_t n = 5 * kPiece;
+  uint8_t* gsrc = gpu_alloc(n);
+  uint8_t* gdst = gpu_alloc(n);
+  std::vector<uint8_t> hsrc(n), hdst(2 * n);
+  auto gs = dev_->register_memory(gsrc, n);
+  auto hs = dev_->register_memory(hsrc.data(), n);
+  auto gd = peer_->register_memory(gdst, n);
+  auto hd = peer_->register_memory(hdst.data(), hdst.size());
+  ASSERT_TRUE(gs.ok() && hs.ok() && gd.ok() && hd.ok());
+  auto gkey = dev_->import_key(gd->export_key());
+  auto hkey = dev_->import_key(hd->export_key());
+  ASSERT_TRUE(gkey.ok() && hkey.ok());
+  test::fill(hsrc.data(), n, 71);
+  ASSERT_TRUE(w_->put(*hs, 0, *gkey, 0, n).ok());  // host -> GPU, in pieces
+  test::fill(gsrc, n, 72);
+  ASSERT_TRUE(w_->put(*gs, 0, *hkey, 0, n).ok());  // GPU -> host, in pieces
+  test::fill(gsrc, 4096, 73);
+  ASSERT_TRUE(w_->put(*gs, 0, *hkey, n, 4096).ok());  // one piece
+  test::fill(gsrc, n, 0x55);
+  ASSERT_TRUE(w_->quiet(soon()).ok());
+  EXPECT_EQ(test::first_mismatch(gdst, n, 71), -1);
+  EXPECT_EQ(test::first_mismatch(hdst.data(), n, 72), -1);
+  EXPECT_EQ(test::first_mismatch(hdst.data() + n, 4096, 73), -1);
+}
+
+// The copy of a source into staging bytes fails part way (a GPU gone bad): the pieces whose
+// bytes landed may have gone, the rest never goes, the signal is not applied, and the put's
+// ticket fails naming the copy; the window goes on working.
+TEST_P(GpuPieces, ASourceCopyFailingPartWayFailsThePutAndItsSignal) {
+  const size_t n = 8 * kPiece;
+  uint8_t* src = gpu_alloc(n);
+  uint8_t* dst = gpu_alloc(n);
+  std::vector<uint64_t> flags(8, 0);
+  auto sreg = dev_->register_memory(src, n);
+  auto dreg = peer_->register_memory(dst, n);
+  auto freg = peer_->register_memory(flags.data(), 64);
+  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
+  auto dkey = dev_->import_key(dreg->export_key());
+  auto fkey = dev_->import_key(freg->export_key());
+  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  test::fill(src, n, 81);
+  gpu_->fail_to_host_past(gpu_->bytes_to_host() + 3 * kPiece);
+  auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+  gpu_->fail_to_host_past(UINT64_MAX);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();  // (issued: part of it went)
+  Status q = w_->quiet(soon());
+  EXPECT_FALSE(q.ok());
+  auto c = w_->check(*t);
+  ASSERT_FALSE(c.ok()) << "a put whose source copy failed was reported done";
+  EXPECT_NE(c.status().message().find("staging bytes"), std::string::npos)
+      << c.status().to_string();
+  EXPECT_EQ(flags[0], 0u) << "the signal of a put that did not arrive whole was applied";
+  // The window still works.
+  test::fill(src, n, 82);
+  auto t2 = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+  ASSERT_TRUE(w_->quiet(soon()).ok());
+  EXPECT_EQ(flags[0], 1u);
+  EXPECT_EQ(test::first_mismatch(dst, n, 82), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GpuPieces,
+                         ::testing::Values(test::ProviderParam{"shm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "manual"},
+                                           test::ProviderParam{"strict", "auto"}),
+                         test::provider_param_name);
+
+}  // namespace
+}  // namespace xport
