@@ -152,6 +152,15 @@ for prov, extra in providers:
         check(len(pts) == 1 and pts[0].get("slots") == slots and pts[0]["depth"] == depth,
               f"{where}: {slots} slots at depth {depth}: "
               f"{[(p.get('slots'), p['depth']) for p in pts]}")
+    # A depth beyond what one window holds in flight (256 operations): the batch finishes what
+    # is in flight and goes on, batched and sliding (it exited with "try again" before).
+    for args in ([], ["--sliding"]):
+        where = f"{prov} put --depth 300 {' '.join(args)}"
+        pts = json_points(run("--provider", prov, *extra, "--op", "put", "--size", "4K",
+                              "--depth", "300", "--iterations", "900", "--warmup", "2",
+                              *args, "--json"), where)
+        check(len(pts) == 1 and pts[0]["depth"] == 300 and pts[0]["msg_per_s"] > 0,
+              f"{where}: measured {pts}")
     # Streaming sends (depth > 1), checked.
     pts = json_points(run("--provider", prov, *extra, "--op", "send", "--size", "8,64K",
                           "--depth", "4", "--iterations", "40", "--warmup", "4", "--check",

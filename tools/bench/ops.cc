@@ -259,8 +259,9 @@ Status verify_at_target(Session& s, const Plan& p, uint64_t first, int count) {
 
 namespace {
 
-// Issues one operation on window `w`; with every context of the window in flight (Code::again)
-// it finishes them with a quiet and issues once more.
+// Issues one operation on window `w`; with every context of the window in flight, or the
+// staging pool of GPU sources full (Code::again), it finishes them with a quiet and issues once
+// more.
 template <typename F>
 Status issue_draining(Session& s, Window& w, F&& issue) {
   Status st = issue();
@@ -364,6 +365,12 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
       const auto c0 = timed ? Clock::now() : Clock::time_point{};
       Result<Ticket> t = kPut ? w.put(s.data, off, s.remote, off, p.size)
                               : w.get(s.data, off, s.remote, off, p.size);
+      if (!t.ok() && t.status().code() == Code::again) {
+        // (more in flight than the window or the staging pool holds: finish them, once more)
+        XPORT_RETURN_IF_ERROR(w.quiet(dl));
+        t = kPut ? w.put(s.data, off, s.remote, off, p.size)
+                 : w.get(s.data, off, s.remote, off, p.size);
+      }
       if (timed) {
         const auto c1 = Clock::now();
         in_waits += c0 - w0;
@@ -387,7 +394,9 @@ Result<Measured> one_sided_initiate(Session& s, const Plan& p) {
     XPORT_RETURN_IF_ERROR(prepare(it, batch));
     const auto t0 = Clock::now();
     for (int k = 0; k < batch; ++k) {
-      XPORT_RETURN_IF_ERROR(issue(window_of(s, it + k), static_cast<size_t>(k % p.slots)));
+      Window& w = window_of(s, it + k);
+      const auto slot = static_cast<size_t>(k % p.slots);
+      XPORT_RETURN_IF_ERROR(issue_draining(s, w, [&] { return issue(w, slot); }));
     }
     XPORT_RETURN_IF_ERROR(quiet_all(s));
     secs += secs_since(t0);
