@@ -8,6 +8,8 @@
 // data and every earlier operation to that peer are in the target's memory, GPU memory
 // included (docs/nccl.md, "GIN"). Operations a window cannot take yet (Code::again) wait in a
 // per-peer queue, in order, and are issued by later calls; nothing blocks for the network.
+// Puts from staged GPU memory read their source until local completion
+// (SourceRead::until_local): iput does not wait for the copy into staging bytes.
 // A failed operation: NCCL's proxy ignores test()'s return code and reads only the error flag
 // iput / iputSignal's return sets, so test() reports the failed request done (logged once, its
 // error returned for callers that read it) and every later iput / iputSignal of the comm fails.
@@ -99,8 +101,8 @@ struct GinComm {
   std::vector<GinRequest*> free;
   Status error;   // the first failed operation: every later iput / iputSignal fails with it
   // Issuing is serialised (operations to a peer leave in NCCL's order); the queues are guarded
-  // by it. Held across a put from staged GPU memory (its copy into staging bytes), never across a
-  // wait for the network.
+  // by it. Never held across a wait for the network or for a copy (sources are copied as
+  // progress goes: SourceRead::until_local).
   std::mutex issue_mu;
   std::vector<std::deque<GinOp>> waiting;  // [peer]
   size_t queued = 0;
@@ -355,6 +357,12 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
   auto* c = new (std::nothrow) GinComm();
   if (c == nullptr) return state().fail(ncclSystemError, "GIN connect: out of memory");
   c->team = std::move(team).value();
+  // GIN's contract: a kernel reuses a put's source only once told it is locally complete
+  // (NCCL counts its counters at test()'s done), so staged GPU sources are copied as progress
+  // goes, not in iput: NCCL's proxy thread is not held for the copy.
+  for (int r = 0; r < nranks; ++r) {
+    if (Window* w = c->team->window(r)) w->set_source_read(SourceRead::until_local);
+  }
   c->rank = rank;
   c->nranks = nranks;
   c->waiting.resize(static_cast<size_t>(nranks));

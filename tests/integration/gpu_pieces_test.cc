@@ -185,6 +185,74 @@ TEST_P(GpuPieces, ASourceCopyFailingPartWayFailsThePutAndItsSignal) {
   EXPECT_EQ(test::first_mismatch(dst, n, 82), -1);
 }
 
+// SourceRead::until_local (GIN's contract): the call returns without waiting for its source's
+// copy (progress runs it), the ticket is locally complete only once the copy is done, and what
+// arrives is the buffer as it was until then; puts of one piece and of many, with a signal.
+TEST_P(GpuPieces, UntilLocalTheCallLeavesTheCopyToProgress) {
+  w_->set_source_read(SourceRead::until_local);
+  const size_t n = 8 * kPiece;
+  uint8_t* src = gpu_alloc(n);
+  uint8_t* dst = gpu_alloc(n);
+  std::vector<uint64_t> flags(8, 0);
+  auto sreg = dev_->register_memory(src, n);
+  auto dreg = peer_->register_memory(dst, n);
+  auto freg = peer_->register_memory(flags.data(), 64);
+  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
+  auto dkey = dev_->import_key(dreg->export_key());
+  auto fkey = dev_->import_key(freg->export_key());
+  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  uint64_t round = 0;
+  for (size_t len : {size_t{8}, size_t{4096}, n}) {
+    ++round;
+    test::fill(src, len, static_cast<int>(90 + round));
+    const uint64_t before = gpu_->bytes_to_host();
+    auto t = w_->put_signal(*sreg, 0, *dkey, 0, len, *fkey, 0, 1);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_LT(gpu_->bytes_to_host() - before, len)
+        << len << " bytes: the call waited for its source's copy";
+    ASSERT_TRUE(w_->wait_local(*t, soon()).ok());
+    EXPECT_EQ(gpu_->bytes_to_host() - before, len) << "locally complete before its copy ran";
+    test::fill(src, len, 0x55);  // reused once locally complete, as the contract allows
+    ASSERT_TRUE(w_->quiet(soon()).ok());
+    EXPECT_EQ(flags[0], round);
+    EXPECT_EQ(test::first_mismatch(dst, len, static_cast<int>(90 + round)), -1)
+        << len << " bytes: what arrived is not the buffer as it was until local completion";
+  }
+}
+
+// The same when the copy fails part way: the ticket fails naming it, the signal never lands,
+// the window goes on.
+TEST_P(GpuPieces, UntilLocalACopyFailingFailsThePutAndItsSignal) {
+  w_->set_source_read(SourceRead::until_local);
+  const size_t n = 8 * kPiece;
+  uint8_t* src = gpu_alloc(n);
+  uint8_t* dst = gpu_alloc(n);
+  std::vector<uint64_t> flags(8, 0);
+  auto sreg = dev_->register_memory(src, n);
+  auto dreg = peer_->register_memory(dst, n);
+  auto freg = peer_->register_memory(flags.data(), 64);
+  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
+  auto dkey = dev_->import_key(dreg->export_key());
+  auto fkey = dev_->import_key(freg->export_key());
+  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  test::fill(src, n, 83);
+  gpu_->fail_to_host_past(gpu_->bytes_to_host() + 3 * kPiece);
+  auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  Status local = w_->wait_local(*t, soon());
+  gpu_->fail_to_host_past(UINT64_MAX);
+  EXPECT_FALSE(local.ok()) << "a put whose source copy failed was locally complete";
+  EXPECT_NE(local.message().find("staging bytes"), std::string::npos) << local.to_string();
+  EXPECT_FALSE(w_->quiet(soon()).ok());
+  EXPECT_EQ(flags[0], 0u) << "the signal of a put that did not arrive whole was applied";
+  test::fill(src, n, 84);
+  auto t2 = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+  ASSERT_TRUE(w_->quiet(soon()).ok());
+  EXPECT_EQ(flags[0], 1u);
+  EXPECT_EQ(test::first_mismatch(dst, n, 84), -1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, GpuPieces,
                          ::testing::Values(test::ProviderParam{"shm", "auto"},
                                            test::ProviderParam{"tcp;ofi_rxm", "auto"},

@@ -41,6 +41,14 @@ struct TransferItem {
 };
 enum class TransferState : uint8_t { pending, done };
 
+// When a put from GPU memory that libxport stages through host memory reads its source
+// (docs/semantics.md, "GPU memory"): in_call (the default) copies it in the call, so the buffer
+// may be rewritten as soon as the call returns; until_local copies it after the call has
+// returned, as progress goes, so the call does not wait for the copy, and the buffer must stay
+// as it was until the operation is locally complete (wait_local, check): the contract of GPU
+// networking (NCCL's GIN, NVSHMEM), where a kernel reuses a source only once told.
+enum class SourceRead : uint8_t { in_call, until_local };
+
 class Window {
  public:
   // Over the channels of an open communicator (either side). The first window to a peer asks
@@ -67,6 +75,10 @@ class Window {
   static std::vector<Result<std::unique_ptr<Window>>> open_all(
       Device& device, std::span<const RemoteRegion* const> keys, Deadline deadline);
   ~Window();
+
+  // How this window's puts read sources in staged GPU memory (SourceRead; in_call by default).
+  // Applies to operations issued after the call.
+  void set_source_read(SourceRead read);
 
   // Writes local[local_offset, +len) to remote[remote_offset, +len) (striped over the rails
   // when large). Local completion: the source may be reused.
@@ -155,6 +167,7 @@ class Window {
   // answers those without an engine call (but every 16th, which makes a progress pass).
   std::shared_ptr<const std::atomic<uint64_t>> local_clear_;
   std::atomic<uint32_t> quick_{0};
+  std::atomic<SourceRead> source_read_{SourceRead::in_call};
 };
 
 }  // namespace xport

@@ -133,14 +133,34 @@ void follow(StagedArrivals& staged, const proto::OneSidedCalls::Published& t) {
 // caller may reuse its buffer when the call returns); the target copies each piece on as it
 // lands. A signal goes strong behind every piece; check() of the put's ticket waits for the
 // publishes and the signal.
+// With SourceRead::until_local the gate holds the source's copy, which progress polls (its
+// pieces wait in the stream meanwhile), and the call returns without waiting for it.
 Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& staged,
                           const Region& local, size_t loff, const proto::RemoteKey& k,
                           size_t roff, size_t len,
-                          const proto::OneSidedCalls::SignalRequest* signal, const char* what) {
+                          const proto::OneSidedCalls::SignalRequest* signal, const char* what,
+                          SourceRead read) {
   proto::OneSidedCalls::PutPieces how;
   how.publish = k.staged;
   how.signal = signal;
   how.piece = piece_size(len);
+  if (read == SourceRead::until_local && Access::staged(local)) {
+    XPORT_ASSIGN_OR_RETURN(std::optional<gpu::PiecedSource> src,
+                           Access::stage_pieces(local, loff, len, how.piece, what));
+    if (src) {
+      auto gate = std::make_shared<proto::SourceGate>();
+      gate->copy = std::move(src->copy);
+      how.gate = gate;
+      auto t = e.one_sided().put_pieces(window, src->bytes.local(), 0, k, roff, len, how);
+      if (!t.ok()) {
+        how.gate.reset();
+        gate.reset();  // (its copy finishes here, before src's bytes go back to the pool)
+        return t.status();
+      }
+      follow(staged, *t);
+      return t->put;
+    }
+  }
   if (how.piece == 0) {
     XPORT_ASSIGN_OR_RETURN(std::optional<StagedSource> src, Access::stage(local, loff, len, what));
     const proto::LocalBuffer lb = src ? src->local() : Access::local(local);
@@ -199,12 +219,17 @@ proto::OneSidedCalls::SignalRequest signal_request(const proto::RemoteKey* key, 
 }
 }  // namespace
 
+void Window::set_source_read(SourceRead read) {
+  source_read_.store(read, std::memory_order_relaxed);
+}
+
 Result<Ticket> Window::put(const Region& local, size_t loff, const RemoteRegion& remote,
                            size_t roff, size_t len) {
   const proto::RemoteKey* k = Access::key(remote);
   if (k == nullptr) return no_key("put");
   if ((k->staged || Access::staged(local)) && len > 0) {
-    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, nullptr, "put");
+    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, nullptr, "put",
+                      source_read_.load(std::memory_order_relaxed));
   }
   return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len);
 }
@@ -231,7 +256,8 @@ Result<Ticket> Window::put_signal(const Region& local, size_t loff, const Remote
   if (sk->device) return proto::device_word("put_signal");  // before a staged put's publish goes out
   auto r = signal_request(sk, soff, value, op, order);
   if ((k->staged || Access::staged(local)) && len > 0) {
-    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, &r, "put_signal");
+    return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, &r, "put_signal",
+                      source_read_.load(std::memory_order_relaxed));
   }
   return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len, &r);
 }
@@ -251,7 +277,7 @@ Result<Ticket> Window::put_signal_counter(const Region& local, size_t loff,
   r.counter_offset = coff;
   if ((k->staged || Access::staged(local)) && len > 0) {
     return staged_put(*engine_, id_, *staged_, local, loff, *k, roff, len, &r,
-                      "put_signal_counter");
+                      "put_signal_counter", source_read_.load(std::memory_order_relaxed));
   }
   return engine_->one_sided().put(id_, Access::local(local), loff, *k, roff, len, &r);
 }

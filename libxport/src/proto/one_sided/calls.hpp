@@ -84,7 +84,7 @@ class OneSidedCalls : Calls {
     bool publish = false;
     const SignalRequest* signal = nullptr;
     size_t piece = 0;  // 0: one piece
-    std::shared_ptr<const SourceGate> gate;
+    std::shared_ptr<SourceGate> gate;
   };
   Result<Published> put_pieces(uint32_t window, const LocalBuffer& local, size_t loff,
                                const RemoteKey& remote, size_t roff, size_t len,

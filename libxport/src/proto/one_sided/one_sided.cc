@@ -23,7 +23,7 @@ Result<uint32_t> OneSided::stripes(const WindowState& w, const RemoteKey& remote
 Status OneSided::add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                          const memory::RegionRef& local, uint8_t* lbuf, size_t len,
                          const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
-                         const char* what, std::shared_ptr<const SourceGate> gate,
+                         const char* what, std::shared_ptr<SourceGate> gate,
                          uint64_t gate_need) {
   XPORT_ASSIGN_OR_RETURN(uint32_t n, stripes(w, remote, len, what));
   if (n == 0 && signal == nullptr) return Status::success();

@@ -58,7 +58,7 @@ class OneSided {
     const Signals::Spec* publish = nullptr;  // the whole range's: each piece publishes its part
     const Signals::Spec* signal = nullptr;
     size_t piece = 0;
-    std::shared_ptr<const SourceGate> gate;
+    std::shared_ptr<SourceGate> gate;
   };
   Result<std::array<Ticket, 3>> put_pieces(uint32_t window, const memory::RegionRef& local,
                                            uint8_t* lbuf, size_t len, const RemoteKey& remote,
@@ -88,7 +88,7 @@ class OneSided {
   Status add_rma(WindowState& w, OutStream& s, Ticket t, fabric::OpType op,
                  const memory::RegionRef& local, uint8_t* lbuf, size_t len,
                  const RemoteKey& remote, size_t roff, const Signals::Spec* signal,
-                 const char* what, std::shared_ptr<const SourceGate> gate = nullptr,
+                 const char* what, std::shared_ptr<SourceGate> gate = nullptr,
                  uint64_t gate_need = 0);
   // Posts a piece the stream released, its counted operations numbered from `base`.
   void post(OutStream& s, Piece& p, uint64_t base);

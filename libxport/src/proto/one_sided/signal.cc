@@ -46,7 +46,7 @@ Result<Ticket> Signals::signal(uint32_t window, const Spec& spec, const char* wh
 }
 
 void Signals::submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec,
-                     std::shared_ptr<const SourceGate> gate, uint64_t gate_need) {
+                     std::shared_ptr<SourceGate> gate, uint64_t gate_need) {
   TicketState& ts = *os_.windows().ticket(w, t);
   Piece p;
   p.window = w.id;

@@ -30,7 +30,7 @@ class Signals {
   // issues its publish and its signal so, in the put's hold of the lock).
   // (`gate`: a put's source gate, which its publishes and signal carry, put_pieces)
   void submit(WindowState& w, OutStream& s, Ticket t, const Spec& spec,
-              std::shared_ptr<const SourceGate> gate = nullptr, uint64_t gate_need = 0);
+              std::shared_ptr<SourceGate> gate = nullptr, uint64_t gate_need = 0);
   // Checks of the word (inside the key's region, aligned, the peer's).
   Status check(const WindowState& w, const Spec& spec, const char* what) const;
   // The piece fields of a signal; attaches its counter to the ticket.

@@ -208,12 +208,14 @@ enum class PieceKind : uint8_t {
 
 // How much of a put's source is in place to be posted: a put from staged GPU memory copies its
 // source into staging bytes piece by piece, and each write piece waits in its stream's queue
-// for its bytes (docs/semantics.md, "GPU memory"). Set by the thread that copies, read by
-// progress under the engine's lock.
+// for its bytes (docs/semantics.md, "GPU memory"). Moved on by the calling thread while the
+// call waits for the copy (SourceRead::in_call), or, holding the copy, by progress under the
+// engine's lock (SourceRead::until_local: Streams::pump polls it).
 struct SourceGate {
   std::atomic<uint64_t> ready{0};   // bytes in place, from the source's start
   std::atomic<bool> failed{false};  // the copy failed (why): what of the put is held is dropped
   Status why;                       // written once, before failed is set
+  std::unique_ptr<gpu::StagedCopyIn> copy;  // until_local: the copy progress polls
 };
 
 // One operation (or a transfer's item) on its way out: sent at once, or held in its stream's
@@ -243,7 +245,7 @@ struct Piece {
   std::vector<uint8_t> payload;  // a notification
   // A piece of a put whose source is copied in while it waits: it goes once `gate` has
   // `gate_need` bytes in place, and is dropped (its ticket failed) if the copy failed.
-  std::shared_ptr<const SourceGate> gate;
+  std::shared_ptr<SourceGate> gate;
   uint64_t gate_need = 0;
   uint32_t seqs() const {
     switch (kind) {

@@ -271,6 +271,7 @@ void Streams::pump(OutStream& s, size_t& budget) {
       request_ack(s, s.next_seq);
       continue;
     }
+    if (head.gate && head.gate->copy && !gate_open(head)) poll_gate(*head.gate);
     if (head.gate && head.gate->failed.load(std::memory_order_acquire)) {
       Piece p = std::move(head);  // its source never came: it and what of its put follows go
       s.held.pop_front();
@@ -455,6 +456,18 @@ void Streams::advance(OutStream& s, uint64_t done) {
     size_t budget = state_.config.progress_batch;
     pump(*again, budget);
   }
+}
+
+void Streams::poll_gate(SourceGate& g) {
+  Result<size_t> ready = g.copy->ready();
+  if (!ready.ok()) {
+    g.why = ready.status().with_context("put: copying its GPU source into staging bytes");
+    g.failed.store(true, std::memory_order_release);
+    g.copy.reset();
+    return;
+  }
+  g.ready.store(*ready, std::memory_order_release);
+  if (*ready == g.copy->length()) g.copy.reset();  // (done: its queue goes back now)
 }
 
 void Streams::post_ready(OutStream& s) {

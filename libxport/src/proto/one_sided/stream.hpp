@@ -137,6 +137,8 @@ class Streams {
   void drop_held(OutStream& s, const Status& why);
   // A held piece that will never go: its ticket fails with `why`, its contexts are given back.
   void drop_piece(Piece& p, const Status& why);
+  // A gate holding its source's copy (SourceRead::until_local): how far the copy got.
+  static void poll_gate(SourceGate& g);
   // Whether a piece's source is in place (a piece without a gate always is).
   static bool gate_open(const Piece& p) {
     return !p.gate || (!p.gate->failed.load(std::memory_order_acquire) &&
