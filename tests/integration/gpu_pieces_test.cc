@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,30 @@ class GpuPieces : public test::ProviderTest {
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
   }
+  // A GPU source here, a GPU destination and a host signal word at the peer, registered.
+  struct GpuToGpu {
+    uint8_t* src = nullptr;
+    uint8_t* dst = nullptr;
+    std::vector<uint64_t> flags = std::vector<uint64_t>(8, 0);
+    std::optional<Region> sreg, dreg, freg;
+    std::optional<RemoteRegion> dkey, fkey;
+  };
+  void gpu_to_gpu(size_t n, GpuToGpu& g) {
+    g.src = gpu_alloc(n);
+    g.dst = gpu_alloc(n);
+    auto sreg = dev_->register_memory(g.src, n);
+    auto dreg = peer_->register_memory(g.dst, n);
+    auto freg = peer_->register_memory(g.flags.data(), 64);
+    ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
+    auto dkey = dev_->import_key(dreg->export_key());
+    auto fkey = dev_->import_key(freg->export_key());
+    ASSERT_TRUE(dkey.ok() && fkey.ok());
+    g.sreg = std::move(sreg).value();
+    g.dreg = std::move(dreg).value();
+    g.freg = std::move(freg).value();
+    g.dkey = std::move(dkey).value();
+    g.fkey = std::move(fkey).value();
+  }
   TransferState check_done(Ticket t) {
     TransferState st = TransferState::pending;
     const auto until = std::chrono::steady_clock::now() + 20s;
@@ -88,30 +113,22 @@ class GpuPieces : public test::ProviderTest {
 // the put on to its GPU piece by piece, not whole.
 TEST_P(GpuPieces, APutSignalInPiecesLandsWholeBeforeItsSignal) {
   const size_t n = 13 * kPiece + 4096;  // 14 pieces, the last one short
-  uint8_t* src = gpu_alloc(n);
-  uint8_t* dst = gpu_alloc(n);
-  std::vector<uint64_t> flags(8, 0);
-  auto sreg = dev_->register_memory(src, n);
-  auto dreg = peer_->register_memory(dst, n);
-  auto freg = peer_->register_memory(flags.data(), 64);
-  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
-  auto dkey = dev_->import_key(dreg->export_key());
-  auto fkey = dev_->import_key(freg->export_key());
-  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  GpuToGpu g;
+  ASSERT_NO_FATAL_FAILURE(gpu_to_gpu(n, g));
   gpu::StagingCounters& c = gpu::staging_counters(0);
   for (uint64_t round = 1; round <= 4; ++round) {
     const uint64_t out_before = c.copies_to_gpu.load();
-    test::fill(src, n, static_cast<int>(60 + round));
-    auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
+    test::fill(g.src, n, static_cast<int>(60 + round));
+    auto t = w_->put_signal(*g.sreg, 0, *g.dkey, 0, n, *g.fkey, 0, 1);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
-    test::fill(src, n, 0x55);  // the caller reuses its buffer at once
+    test::fill(g.src, n, 0x55);  // the caller reuses its buffer at once
     const auto until = std::chrono::steady_clock::now() + 20s;
-    while (__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) < round &&
+    while (__atomic_load_n(&g.flags[0], __ATOMIC_ACQUIRE) < round &&
            std::chrono::steady_clock::now() < until) {
       (void)dev_->progress();
     }
-    ASSERT_EQ(__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE), round) << "round " << round;
-    EXPECT_EQ(test::first_mismatch(dst, n, static_cast<int>(60 + round)), -1)
+    ASSERT_EQ(__atomic_load_n(&g.flags[0], __ATOMIC_ACQUIRE), round) << "round " << round;
+    EXPECT_EQ(test::first_mismatch(g.dst, n, static_cast<int>(60 + round)), -1)
         << "round " << round << ": the signal came before every piece was on the GPU, or a "
         << "piece went before its bytes were copied in";
     EXPECT_GE(c.copies_to_gpu.load() - out_before, 14u)
@@ -149,40 +166,38 @@ TEST_P(GpuPieces, PiecesMixWithWholePutsInOrder) {
   EXPECT_EQ(test::first_mismatch(hdst.data() + n, 4096, 73), -1);
 }
 
-// The copy of a source into staging bytes fails part way (a GPU gone bad): the pieces whose
-// bytes landed may have gone, the rest never goes, the signal is not applied, and the put's
-// ticket fails naming the copy; the window goes on working.
+// The copy of a source into staging bytes fails part way (a GPU gone bad), copied in the call
+// or as progress goes (SourceRead): the pieces whose bytes landed may have gone, the rest never
+// goes, the signal is not applied, and the put's ticket fails naming the copy (check, and
+// wait_local for until_local); the window goes on working.
 TEST_P(GpuPieces, ASourceCopyFailingPartWayFailsThePutAndItsSignal) {
   const size_t n = 8 * kPiece;
-  uint8_t* src = gpu_alloc(n);
-  uint8_t* dst = gpu_alloc(n);
-  std::vector<uint64_t> flags(8, 0);
-  auto sreg = dev_->register_memory(src, n);
-  auto dreg = peer_->register_memory(dst, n);
-  auto freg = peer_->register_memory(flags.data(), 64);
-  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
-  auto dkey = dev_->import_key(dreg->export_key());
-  auto fkey = dev_->import_key(freg->export_key());
-  ASSERT_TRUE(dkey.ok() && fkey.ok());
-  test::fill(src, n, 81);
-  gpu_->fail_to_host_past(gpu_->bytes_to_host() + 3 * kPiece);
-  auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
-  gpu_->fail_to_host_past(UINT64_MAX);
-  ASSERT_TRUE(t.ok()) << t.status().to_string();  // (issued: part of it went)
-  Status q = w_->quiet(soon());
-  EXPECT_FALSE(q.ok());
-  auto c = w_->check(*t);
-  ASSERT_FALSE(c.ok()) << "a put whose source copy failed was reported done";
-  EXPECT_NE(c.status().message().find("staging bytes"), std::string::npos)
-      << c.status().to_string();
-  EXPECT_EQ(flags[0], 0u) << "the signal of a put that did not arrive whole was applied";
-  // The window still works.
-  test::fill(src, n, 82);
-  auto t2 = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
-  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
-  ASSERT_TRUE(w_->quiet(soon()).ok());
-  EXPECT_EQ(flags[0], 1u);
-  EXPECT_EQ(test::first_mismatch(dst, n, 82), -1);
+  GpuToGpu g;
+  ASSERT_NO_FATAL_FAILURE(gpu_to_gpu(n, g));
+  uint64_t applied = 0;
+  for (SourceRead read : {SourceRead::in_call, SourceRead::until_local}) {
+    const bool later = read == SourceRead::until_local;
+    w_->set_source_read(read);
+    test::fill(g.src, n, 81);
+    gpu_->fail_to_host_past(gpu_->bytes_to_host() + 3 * kPiece);
+    auto t = w_->put_signal(*g.sreg, 0, *g.dkey, 0, n, *g.fkey, 0, 1);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();  // (issued: part of it may have gone)
+    Status local = later ? w_->wait_local(*t, soon()) : Status::success();
+    gpu_->fail_to_host_past(UINT64_MAX);
+    EXPECT_FALSE(later && local.ok()) << "a put whose source copy failed was locally complete";
+    EXPECT_FALSE(w_->quiet(soon()).ok());
+    auto c = w_->check(*t);
+    ASSERT_FALSE(c.ok()) << "a put whose source copy failed was reported done";
+    EXPECT_NE(c.status().message().find("staging bytes"), std::string::npos)
+        << c.status().to_string();
+    EXPECT_EQ(g.flags[0], applied) << "the signal of a put that did not arrive whole was applied";
+    test::fill(g.src, n, 82);
+    auto t2 = w_->put_signal(*g.sreg, 0, *g.dkey, 0, n, *g.fkey, 0, 1);
+    ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+    ASSERT_TRUE(w_->quiet(soon()).ok()) << "the window does not go on";
+    EXPECT_EQ(g.flags[0], ++applied);
+    EXPECT_EQ(test::first_mismatch(g.dst, n, 82), -1);
+  }
 }
 
 // SourceRead::until_local (GIN's contract): the call returns without waiting for its source's
@@ -191,66 +206,25 @@ TEST_P(GpuPieces, ASourceCopyFailingPartWayFailsThePutAndItsSignal) {
 TEST_P(GpuPieces, UntilLocalTheCallLeavesTheCopyToProgress) {
   w_->set_source_read(SourceRead::until_local);
   const size_t n = 8 * kPiece;
-  uint8_t* src = gpu_alloc(n);
-  uint8_t* dst = gpu_alloc(n);
-  std::vector<uint64_t> flags(8, 0);
-  auto sreg = dev_->register_memory(src, n);
-  auto dreg = peer_->register_memory(dst, n);
-  auto freg = peer_->register_memory(flags.data(), 64);
-  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
-  auto dkey = dev_->import_key(dreg->export_key());
-  auto fkey = dev_->import_key(freg->export_key());
-  ASSERT_TRUE(dkey.ok() && fkey.ok());
+  GpuToGpu g;
+  ASSERT_NO_FATAL_FAILURE(gpu_to_gpu(n, g));
   uint64_t round = 0;
   for (size_t len : {size_t{8}, size_t{4096}, n}) {
     ++round;
-    test::fill(src, len, static_cast<int>(90 + round));
+    test::fill(g.src, len, static_cast<int>(90 + round));
     const uint64_t before = gpu_->bytes_to_host();
-    auto t = w_->put_signal(*sreg, 0, *dkey, 0, len, *fkey, 0, 1);
+    auto t = w_->put_signal(*g.sreg, 0, *g.dkey, 0, len, *g.fkey, 0, 1);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_LT(gpu_->bytes_to_host() - before, len)
         << len << " bytes: the call waited for its source's copy";
     ASSERT_TRUE(w_->wait_local(*t, soon()).ok());
     EXPECT_EQ(gpu_->bytes_to_host() - before, len) << "locally complete before its copy ran";
-    test::fill(src, len, 0x55);  // reused once locally complete, as the contract allows
+    test::fill(g.src, len, 0x55);  // reused once locally complete, as the contract allows
     ASSERT_TRUE(w_->quiet(soon()).ok());
-    EXPECT_EQ(flags[0], round);
-    EXPECT_EQ(test::first_mismatch(dst, len, static_cast<int>(90 + round)), -1)
+    EXPECT_EQ(g.flags[0], round);
+    EXPECT_EQ(test::first_mismatch(g.dst, len, static_cast<int>(90 + round)), -1)
         << len << " bytes: what arrived is not the buffer as it was until local completion";
   }
-}
-
-// The same when the copy fails part way: the ticket fails naming it, the signal never lands,
-// the window goes on.
-TEST_P(GpuPieces, UntilLocalACopyFailingFailsThePutAndItsSignal) {
-  w_->set_source_read(SourceRead::until_local);
-  const size_t n = 8 * kPiece;
-  uint8_t* src = gpu_alloc(n);
-  uint8_t* dst = gpu_alloc(n);
-  std::vector<uint64_t> flags(8, 0);
-  auto sreg = dev_->register_memory(src, n);
-  auto dreg = peer_->register_memory(dst, n);
-  auto freg = peer_->register_memory(flags.data(), 64);
-  ASSERT_TRUE(sreg.ok() && dreg.ok() && freg.ok());
-  auto dkey = dev_->import_key(dreg->export_key());
-  auto fkey = dev_->import_key(freg->export_key());
-  ASSERT_TRUE(dkey.ok() && fkey.ok());
-  test::fill(src, n, 83);
-  gpu_->fail_to_host_past(gpu_->bytes_to_host() + 3 * kPiece);
-  auto t = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
-  ASSERT_TRUE(t.ok()) << t.status().to_string();
-  Status local = w_->wait_local(*t, soon());
-  gpu_->fail_to_host_past(UINT64_MAX);
-  EXPECT_FALSE(local.ok()) << "a put whose source copy failed was locally complete";
-  EXPECT_NE(local.message().find("staging bytes"), std::string::npos) << local.to_string();
-  EXPECT_FALSE(w_->quiet(soon()).ok());
-  EXPECT_EQ(flags[0], 0u) << "the signal of a put that did not arrive whole was applied";
-  test::fill(src, n, 84);
-  auto t2 = w_->put_signal(*sreg, 0, *dkey, 0, n, *fkey, 0, 1);
-  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
-  ASSERT_TRUE(w_->quiet(soon()).ok());
-  EXPECT_EQ(flags[0], 1u);
-  EXPECT_EQ(test::first_mismatch(dst, n, 84), -1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuPieces,
