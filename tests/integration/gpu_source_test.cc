@@ -417,6 +417,36 @@ TEST_P(GpuSources, TheProxyRetriesAPutIntoStagedMemoryWithoutDuplicatingIt) {
   EXPECT_EQ(*next, last + 3) << "tickets beyond the put and its publish were taken";
 }
 
+// A put from GPU memory large enough for pieces (two at 1 MiB) when one context of the window
+// is free: it goes whole rather than answering again. (Seen on 2 x H200, tcp;ofi_rxm: 256 puts
+// of 1 MiB from GPU memory in a row, each two pieces, answered again at the 129th, where whole
+// puts had all fitted.) Gets to a peer that does not progress hold the other contexts.
+TEST_P(GpuSources, APutTooLargeForTheFreeContextsInPiecesGoesWhole) {
+  auto w = window_to_idle_peer();
+  ASSERT_TRUE(w);
+  const size_t n = 1 << 20;
+  uint8_t* src = gpu_alloc(n);
+  std::vector<uint8_t> target(n), got(4096);
+  auto sreg = dev_->register_memory(src, n);
+  auto treg = peer_->register_memory(target.data(), n);
+  auto greg = dev_->register_memory(got.data(), got.size());
+  ASSERT_TRUE(sreg.ok() && treg.ok() && greg.ok());
+  auto tkey = dev_->import_key(treg->export_key());
+  ASSERT_TRUE(tkey.ok());
+  const uint64_t held = proto::Windows::kOps - 1;
+  for (uint64_t i = 0; i < held; ++i) {
+    ASSERT_TRUE(w->get(*greg, 0, *tkey, 0, 16).ok()) << i;
+  }
+  test::fill(src, n, 61);
+  auto t = w->put(*sreg, 0, *tkey, 0, n);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  {
+    auto peer = progress_peer();
+    ASSERT_TRUE(w->quiet(soon()).ok());
+  }
+  EXPECT_EQ(test::first_mismatch(target.data(), n, 61), -1);
+}
+
 // ---- overlapping staged registrations ----
 
 // Region B and a sub-range S of it share B's shadow: a peer's signal through B's key is seen by

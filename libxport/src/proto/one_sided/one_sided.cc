@@ -96,11 +96,18 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
   XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
   if (how.publish != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.publish, what));
   if (how.signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.signal, what));
-  const size_t piece = how.piece == 0 || how.piece >= len ? std::max<size_t>(len, 1) : how.piece;
+  size_t piece = how.piece == 0 || how.piece >= len ? std::max<size_t>(len, 1) : how.piece;
   uint32_t n = 0;  // operation contexts: every piece's stripes
   for (size_t off = 0; off < len; off += piece) {
     XPORT_ASSIGN_OR_RETURN(uint32_t k, stripes(*w, remote, std::min(piece, len - off), what));
     n += k;
+  }
+  if (piece < len && n + Windows::kOps / 2 > w->free.size()) {
+    // Pieces overlap one put's copies with its transfer; a window with half its contexts in
+    // flight already overlaps operations, and pieces are never a reason to refuse: the put goes
+    // whole (its gate then opens once the whole source is in place).
+    XPORT_ASSIGN_OR_RETURN(n, stripes(*w, remote, len, what));
+    piece = std::max<size_t>(len, 1);
   }
   if (n > Windows::kOps) {
     return core::error(Code::invalid_argument, what, ": ", len, " bytes in pieces of ", piece,
