@@ -317,23 +317,8 @@ Status StagedMemory::copy_in(const void* p, size_t n) {
 Status StagedMemory::copy_in_to(void* dst, const void* p, size_t n) {
   if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
   if (n == 0) return Status::success();
-  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
-  Status st;
-  for (size_t off = 0; off < n && st.ok(); off += kStagingChunk) {
-    size_t len = std::min(kStagingChunk, n - off);
-    st = s->copy_to_host(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(p) + off,
-                         len);
-  }
-  Status sync = s->synchronize();
-  give_queue(std::move(s));
-  StagingCounters& c = staging_counters(info_.gpu);
-  if (!st.ok() || !sync.ok()) c.copy_errors.fetch_add(1, std::memory_order_relaxed);
-  XPORT_RETURN_IF_ERROR(st);
-  XPORT_RETURN_IF_ERROR(sync);
-  bytes_in_.fetch_add(n, std::memory_order_relaxed);
-  c.to_host_bytes.fetch_add(n, std::memory_order_relaxed);
-  c.copies_to_host.fetch_add(1, std::memory_order_relaxed);
-  return Status::success();
+  XPORT_ASSIGN_OR_RETURN(auto c, start_copy_in_to(dst, p, n, 0));
+  return c->wait();
 }
 
 Result<std::unique_ptr<StagedCopyIn>> StagedMemory::start_copy_in_to(void* dst, const void* p,

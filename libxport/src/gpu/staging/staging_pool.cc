@@ -290,11 +290,9 @@ std::shared_ptr<StagingPool> staging_pool(proto::Engine& engine, int gpu) {
 
 Result<StagedSource> stage_source(proto::Engine& engine, gpu::StagedMemory& m, const void* p,
                                   size_t n, const char* what) {
-  std::shared_ptr<StagingPool> pool = staging_pool(engine, m.gpu());
-  if (!pool) return core::error(Code::closed, what, ": the device is closed");
-  XPORT_ASSIGN_OR_RETURN(StagedSource s, pool->take(n, what));
-  if (Status st = m.copy_in_to(s.bytes, p, n); !st.ok()) return st.with_context(what);
-  return s;
+  XPORT_ASSIGN_OR_RETURN(PiecedSource s, start_pieced_source(engine, m, p, n, 0, what));
+  if (Status st = s.copy->wait(); !st.ok()) return st.with_context(what);
+  return std::move(s.bytes);
 }
 
 Result<PiecedSource> start_pieced_source(proto::Engine& engine, gpu::StagedMemory& m,
