@@ -149,6 +149,7 @@ Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& sta
                            Access::stage_pieces(local, loff, len, how.piece, what));
     if (src) {
       auto gate = std::make_shared<proto::SourceGate>();
+      gate->what = what;
       gate->copy = std::move(src->copy);
       how.gate = gate;
       auto t = e.one_sided().put_pieces(window, src->bytes.local(), 0, k, roff, len, how);
@@ -175,6 +176,7 @@ Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& sta
   std::shared_ptr<proto::SourceGate> gate;
   if (src) {
     gate = std::make_shared<proto::SourceGate>();
+    gate->what = what;
     how.gate = gate;
   }
   const proto::LocalBuffer lb = src ? src->bytes.local() : Access::local(local);
@@ -182,20 +184,13 @@ Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& sta
   XPORT_ASSIGN_OR_RETURN(auto t, e.one_sided().put_pieces(window, lb, src ? 0 : loff, k, roff,
                                                           len, how));
   follow(staged, t);
+  // (failed: what has not gone yet never goes, and the put's ticket fails with why)
   while (src) {
-    Result<size_t> ready = src->copy->ready();
-    if (!ready.ok()) {
-      // What has not gone yet never goes: the put's ticket fails with this.
-      gate->why = ready.status().with_context(std::string(what) + ": copying its GPU source into staging bytes");
-      gate->failed.store(true, std::memory_order_release);
-      e.one_sided().post_ready(window);
+    if (gate->advance(src->copy->ready())) e.one_sided().post_ready(window);
+    if (gate->failed.load(std::memory_order_relaxed) ||
+        gate->ready.load(std::memory_order_relaxed) == len) {
       break;
     }
-    if (*ready > gate->ready.load(std::memory_order_relaxed)) {
-      gate->ready.store(*ready, std::memory_order_release);
-      e.one_sided().post_ready(window);
-    }
-    if (*ready == len) break;
     std::this_thread::yield();  // (no lock held: the copy engine works meanwhile)
   }
   return t.put;

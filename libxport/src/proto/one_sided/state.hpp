@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fabric/op_context.hpp"
@@ -215,7 +216,21 @@ struct SourceGate {
   std::atomic<uint64_t> ready{0};   // bytes in place, from the source's start
   std::atomic<bool> failed{false};  // the copy failed (why): what of the put is held is dropped
   Status why;                       // written once, before failed is set
+  const char* what = "put";         // the operation, for why
   std::unique_ptr<gpu::StagedCopyIn> copy;  // until_local: the copy progress polls
+  // What the copy answered (StagedCopyIn::ready): more bytes in place, or its failure. True when
+  // the gate moved (what it holds may go, or be dropped). Only the gate's one poller calls it.
+  bool advance(const Result<size_t>& in_place) {
+    if (!in_place.ok()) {
+      why = in_place.status().with_context(std::string(what) +
+                                           ": copying its GPU source into staging bytes");
+      failed.store(true, std::memory_order_release);
+      return true;
+    }
+    if (*in_place <= ready.load(std::memory_order_relaxed)) return false;
+    ready.store(*in_place, std::memory_order_release);
+    return true;
+  }
 };
 
 // One operation (or a transfer's item) on its way out: sent at once, or held in its stream's

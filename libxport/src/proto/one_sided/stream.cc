@@ -459,15 +459,12 @@ void Streams::advance(OutStream& s, uint64_t done) {
 }
 
 void Streams::poll_gate(SourceGate& g) {
-  Result<size_t> ready = g.copy->ready();
-  if (!ready.ok()) {
-    g.why = ready.status().with_context("put: copying its GPU source into staging bytes");
-    g.failed.store(true, std::memory_order_release);
+  g.advance(g.copy->ready());
+  // (failed, or done: its queue goes back now)
+  if (g.failed.load(std::memory_order_relaxed) ||
+      g.ready.load(std::memory_order_relaxed) == g.copy->length()) {
     g.copy.reset();
-    return;
   }
-  g.ready.store(*ready, std::memory_order_release);
-  if (*ready == g.copy->length()) g.copy.reset();  // (done: its queue goes back now)
 }
 
 void Streams::post_ready(OutStream& s) {
