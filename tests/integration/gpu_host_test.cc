@@ -3,7 +3,8 @@
 // proxy backend context carries put_signals to every rank, its own included (a CPU producer stands in for the
 // kernels, the stand-in CUDA driver for the GPU); a peer that never joins ends connect with a
 // timeout naming what is missing; two teams forming at once on one listener each get their own
-// connections, and a stranger claiming a rank is refused; the direct backend is refused by name.
+// connections, and a stranger claiming a rank is refused; two ranks of one team form it from
+// one host; the direct backend is refused by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -311,6 +312,71 @@ TEST_P(GpuHostTest, APeerThatNeverJoinsEndsConnectWithATimeoutNamingIt) {
   auto direct = GpuBackend::open(GpuBackendKind::direct);
   EXPECT_EQ(direct.status().code(), Code::unsupported);
   EXPECT_NE(direct.status().message().find("proxy"), std::string::npos);
+}
+
+// NCCL's one process driving two GPUs (nccl-tests -g 2 with GIN): both ranks of a team form it
+// from one host, a thread each, each accepting on a listener of its own, twice (a second team
+// with the same handles, as NCCL's GIN contexts are). Until the host counted its teams per rank,
+// the second rank to call connect derived another nonce and both timed out ("refused 1
+// stranger(s)").
+TEST_P(GpuHostTest, TwoRanksOfOneTeamInOneHostFormItTwiceAndPutToEachOther) {
+  auto host = GpuHost::init();
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  constexpr int n = 2;
+  constexpr size_t len = 4096;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::unique_ptr<Listener>> listeners(n);
+    std::vector<ConnectionHandle> handles(n);
+    for (int r = 0; r < n; ++r) {
+      auto l = (*host)->open_listener(0);
+      ASSERT_TRUE(l.ok()) << l.status().to_string();
+      listeners[r] = std::move(l).value();
+      handles[r] = listeners[r]->handle();
+    }
+    std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(n * len, 0));
+    std::vector<std::vector<uint64_t>> signals(n, std::vector<uint64_t>(n, 0));
+    std::vector<std::string> failures(n);
+    auto rank_main = [&](int r) {
+      auto fail = [&](const std::string& what, const Status& st) {
+        failures[r] = what + ": " + st.to_string();
+      };
+      auto team = (*host)->connect(0, handles, r, Deadline::after(20s), listeners[r].get());
+      if (!team.ok()) return fail("connect", team.status());
+      auto d = (*host)->register_symmetric(**team, data[r].data(), data[r].size(),
+                                           Deadline::after(20s));
+      if (!d.ok()) return fail("register data", d.status());
+      auto sg = (*host)->register_symmetric(**team, signals[r].data(), n * 8, Deadline::after(20s));
+      if (!sg.ok()) return fail("register signals", sg.status());
+      test::fill(data[r].data() + r * len, len, 10 * round + r + 1);
+      for (int p = 0; p < n; ++p) {  // the other rank, and this one through its loopback
+        auto t = (*team)->window(p)->put_signal(d->local, r * len, d->remote[p], r * len, len,
+                                                sg->remote[p], 8 * r, 1);
+        if (!t.ok()) return fail("put_signal to rank " + std::to_string(p), t.status());
+      }
+      for (int p = 0; p < n; ++p) {
+        Status w = (*team)->window(p)->wait_signal(sg->local, 8 * p, 1, Deadline::after(20s));
+        if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
+      }
+      for (int p = 0; p < n; ++p) {
+        Status q = (*team)->window(p)->quiet(Deadline::after(20s));
+        if (!q.ok()) return fail("quiet to rank " + std::to_string(p), q);
+      }
+      uint64_t word = 0;  // stay until the other rank is done with this one's memory
+      auto bye = (*host)->register_symmetric(**team, &word, sizeof(word), Deadline::after(20s));
+      if (!bye.ok()) return fail("closing exchange", bye.status());
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(failures[r], "") << "round " << round << ", rank " << r;
+      for (int p = 0; p < n; ++p) {
+        EXPECT_EQ(test::first_mismatch(data[r].data() + p * len, len, 10 * round + p + 1), -1)
+            << "round " << round << ", rank " << r << ", slot of rank " << p;
+        EXPECT_EQ(signals[r][p], 1u) << "round " << round << ", rank " << r << ", from " << p;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuHostTest,

@@ -77,10 +77,12 @@ class GpuHost {
   // (Code::timeout, naming the ranks missing). Accepts on `listener` (whose handle is
   // handles[rank]), or on listen(index)'s when it is null. Every connection opens with a hello
   // naming the team (a nonce from the handles and how many teams this host began with them
-  // before: ranks form teams with the same handles in the same order) and the rank: accepted
-  // connections of another team forming on listen(index)'s listener are kept for it,
-  // strangers are closed (docs/semantics.md, "GPU backends"). Thread-safe: teams may form
-  // from several threads at once.
+  // before as this rank: ranks form teams with the same handles in the same order) and the
+  // rank: accepted connections of another team forming on listen(index)'s listener are kept
+  // for it, strangers are closed (docs/semantics.md, "GPU backends"). Thread-safe: teams may
+  // form from several threads at once, and several ranks of one team may form it from one host
+  // (a thread per rank, as NCCL's one process driving several GPUs), each accepting on a
+  // listener of its own (open_listener: ranks sharing listen(index)'s would share a handle).
   Result<std::unique_ptr<GpuTeam>> connect(int index, std::span<const ConnectionHandle> handles,
                                            int rank, Deadline deadline,
                                            Listener* listener = nullptr);

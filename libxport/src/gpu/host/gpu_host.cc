@@ -29,7 +29,10 @@ struct GpuHost::State {
   std::mutex mu;  // guards what follows: teams may form from several threads at once
   std::map<int, std::unique_ptr<Device>> devices;
   std::map<int, std::unique_ptr<Listener>> listeners;
-  std::map<uint64_t, uint64_t> formed;  // teams begun, by digest of their handles
+  // Teams begun, by digest of their handles and the rank the caller forms them as: ranks of one
+  // team in one process (NCCL's one process driving several GPUs) count apart, so each derives
+  // the same ordinal as every other rank.
+  std::map<std::pair<uint64_t, int>, uint64_t> formed;
   // Accepted on a listen(index) listener, for a team other than the one that accepted them.
   std::vector<std::unique_ptr<gpu::TeamArrival>> parked;
 };
@@ -119,9 +122,9 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       shared = it->second.get();
     }
     // Every rank derives the same nonce: the handles in rank order, and how many teams this
-    // host began with them before (ranks form their teams in the same order).
+    // host began with them before as this rank (ranks form their teams in the same order).
     const uint64_t digest = gpu::team_digest(handles);
-    nonce = gpu::team_nonce(digest, s_->formed[digest]++);
+    nonce = gpu::team_nonce(digest, s_->formed[{digest, rank}]++);
   }
   Listener& listener = own_listener != nullptr ? *own_listener : *shared;
   auto team = std::unique_ptr<GpuTeam>(new GpuTeam());
