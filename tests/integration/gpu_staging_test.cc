@@ -365,11 +365,11 @@ TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
   auto dkey = dev_->import_key(dreg->export_key());
   auto gkey = dev_->import_key(greg->export_key());
   ASSERT_TRUE(dkey.ok() && gkey.ok());
-  // Nothing page-locked is allocated while signals are applied (a kernel spinning on the word
-  // runs meanwhile, and a page-locked allocation may wait for it: seen on H200s, a 30 s stall
-  // when early reads allocated their scratch word and copy queues on first use).
+  // Nothing page-locked is allocated nor a copy queue opened while signals are applied (a
+  // kernel spinning on the word runs meanwhile, and either may wait for it: seen on H200s, a
+  // 30 s stall when early reads allocated their scratch word and copy queues on first use).
   const int pinned_before = gpu_->pinned_live();
-  const int queues_before = gpu_->queues_opened();
+  gpu_->kernels_running(true);
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < kPuts; ++i) {
       auto t = (*w)->put_signal(*sreg, i * kSlice, *dkey, i * kSlice, kSlice, *gkey, 8, 1);
@@ -381,8 +381,72 @@ TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
     EXPECT_EQ(v, uint64_t{kPuts} * (round + 1)) << "round " << round;
   }
   EXPECT_EQ(test::first_mismatch(gpu, kPuts * kSlice, 77), -1);
+  gpu_->kernels_running(false);
   EXPECT_EQ(gpu_->pinned_live(), pinned_before) << "page-locked memory allocated by signals";
-  EXPECT_LE(gpu_->queues_opened() - queues_before, 4) << "a copy queue per signal in flight";
+  EXPECT_EQ(gpu_->queues_opened_while_kernels_run(), 0) << "a copy queue opened mid-kernel";
+}
+
+// While kernels run, nothing opens a copy queue (creating a CUDA stream then can wait for the
+// kernels to end; a kernel spinning until a signal lands would never end: nccl-tests' GIN
+// alltoall hung so on H200s): puts from GPU memory into GPU memory, signals into 16 GPU words
+// and gets into GPU memory, many of each in flight at once (sources read in the call and as
+// progress goes), all land and count.
+TEST_P(GpuStaging, ManyCopiesInFlightWhileKernelsRunOpenNoCopyQueue) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  constexpr int kOps = 32;
+  constexpr int kWords = 16;
+  constexpr size_t kSlice = 16384;
+  uint8_t* src = gpu_alloc(kOps * kSlice);
+  uint8_t* dst = gpu_alloc(kOps * kSlice);
+  uint8_t* back = gpu_alloc(kOps * kSlice);
+  uint8_t* sig = gpu_alloc(kWords * 8);
+  std::vector<uint8_t> host(kOps * kSlice);  // (gets come from host memory: docs/semantics.md)
+  std::memset(dst, 0, kOps * kSlice);
+  std::memset(sig, 0, kWords * 8);
+  auto hreg = dev_->register_memory(host.data(), host.size());
+  auto sreg = dev_->register_memory(src, kOps * kSlice);
+  auto dreg = dev_->register_memory(dst, kOps * kSlice);
+  auto breg = dev_->register_memory(back, kOps * kSlice);
+  auto greg = dev_->register_memory(sig, kWords * 8);
+  ASSERT_TRUE(hreg.ok() && sreg.ok() && dreg.ok() && breg.ok() && greg.ok());
+  auto hkey = dev_->import_key(hreg->export_key());
+  auto dkey = dev_->import_key(dreg->export_key());
+  auto gkey = dev_->import_key(greg->export_key());
+  ASSERT_TRUE(hkey.ok() && dkey.ok() && gkey.ok());
+  gpu_->kernels_running(true);
+  for (int round = 1; round <= 4; ++round) {
+    // (until_local, as GIN reads: the sources' copies run as progress goes, all at once)
+    (*w)->set_source_read(round % 2 == 0 ? SourceRead::in_call : SourceRead::until_local);
+    test::fill(src, kOps * kSlice, 40 + round);
+    test::fill(host.data(), kOps * kSlice, 50 + round);
+    for (int i = 0; i < kOps; ++i) {
+      auto t = (*w)->put_signal(*sreg, i * kSlice, *dkey, i * kSlice, kSlice, *gkey,
+                                (i % kWords) * 8, 1);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+    }
+    for (int i = 0; i < kWords; ++i) {
+      ASSERT_TRUE((*w)->signal(*gkey, i * 8, 1, SignalOp::add).ok());
+    }
+    ASSERT_TRUE((*w)->quiet(soon()).ok()) << "round " << round;
+    for (int i = 0; i < kOps; ++i) {
+      auto t = (*w)->get(*breg, i * kSlice, *hkey, i * kSlice, kSlice);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+    }
+    ASSERT_TRUE((*w)->quiet(soon()).ok()) << "round " << round;
+    EXPECT_EQ(test::first_mismatch(dst, kOps * kSlice, 40 + round), -1) << "round " << round;
+    EXPECT_EQ(test::first_mismatch(back, kOps * kSlice, 50 + round), -1) << "round " << round;
+    for (int i = 0; i < kWords; ++i) {
+      uint64_t v;
+      std::memcpy(&v, sig + 8 * i, 8);
+      EXPECT_EQ(v, uint64_t(kOps / kWords + 1) * round) << "word " << i << ", round " << round;
+    }
+  }
+  gpu_->kernels_running(false);
+  EXPECT_EQ(gpu_->queues_opened_while_kernels_run(), 0) << "a copy queue opened mid-kernel";
 }
 
 // A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,
@@ -433,6 +497,10 @@ TEST_P(GpuStaging, DevicePropertiesSayGpuMemoryIsTaken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuStaging, test::all_providers(), test::provider_param_name);
+// (run by the gpu-staging-strict test: tests/strict_provider/meson.build picks which)
+INSTANTIATE_TEST_SUITE_P(Strict, GpuStaging,
+                         ::testing::Values(test::ProviderParam{"strict", "auto"}),
+                         test::provider_param_name);
 
 }  // namespace
 }  // namespace xport

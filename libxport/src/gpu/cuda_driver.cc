@@ -135,16 +135,19 @@ class CudaCopyQueue final : public CopyQueue {
   }
   Status copy_to_host(void* dst, const void* src, size_t n) override {
     ContextScope scope(a_, ctx_);
+    std::lock_guard<std::mutex> g(mu_);
     return check(a_.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), n, cuda_stream_),
                  "cuMemcpyDtoHAsync", n);
   }
   Status copy_to_gpu(void* dst, const void* src, size_t n) override {
     ContextScope scope(a_, ctx_);
+    std::lock_guard<std::mutex> g(mu_);
     return check(a_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, n, cuda_stream_),
                  "cuMemcpyHtoDAsync", n);
   }
   Result<uint64_t> mark() override {
     ContextScope scope(a_, ctx_);
+    std::lock_guard<std::mutex> g(mu_);  // (marks' numbers go in the CUDA stream's order)
     if (word_ != nullptr) {
       // Ordered after the stream's earlier work, with a memory barrier before the write.
       XPORT_RETURN_IF_ERROR(check(a_.cuStreamWriteValue64(cuda_stream_, word_gpu_, marks_ + 1,
@@ -163,6 +166,7 @@ class CudaCopyQueue final : public CopyQueue {
   }
   Result<bool> reached(uint64_t m) override {
     if (word_ != nullptr) return __atomic_load_n(word_, __ATOMIC_ACQUIRE) >= m;
+    std::lock_guard<std::mutex> g(mu_);  // (an event query returns at once)
     auto it = events_.find(m);
     if (it == events_.end()) return m <= marks_;  // reached and forgotten already
     ContextScope scope(a_, ctx_);
@@ -178,9 +182,18 @@ class CudaCopyQueue final : public CopyQueue {
   }
   Status synchronize() override {
     ContextScope scope(a_, ctx_);
+    uint64_t before;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      before = marks_;
+    }
+    // (not under mu_: the other users of the stream go on enqueueing meanwhile)
     XPORT_RETURN_IF_ERROR(check(a_.cuStreamSynchronize(cuda_stream_), "cuStreamSynchronize", 0));
-    for (auto& [m, e] : events_) a_.cuEventDestroy(e);
-    events_.clear();
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto e = events_.begin(); e != events_.end() && e->first <= before;) {
+      a_.cuEventDestroy(e->second);
+      e = events_.erase(e);
+    }
     return Status::success();
   }
 
@@ -195,6 +208,7 @@ class CudaCopyQueue final : public CopyQueue {
   const Api& a_;
   CUcontext ctx_;
   CUstream cuda_stream_;
+  std::mutex mu_;  // guards marks_ and events_; enqueues and marks keep one order
   uint64_t marks_ = 0;
   std::map<uint64_t, CUevent> events_;
   uint64_t* word_ = nullptr;  // mapped page-locked: the last mark the CUDA stream reached

@@ -30,7 +30,8 @@ struct PointerInfo {
 // Copies on one non-blocking CUDA stream (never the legacy default stream: a copy must not wait
 // for, or hold up, a kernel that spins on a signal). Copies run in the order enqueued. (Named
 // apart from a Window's streams, which order one-sided operations to a peer.)
-// Not thread-safe: one user at a time (StagedMemory lends them out).
+// Thread-safe: several operations share one (a StagedMemory's lanes), each with marks of its own;
+// a mark covers everything enqueued before it, whoever enqueued it.
 class CopyQueue {
  public:
   virtual ~CopyQueue() = default;
@@ -58,7 +59,9 @@ class Driver {
   // Page-locked host memory mapped into every GPU's address space: the host address, and the
   // address kernels use in *gpu_address (the proxy ring).
   virtual Result<void*> alloc_mapped(size_t n, void** gpu_address) = 0;
-  // A copy queue (a CUDA stream) on the GPU that holds `info`'s memory (in its context).
+  // A copy queue (a CUDA stream) on the GPU that holds `info`'s memory (in its context). Not
+  // while kernels may run on that GPU: creating a CUDA stream can wait for a running kernel to
+  // end (seen on H200s), and a kernel may spin until a copy it waits for is done.
   virtual Result<std::unique_ptr<CopyQueue>> open_copy_queue(const PointerInfo& info) = 0;
   // GPU memory for tools and tests (xport-bench --memory cuda, the GPU tests).
   virtual Result<void*> alloc_gpu(size_t n, int gpu) = 0;

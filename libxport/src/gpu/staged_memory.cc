@@ -9,7 +9,7 @@
 
 namespace xport::gpu {
 
-StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
+StagedCopy::StagedCopy(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue,
                        uint64_t mark)
     : owner_(std::move(owner)), queue_(std::move(queue)), mark_(mark) {}
 
@@ -25,9 +25,7 @@ StagedCopy::~StagedCopy() {
   if (word_ != nullptr && !done_) owner_->leave_turn(this, false);
 }
 
-void StagedCopy::give_back() {
-  if (queue_) owner_->give_queue(std::move(queue_));
-}
+void StagedCopy::give_back() { queue_.reset(); }
 
 Result<bool> StagedCopy::done() {
   if (done_) return true;
@@ -35,6 +33,7 @@ Result<bool> StagedCopy::done() {
   auto reached = queue_->reached(mark_);
   if (!reached.ok()) {
     staging_counters(owner_->gpu()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    owner_->lane_failed(queue_);
     return reached.status();
   }
   const bool d = *reached;
@@ -56,7 +55,10 @@ Result<bool> StagedCopy::advance() {
   };
   auto fail = [&](const Status& s) -> Result<bool> {
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
-    if (queue_) (void)queue_->synchronize();
+    if (queue_) {
+      (void)queue_->synchronize();
+      owner_->lane_failed(queue_);
+    }
     finish(false);  // (leaves the line: the next update of the word goes on)
     return s;
   };
@@ -97,11 +99,7 @@ Result<bool> StagedCopy::advance() {
   }
   if (phase_ == Phase::turn) {
     if (!owner_->my_turn(this)) return false;
-    if (!queue_) {
-      auto s = owner_->take_queue();
-      if (!s.ok()) return fail(s.status());
-      queue_ = std::move(s).value();
-    }
+    if (!queue_) queue_ = owner_->lane();
     if (op_ == WordOp::add) {
       // The GPU's word, not the shadow's: a kernel may have written it (reset) since.
       Status st = read_into(reinterpret_cast<uint64_t*>(shadow));
@@ -126,11 +124,7 @@ Result<bool> StagedCopy::advance() {
     phase_ = Phase::writing;
   }
   if (phase_ == Phase::writing && !written_) {
-    if (!queue_) {  // (a held set: nothing was read, no queue taken yet)
-      auto s = owner_->take_queue();
-      if (!s.ok()) return fail(s.status());
-      queue_ = std::move(s).value();
-    }
+    if (!queue_) queue_ = owner_->lane();  // (a held set: nothing was read, no lane yet)
     Status st = queue_->copy_to_gpu(word_, shadow, sizeof(uint64_t));
     auto m = st.ok() ? queue_->mark() : Result<uint64_t>(st);
     if (!m.ok()) return fail(m.status());
@@ -165,6 +159,7 @@ Status StagedCopy::wait() {
   if (done_) return Status::success();
   if (Status s = queue_->synchronize(); !s.ok()) {
     staging_counters(owner_->gpu()).copy_errors.fetch_add(1, std::memory_order_relaxed);
+    owner_->lane_failed(queue_);
     return s;
   }
   done_ = true;
@@ -187,11 +182,14 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
   XPORT_ASSIGN_OR_RETURN(void* shadow, driver.alloc_pinned(length));
   auto out = std::shared_ptr<StagedMemory>(new StagedMemory(
       driver, static_cast<uint8_t*>(base), length, info, static_cast<uint8_t*>(shadow)));
-  // One copy queue up front, so that a GPU that cannot give one fails the registration, not the
-  // first transfer; and what signal words' early reads use (scratch words, their queue), so
-  // that nothing is allocated for them while kernels run.
-  XPORT_ASSIGN_OR_RETURN(auto s, out->take_queue());
-  out->give_queue(std::move(s));
+  // Every copy queue it will use, now: a GPU that cannot give them fails the registration, not
+  // a transfer, and none is opened while kernels may run (opening one can wait for them, and
+  // they may wait for the copy). The same for what signal words' early reads use (scratch
+  // words, their queue).
+  for (size_t i = 0; i < kLanes; ++i) {
+    XPORT_ASSIGN_OR_RETURN(std::unique_ptr<CopyQueue> q, driver.open_copy_queue(info));
+    out->lanes_.push_back(std::move(q));
+  }
   XPORT_ASSIGN_OR_RETURN(out->ahead_, driver.open_copy_queue(info));
   XPORT_ASSIGN_OR_RETURN(void* scratch, driver.alloc_pinned(kScratchWords * sizeof(uint64_t)));
   out->scratch_ = static_cast<uint64_t*>(scratch);
@@ -204,7 +202,7 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 }
 
 StagedMemory::~StagedMemory() {
-  queues_.clear();  // synchronised by their users already (StagedCopy, copy_in/out)
+  lanes_.clear();  // (their copies' users hold them: a StagedCopy waits before it lets go)
   if (ahead_) (void)ahead_->synchronize();
   ahead_.reset();
   if (scratch_ != nullptr) driver_.free_pinned(scratch_);
@@ -231,21 +229,21 @@ bool StagedMemory::contains(const void* p, size_t n) const {
   return q >= base_ && n <= length_ && static_cast<size_t>(q - base_) <= length_ - n;
 }
 
-Result<std::unique_ptr<CopyQueue>> StagedMemory::take_queue() {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!queues_.empty()) {
-      auto s = std::move(queues_.back());
-      queues_.pop_back();
-      return s;
-    }
-  }
-  return driver_.open_copy_queue(info_);
+std::shared_ptr<CopyQueue> StagedMemory::lane() {
+  std::lock_guard<std::mutex> g(mu_);
+  return lanes_[next_lane_++ % lanes_.size()];
 }
 
-void StagedMemory::give_queue(std::unique_ptr<CopyQueue> s) {
+void StagedMemory::lane_failed(const std::shared_ptr<CopyQueue>& q) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (std::find(lanes_.begin(), lanes_.end(), q) == lanes_.end()) return;  // (replaced)
+  }
+  auto fresh = driver_.open_copy_queue(info_);  // (outside mu_: it can wait for the GPU)
+  if (!fresh.ok()) return;  // (the failed one stays: its copies fail, saying why)
   std::lock_guard<std::mutex> g(mu_);
-  queues_.push_back(std::move(s));
+  auto it = std::find(lanes_.begin(), lanes_.end(), q);
+  if (it != lanes_.end()) *it = std::move(fresh).value();
 }
 
 void StagedMemory::join_turn(const StagedCopy* c) {
@@ -325,7 +323,7 @@ Result<std::unique_ptr<StagedCopyIn>> StagedMemory::start_copy_in_to(void* dst, 
                                                                       size_t n, size_t piece) {
   if (!contains(p, n)) return out_of_range("staging copy in", p, n, *this);
   if (piece == 0 || piece > n) piece = std::max<size_t>(n, 1);
-  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
+  std::shared_ptr<CopyQueue> s = lane();
   std::vector<std::pair<uint64_t, size_t>> marks;
   Status st;
   for (size_t off = 0; off < n && st.ok(); off += piece) {
@@ -345,14 +343,13 @@ Result<std::unique_ptr<StagedCopyIn>> StagedMemory::start_copy_in_to(void* dst, 
   }
   if (!st.ok()) {
     (void)s->synchronize();  // (what was enqueued must not write into bytes given back)
-    give_queue(std::move(s));
     staging_counters(info_.gpu).copy_errors.fetch_add(1, std::memory_order_relaxed);
     return st;
   }
   return std::make_unique<StagedCopyIn>(shared_from_this(), std::move(s), std::move(marks), n);
 }
 
-StagedCopyIn::StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
+StagedCopyIn::StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue,
                            std::vector<std::pair<uint64_t, size_t>> marks, size_t length)
     : owner_(std::move(owner)), queue_(std::move(queue)), marks_(std::move(marks)),
       length_(length) {
@@ -360,20 +357,18 @@ StagedCopyIn::StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::unique_ptr<
 }
 
 StagedCopyIn::~StagedCopyIn() {
-  if (queue_) {
-    (void)queue_->synchronize();
-    owner_->give_queue(std::move(queue_));
-  }
+  if (queue_) (void)queue_->synchronize();
 }
 
 void StagedCopyIn::finish(bool ok) {
   StagingCounters& c = staging_counters(owner_->gpu());
   if (!ok) {
-    queue_.reset();  // (a queue whose copy failed is not lent again)
+    owner_->lane_failed(queue_);  // (a queue whose copy failed is not used again)
+    queue_.reset();
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (queue_) owner_->give_queue(std::move(queue_));
+  queue_.reset();
   ready_ = length_;
   owner_->bytes_in_.fetch_add(length_, std::memory_order_relaxed);
   c.to_host_bytes.fetch_add(length_, std::memory_order_relaxed);
@@ -420,7 +415,7 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
   for (const auto& [p, n] : ranges) {
     if (!contains(p, n)) return out_of_range("staging copy out", p, n, *this);
   }
-  XPORT_ASSIGN_OR_RETURN(auto s, take_queue());
+  std::shared_ptr<CopyQueue> s = lane();
   Status st;
   uint64_t total = 0;
   for (const auto& [p, n] : ranges) {
@@ -434,7 +429,6 @@ Result<std::unique_ptr<StagedCopy>> StagedMemory::start_copy_out(
   StagingCounters& c = staging_counters(info_.gpu);
   if (!mark.ok()) {
     (void)s->synchronize();
-    give_queue(std::move(s));
     c.copy_errors.fetch_add(1, std::memory_order_relaxed);
     return mark.status();
   }

@@ -1,7 +1,8 @@
 // GPU memory the provider cannot register (no FI_HMEM, no DMA-BUF): a page-locked host shadow
 // of the same size is registered in its place, and data moves between the GPU range and its
-// shadow by copies on copy queues (non-blocking CUDA streams), chunked so that large copies of
-// several threads interleave. Sources are copied in before an operation is posted; destinations
+// shadow by copies on copy queues (non-blocking CUDA streams): a few lanes made with the shadow,
+// shared by every copy (none is opened later: kernels may be running then), and chunked so that
+// large copies of several threads interleave. Sources are copied in before an operation is posted; destinations
 // are copied out once the provider has filled the shadow (docs/semantics.md, "GPU memory").
 #pragma once
 
@@ -23,11 +24,11 @@ class StagedMemory;
 // How a signal word in staged GPU memory changes (StagedMemory::start_word_update).
 enum class WordOp : uint8_t { add, set };
 
-// Copies out in flight, on a copy queue lent by their StagedMemory until they are done; or a signal
-// word's update on the GPU, which goes through its phases as done() is polled.
+// Copies out in flight, on one of their StagedMemory's lanes; or a signal word's update on the
+// GPU, which goes through its phases as done() is polled.
 class StagedCopy {
  public:
-  StagedCopy(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue, uint64_t mark);
+  StagedCopy(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue, uint64_t mark);
   ~StagedCopy();
   StagedCopy(const StagedCopy&) = delete;
   StagedCopy& operator=(const StagedCopy&) = delete;
@@ -50,7 +51,7 @@ class StagedCopy {
   Result<bool> advance();
   void give_back();
   std::shared_ptr<StagedMemory> owner_;
-  std::unique_ptr<CopyQueue> queue_;
+  std::shared_ptr<CopyQueue> queue_;  // the lane it copies on (word updates: from their turn)
   uint64_t mark_ = 0;
   bool done_ = false;
   Phase phase_ = Phase::copy;
@@ -65,10 +66,10 @@ class StagedCopy {
 
 // A source's copy into host bytes of its own (an operation's staging bytes), enqueued piece by
 // piece with a mark after each, so that the operation can post each piece as it lands: how much
-// of it, from its start, is in place. On a copy queue lent by its StagedMemory until done.
+// of it, from its start, is in place. On one of its StagedMemory's lanes.
 class StagedCopyIn {
  public:
-  StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::unique_ptr<CopyQueue> queue,
+  StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue,
                std::vector<std::pair<uint64_t, size_t>> marks, size_t length);
   // Waits for what is still copying (the bytes it writes may be given back after it).
   ~StagedCopyIn();
@@ -83,7 +84,7 @@ class StagedCopyIn {
  private:
   void finish(bool ok);
   std::shared_ptr<StagedMemory> owner_;
-  std::unique_ptr<CopyQueue> queue_;
+  std::shared_ptr<CopyQueue> queue_;
   std::vector<std::pair<uint64_t, size_t>> marks_;  // (mark, bytes in place once reached)
   size_t next_ = 0;
   size_t ready_ = 0;
@@ -142,8 +143,11 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   friend class StagedCopyIn;
   StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                uint8_t* shadow);
-  Result<std::unique_ptr<CopyQueue>> take_queue();
-  void give_queue(std::unique_ptr<CopyQueue> s);
+  // The lane the next copy goes on (in turn); never opens one.
+  std::shared_ptr<CopyQueue> lane();
+  // A copy on `q` failed (a failed CUDA stream runs nothing more): a new queue takes its place
+  // for later copies (opened now: only after a failure, which kernels waiting on it see anyway).
+  void lane_failed(const std::shared_ptr<CopyQueue>& q);
   // Word updates in their order per word: joining the line, whose turn it is, and leaving it
   // (a finished update bumps the word's version).
   void join_turn(const StagedCopy* c);
@@ -164,8 +168,9 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   size_t length_;
   PointerInfo info_;
   uint8_t* shadow_;
-  std::mutex mu_;  // guards queues_ only: no copy runs or waits under it
-  std::vector<std::unique_ptr<CopyQueue>> queues_;
+  std::mutex mu_;  // guards lanes_ only: no copy runs or waits under it
+  std::vector<std::shared_ptr<CopyQueue>> lanes_;  // kLanes, made with the shadow
+  size_t next_lane_ = 0;
   std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::map<const uint8_t*, uint64_t> word_versions_;
@@ -174,6 +179,9 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   std::mutex ahead_mu_;  // guards ahead_ (its users are several StagedCopy objects)
   std::unique_ptr<CopyQueue> ahead_;
   static constexpr int kScratchWords = 256;
+  // Copy queues per shadow: copies on different lanes overlap (a GPU has a few copy engines a
+  // way); more in flight share them, in the order enqueued.
+  static constexpr size_t kLanes = 4;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
 };

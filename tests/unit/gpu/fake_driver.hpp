@@ -64,6 +64,7 @@ class FakeGpuDriver final : public gpu::Driver {
   Result<std::unique_ptr<gpu::CopyQueue>> open_copy_queue(const gpu::PointerInfo&) override {
     std::lock_guard<std::mutex> g(mu_);
     ++queues_opened_;
+    if (kernels_running_) ++queues_opened_while_kernels_run_;
     return std::unique_ptr<gpu::CopyQueue>(new FakeCopyQueue(*this));
   }
   Result<void*> alloc_gpu(size_t n, int) override { return alloc(n, false); }
@@ -81,6 +82,17 @@ class FakeGpuDriver final : public gpu::Driver {
   int queues_opened() const {
     std::lock_guard<std::mutex> g(mu_);
     return queues_opened_;
+  }
+  // From now on until told otherwise, "kernels run" on the GPU: a real driver's cuStreamCreate
+  // can then wait for them to end (seen on H200s), and a kernel may wait for the copy it is
+  // for: open_copy_queue counts what would have deadlocked.
+  void kernels_running(bool running) {
+    std::lock_guard<std::mutex> g(mu_);
+    kernels_running_ = running;
+  }
+  int queues_opened_while_kernels_run() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return queues_opened_while_kernels_run_;
   }
   // Copies to "GPU memory" fail from now on (a GPU that has gone bad).
   void fail_copies_to_gpu(bool fail) { fail_to_gpu_ = fail; }
@@ -108,20 +120,25 @@ class FakeGpuDriver final : public gpu::Driver {
   class FakeCopyQueue final : public gpu::CopyQueue {
    public:
     explicit FakeCopyQueue(FakeGpuDriver& d) : d_(d) {}
+    // (thread-safe, as a CUDA stream is: several operations share a StagedMemory's lanes)
     Status copy_to_host(void* dst, const void* src, size_t n) override {
+      std::lock_guard<std::mutex> g(mu_);
       ops_.push_back({dst, src, n, true});
       return Status::success();
     }
     Status copy_to_gpu(void* dst, const void* src, size_t n) override {
       if (d_.fail_to_gpu_) return Status(Code::fabric, "fake GPU: copy to GPU failed");
+      std::lock_guard<std::mutex> g(mu_);
       ops_.push_back({dst, src, n, false});
       return Status::success();
     }
     Result<uint64_t> mark() override {
+      std::lock_guard<std::mutex> g(mu_);
       ops_.push_back({nullptr, nullptr, 0, false, ++marks_});
       return marks_;
     }
     Result<bool> reached(uint64_t m) override {
+      std::lock_guard<std::mutex> g(mu_);
       if (failed_) return failure();
       if (m <= done_) return true;
       if (++queries_ < d_.lag_) return false;
@@ -131,6 +148,7 @@ class FakeGpuDriver final : public gpu::Driver {
       return true;
     }
     Status synchronize() override {
+      std::lock_guard<std::mutex> g(mu_);
       run_through(UINT64_MAX);
       return failed_ ? failure() : Status::success();
     }
@@ -163,6 +181,7 @@ class FakeGpuDriver final : public gpu::Driver {
       if (m == UINT64_MAX) done_ = marks_;
     }
     static Status failure() { return Status(Code::fabric, "fake GPU: copy to host failed"); }
+    std::mutex mu_;
     bool failed_ = false;
     FakeGpuDriver& d_;
     std::deque<Op> ops_;
@@ -176,6 +195,8 @@ class FakeGpuDriver final : public gpu::Driver {
   std::map<uintptr_t, Alloc> allocs_;
   int pinned_live_ = 0;
   int queues_opened_ = 0;
+  bool kernels_running_ = false;
+  int queues_opened_while_kernels_run_ = 0;
   std::atomic<uint64_t> to_host_{0};
   std::atomic<uint64_t> to_gpu_{0};
   std::atomic<bool> fail_to_gpu_{false};
