@@ -41,6 +41,8 @@ int xtest_launch_ping_pong(xport::gpu_ring::DeviceRing a, const uint64_t* a_word
                            xport::gpu_ring::DeviceRing b, const uint64_t* b_word, int rounds,
                            uint64_t deadline_cycles);
 int xtest_finish_ping_pong(int* statuses, unsigned long long* cycles);
+int xtest_launch_words_waiter(const uint64_t* words, int n, uint64_t value,
+                              uint64_t deadline_cycles);
 }
 
 namespace xport::gpu {
@@ -417,6 +419,69 @@ TEST_P(GpuProxyKernels, PutSignalRoundTripDeviceAgainstHost) {
               rounds, device_us, host_gpu_us, device_us / host_gpu_us, host_us, device_us / host_us);
   driver().free_gpu(*ga);
   driver().free_gpu(*gb);
+}
+
+// A kernel of 16 blocks, each spinning on its own staged GPU word (as a GIN barrier's CTAs do),
+// while the host puts into GPU memory from GPU memory (sources read as progress goes, as GIN's
+// windows read them) with a signal on each block's word, then one more signal each: every
+// copy these need runs while the kernel runs. A copy queue opened then (cudaStreamCreate) would
+// wait for the kernel, which waits for the copy: the kernel times out instead of seeing its
+// words (nccl-tests' GIN alltoall hung so on H200s).
+TEST_P(GpuProxyKernels, KernelsSpinningOnStagedWordsSeeBurstsOfSignals) {
+  test::Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, Deadline::after(20s));
+  ASSERT_TRUE(w.ok());
+  (*w)->set_source_read(SourceRead::until_local);
+  constexpr int kBlocks = 16;
+  constexpr size_t kSlice = 64 << 10;
+  auto words = driver().alloc_gpu(4096, 0);
+  auto src = driver().alloc_gpu(kBlocks * kSlice, 0);
+  auto dst = driver().alloc_gpu(kBlocks * kSlice, 0);
+  ASSERT_TRUE(words.ok() && src.ok() && dst.ok());
+  std::vector<uint8_t> zero(4096, 0), pattern(kBlocks * kSlice);
+  test::fill(pattern.data(), pattern.size(), 33);
+  auto s = driver().open_copy_queue(*driver().classify(*src));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*words, zero.data(), zero.size()).ok());
+  ASSERT_TRUE((*s)->copy_to_gpu(*src, pattern.data(), pattern.size()).ok());
+  ASSERT_TRUE((*s)->synchronize().ok());
+  {
+    auto wreg = dev_->register_memory(*words, 4096);
+    auto sreg = dev_->register_memory(*src, kBlocks * kSlice);
+    auto dreg = dev_->register_memory(*dst, kBlocks * kSlice);
+    ASSERT_TRUE(wreg.ok() && sreg.ok() && dreg.ok());
+    ASSERT_TRUE(wreg->staged()) << "the test is about staged GPU memory";
+    auto wkey = dev_->import_key(wreg->export_key());
+    auto dkey = dev_->import_key(dreg->export_key());
+    ASSERT_TRUE(wkey.ok() && dkey.ok());
+    const auto* gpu_words = static_cast<const uint64_t*>(*words);
+    for (uint64_t round = 1; round <= 20; ++round) {
+      ASSERT_EQ(xtest_launch_words_waiter(gpu_words, kBlocks, 2 * round, 5 * kSecondOfCycles), 0);
+      for (int b = 0; b < kBlocks; ++b) {
+        auto t = (*w)->put_signal(*sreg, b * kSlice, *dkey, b * kSlice, kSlice, *wkey, 8 * b, 1);
+        ASSERT_TRUE(t.ok()) << t.status().to_string();
+      }
+      for (int b = 0; b < kBlocks; ++b) {
+        ASSERT_TRUE((*w)->signal(*wkey, 8 * b, 1, SignalOp::add).ok());
+      }
+      Status q = (*w)->quiet(Deadline::after(20s));
+      ASSERT_TRUE(q.ok()) << "round " << round << ": " << q.to_string();
+      std::vector<int> status(kBlocks, 99);
+      ASSERT_EQ(xtest_finish(status.data(), kBlocks), 0);
+      for (int b = 0; b < kBlocks; ++b) {
+        ASSERT_EQ(status[b], 0) << "round " << round << ", block " << b
+                                << ": the kernel's word did not reach " << 2 * round;
+      }
+    }
+    std::vector<uint8_t> back(kBlocks * kSlice);
+    ASSERT_TRUE((*s)->copy_to_host(back.data(), *dst, back.size()).ok());
+    ASSERT_TRUE((*s)->synchronize().ok());
+    EXPECT_EQ(test::first_mismatch(back.data(), back.size(), 33), -1);
+  }
+  driver().free_gpu(*words);
+  driver().free_gpu(*src);
+  driver().free_gpu(*dst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuProxyKernels,

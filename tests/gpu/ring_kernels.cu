@@ -22,6 +22,22 @@ __global__ void waiter(xport::device::Ring r, const uint64_t* word, uint64_t val
   *status = xport::device::wait_signal(r, word, value, deadline_cycles);
 }
 
+// Block b spins until words[b] >= value (as a GIN barrier's CTAs wait on their signals):
+// status[b] 0, or -1 once deadline_cycles pass.
+__global__ void words_waiter(const uint64_t* words, uint64_t value, uint64_t deadline_cycles,
+                             int* status) {
+  const volatile uint64_t* w = words + blockIdx.x;
+  const long long start = clock64();
+  int st = 0;
+  while (*w < value) {
+    if (static_cast<uint64_t>(clock64() - start) > deadline_cycles) {
+      st = -1;
+      break;
+    }
+  }
+  status[blockIdx.x] = st;
+}
+
 __global__ void warp_and_block(xport::device::Ring r, uint64_t deadline_cycles, int* status) {
   namespace d = xport::device;
   using d::Scope;
@@ -167,6 +183,12 @@ int xtest_launch_proxy_put_stream(xport::gpu_ring::DeviceRing r, uint64_t size, 
 int xtest_launch_waiter_device_word(xport::gpu_ring::DeviceRing r, const uint64_t* word,
                                     uint64_t value, uint64_t deadline_cycles) {
   waiter<<<1, 1, 0, g_stream>>>(r, word, value, deadline_cycles, g_status);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+int xtest_launch_words_waiter(const uint64_t* words, int n, uint64_t value,
+                              uint64_t deadline_cycles) {
+  words_waiter<<<n, 1, 0, g_stream>>>(words, value, deadline_cycles, g_status);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 
