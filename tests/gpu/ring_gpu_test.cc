@@ -456,14 +456,17 @@ TEST_P(GpuProxyKernels, KernelsSpinningOnStagedWordsSeeBurstsOfSignals) {
     auto dkey = dev_->import_key(dreg->export_key());
     ASSERT_TRUE(wkey.ok() && dkey.ok());
     const auto* gpu_words = static_cast<const uint64_t*>(*words);
-    for (uint64_t round = 1; round <= 20; ++round) {
+    for (uint64_t round = 1; round <= 40; ++round) {
+      // (half the rounds as the GIN table signals: after the data, not after earlier signals)
+      const SignalOrder order = round > 20 ? SignalOrder::after_data : SignalOrder::strong;
       ASSERT_EQ(xtest_launch_words_waiter(gpu_words, kBlocks, 2 * round, 5 * kSecondOfCycles), 0);
       for (int b = 0; b < kBlocks; ++b) {
-        auto t = (*w)->put_signal(*sreg, b * kSlice, *dkey, b * kSlice, kSlice, *wkey, 8 * b, 1);
+        auto t = (*w)->put_signal(*sreg, b * kSlice, *dkey, b * kSlice, kSlice, *wkey, 8 * b, 1,
+                                  SignalOp::add, order);
         ASSERT_TRUE(t.ok()) << t.status().to_string();
       }
       for (int b = 0; b < kBlocks; ++b) {
-        ASSERT_TRUE((*w)->signal(*wkey, 8 * b, 1, SignalOp::add).ok());
+        ASSERT_TRUE((*w)->signal(*wkey, 8 * b, 1, SignalOp::add, order).ok());
       }
       Status q = (*w)->quiet(Deadline::after(20s));
       ASSERT_TRUE(q.ok()) << "round " << round << ": " << q.to_string();

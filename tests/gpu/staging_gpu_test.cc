@@ -177,6 +177,72 @@ TEST_P(GpuMemory, PutsAndSignalsIntoGpuMemory) {
   EXPECT_EQ(word, 9u) << "a signal into GPU memory";
 }
 
+// SignalOrder::after_data as NCCL's GIN barriers would use it, on a real GPU: bursts of adds
+// into 16 staged words (one per CTA) around put_signals into staged memory, every count checked
+// on the GPU; a lost or doubled update, or an operation never applied, fails it (quiet's
+// deadline). Strong signals the same way, for the "signal order:" line (docs/benchmarks.md).
+TEST_P(GpuMemory, AfterDataSignalBurstsCountEveryAdd) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  (*w)->set_source_read(SourceRead::until_local);
+  const int gpu = env_gpu("XPORT_TEST_GPU_DST");
+  constexpr int kWords = 16;
+  constexpr int kIters = 300;
+  const size_t chunk = 64 << 10;
+  uint8_t* words = gpu_alloc(4096, gpu);
+  uint8_t* data = gpu_alloc(chunk, gpu);
+  uint8_t* src = gpu_alloc(chunk, gpu);
+  std::vector<uint8_t> zero(4096, 0);
+  to_gpu(words, zero.data(), zero.size());
+  auto wreg = dev_->register_memory(words, 4096);
+  auto dreg = dev_->register_memory(data, chunk);
+  auto sreg = dev_->register_memory(src, chunk);
+  ASSERT_TRUE(wreg.ok() && dreg.ok() && sreg.ok());
+  auto wkey = dev_->import_key(wreg->export_key());
+  auto dkey = dev_->import_key(dreg->export_key());
+  ASSERT_TRUE(wkey.ok() && dkey.ok());
+  fill_gpu(src, chunk, 5);
+  double us[2] = {0, 0};
+  for (int pass = 0; pass < 2; ++pass) {
+    const SignalOrder order = pass == 0 ? SignalOrder::after_data : SignalOrder::strong;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int it = 0; it < kIters; ++it) {
+      for (int phase = 0; phase < 2; ++phase) {
+        for (int c = 0; c < kWords; ++c) {
+          auto t = (*w)->signal(*wkey, 8 * (1 + c), 1, SignalOp::add, order);
+          ASSERT_TRUE(t.ok()) << t.status().to_string();
+        }
+        if (phase == 0) {
+          auto t = (*w)->put_signal(*sreg, 0, *dkey, 0, chunk, *wkey, 0, 1, SignalOp::add, order);
+          ASSERT_TRUE(t.ok()) << t.status().to_string();
+        }
+      }
+      if (it % 8 == 7) {
+        Status q = (*w)->quiet(Deadline::after(20s));
+        ASSERT_TRUE(q.ok()) << "iteration " << it << ": " << q.to_string();
+      }
+    }
+    Status q = (*w)->quiet(Deadline::after(20s));
+    ASSERT_TRUE(q.ok()) << q.to_string();
+    us[pass] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                   .count() / kIters;
+    auto back = from_gpu(words, 8 * (1 + kWords));
+    uint64_t v[1 + kWords];
+    std::memcpy(v, back.data(), sizeof(v));
+    EXPECT_EQ(v[0], uint64_t(kIters) * (pass + 1)) << "the put_signals' word";
+    for (int c = 0; c < kWords; ++c) {
+      EXPECT_EQ(v[1 + c], uint64_t(2 * kIters) * (pass + 1)) << "word " << 1 + c;
+    }
+  }
+  std::printf("signal order: %s, %d iterations of %d signals into 16 staged words and a 64 KiB "
+              "put_signal: after_data %.1f us each, strong %.1f us (%.2fx)\n",
+              GetParam().provider, kIters, 2 * kWords, us[0], us[1], us[1] / us[0]);
+  auto d = from_gpu(data, chunk);
+  EXPECT_EQ(test::first_mismatch(d.data(), chunk, 5), -1);
+}
+
 // Staging's cost: the same 64 MiB operations from host and from GPU memory, interleaved.
 TEST_P(GpuMemory, StagingBandwidthAgainstHostMemory) {
   Pair p = test::connect_pair(*dev_, *dev_);

@@ -449,6 +449,119 @@ TEST_P(GpuStaging, ManyCopiesInFlightWhileKernelsRunOpenNoCopyQueue) {
   EXPECT_EQ(gpu_->queues_opened_while_kernels_run(), 0) << "a copy queue opened mid-kernel";
 }
 
+// SignalOrder::after_data (NCCL GIN's signals): a signal into staged GPU memory is applied while
+// an earlier signal to another word is still copying on the target's GPU (NCCL's barriers send
+// one per CTA: 16 in a row, each two copies, one after the other before), but never before an
+// earlier put's data is on the GPU; a strong one waits for both. The stand-in driver holds the
+// copies into a word or a range (a slow copy) until released. (Also over the strict provider:
+// 4-byte CQ data, reordering, delayed posts.)
+class GpuSignalOrder : public GpuStaging {};
+
+TEST_P(GpuSignalOrder, ASignalAfterDataOverlapsEarlierSignalsButNotEarlierPuts) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  uint8_t* gpu = gpu_alloc(8192);
+  std::memset(gpu, 0, 8192);
+  auto greg = dev_->register_memory(gpu, 8192);
+  std::vector<uint8_t> src(4096);
+  auto sreg = dev_->register_memory(src.data(), src.size());
+  ASSERT_TRUE(greg.ok() && sreg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  ASSERT_TRUE(gkey.ok());
+  auto word = [&](size_t off) {
+    uint64_t v;
+    std::memcpy(&v, gpu + off, 8);
+    return v;
+  };
+  // Progress until `done()` or 20 s; or, for what must not happen, a fixed number of passes
+  // (what it waits for is held: no amount of time lets it happen).
+  auto progress_until = [&](auto done, int passes) {
+    auto until = std::chrono::steady_clock::now() + 20s;
+    for (int i = 0; !done() && (passes == 0 || i < passes) &&
+                    std::chrono::steady_clock::now() < until; ++i) {
+      EXPECT_TRUE((*w)->check(1).ok());
+    }
+    return done();
+  };
+  // A: strong, into word 0, whose copy back to the GPU is held.
+  gpu_->hold_copies_into(gpu, 8);
+  ASSERT_TRUE((*w)->signal(*gkey, 0, 1).ok());
+  // B, after_data, into word 64: applied on the GPU while A still copies.
+  ASSERT_TRUE((*w)->signal(*gkey, 64, 2, SignalOp::add, SignalOrder::after_data).ok());
+  EXPECT_TRUE(progress_until([&] { return word(64) == 2; }, 0))
+      << "an after_data signal waited for an earlier signal's copy to another word";
+  // C, strong, into word 128: waits for A.
+  ASSERT_TRUE((*w)->signal(*gkey, 128, 3).ok());
+  EXPECT_FALSE(progress_until([&] { return word(128) != 0; }, 2000))
+      << "a strong signal was applied before an earlier signal had finished";
+  EXPECT_EQ(word(0), 0u);
+  gpu_->release_held();
+  EXPECT_TRUE(progress_until([&] { return word(0) == 1 && word(128) == 3; }, 0));
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+  // A put's data held on its way to the GPU: an after_data signal behind it waits.
+  gpu_->hold_copies_into(gpu + 4096, 4096);
+  test::fill(src.data(), src.size(), 77);
+  ASSERT_TRUE((*w)->put(*sreg, 0, *gkey, 4096, src.size()).ok());
+  ASSERT_TRUE((*w)->signal(*gkey, 192, 4, SignalOp::add, SignalOrder::after_data).ok());
+  EXPECT_FALSE(progress_until([&] { return word(192) != 0; }, 2000))
+      << "an after_data signal was applied before an earlier put's data reached the GPU";
+  gpu_->release_held();
+  EXPECT_TRUE(progress_until([&] { return word(192) == 4; }, 0));
+  EXPECT_EQ(test::first_mismatch(gpu + 4096, 4096, 77), -1);
+  // The same as a put_signal: its own data first.
+  gpu_->hold_copies_into(gpu + 4096, 4096);
+  test::fill(src.data(), src.size(), 78);
+  ASSERT_TRUE((*w)->put_signal(*sreg, 0, *gkey, 4096, src.size(), *gkey, 256, 5, SignalOp::add,
+                               SignalOrder::after_data).ok());
+  EXPECT_FALSE(progress_until([&] { return word(256) != 0; }, 2000))
+      << "an after_data put_signal's signal came before its data reached the GPU";
+  gpu_->release_held();
+  EXPECT_TRUE(progress_until([&] { return word(256) == 5; }, 0));
+  EXPECT_EQ(test::first_mismatch(gpu + 4096, 4096, 78), -1);
+  ASSERT_TRUE((*w)->quiet(soon()).ok());
+}
+
+// NCCL's GIN barrier, as nccl-tests' alltoall -D 3 runs it: one after_data signal per CTA into
+// 16 words of staged GPU memory, all sent at once (shm delivers them in one burst) while the
+// kernel that waits on them runs. Their updates overlap; none may open a copy queue (a CUDA
+// stream made while the kernel spins waits for it to end: the hang seen on H200s when each
+// update opened one). The stand-in driver's copies into the words are held, as a real GPU's
+// take microseconds while the burst lands.
+TEST_P(GpuSignalOrder, AfterDataBurstOpensNoCopyQueueWhileSignalsApply) {
+  Pair p = test::connect_pair(*dev_, *dev_);
+  ASSERT_TRUE(p.send && p.recv);
+  auto w = Window::open(*p.send, soon());
+  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  constexpr int kWords = 16;
+  uint8_t* gpu = gpu_alloc(4096);
+  std::memset(gpu, 0, 4096);
+  auto greg = dev_->register_memory(gpu, 4096);
+  ASSERT_TRUE(greg.ok());
+  auto gkey = dev_->import_key(greg->export_key());
+  ASSERT_TRUE(gkey.ok());
+  gpu_->kernels_running(true);
+  for (int round = 0; round < 3; ++round) {
+    gpu_->hold_copies_into(gpu, 4096);
+    for (int c = 0; c < kWords; ++c) {
+      ASSERT_TRUE((*w)->signal(*gkey, 8 * (1 + c), 1, SignalOp::add, SignalOrder::after_data).ok());
+    }
+    for (int i = 0; i < 2000; ++i) (void)(*w)->quiet(Deadline::now());  // (progress)
+    gpu_->release_held();
+    ASSERT_TRUE((*w)->quiet(soon()).ok()) << "round " << round;
+    for (int c = 0; c < kWords; ++c) {
+      uint64_t v;
+      std::memcpy(&v, gpu + 8 * (1 + c), 8);
+      EXPECT_EQ(v, uint64_t(round + 1)) << "word " << 1 + c;
+    }
+  }
+  gpu_->kernels_running(false);
+  EXPECT_EQ(gpu_->queues_opened_while_kernels_run(), 0) << "a copy queue opened mid-kernel";
+}
+
 // A signal into staged GPU memory whose copy on to the GPU cannot start: the initiator is told,
 // and the signal is applied once. (Seen: the target applied it to the shadow, answered the
 // error, then applied it again as if it were host memory: the word held twice the value.)
@@ -500,6 +613,12 @@ INSTANTIATE_TEST_SUITE_P(Providers, GpuStaging, test::all_providers(), test::pro
 // (run by the gpu-staging-strict test: tests/strict_provider/meson.build picks which)
 INSTANTIATE_TEST_SUITE_P(Strict, GpuStaging,
                          ::testing::Values(test::ProviderParam{"strict", "auto"}),
+                         test::provider_param_name);
+INSTANTIATE_TEST_SUITE_P(Providers, GpuSignalOrder,
+                         ::testing::Values(test::ProviderParam{"shm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "manual"},
+                                           test::ProviderParam{"strict", "auto"}),
                          test::provider_param_name);
 
 }  // namespace

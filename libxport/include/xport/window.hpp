@@ -27,7 +27,12 @@ using Ticket = uint64_t;
 enum class SignalOp : uint8_t { add, set };
 // strong: applied only after every earlier operation of this device to the peer (any window,
 // any rail) is delivered or applied. weak: after the data of its own put (put_signal) only.
-enum class SignalOrder : uint8_t { strong, weak };
+// after_data: as strong, except that an earlier signal need only have begun to apply, not
+// finished: a signal into staged GPU memory takes copies on the target's GPU, and signals to
+// other words overlap them (updates of one word still apply in the order issued). Every
+// earlier put's data is in place (GPU memory included) before it applies. NCCL's GIN signals
+// are these: a signal covers the puts before it, not the signals.
+enum class SignalOrder : uint8_t { strong, weak, after_data };
 enum class AtomicOp : uint8_t { add, fetch_add, swap, compare_swap, fetch };
 
 // One put or get of a transfer.

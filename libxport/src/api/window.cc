@@ -209,7 +209,8 @@ proto::OneSidedCalls::SignalRequest signal_request(const proto::RemoteKey* key, 
   r.offset = offset;
   r.value = value;
   r.op = op == SignalOp::set ? proto::WindowSignalOp::set : proto::WindowSignalOp::add;
-  r.strong = order == SignalOrder::strong;
+  r.strong = order != SignalOrder::weak;
+  r.past_signals = order == SignalOrder::after_data;
   return r;
 }
 }  // namespace

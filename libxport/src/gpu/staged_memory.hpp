@@ -34,6 +34,8 @@ class StagedCopy {
   StagedCopy& operator=(const StagedCopy&) = delete;
   // Never blocks.
   Result<bool> done();
+  // A signal word's update (begun: it holds its place in the word's line), not a copy out.
+  bool word_update() const { return word_ != nullptr; }
   // Blocks until done.
   Status wait();
   // A word update started held (start_word_update's `held`): it now takes its turn on the word

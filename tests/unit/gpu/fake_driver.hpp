@@ -100,6 +100,14 @@ class FakeGpuDriver final : public gpu::Driver {
   // queue's reached() and synchronize() say so, as CUDA reports an asynchronous copy's error),
   // and so does everything enqueued after it on that queue.
   void fail_to_host_past(uint64_t bytes) { to_host_limit_ = bytes; }
+  // Copies into [p, p+n) stay unfinished (reached() answers false for marks behind them, and
+  // what is enqueued after them on the queue waits too) until release_held(): a copy that takes
+  // long. synchronize() still runs them (closing never hangs).
+  void hold_copies_into(const void* p, size_t n) {
+    held_lo_ = reinterpret_cast<uintptr_t>(p);
+    held_hi_ = held_lo_ + n;
+  }
+  void release_held() { held_hi_ = held_lo_.load(); }
   uint64_t bytes_to_host() const { return to_host_; }
   uint64_t bytes_to_gpu() const { return to_gpu_; }
 
@@ -143,13 +151,13 @@ class FakeGpuDriver final : public gpu::Driver {
       if (m <= done_) return true;
       if (++queries_ < d_.lag_) return false;
       queries_ = 0;
-      run_through(m);
+      run_through(m, true);
       if (failed_) return failure();
-      return true;
+      return done_ >= m;
     }
     Status synchronize() override {
       std::lock_guard<std::mutex> g(mu_);
-      run_through(UINT64_MAX);
+      run_through(UINT64_MAX, false);
       return failed_ ? failure() : Status::success();
     }
 
@@ -161,10 +169,15 @@ class FakeGpuDriver final : public gpu::Driver {
       bool to_host;
       uint64_t mark = 0;
     };
-    void run_through(uint64_t m) {
+    bool held(const Op& op) const {
+      const auto lo = reinterpret_cast<uintptr_t>(op.dst);
+      return op.mark == 0 && lo < d_.held_hi_ && lo + op.n > d_.held_lo_;
+    }
+    void run_through(uint64_t m, bool hold) {
       while (!ops_.empty()) {
         Op op = ops_.front();
         if (op.mark != 0 && op.mark > m) break;
+        if (hold && held(op)) break;
         ops_.pop_front();
         if (op.mark != 0) {
           done_ = op.mark;
@@ -201,6 +214,8 @@ class FakeGpuDriver final : public gpu::Driver {
   std::atomic<uint64_t> to_gpu_{0};
   std::atomic<bool> fail_to_gpu_{false};
   std::atomic<uint64_t> to_host_limit_{UINT64_MAX};
+  std::atomic<uintptr_t> held_lo_{0};
+  std::atomic<uintptr_t> held_hi_{0};
 };
 
 // Installs a FakeGpuDriver for the life of a test.

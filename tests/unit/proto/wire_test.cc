@@ -148,6 +148,27 @@ TEST(Message, HeaderValidation) {
             std::string::npos);
 }
 
+// A window signal's flags: strong, ack-now and past-signals (after_data: only with strong);
+// anything else is refused, naming the flags.
+TEST(Message, WindowSignalFlags) {
+  MsgHeader h{};
+  h.type = static_cast<uint8_t>(MsgType::win_signal);
+  h.version = kWireVersion;
+  auto with = [&](unsigned flags) {
+    h.slot = static_cast<uint16_t>(flags << 8);
+    return check_window_message(h, sizeof(uint64_t));
+  };
+  EXPECT_TRUE(with(0).ok());
+  EXPECT_TRUE(with(kWinStrong).ok());
+  EXPECT_TRUE(with(kWinStrong | kWinAckNow).ok());
+  EXPECT_TRUE(with(kWinStrong | kWinPastSignals).ok());
+  EXPECT_TRUE(with(kWinStrong | kWinAckNow | kWinPastSignals).ok());
+  Status s = with(kWinPastSignals);
+  EXPECT_EQ(s.code(), Code::protocol);
+  EXPECT_NE(s.message().find("flags 0x4"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(with(8).ok());
+}
+
 ConnRequest sample_request(int rails) {
   ConnRequest r;
   r.body.nonce = 77;

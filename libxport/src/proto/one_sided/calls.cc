@@ -188,6 +188,7 @@ Result<Signals::Spec> OneSidedCalls::signal_spec(const SignalRequest& r, const c
   spec.value = r.value;
   spec.op = r.op;
   spec.strong = r.strong;
+  spec.past_signals = r.strong && r.past_signals;
   if (r.counter != nullptr) {
     XPORT_ASSIGN_OR_RETURN(spec.counter, local_word(*r.counter, r.counter_offset, what));
     spec.counter_region = *r.counter->region;

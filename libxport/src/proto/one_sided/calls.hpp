@@ -32,6 +32,7 @@ class OneSidedCalls : Calls {
     uint64_t value = 0;
     WindowSignalOp op = WindowSignalOp::add;
     bool strong = true;
+    bool past_signals = false;  // strong, but earlier signals need only have begun to apply
     const LocalBuffer* counter = nullptr;  // counter variants: a local word
     size_t counter_offset = 0;
   };

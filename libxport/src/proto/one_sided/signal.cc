@@ -24,7 +24,8 @@ void Signals::fill(Piece& p, TicketState& t, const Spec& spec) const {
   // Counters, and publishes (check() of a put into staged GPU memory waits for them), want the
   // target's acknowledgement as soon as they are done.
   const bool ack_now = spec.counter != nullptr || spec.op == WindowSignalOp::publish;
-  p.flags = static_cast<uint8_t>((spec.strong ? kWinStrong : 0) | (ack_now ? kWinAckNow : 0));
+  p.flags = static_cast<uint8_t>((spec.strong ? kWinStrong : 0) | (ack_now ? kWinAckNow : 0) |
+                                 (spec.strong && spec.past_signals ? kWinPastSignals : 0));
   p.word = Windows::remote_address(*spec.key, spec.offset);
   p.word_key = spec.key->keys[0];
   p.operand = spec.value;

@@ -20,6 +20,7 @@ class Signals {
     uint64_t value = 0;
     WindowSignalOp op = WindowSignalOp::add;
     bool strong = true;              // covers every earlier operation to the peer
+    bool past_signals = false;       // (strong) ... but earlier signals only once begun
     memory::RegionRef counter_region;  // counter variants: a local word counting completion
     uint64_t* counter = nullptr;
   };

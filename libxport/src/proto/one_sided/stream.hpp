@@ -149,6 +149,8 @@ class Streams {
   Result<InStream*> make_in(pool::Peer* peer, CommId via, pool::Channel* reply);
   void erase_in(InStream& in);
   bool ready(const InStream& in, const MsgHeader& h) const;
+  // A strong signal with kWinPastSignals: below it, all done but signals already begun.
+  bool past_signals_ready(const InStream& in, uint64_t seq) const;
   // Whether operation `seq` arrived before (applied, landed, waiting for its turn, or copying on
   // to GPU memory): a message sent again after a rail went down whose first copy came too.
   bool seen(const InStream& in, uint64_t seq) const;

@@ -228,6 +228,7 @@ void Streams::mark(InStream& s, uint64_t seq) {
 
 bool Streams::ready(const InStream& s, const MsgHeader& h) const {
   const uint8_t flags = static_cast<uint8_t>(h.slot >> 8);
+  if ((flags & kWinStrong) && (flags & kWinPastSignals)) return past_signals_ready(s, h.seq);
   if (flags & kWinStrong) return s.done == h.seq;
   for (uint64_t q = std::max(h.length, s.done); q < h.seq; ++q) {
     if (s.landed[q % s.span] == 0) return false;
@@ -368,6 +369,19 @@ void Streams::poll_copies() {
       maybe_ack(*s);
     }
   }
+}
+
+bool Streams::past_signals_ready(const InStream& s, uint64_t seq) const {
+  // Every operation below it done, or a signal whose word update has begun (its copies run on
+  // the GPU; updates of one word keep their order in the word's line). Publishes (a put's copy
+  // on to the GPU) and anything not begun still hold it.
+  for (uint64_t q = s.done; q < seq; ++q) {
+    if (s.landed[q % s.span] != 0) continue;
+    auto it = std::find_if(s.copies.begin(), s.copies.end(),
+                           [q](const auto& c) { return c.first == q; });
+    if (it == s.copies.end() || !it->second->word_update()) return false;
+  }
+  return true;
 }
 
 bool Streams::seen(const InStream& s, uint64_t seq) const {

@@ -86,7 +86,10 @@ Status check_window_message(const MsgHeader& h, size_t body) {
       return Status::success();
     default: return bad("not a window message");
   }
-  if (flags > (kWinStrong | kWinAckNow)) return bad("flags 0x", std::hex, int(flags));
+  if (flags > (kWinStrong | kWinAckNow | kWinPastSignals) ||
+      ((flags & kWinPastSignals) && !(flags & kWinStrong))) {
+    return bad("flags 0x", std::hex, int(flags));
+  }
   return Status::success();
 }
 

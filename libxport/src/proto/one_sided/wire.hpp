@@ -107,6 +107,7 @@ inline constexpr size_t kMaxNotifyBytes = 256;
 enum WindowFlags : uint8_t {
   kWinStrong = 1,  // applied once every operation below it is done
   kWinAckNow = 2,  // the initiator waits on it (a counter): win_done as soon as it is applied
+  kWinPastSignals = 4,  // (with kWinStrong) earlier signals below it need only have begun
 };
 
 // publish: not a signal but the same message: the target copies [word, +operand) of a staged
