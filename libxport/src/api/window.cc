@@ -155,7 +155,7 @@ Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& sta
       auto t = e.one_sided().put_pieces(window, src->bytes.local(), 0, k, roff, len, how);
       if (!t.ok()) {
         how.gate.reset();
-        gate.reset();  // (its copy finishes here, before src's bytes go back to the pool)
+        gate.reset();  // (src's bytes stay taken until its copy is done: keep_until_done)
         return t.status();
       }
       follow(staged, *t);

@@ -202,6 +202,8 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 }
 
 StagedMemory::~StagedMemory() {
+  for (auto& d : draining_) (void)d.queue->synchronize();
+  draining_.clear();
   lanes_.clear();  // (their copies' users hold them: a StagedCopy waits before it lets go)
   if (ahead_) (void)ahead_->synchronize();
   ahead_.reset();
@@ -230,8 +232,27 @@ bool StagedMemory::contains(const void* p, size_t n) const {
 }
 
 std::shared_ptr<CopyQueue> StagedMemory::lane() {
+  std::vector<std::shared_ptr<void>> drained;  // (let go of outside mu_)
   std::lock_guard<std::mutex> g(mu_);
-  return lanes_[next_lane_++ % lanes_.size()];
+  for (size_t i = 0; i < draining_.size();) {
+    auto r = draining_[i].queue->reached(draining_[i].mark);
+    if (r.ok() && !*r) {
+      ++i;
+      continue;
+    }
+    // Done, or failed (a failed copy writes nothing more).
+    drained.push_back(std::move(draining_[i].keep));
+    draining_[i] = std::move(draining_.back());
+    draining_.pop_back();
+  }
+  auto q = lanes_[next_lane_++ % lanes_.size()];
+  return q;
+}
+
+void StagedMemory::drain_later(std::shared_ptr<CopyQueue> q, uint64_t mark,
+                               std::shared_ptr<void> keep) {
+  std::lock_guard<std::mutex> g(mu_);
+  draining_.push_back({std::move(q), mark, std::move(keep)});
 }
 
 void StagedMemory::lane_failed(const std::shared_ptr<CopyQueue>& q) {
@@ -357,7 +378,12 @@ StagedCopyIn::StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::shared_ptr<
 }
 
 StagedCopyIn::~StagedCopyIn() {
-  if (queue_) (void)queue_->synchronize();
+  if (!queue_) return;  // (done, or failed: nothing copies any more)
+  if (keep_ && !marks_.empty()) {
+    owner_->drain_later(std::move(queue_), marks_.back().first, std::move(keep_));
+    return;
+  }
+  (void)queue_->synchronize();
 }
 
 void StagedCopyIn::finish(bool ok) {

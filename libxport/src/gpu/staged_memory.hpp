@@ -73,7 +73,10 @@ class StagedCopyIn {
  public:
   StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue,
                std::vector<std::pair<uint64_t, size_t>> marks, size_t length);
-  // Waits for what is still copying (the bytes it writes may be given back after it).
+  // Dropped before the copy is done: with keep_until_done, hands `keep` and its copy's last mark
+  // to its StagedMemory, which lets go of them once the copy is done (never waits: it may be
+  // dropped under the engine's lock, a stream failing); without, waits for what is still
+  // copying (the bytes it writes may be given back after it).
   ~StagedCopyIn();
   StagedCopyIn(const StagedCopyIn&) = delete;
   StagedCopyIn& operator=(const StagedCopyIn&) = delete;
@@ -82,6 +85,9 @@ class StagedCopyIn {
   size_t length() const { return length_; }
   // Blocks until every piece is in place.
   Status wait();
+  // What owns the bytes it writes into (an operation's staging bytes): held until the copy is
+  // done, however early this is dropped.
+  void keep_until_done(std::shared_ptr<void> keep) { keep_ = std::move(keep); }
 
  private:
   void finish(bool ok);
@@ -92,6 +98,7 @@ class StagedCopyIn {
   size_t ready_ = 0;
   size_t length_ = 0;
   Status error_;  // the copy failed: every later call says so
+  std::shared_ptr<void> keep_;
 };
 
 class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
@@ -145,8 +152,11 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   friend class StagedCopyIn;
   StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                uint8_t* shadow);
-  // The lane the next copy goes on (in turn); never opens one.
+  // The lane the next copy goes on (in turn); never opens one. Lets go of what drained.
   std::shared_ptr<CopyQueue> lane();
+  // A copy dropped before it was done (StagedCopyIn): `keep` (what it writes into) is held until
+  // `mark` of `q` is reached. Never waits.
+  void drain_later(std::shared_ptr<CopyQueue> q, uint64_t mark, std::shared_ptr<void> keep);
   // A copy on `q` failed (a failed CUDA stream runs nothing more): a new queue takes its place
   // for later copies (opened now: only after a failure, which kernels waiting on it see anyway).
   void lane_failed(const std::shared_ptr<CopyQueue>& q);
@@ -173,6 +183,12 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   std::mutex mu_;  // guards lanes_ only: no copy runs or waits under it
   std::vector<std::shared_ptr<CopyQueue>> lanes_;  // kLanes, made with the shadow
   size_t next_lane_ = 0;
+  struct Draining {
+    std::shared_ptr<CopyQueue> queue;
+    uint64_t mark;
+    std::shared_ptr<void> keep;
+  };
+  std::vector<Draining> draining_;  // (guarded by mu_)
   std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::map<const uint8_t*, uint64_t> word_versions_;

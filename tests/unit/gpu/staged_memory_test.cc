@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "fake_driver.hpp"
@@ -118,6 +119,39 @@ TEST(StagedMemory, CopiesShareTheLanesOpenedWithTheShadow) {
   outs.clear();
   in_copies.clear();
   words.clear();
+  m->reset();
+  d.free_gpu(dev);
+}
+
+// A copy in dropped before it is done (an operation failed with its stream, under the engine's
+// lock): the drop does not wait for the copy, and what owns the bytes it writes into (an
+// operation's staging bytes) is held until the copy is done, then let go.
+TEST(StagedMemory, ACopyInDroppedEarlyHoldsItsBytesUntilDoneWithoutWaiting) {
+  test::FakeGpuDriver d;
+  constexpr size_t n = 4096;
+  auto* dev = static_cast<uint8_t*>(*d.alloc_gpu(n, 0));
+  auto m = StagedMemory::create(d, dev, n, *d.classify(dev));
+  ASSERT_TRUE(m.ok());
+  for (size_t i = 0; i < n; ++i) dev[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> bytes(n, 0);
+  auto keep = std::make_shared<int>(0);
+  std::weak_ptr<int> held = keep;
+  d.hold_copies_into(bytes.data(), n);  // (a copy that takes long)
+  auto c = (*m)->start_copy_in_to(bytes.data(), dev, n, 1024);
+  ASSERT_TRUE(c.ok());
+  (*c)->keep_until_done(std::move(keep));
+  const uint64_t copied = d.bytes_to_host();
+  c->reset();
+  EXPECT_EQ(d.bytes_to_host(), copied) << "dropping the copy waited for it";
+  EXPECT_FALSE(held.expired()) << "the bytes were let go while the copy still writes them";
+  d.release_held();
+  for (int i = 0; i < 10 && !held.expired(); ++i) {
+    auto o = (*m)->start_copy_out({{dev, 8}});  // (a copy's start lets go of what drained)
+    ASSERT_TRUE(o.ok());
+    ASSERT_TRUE((*o)->wait().ok());
+  }
+  EXPECT_TRUE(held.expired()) << "the bytes were never let go";
+  EXPECT_EQ(std::memcmp(bytes.data(), dev, n), 0);
   m->reset();
   d.free_gpu(dev);
 }

@@ -304,6 +304,9 @@ Result<PiecedSource> start_pieced_source(proto::Engine& engine, gpu::StagedMemor
   auto c = m.start_copy_in_to(out.bytes.bytes, p, n, piece);
   if (!c.ok()) return c.status().with_context(what);
   out.copy = std::move(c).value();
+  // (dropped early, under the engine's lock when its stream fails: the bytes stay taken until
+  // the copy into them is done, and nothing waits for it)
+  out.copy->keep_until_done(out.bytes.ref);
   return out;
 }
 
