@@ -42,12 +42,27 @@ class GpuStaging : public test::ProviderTest {
     allocs_.push_back(static_cast<uint8_t*>(*p));
     return allocs_.back();
   }
+  // A window over a pair of this device's communicators to itself, in window_ (the test is
+  // skipped where the provider has none): ASSERT_NO_FATAL_FAILURE(open_window()), then return
+  // if IsSkipped().
+  void open_window() {
+    pair_ = test::connect_pair(*dev_, *dev_);
+    ASSERT_TRUE(pair_.send && pair_.recv);
+    auto w = Window::open(*pair_.send, soon());
+    if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    window_ = std::move(w).value();
+  }
   void TearDown() override {
+    window_.reset();
+    pair_ = Pair{};
     test::ProviderTest::TearDown();
     for (uint8_t* p : allocs_) gpu_->free_gpu(p);
   }
   test::FakeGpuScope gpu_;
   std::vector<uint8_t*> allocs_;
+  Pair pair_;
+  std::unique_ptr<Window> window_;
 };
 
 TEST_P(GpuStaging, SendAndReceiveBetweenGpuBuffers) {
@@ -140,11 +155,9 @@ TEST_P(GpuStaging, HostToGpuAndGpuToHostAndGroupedReceives) {
 }
 
 TEST_P(GpuStaging, PutsFromGpuAndGetsIntoGpu) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   const size_t n = 256 * 1024;
   uint8_t* gpu = gpu_alloc(n);
   std::vector<uint8_t> target(n);
@@ -221,11 +234,9 @@ TEST_P(GpuStaging, BadGpuMemoryIsRefusedByName) {
 // A peer's puts and signals into GPU memory it stages: the target copies each range on to its
 // GPU before the put counts as delivered and before a signal behind it is applied.
 TEST_P(GpuStaging, PutsAndSignalsIntoAPeersGpuMemory) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   const size_t n = 256 * 1024;
   uint8_t* gpu = gpu_alloc(n);  // the target's GPU memory
   std::vector<uint8_t> src(n), flags(64, 0);
@@ -279,11 +290,9 @@ TEST_P(GpuStaging, PutsAndSignalsIntoAPeersGpuMemory) {
 // (Seen: the word was applied in the shadow and copied over the GPU's, so after a reset to 0 an
 // add of 3 left 8 there.) Many adds in flight on one word all count.
 TEST_P(GpuStaging, AKernelsResetOfASignalWordIsSeenByTheNextSignal) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   uint8_t* gpu = gpu_alloc(4096);
   std::memset(gpu, 0, 4096);
   auto greg = dev_->register_memory(gpu, 4096);
@@ -345,11 +354,9 @@ TEST_P(GpuStaging, AKernelsResetOfASignalWordIsSeenByTheNextSignal) {
 // threads each put a slice and signal the same word): every signal waits behind its put's copy
 // on to the GPU, reads the word ahead, and all of them count.
 TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   constexpr int kPuts = 64;
   constexpr size_t kSlice = 8192;
   uint8_t* gpu = gpu_alloc(kPuts * kSlice);
@@ -392,11 +399,9 @@ TEST_P(GpuStaging, ManyPutSignalsInFlightOnOneGpuWordAllCount) {
 // and gets into GPU memory, many of each in flight at once (sources read in the call and as
 // progress goes), all land and count.
 TEST_P(GpuStaging, ManyCopiesInFlightWhileKernelsRunOpenNoCopyQueue) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   constexpr int kOps = 32;
   constexpr int kWords = 16;
   constexpr size_t kSlice = 16384;
@@ -458,11 +463,9 @@ TEST_P(GpuStaging, ManyCopiesInFlightWhileKernelsRunOpenNoCopyQueue) {
 class GpuSignalOrder : public GpuStaging {};
 
 TEST_P(GpuSignalOrder, ASignalAfterDataOverlapsEarlierSignalsButNotEarlierPuts) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   uint8_t* gpu = gpu_alloc(8192);
   std::memset(gpu, 0, 8192);
   auto greg = dev_->register_memory(gpu, 8192);
@@ -531,11 +534,9 @@ TEST_P(GpuSignalOrder, ASignalAfterDataOverlapsEarlierSignalsButNotEarlierPuts) 
 // update opened one). The stand-in driver's copies into the words are held, as a real GPU's
 // take microseconds while the burst lands.
 TEST_P(GpuSignalOrder, AfterDataBurstOpensNoCopyQueueWhileSignalsApply) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   constexpr int kWords = 16;
   uint8_t* gpu = gpu_alloc(4096);
   std::memset(gpu, 0, 4096);
@@ -566,11 +567,9 @@ TEST_P(GpuSignalOrder, AfterDataBurstOpensNoCopyQueueWhileSignalsApply) {
 // and the signal is applied once. (Seen: the target applied it to the shadow, answered the
 // error, then applied it again as if it were host memory: the word held twice the value.)
 TEST_P(GpuStaging, ASignalWhoseCopyCannotStartFailsAndIsAppliedOnce) {
-  Pair p = test::connect_pair(*dev_, *dev_);
-  ASSERT_TRUE(p.send && p.recv);
-  auto w = Window::open(*p.send, soon());
-  if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(open_window());
+  if (IsSkipped()) return;
+  auto* w = &window_;
   uint8_t* gpu = gpu_alloc(4096);
   std::memset(gpu, 0, 4096);  // as a caller zeroes its signal words (the stand-in's "GPU" is host memory)
   auto greg = dev_->register_memory(gpu, 4096);
