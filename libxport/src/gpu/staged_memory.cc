@@ -182,15 +182,11 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
   XPORT_ASSIGN_OR_RETURN(void* shadow, driver.alloc_pinned(length));
   auto out = std::shared_ptr<StagedMemory>(new StagedMemory(
       driver, static_cast<uint8_t*>(base), length, info, static_cast<uint8_t*>(shadow)));
-  // Every copy queue it will use, now: a GPU that cannot give them fails the registration, not
-  // a transfer, and none is opened while kernels may run (opening one can wait for them, and
-  // they may wait for the copy). The same for what signal words' early reads use (scratch
-  // words, their queue).
-  for (size_t i = 0; i < kLanes; ++i) {
-    XPORT_ASSIGN_OR_RETURN(std::unique_ptr<CopyQueue> q, driver.open_copy_queue(info));
-    out->lanes_.push_back(std::move(q));
-  }
-  XPORT_ASSIGN_OR_RETURN(out->ahead_, driver.open_copy_queue(info));
+  // The copy queues it will use (its GPU's lanes, opened with the first shadow there): a GPU
+  // that cannot give them fails the registration, not a transfer, and none is opened while
+  // kernels may run (opening one can wait for them, and they may wait for the copy). The same
+  // for what signal words' early reads write into (scratch words).
+  XPORT_ASSIGN_OR_RETURN(out->lanes_, CopyLanes::of(driver, info));
   XPORT_ASSIGN_OR_RETURN(void* scratch, driver.alloc_pinned(kScratchWords * sizeof(uint64_t)));
   out->scratch_ = static_cast<uint64_t*>(scratch);
   for (int i = kScratchWords - 1; i >= 0; --i) out->scratch_free_.push_back(i);
@@ -204,9 +200,8 @@ Result<std::shared_ptr<StagedMemory>> StagedMemory::create(Driver& driver, void*
 StagedMemory::~StagedMemory() {
   for (auto& d : draining_) (void)d.queue->synchronize();
   draining_.clear();
-  lanes_.clear();  // (their copies' users hold them: a StagedCopy waits before it lets go)
-  if (ahead_) (void)ahead_->synchronize();
-  ahead_.reset();
+  // (early reads into the scratch words: none may still run when they go)
+  if (lanes_) (void)lanes_->ahead().synchronize();
   if (scratch_ != nullptr) driver_.free_pinned(scratch_);
   driver_.free_pinned(shadow_);
   StagingCounters& c = staging_counters(info_.gpu);
@@ -245,26 +240,13 @@ std::shared_ptr<CopyQueue> StagedMemory::lane() {
     draining_[i] = std::move(draining_.back());
     draining_.pop_back();
   }
-  auto q = lanes_[next_lane_++ % lanes_.size()];
-  return q;
+  return lanes_->next();
 }
 
 void StagedMemory::drain_later(std::shared_ptr<CopyQueue> q, uint64_t mark,
                                std::shared_ptr<void> keep) {
   std::lock_guard<std::mutex> g(mu_);
   draining_.push_back({std::move(q), mark, std::move(keep)});
-}
-
-void StagedMemory::lane_failed(const std::shared_ptr<CopyQueue>& q) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (std::find(lanes_.begin(), lanes_.end(), q) == lanes_.end()) return;  // (replaced)
-  }
-  auto fresh = driver_.open_copy_queue(info_);  // (outside mu_: it can wait for the GPU)
-  if (!fresh.ok()) return;  // (the failed one stays: its copies fail, saying why)
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = std::find(lanes_.begin(), lanes_.end(), q);
-  if (it != lanes_.end()) *it = std::move(fresh).value();
 }
 
 void StagedMemory::join_turn(const StagedCopy* c) {
@@ -287,16 +269,12 @@ int StagedMemory::take_scratch() {
 }
 
 Result<uint64_t> StagedMemory::read_ahead(uint64_t* dst, const uint8_t* word) {
-  std::lock_guard<std::mutex> g(ahead_mu_);
-  if (!ahead_) return Status(Code::resource, "no read-ahead CUDA stream");
-  XPORT_RETURN_IF_ERROR(ahead_->copy_to_host(dst, word, sizeof(uint64_t)));
-  return ahead_->mark();
+  XPORT_RETURN_IF_ERROR(lanes_->ahead().copy_to_host(dst, word, sizeof(uint64_t)));
+  return lanes_->ahead().mark();
 }
 
 Result<bool> StagedMemory::read_ahead_reached(uint64_t mark) {
-  std::lock_guard<std::mutex> g(ahead_mu_);
-  if (!ahead_) return Status(Code::resource, "no read-ahead CUDA stream");
-  return ahead_->reached(mark);
+  return lanes_->ahead().reached(mark);
 }
 
 void StagedMemory::give_scratch(int slot) {

@@ -1,8 +1,8 @@
 // GPU memory the provider cannot register (no FI_HMEM, no DMA-BUF): a page-locked host shadow
 // of the same size is registered in its place, and data moves between the GPU range and its
-// shadow by copies on copy queues (non-blocking CUDA streams): a few lanes made with the shadow,
-// shared by every copy (none is opened later: kernels may be running then), and chunked so that
-// large copies of several threads interleave. Sources are copied in before an operation is posted; destinations
+// shadow by copies on copy queues (non-blocking CUDA streams): the lanes every shadow of the GPU
+// shares (gpu/copy_lanes.hpp: none is opened while kernels may run), chunked so that large
+// copies of several threads interleave. Sources are copied in before an operation is posted; destinations
 // are copied out once the provider has filled the shadow (docs/semantics.md, "GPU memory").
 #pragma once
 
@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gpu/copy_lanes.hpp"
 #include "gpu/driver.hpp"
 
 namespace xport::gpu {
@@ -24,7 +25,7 @@ class StagedMemory;
 // How a signal word in staged GPU memory changes (StagedMemory::start_word_update).
 enum class WordOp : uint8_t { add, set };
 
-// Copies out in flight, on one of their StagedMemory's lanes; or a signal word's update on the
+// Copies out in flight, on one of their GPU's lanes; or a signal word's update on the
 // GPU, which goes through its phases as done() is polled.
 class StagedCopy {
  public:
@@ -68,7 +69,7 @@ class StagedCopy {
 
 // A source's copy into host bytes of its own (an operation's staging bytes), enqueued piece by
 // piece with a mark after each, so that the operation can post each piece as it lands: how much
-// of it, from its start, is in place. On one of its StagedMemory's lanes.
+// of it, from its start, is in place. On one of its GPU's lanes.
 class StagedCopyIn {
  public:
   StagedCopyIn(std::shared_ptr<StagedMemory> owner, std::shared_ptr<CopyQueue> queue,
@@ -152,14 +153,13 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   friend class StagedCopyIn;
   StagedMemory(Driver& driver, uint8_t* base, size_t length, const PointerInfo& info,
                uint8_t* shadow);
-  // The lane the next copy goes on (in turn); never opens one. Lets go of what drained.
+  // The lane the next copy goes on (CopyLanes::next); lets go of what drained.
   std::shared_ptr<CopyQueue> lane();
   // A copy dropped before it was done (StagedCopyIn): `keep` (what it writes into) is held until
   // `mark` of `q` is reached. Never waits.
   void drain_later(std::shared_ptr<CopyQueue> q, uint64_t mark, std::shared_ptr<void> keep);
-  // A copy on `q` failed (a failed CUDA stream runs nothing more): a new queue takes its place
-  // for later copies (opened now: only after a failure, which kernels waiting on it see anyway).
-  void lane_failed(const std::shared_ptr<CopyQueue>& q);
+  // A copy on `q` failed (CopyLanes::failed).
+  void lane_failed(const std::shared_ptr<CopyQueue>& q) { lanes_->failed(q); }
   // Word updates in their order per word: joining the line, whose turn it is, and leaving it
   // (a finished update bumps the word's version).
   void join_turn(const StagedCopy* c);
@@ -170,7 +170,7 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   int take_scratch();
   void give_scratch(int slot);
   uint64_t* scratch_word(int slot) const { return scratch_ + slot; }
-  // Early reads go on one copy queue of their own, made with the shadow (nothing is allocated or
+  // Early reads go on a copy queue of their own (CopyLanes::ahead; nothing is allocated or
   // created while kernels may be running: page-locked allocations can wait for them).
   Result<uint64_t> read_ahead(uint64_t* dst, const uint8_t* word);
   Result<bool> read_ahead_reached(uint64_t mark);
@@ -180,26 +180,20 @@ class StagedMemory : public std::enable_shared_from_this<StagedMemory> {
   size_t length_;
   PointerInfo info_;
   uint8_t* shadow_;
-  std::mutex mu_;  // guards lanes_ only: no copy runs or waits under it
-  std::vector<std::shared_ptr<CopyQueue>> lanes_;  // kLanes, made with the shadow
-  size_t next_lane_ = 0;
+  std::shared_ptr<CopyLanes> lanes_;  // this GPU's, shared with its other shadows
+  std::mutex mu_;  // guards draining_ only: no copy runs or waits under it
   struct Draining {
     std::shared_ptr<CopyQueue> queue;
     uint64_t mark;
     std::shared_ptr<void> keep;
   };
-  std::vector<Draining> draining_;  // (guarded by mu_)
+  std::vector<Draining> draining_;
   std::mutex words_mu_;  // guards word_turns_, word_versions_ and the scratch slots
   std::map<const uint8_t*, std::deque<const StagedCopy*>> word_turns_;
   std::map<const uint8_t*, uint64_t> word_versions_;
   uint64_t* scratch_ = nullptr;  // kScratchWords pinned words, allocated with the shadow
   std::vector<int> scratch_free_;
-  std::mutex ahead_mu_;  // guards ahead_ (its users are several StagedCopy objects)
-  std::unique_ptr<CopyQueue> ahead_;
   static constexpr int kScratchWords = 256;
-  // Copy queues per shadow: copies on different lanes overlap (a GPU has a few copy engines a
-  // way); more in flight share them, in the order enqueued.
-  static constexpr size_t kLanes = 4;
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
 };

@@ -66,9 +66,10 @@ TEST(StagedMemory, CopiesInAndOutThroughTheShadow) {
   d.free_gpu(dev);
 }
 
-// Every copy queue a shadow uses is opened with it (a few lanes, and the read-ahead queue of
-// signal words): copies in flight share the lanes, however many, and each lands whole; none is
-// opened later, when kernels may run (creating a CUDA stream can wait for them).
+// Every copy queue a shadow uses is its GPU's lanes (and the read-ahead queue of signal words),
+// opened with the first shadow there: copies in flight share them, however many, and each
+// lands whole; none is opened later, when kernels may run (creating a CUDA stream can wait for
+// them), nor by later shadows of the same GPU while one lives.
 TEST(StagedMemory, CopiesShareTheLanesOpenedWithTheShadow) {
   test::FakeGpuDriver d;
   constexpr size_t n = 64 * 1024;
@@ -79,6 +80,14 @@ TEST(StagedMemory, CopiesShareTheLanesOpenedWithTheShadow) {
   EXPECT_GE(opened, 2);
   EXPECT_LE(opened, 8) << "copy queues a shadow opens up front";
   d.kernels_running(true);
+  {
+    auto* other_gpu = static_cast<uint8_t*>(*d.alloc_gpu(4096, 0));
+    auto other = StagedMemory::create(d, other_gpu, 4096, *d.classify(other_gpu));
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(d.queues_opened(), opened) << "a second shadow of the GPU opened copy queues";
+    other->reset();
+    d.free_gpu(other_gpu);
+  }
   std::vector<std::unique_ptr<StagedCopy>> outs;
   for (int i = 0; i < 32; ++i) {
     std::memset((*m)->shadow() + i * 1024, i + 1, 1024);
