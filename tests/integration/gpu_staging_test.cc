@@ -53,6 +53,23 @@ class GpuStaging : public test::ProviderTest {
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     window_ = std::move(w).value();
   }
+  // Zeroed "GPU memory" of n bytes (as a caller zeroes its signal words with cudaMemset; the
+  // stand-in's "GPU" is host memory), registered, and its key as a peer imports it.
+  struct GpuWords {
+    uint8_t* gpu = nullptr;
+    Region region;
+    RemoteRegion key;
+  };
+  void gpu_words(size_t n, GpuWords& out) {
+    out.gpu = gpu_alloc(n);
+    std::memset(out.gpu, 0, n);
+    auto r = dev_->register_memory(out.gpu, n);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto k = dev_->import_key(r->export_key());
+    ASSERT_TRUE(k.ok()) << k.status().to_string();
+    out.region = std::move(r).value();
+    out.key = std::move(k).value();
+  }
   void TearDown() override {
     window_.reset();
     pair_ = Pair{};
@@ -293,12 +310,11 @@ TEST_P(GpuStaging, AKernelsResetOfASignalWordIsSeenByTheNextSignal) {
   ASSERT_NO_FATAL_FAILURE(open_window());
   if (IsSkipped()) return;
   auto* w = &window_;
-  uint8_t* gpu = gpu_alloc(4096);
-  std::memset(gpu, 0, 4096);
-  auto greg = dev_->register_memory(gpu, 4096);
-  ASSERT_TRUE(greg.ok());
-  auto gkey = dev_->import_key(greg->export_key());
-  ASSERT_TRUE(gkey.ok());
+  GpuWords words;
+  ASSERT_NO_FATAL_FAILURE(gpu_words(4096, words));
+  uint8_t* gpu = words.gpu;
+  Region* greg = &words.region;
+  RemoteRegion* gkey = &words.key;
   auto gpu_word = [&] {
     uint64_t v;
     std::memcpy(&v, gpu + 64, 8);
@@ -538,12 +554,10 @@ TEST_P(GpuSignalOrder, AfterDataBurstOpensNoCopyQueueWhileSignalsApply) {
   if (IsSkipped()) return;
   auto* w = &window_;
   constexpr int kWords = 16;
-  uint8_t* gpu = gpu_alloc(4096);
-  std::memset(gpu, 0, 4096);
-  auto greg = dev_->register_memory(gpu, 4096);
-  ASSERT_TRUE(greg.ok());
-  auto gkey = dev_->import_key(greg->export_key());
-  ASSERT_TRUE(gkey.ok());
+  GpuWords words;
+  ASSERT_NO_FATAL_FAILURE(gpu_words(4096, words));
+  uint8_t* gpu = words.gpu;
+  RemoteRegion* gkey = &words.key;
   gpu_->kernels_running(true);
   for (int round = 0; round < 3; ++round) {
     gpu_->hold_copies_into(gpu, 4096);
@@ -570,12 +584,10 @@ TEST_P(GpuStaging, ASignalWhoseCopyCannotStartFailsAndIsAppliedOnce) {
   ASSERT_NO_FATAL_FAILURE(open_window());
   if (IsSkipped()) return;
   auto* w = &window_;
-  uint8_t* gpu = gpu_alloc(4096);
-  std::memset(gpu, 0, 4096);  // as a caller zeroes its signal words (the stand-in's "GPU" is host memory)
-  auto greg = dev_->register_memory(gpu, 4096);
-  ASSERT_TRUE(greg.ok());
-  auto gkey = dev_->import_key(greg->export_key());
-  ASSERT_TRUE(gkey.ok());
+  GpuWords words;
+  ASSERT_NO_FATAL_FAILURE(gpu_words(4096, words));
+  Region* greg = &words.region;
+  RemoteRegion* gkey = &words.key;
   gpu_->fail_copies_to_gpu(true);
   ASSERT_TRUE((*w)->signal(*gkey, 64, 5, SignalOp::add).ok());
   Status q = (*w)->quiet(soon());
