@@ -2,8 +2,9 @@
 // of the same size is registered in its place, and data moves between the GPU range and its
 // shadow by copies on copy queues (non-blocking CUDA streams): the lanes every shadow of the GPU
 // shares (gpu/copy_lanes.hpp: none is opened while kernels may run), chunked so that large
-// copies of several threads interleave. Sources are copied in before an operation is posted; destinations
-// are copied out once the provider has filled the shadow (docs/semantics.md, "GPU memory").
+// copies of several threads interleave. Sources are copied in before an operation is posted;
+// destinations are copied out once the provider has filled the shadow (docs/semantics.md, "GPU
+// memory").
 #pragma once
 
 #include <atomic>
