@@ -305,7 +305,7 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
 // provider over it (4-byte CQ data: 10-bit stream indices) with 160 devices: more streams than
 // the 7 bits of before could name.
 INSTANTIATE_TEST_SUITE_P(Providers, Credits,
-                         ::testing::Values(CreditsParam{{"shm", "auto"}, 100, "64"},
+                         ::testing::Values(CreditsParam{{"shm", "auto"}, 256, "64"},
                                            CreditsParam{{"tcp;ofi_rxm", "auto"}, 256, "1024"},
                                            CreditsParam{{"strict", "auto"}, 160, "512"}),
                          credits_name);

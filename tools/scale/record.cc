@@ -176,6 +176,7 @@ void print_json(const Record& r) {
       .field("pool_channels", r.pool_channels)
       .field("cqs", r.cqs)
       .field("endpoints", r.endpoints)
+      .field("shards", r.shards)
       .field("deferred_posts", r.deferred_posts)
       .field("signals_applied", r.signals_applied)
       .end_object()

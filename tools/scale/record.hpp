@@ -73,6 +73,7 @@ struct Record {
   bool costs_measured = false;                           // the "after" figures were taken
   uint64_t model_registered = 0;  // xport::device_registered_bytes(rails, provider)
   uint64_t window_streams = 0, peer_count = 0, pool_channels = 0, cqs = 0, endpoints = 0;
+  uint64_t shards = 0;  // the target's endpoint shards on its first rail
   uint64_t deferred_posts = 0, signals_applied = 0;
   // Window credits after the traffic: the CQ room the initiators' streams hold at the target
   // (Stats::window_cq_room), those waiting for room, and the unused credits taken back.

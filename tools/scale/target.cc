@@ -88,6 +88,7 @@ void Target::costs_after() {
   rec.pool_channels = s.pool.channels;
   rec.cqs = s.cqs.size();
   rec.endpoints = s.endpoints.size();
+  rec.shards = s.rails.empty() ? 0 : s.rails[0].shards;
 }
 
 std::vector<bool> Target::opened(const std::vector<std::string>& lines) {

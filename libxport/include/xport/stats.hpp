@@ -41,6 +41,9 @@ struct RailStats {
   uint64_t write_bytes_in = 0;  // bytes of peers' rendezvous writes landing on this rail (where
                                 // the provider reports no len: each stripe's even share)
   uint64_t errors = 0;       // error completions on the rail's endpoints
+  // RDM endpoint shards open (docs/pool.md, "Shards"): 1 until peers outgrow the first; 0 for
+  // connected endpoints.
+  uint32_t shards = 0;
 };
 
 // The channel pool of a device (docs/pool.md): the channels its communicators share.

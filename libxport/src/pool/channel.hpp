@@ -33,7 +33,8 @@ struct ChannelKey {
 struct Channel {
   rail::RailEndpoint* ep = nullptr;              // the endpoint the channel posts on
   std::unique_ptr<rail::RailEndpoint> owned;     // connected endpoints: the connection itself
-  fi_addr_t peer = FI_ADDR_UNSPEC;               // RDM: the peer's address in the rail's AV
+  fi_addr_t peer = FI_ADDR_UNSPEC;               // RDM: the peer's address in ep's AV
+  std::vector<uint8_t> address;                  // RDM: ... as the peer gave it
   uint8_t rail = 0;
   int refs = 0;            // communicators and windows using it
   bool connected = false;  // connected endpoints: FI_CONNECTED seen

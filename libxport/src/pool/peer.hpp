@@ -17,7 +17,11 @@ struct Peer {
   using Clock = std::chrono::steady_clock;
   uint64_t token = 0;        // the remote device's token
   std::vector<Path> paths;   // RDM: rail i pairs with the peer's rail i (shared by its comms)
-  std::vector<std::unique_ptr<Channel>> channels;  // RDM: the channels of `paths`
+  std::vector<std::unique_ptr<Channel>> channels;  // RDM: the channels of `paths` (and earlier
+                                                   // ones, kept until it retires)
+  // RDM: the shard of each rail it lives on (rail::Shard; kUnplaced: none yet).
+  std::vector<uint16_t> shards;
+  static constexpr uint16_t kUnplaced = 0xffff;
   int refs = 0;              // communicators, windows and queued messages that name this peer
   Clock::time_point idle_since{};  // when refs last fell to 0 (retired after a linger)
   Clock::time_point last_heard{};

@@ -41,6 +41,10 @@ using Clock = std::chrono::steady_clock;
 using memory::RegionRef;
 using pool::CommId;
 
+// shm: the provider queue of a rail's door (RailConfig::door_queue): a pass maps at most this
+// many commands' senders there, half of them first requests (kDoorRoom is kept for them).
+inline constexpr size_t kShmDoorQueue = 64;
+
 struct EngineConfig {
   size_t eager_max = 8192;
   bool headerless_eager = true;  // where the provider has 8-byte CQ data
@@ -54,6 +58,8 @@ struct EngineConfig {
   uint32_t pool_groups = 1;        // 0: no sharing
   uint32_t pool_channels = 4;      // per group and rail
   uint32_t pool_depth_multiplier = 2;
+  uint32_t shard_peers = 0;  // peer devices per endpoint shard (0: as the AV holds)
+  uint32_t max_shards = 128;  // endpoint shards per rail
   size_t listen_backlog = 128;
   std::chrono::nanoseconds eagain_timeout{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive{1000};
@@ -196,6 +202,8 @@ class DeviceState {
   // RDM, XPORT_POOL_GROUPS=0, no FI_MR_ENDPOINT: every communicator opens data endpoints of its
   // own (docs/pool.md).
   bool own_data_endpoints = false;
+  // RDM, no FI_MR_ENDPOINT: peers past a shard's room get another shard (rail/rail.hpp).
+  bool shards = false;
   std::map<uint64_t, std::unique_ptr<FlushState>> flushes;
   uint64_t next_flush = 1;
   EngineCounters counters;
@@ -321,19 +329,42 @@ class DeviceState {
   }
   void unref(pool::Peer* p);
   void retire_peer(pool::Peer& p);
-  // Rail i of `p` pairs with the remote rail i over the rails both have; channels are made for
-  // rails not yet known. `addresses` come from a CONN_REQ or CONN_ACK. Code::resource, making
-  // nothing, when a rail's address table (shm: 256 addresses) would keep less than
-  // kRefusalRoom free: that room is for answering the peers refused (refusal_channel).
+  // Rail i of `p` pairs with the remote rail i over the rails both have, from the shard `p`
+  // lives on there (place); channels are made for rails not yet known, and again where the
+  // peer's address changed (a target answers from the shard it chose for this device, not the
+  // door the request went to). `addresses` come from a CONN_REQ or CONN_ACK. Code::resource,
+  // making nothing, when no shard has room for `p` and none can be opened.
   Status set_paths(pool::Peer& p, const std::vector<RailAddresses>& addresses);
+  // Room kept free in shard 0's address table of a bounded provider (shm): for answering the
+  // peers refused (refusal_channel), and for the endpoints whose first request the provider maps
+  // there before libxport reads it (each a peer living on another shard; release_knock).
   static constexpr size_t kRefusalRoom = 8;
+  static constexpr size_t kDoorRoom = 64;
+  // CQ entries a new shard leaves free beyond its receive buffers (for the operations of peers).
+  static constexpr size_t kShardCqSlack = 64;
+  // The shard `p` lives on at `rail`: its own, else the first with room for it (opening one where
+  // shards may be: Code::resource naming the limit when none can be had).
+  Result<rail::Shard*> place(pool::Peer& p, size_t rail);
+  // This device's addresses towards `p`: the endpoints of the shard it lives on at each rail
+  // (placed there now if it was not).
+  Result<std::vector<RailAddresses>> local_addresses(pool::Peer& p);
+  // A request from `p` came through `ep` (a door: shard 0's control endpoint) though `p` lives
+  // on another shard: the provider mapped its sending endpoint into ep's address table (shm),
+  // which nothing would free; inserting and removing that address frees it.
+  void release_knock(pool::Peer& p, const rail::RailEndpoint* ep,
+                     const std::vector<RailAddresses>& addresses);
   // The channel a refusal to `p` goes on: its rail-0 control path, made from `addresses` (the
   // request's) in the room kept for refusals when set_paths could not make it; nullptr when
   // even that is full. Marks `p` refused: its address goes as soon as nothing names it (the
   // next PeerHealth sweep, no linger; at once when a later refusal finds that room used up).
   pool::Channel* refusal_channel(pool::Peer& p, const std::vector<RailAddresses>& addresses);
-  // A channel to one address on one rail (RDM), owned by `p`.
+  // A channel to one address on one rail (RDM), from the shard `p` lives on, owned by `p`.
   Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
+                                    const std::vector<uint8_t>& address);
+
+ private:
+  bool shard_has_room(const rail::Shard& s) const;
+  Result<pool::Channel*> channel_on(pool::Peer& p, rail::Shard& shard, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };
 

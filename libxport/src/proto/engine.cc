@@ -55,6 +55,8 @@ EngineConfig EngineConfig::from_knobs() {
   c.pool_groups = static_cast<uint32_t>(knob_int(KnobId::pool_groups));
   c.pool_channels = static_cast<uint32_t>(knob_int(KnobId::pool_channels));
   c.pool_depth_multiplier = static_cast<uint32_t>(knob_int(KnobId::pool_depth_multiplier));
+  c.shard_peers = static_cast<uint32_t>(knob_int(KnobId::shard_peers));
+  c.max_shards = static_cast<uint32_t>(knob_int(KnobId::max_shards));
   c.listen_backlog = static_cast<size_t>(knob_int(KnobId::listen_backlog));
   c.eagain_timeout = std::chrono::milliseconds(knob_int(KnobId::eagain_timeout_ms));
   c.keepalive = std::chrono::milliseconds(knob_int(KnobId::keepalive_ms));
@@ -129,6 +131,11 @@ rail::RailConfig EngineConfig::rail_config(std::string_view provider) const {
   // The posted receives and send buffers of both endpoints, and room for operations.
   rc.cq_size = 2 * (rx_buffers + tx_buffers) + cq_entries;
   rc.cq_wait_fd = block_waits;
+  // shm maps every endpoint that sends to a shard into its address table before libxport reads
+  // the message: the door's small queue bounds how many first requests one pass maps there.
+  if (provider == "shm") rc.door_queue = kShmDoorQueue;
+  rc.shard_rx_buffers = std::min<size_t>(rx_buffers, 32);
+  rc.shard_tx_buffers = std::min<size_t>(tx_buffers, 32);
   return rc;
 }
 
@@ -212,8 +219,13 @@ Result<std::shared_ptr<Engine>> Engine::open(const std::vector<const fi_info*>& 
   // Without sharing, an RDM communicator opens data endpoints of its own; not under
   // FI_MR_ENDPOINT, where a region is bound to the rail's data endpoint only (docs/pool.md).
   c.own_data_endpoints = c.config.pool_groups == 0 && !c.connected_endpoints();
+  // Endpoint shards likewise: a region bound to shard 0's data endpoint is written there only.
+  c.shards = !c.connected_endpoints();
   for (auto& r : c.rails) {
-    if ((r->domain().mr_mode() & FI_MR_ENDPOINT) != 0) c.own_data_endpoints = false;
+    if ((r->domain().mr_mode() & FI_MR_ENDPOINT) != 0) {
+      c.own_data_endpoints = false;
+      c.shards = false;
+    }
   }
   for (auto& r : c.rails) {
     for (rail::RailEndpoint* ep : r->endpoints()) {

@@ -40,9 +40,9 @@ Stats Engine::stats() const {
     for (rail::RailEndpoint* ep : r->endpoints()) {
       if (ep != nullptr) rs.errors += ep->endpoint().counters().error_completions.get();
     }
+    for (rail::RailEndpoint* ep : r->endpoints()) add_ep(ep->endpoint(), r->name());
+    rs.shards = static_cast<uint32_t>(r->shard_count());
     s.rails.push_back(rs);
-    if (r->data()) add_ep(r->data()->endpoint(), r->name());
-    if (r->separate_control()) add_ep(r->control()->endpoint(), r->name());
     CqStats cs;
     cs.name = "cq " + r->name();
     const auto& cc = r->cq().counters();

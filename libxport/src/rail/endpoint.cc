@@ -12,6 +12,7 @@ Result<std::unique_ptr<RailEndpoint>> RailEndpoint::open(fabric::Domain& domain,
                                                          uint8_t rail, std::string label) {
   auto e = std::unique_ptr<RailEndpoint>(new RailEndpoint());
   e->rail_ = rail;
+  e->av_ = av;
   e->label_ = std::move(label);
   e->mr_endpoint_ = (domain.mr_mode() & FI_MR_ENDPOINT) != 0;
   XPORT_ASSIGN_OR_RETURN(e->endpoint_, fabric::Endpoint::open(domain, info, cq, av, e->label_));

@@ -49,8 +49,10 @@ class RailEndpoint {
   memory::BounceBuffers* atomic_slots() { return atomic_.get(); }
   fi_addr_t self() const { return self_; }  // own address (RDM data endpoints), for flush reads
   // An address vector of the endpoint's own (a communicator's own RDM endpoint), or nullptr
-  // when it uses its rail's.
+  // when it uses its shard's.
   fabric::AddressVector* own_av() { return own_av_.get(); }
+  // The address vector it is bound to (its own, or its shard's); nullptr for connections.
+  fabric::AddressVector* av() const { return av_; }
   uint8_t rail() const { return rail_; }
   const std::string& label() const { return label_; }
 
@@ -77,6 +79,7 @@ class RailEndpoint {
   std::unique_ptr<memory::BounceBuffers> flush_;
   std::unique_ptr<memory::BounceBuffers> atomic_;
   fi_addr_t self_ = FI_ADDR_UNSPEC;
+  fabric::AddressVector* av_ = nullptr;
   bool mr_endpoint_ = false;
   uint8_t rail_ = 0;
   std::string label_;

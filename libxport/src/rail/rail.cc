@@ -17,28 +17,63 @@ Result<std::unique_ptr<Rail>> Rail::open(const fi_info* info, const RailConfig& 
   XPORT_ASSIGN_OR_RETURN(r->cq_, fabric::CompletionQueue::open(*r->domain_, config.cq_size,
                                                                 config.cq_wait_fd));
   if (r->connected_endpoints()) return r;
+  XPORT_ASSIGN_OR_RETURN(auto first, r->make_shard(0, config.rx_buffers, config.tx_buffers));
+  r->shards_.push_back(std::move(first));
+  return r;
+}
 
-  XPORT_ASSIGN_OR_RETURN(r->av_, fabric::AddressVector::open(*r->domain_));
-  EndpointSizes sizes{config.rx_buffers, config.tx_buffers, config.buffer_bytes, true};
-  XPORT_ASSIGN_OR_RETURN(r->data_, RailEndpoint::open(*r->domain_, r->domain_->info(), *r->cq_,
-                                                      r->av_.get(), sizes, index,
-                                                      core::str("rail ", name, " data")));
-  if (!config.separate_control) return r;
+Result<std::unique_ptr<Shard>> Rail::make_shard(uint16_t index, size_t rx, size_t tx) {
+  auto s = std::make_unique<Shard>();
+  s->index = index;
+  const std::string name = core::str("rail ", this->name(), index == 0 ? "" : " shard ",
+                                     index == 0 ? "" : std::to_string(index));
+  XPORT_ASSIGN_OR_RETURN(s->av, fabric::AddressVector::open(*domain_));
+  EndpointSizes sizes{rx, tx, config_.buffer_bytes, true};
+  XPORT_ASSIGN_OR_RETURN(s->data, RailEndpoint::open(*domain_, domain_->info(), *cq_,
+                                                     s->av.get(), sizes, index_,
+                                                     core::str(name, " data")));
+  if (!config_.separate_control) return s;
   sizes.flush = false;
-  if (config.control_buffer_bytes != 0) sizes.buffer_bytes = config.control_buffer_bytes;
-  fabric::InfoPtr low = fabric::dup_info(r->domain_->info());
+  if (config_.control_buffer_bytes != 0) sizes.buffer_bytes = config_.control_buffer_bytes;
+  fabric::InfoPtr low = fabric::dup_info(domain_->info());
+  if (index == 0 && config_.door_queue != 0 && low->rx_attr != nullptr) {
+    low->rx_attr->size = std::min(low->rx_attr->size, config_.door_queue);
+  }
+  if (low->rx_attr != nullptr && low->rx_attr->size > 0) {
+    sizes.rx_buffers = std::min(sizes.rx_buffers, low->rx_attr->size);
+  }
+  fabric::InfoPtr plain = fabric::dup_info(low.get());
   low->tx_attr->tclass = FI_TC_LOW_LATENCY;
-  auto control = RailEndpoint::open(*r->domain_, low.get(), *r->cq_, r->av_.get(), sizes, index,
-                                    core::str("rail ", name, " control"));
+  auto control = RailEndpoint::open(*domain_, low.get(), *cq_, s->av.get(), sizes, index_,
+                                    core::str(name, " control"));
   if (control) {
-    r->low_latency_ = true;
+    low_latency_ = true;
   } else {  // no FI_TC_LOW_LATENCY here
-    control = RailEndpoint::open(*r->domain_, r->domain_->info(), *r->cq_, r->av_.get(), sizes,
-                                 index, core::str("rail ", name, " control"));
+    control = RailEndpoint::open(*domain_, plain.get(), *cq_, s->av.get(), sizes, index_,
+                                 core::str(name, " control"));
   }
   if (!control) return control.status();
-  r->control_ = std::move(control).value();
-  return r;
+  s->control = std::move(control).value();
+  return s;
+}
+
+Result<Shard*> Rail::open_shard() {
+  if (connected_endpoints() || shards_.empty()) {
+    return core::error(Code::unsupported, "rail ", name(), ": shards are for RDM endpoints");
+  }
+  XPORT_ASSIGN_OR_RETURN(auto s, make_shard(static_cast<uint16_t>(shards_.size()),
+                                            config_.shard_rx_buffers, config_.shard_tx_buffers));
+  shards_.push_back(std::move(s));
+  return shards_.back().get();
+}
+
+std::vector<RailEndpoint*> Rail::endpoints() {
+  std::vector<RailEndpoint*> out;
+  for (auto& s : shards_) {
+    if (s->data) out.push_back(s->data.get());
+    if (s->control) out.push_back(s->control.get());
+  }
+  return out;
 }
 
 size_t Rail::registered_bytes(const RailConfig& c) {
@@ -49,16 +84,30 @@ size_t Rail::registered_bytes(const RailConfig& c) {
            memory::BounceBuffers::footprint(c.tx_buffers, bytes);
   };
   const size_t control = c.control_buffer_bytes != 0 ? c.control_buffer_bytes : c.buffer_bytes;
+  // The door's receive buffers are no more than its provider queue (a provider may cap them
+  // lower still).
+  const size_t door_rx = c.door_queue != 0 ? std::min(c.rx_buffers, c.door_queue) : c.rx_buffers;
+  const size_t door = memory::BounceBuffers::footprint(door_rx, control) +
+                      memory::BounceBuffers::footprint(c.tx_buffers, control);
+  return endpoint(c.buffer_bytes) + (c.separate_control ? door : 0) +
+         memory::BounceBuffers::footprint(1, kFlushBufferBytes) +
+         memory::BounceBuffers::footprint(kAtomicSlots, kAtomicSlotBytes);
+}
+
+size_t Rail::shard_registered_bytes(const RailConfig& c) {
+  const auto endpoint = [&](size_t bytes) {
+    return memory::BounceBuffers::footprint(c.shard_rx_buffers, bytes) +
+           memory::BounceBuffers::footprint(c.shard_tx_buffers, bytes);
+  };
+  const size_t control = c.control_buffer_bytes != 0 ? c.control_buffer_bytes : c.buffer_bytes;
   return endpoint(c.buffer_bytes) + (c.separate_control ? endpoint(control) : 0) +
          memory::BounceBuffers::footprint(1, kFlushBufferBytes) +
          memory::BounceBuffers::footprint(kAtomicSlots, kAtomicSlotBytes);
 }
 
 Rail::~Rail() {
-  control_.reset();
-  data_.reset();
+  while (!shards_.empty()) shards_.pop_back();  // the last opened closes first
   pep_.reset();
-  av_.reset();
   cq_.reset();
   domain_.reset();
 }

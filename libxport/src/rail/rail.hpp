@@ -1,5 +1,6 @@
-// A rail: one NIC (libfabric domain) with its completion queue, address vector, and either the
-// shared RDM data and control endpoints with their bounce buffers, or a passive endpoint from
+// A rail: one NIC (libfabric domain) with its completion queue, and either RDM endpoint shards
+// (each a data and a control endpoint with their bounce buffers and an address vector of their
+// own; shard 0 is the rail's, the others open as peers need them) or a passive endpoint from
 // which connected endpoints are made. Also the rail's health and its CQ's room.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/objects.hpp"
 #include "rail/endpoint.hpp"
@@ -31,6 +33,30 @@ struct RailConfig {
   // Open the CQ with a wait object (FI_WAIT_FD) where the provider has one, for waits that
   // sleep (XPORT_WAIT=block); without one where it has none (shm), or when false.
   bool cq_wait_fd = false;
+  // RDM: the provider queue of shard 0's control endpoint, the door every peer's first request
+  // knocks on (0: the provider's default). On shm it bounds how many first requests one progress
+  // pass can map into that shard's address table (docs/pool.md, "Shards"); the endpoint posts no
+  // more receive buffers than it holds.
+  size_t door_queue = 0;
+  // RDM: receive and send buffers of each endpoint of a shard opened later (open_shard).
+  size_t shard_rx_buffers = 32;
+  size_t shard_tx_buffers = 32;
+};
+
+// RDM: a data and a control endpoint (the data endpoint when the rail has no separate control)
+// bound to the rail's CQ and to an address vector of their own. A peer device lives on one shard
+// of each rail: its addresses are in that shard's address vector, and its channels post on that
+// shard's endpoints. Shards exist because a provider's address table can be bounded (shm: 256
+// per address vector); with no bound every peer lives on shard 0 unless XPORT_SHARD_PEERS says
+// otherwise.
+struct Shard {
+  // Declaration order is close order reversed: endpoints (and their buffers' MRs), then the AV.
+  std::unique_ptr<fabric::AddressVector> av;
+  std::unique_ptr<RailEndpoint> data;
+  std::unique_ptr<RailEndpoint> control;  // nullptr: control messages use `data`
+  uint16_t index = 0;
+  uint32_t peers = 0;  // peer devices placed on it (DeviceState::place)
+  RailEndpoint* control_ep() { return control ? control.get() : data.get(); }
 };
 
 class Rail {
@@ -42,31 +68,43 @@ class Rail {
   // Bytes open() registers for a shared-endpoint (RDM) rail with this config: rx and tx bounce
   // buffers of the data and control endpoints (the control endpoint's of control-message size),
   // and the data endpoint's flush target and atomic slots. Connected
-  // rails register rx + tx buffers per connection instead (open_connection).
+  // rails register rx + tx buffers per connection instead (open_connection). Each shard opened
+  // later registers shard_registered_bytes.
   static size_t registered_bytes(const RailConfig& config);
+  static size_t shard_registered_bytes(const RailConfig& config);
 
   uint8_t index() const { return index_; }
   fabric::Domain& domain() { return *domain_; }
   const fabric::Domain& domain() const { return *domain_; }
   fabric::CompletionQueue& cq() { return *cq_; }
   const fabric::CompletionQueue& cq() const { return *cq_; }
-  fabric::AddressVector* av() { return av_.get(); }
+  fabric::AddressVector* av() { return shards_.empty() ? nullptr : shards_[0]->av.get(); }
   bool connected_endpoints() const { return domain_->connected_endpoints(); }
   const std::string& name() const { return domain_->name(); }
   const RailConfig& config() const { return config_; }
 
-  // RDM: the shared data endpoint (payload, eager messages, rendezvous writes) and the control
+  // RDM: shard 0's data endpoint (payload, eager messages, rendezvous writes) and control
   // endpoint (connection set-up, clear-to-send, credits, aborts; low-latency traffic class where
   // the provider takes it), which is the data endpoint unless RailConfig::separate_control.
-  // Connected endpoints: nullptr.
-  RailEndpoint* data() { return data_.get(); }
-  RailEndpoint* control() { return control_ ? control_.get() : data_.get(); }
-  const RailEndpoint* data() const { return data_.get(); }
-  const RailEndpoint* control() const { return control_ ? control_.get() : data_.get(); }
-  bool separate_control() const { return control_ != nullptr; }
-  // The distinct RDM endpoints (data, then control when separate; nullptr where none).
-  std::array<RailEndpoint*, 2> endpoints() { return {data_.get(), control_.get()}; }
+  // Shard 0's control endpoint is the rail's door: handles and window keys name it. Connected
+  // endpoints: nullptr.
+  RailEndpoint* data() { return shards_.empty() ? nullptr : shards_[0]->data.get(); }
+  RailEndpoint* control() { return shards_.empty() ? nullptr : shards_[0]->control_ep(); }
+  const RailEndpoint* data() const { return shards_.empty() ? nullptr : shards_[0]->data.get(); }
+  const RailEndpoint* control() const {
+    return shards_.empty() ? nullptr : shards_[0]->control_ep();
+  }
+  bool separate_control() const { return !shards_.empty() && shards_[0]->control != nullptr; }
+  // The distinct RDM endpoints of every shard (data, then control when separate).
+  std::vector<RailEndpoint*> endpoints();
   bool low_latency_control() const { return low_latency_; }
+
+  // RDM shards: shard 0 opens with the rail; open_shard adds one (its receive buffers are the
+  // caller's to post). Shards stay open until the rail closes.
+  size_t shard_count() const { return shards_.size(); }
+  Shard& shard(size_t i) { return *shards_[i]; }
+  const Shard& shard(size_t i) const { return *shards_[i]; }
+  Result<Shard*> open_shard();
 
   // Connected endpoints: the passive endpoint, opened on first use.
   Result<fabric::PassiveEndpoint*> passive();
@@ -116,11 +154,10 @@ class Rail {
   // AV/CQ/domain.
   std::unique_ptr<fabric::Domain> domain_;
   std::unique_ptr<fabric::CompletionQueue> cq_;
-  std::unique_ptr<fabric::AddressVector> av_;
   std::unique_ptr<fabric::PassiveEndpoint> pep_;
-  std::unique_ptr<RailEndpoint> data_;
-  std::unique_ptr<RailEndpoint> control_;
+  std::vector<std::unique_ptr<Shard>> shards_;
   bool low_latency_ = false;
+  Result<std::unique_ptr<Shard>> make_shard(uint16_t index, size_t rx, size_t tx);
   Health health_;
   bool cq_failed_ = false;
   size_t cq_used_ = 0;

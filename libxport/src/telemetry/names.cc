@@ -78,6 +78,8 @@ constexpr CounterName kNames[] = {
      "bytes of peers' rendezvous writes that landed on this rail"},
     {CounterId::rail_errors, "xport_rail_error_completions_total", counter, kNone, "",
      "error completions on the rail's endpoints"},
+    {CounterId::rail_shards, "xport_rail_shards", gauge, kNone, "",
+     "RDM endpoint shards open on the rail (more as peers outgrow one's address table)"},
 
     {CounterId::nic_info, "xport_nic_info", gauge, kNone, "",
      "a NIC (rail) a device uses: provider, fabric, PCI address (value 1)"},

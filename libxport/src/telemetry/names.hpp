@@ -93,6 +93,7 @@ enum class CounterId : uint16_t {
   rail_quarantine_events = 54,
   rail_write_bytes_in = 55,
   rail_errors = 56,
+  rail_shards = 57,
   // info metrics (value 1, the labels are the information)
   nic_info = 60,
   gpu_info = 61,

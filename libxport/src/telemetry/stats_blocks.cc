@@ -126,6 +126,7 @@ void append_stats_blocks(const Stats& stats, const DeviceLabels& labels,
     b.counter(CounterId::rail_quarantine_events, r.quarantine_events);
     b.counter(CounterId::rail_write_bytes_in, r.write_bytes_in);
     b.counter(CounterId::rail_errors, r.errors);
+    b.counter(CounterId::rail_shards, r.shards);
     out.push_back(b.record());
   }
 

@@ -38,19 +38,11 @@ bool Connections::stash(const Message& m) {
   return true;
 }
 
-std::vector<RailAddresses> Connections::local_addresses(const CommState* comm) const {
-  std::vector<RailAddresses> out;
-  for (const auto& r : state_.rails) {
-    RailAddresses a;
-    auto d = r->data()->endpoint().address();
-    auto c = r->control()->endpoint().address();
-    if (d) a.data = std::move(d).value();
-    if (c) a.control = std::move(c).value();
-    out.push_back(std::move(a));
-  }
-  if (comm != nullptr && comm->own.size() == out.size()) {
+Result<std::vector<RailAddresses>> Connections::local_addresses(CommState& c) {
+  XPORT_ASSIGN_OR_RETURN(std::vector<RailAddresses> out, state_.local_addresses(*c.peer));
+  if (c.own.size() == out.size()) {
     for (size_t i = 0; i < out.size(); ++i) {
-      pool::Channel* ch = comm->own[i];
+      pool::Channel* ch = c.own[i];
       if (ch == nullptr || !ch->owned || !ch->owned->has_endpoint()) continue;
       auto o = ch->owned->endpoint().address();
       if (o) out[i].own = std::move(o).value();
@@ -91,10 +83,11 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
     pool::Channel* own = i < c.own.size() ? c.own[i] : nullptr;
     if (own == nullptr && !remote_own) continue;  // the peer's shared data channel
     rail::Rail& r = *state_.rails[i];
+    XPORT_ASSIGN_OR_RETURN(rail::Shard * shard, state_.place(peer, i));
     if (own == nullptr) {
-      // Only the peer has endpoints of the communicator's own: the rail's towards them.
+      // Only the peer has endpoints of the communicator's own: the peer's shard's towards them.
       auto ch = std::make_unique<pool::Channel>();
-      ch->ep = r.data();
+      ch->ep = shard->data.get();
       ch->rail = static_cast<uint8_t>(i);
       const pool::ChannelKey key =
           c.is_send ? pl.place(ch->rail, peer.token)
@@ -106,7 +99,7 @@ Status Connections::comm_paths(CommState& c, const std::vector<RailAddresses>& r
       c.own[i] = own;
     }
     fabric::AddressVector* av =
-        own->owned && own->owned->own_av() != nullptr ? own->owned->own_av() : r.av();
+        own->owned && own->owned->own_av() != nullptr ? own->owned->own_av() : shard->av.get();
     XPORT_ASSIGN_OR_RETURN(own->peer, av->insert(remote_own ? remote[i].own : remote[i].data));
     own->connected = true;
     own->label = core::str("rail ", r.name(), own->owned ? " own data" : " data", " peer ",
@@ -248,10 +241,14 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
       c.made_channels = s.ok();
     }
     if (s.ok() && state_.own_data_endpoints) s = open_own(c, pool::Direction::out);
+    ConnRequest r;
     if (s.ok()) {
-      ConnRequest r;
+      auto local = local_addresses(c);
+      if (local) r.rails = std::move(local).value();
+      else s = local.status();
+    }
+    if (s.ok()) {
       r.body = request_body(c);
-      r.rails = local_addresses(&c);
       std::vector<uint8_t> body = encode_conn_request(r);
       if (body.size() > sizeof(ConnBody) + kMaxConnAddressBytes) {
         s = core::error(Code::unsupported, "connect: ", r.rails.size(), " rails of addresses (",
@@ -395,6 +392,7 @@ void Connections::on_conn_req(const Message& m) {
   });
   const size_t channels_before = peer->channels.size();
   Status paths = repeated || via != nullptr ? Status() : state_.set_paths(*peer, req->rails);
+  if (paths.ok() && via == nullptr) state_.release_knock(*peer, ep, req->rails);
   uint64_t reason = 0;
   CommState* c = nullptr;
   if (!repeated) {
@@ -445,10 +443,17 @@ void Connections::on_conn_req(const Message& m) {
     ack.body.device_token = state_.device_token;
     ack.body.eager_max = static_cast<uint32_t>(state_.config.eager_max);
     ack.body.depth = c->depth;
-    if (via == nullptr) ack.rails = local_addresses(c);
+    Status s;
+    if (via == nullptr) {
+      auto local = local_addresses(*c);
+      if (local) ack.rails = std::move(local).value();
+      else s = local.status();
+    }
     std::vector<uint8_t> bytes = encode_conn_ack(ack);
     MsgHeader a = comm_header(MsgType::conn_ack, *c);
-    Status s = state_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
+    if (s.ok()) {
+      s = state_.control->send(reply, a, &bytes, c, Dependent{Dependent::Kind::comm, c->id});
+    }
     if (!s.ok()) {
       c->user_closed = true;
       state_.fail_comm(*c, s);

@@ -57,8 +57,9 @@ class Connections {
   // (it took another rail and overtook the ACK): kept, replayed after the ACK (true).
   bool stash(const Message& m);
   ConnBody request_body(const CommState& c) const;
-  // The rails' shared addresses, with the communicator's own data endpoints when it has them.
-  std::vector<RailAddresses> local_addresses(const CommState* c = nullptr) const;
+  // The addresses of the shards its peer lives on, with the communicator's own data endpoints
+  // when it has them.
+  Result<std::vector<RailAddresses>> local_addresses(CommState& c);
   // RDM, XPORT_POOL_GROUPS=0 (docs/pool.md): opens the communicator's own data endpoint on
   // every rail (into c.own), receive buffers posted.
   Status open_own(CommState& c, pool::Direction dir);

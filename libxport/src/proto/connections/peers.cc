@@ -54,65 +54,166 @@ void DeviceState::unref(pool::Peer* p) {
 }
 
 void DeviceState::retire_peer(pool::Peer& p) {
-  // The last user is gone: forget the peer's addresses (RDM channels share the rail endpoints,
-  // so nothing else is open for it). A later connection makes them again.
+  // The last user is gone: forget the peer's addresses (RDM channels share the shards'
+  // endpoints, so nothing else is open for it), and its place on each rail's shard. A later
+  // connection makes them again.
   for (auto& ch : p.channels) {
     pool->add_ops_gone(ch->ops);
     forget_address(*ch);
+  }
+  for (size_t i = 0; i < p.shards.size() && i < rails.size(); ++i) {
+    if (p.shards[i] == pool::Peer::kUnplaced || p.shards[i] >= rails[i]->shard_count()) continue;
+    rail::Shard& s = rails[i]->shard(p.shards[i]);
+    if (s.peers > 0) s.peers -= 1;
   }
   peers.erase(p.token);
 }
 
 void DeviceState::forget_address(const pool::Channel& ch) {
-  fabric::AddressVector* av = rails[ch.rail]->av();
+  fabric::AddressVector* av = ch.ep != nullptr ? ch.ep->av() : nullptr;
   if (av == nullptr || ch.peer == FI_ADDR_UNSPEC) return;
   Status s = av->remove(ch.peer);
   if (!s.ok()) XPORT_LOG(debug, "removing ", ch.label, ": ", s.to_string());
 }
 
-Result<pool::Channel*> DeviceState::channel_to(pool::Peer& p, size_t rail, bool control,
+bool DeviceState::shard_has_room(const rail::Shard& s) const {
+  if (config.shard_peers != 0 && shards && s.peers >= config.shard_peers) return false;
+  const fabric::AddressVector& av = *s.av;
+  if (av.capacity() == 0) return true;
+  // A peer takes its data and control addresses; where shards may open, the door keeps room
+  // for first requests of peers living elsewhere (each maps its control endpoint there).
+  const bool more = shards && config.max_shards > 1;
+  const size_t reserve = s.index != 0 ? 0 : kRefusalRoom + (more ? kDoorRoom : 0);
+  return av.used() + 2 + reserve <= av.capacity();
+}
+
+Result<rail::Shard*> DeviceState::place(pool::Peer& p, size_t rail_index) {
+  rail::Rail& r = *rails[rail_index];
+  if (p.shards.size() <= rail_index) p.shards.resize(rail_index + 1, pool::Peer::kUnplaced);
+  uint16_t& at = p.shards[rail_index];
+  if (at != pool::Peer::kUnplaced) return &r.shard(at);
+  rail::Shard* found = nullptr;
+  for (size_t i = 0; i < r.shard_count() && found == nullptr; ++i) {
+    if (shard_has_room(r.shard(i))) found = &r.shard(i);
+  }
+  if (found == nullptr && shards && r.shard_count() < config.max_shards) {
+    // Its receive buffers take room in the rail's CQ, as shard 0's do.
+    const rail::RailConfig& rc = r.config();
+    const size_t rx = rc.shard_rx_buffers * (rc.separate_control ? 2 : 1);
+    if (r.cq_free() < rx + kShardCqSlack) {
+      return core::error(Code::resource, "rail ", r.name(), " has no room for another peer "
+                         "device: a shard's ", rx, " receive buffers find ", r.cq_free(),
+                         " free CQ entries (XPORT_CQ_ENTRIES)");
+    }
+    auto opened = r.open_shard();
+    if (!opened) {
+      return core::error(Code::resource, "rail ", r.name(), " has no room for another peer "
+                         "device: ", opened.status().message());
+    }
+    found = *opened;
+    Status posted;
+    for (rail::RailEndpoint* ep : {found->data.get(), found->control.get()}) {
+      if (ep != nullptr && posted.ok()) posted = control->post_receives(ep);
+    }
+    if (!posted.ok()) {
+      return core::error(Code::resource, "rail ", r.name(), " has no room for another peer "
+                         "device: its shard ", found->index, " opened, but ", posted.message());
+    }
+    XPORT_LOG(info, "rail ", r.name(), ": endpoint shard ", found->index, " opened (",
+              peers.size(), " peer devices known)");
+  }
+  if (found == nullptr) {
+    const fabric::AddressVector& av = *r.shard(r.shard_count() - 1).av;
+    return core::error(Code::resource, "rail ", r.name(),
+                       " has no room for another peer device: its ", r.shard_count(),
+                       " endpoint shards are full (XPORT_MAX_SHARDS), the last one's address "
+                       "table holds ", av.used(), " of ", av.capacity(), " addresses (libfabric's "
+                       "shm maps 256 per endpoint's address vector; each peer device takes 2, ",
+                       kRefusalRoom, " of shard 0's are kept for refusals)");
+  }
+  at = found->index;
+  found->peers += 1;
+  return found;
+}
+
+Result<std::vector<RailAddresses>> DeviceState::local_addresses(pool::Peer& p) {
+  std::vector<RailAddresses> out;
+  for (size_t i = 0; i < rails.size(); ++i) {
+    XPORT_ASSIGN_OR_RETURN(rail::Shard * s, place(p, i));
+    RailAddresses a;
+    XPORT_ASSIGN_OR_RETURN(a.data, s->data->endpoint().address());
+    XPORT_ASSIGN_OR_RETURN(a.control, s->control_ep()->endpoint().address());
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+void DeviceState::release_knock(pool::Peer& p, const rail::RailEndpoint* ep,
+                                const std::vector<RailAddresses>& addresses) {
+  if (ep == nullptr || ep->av() == nullptr || ep->av()->capacity() == 0) return;
+  const size_t rail = ep->rail();
+  if (rail >= addresses.size() || addresses[rail].control.empty()) return;
+  for (const auto& ch : p.channels) {
+    if (ch->ep != nullptr && ch->ep->av() == ep->av()) return;  // it lives (or was answered) here
+  }
+  // shm takes the name it mapped at the request (the same entry), and lets it go at the removal.
+  auto a = ep->av()->insert(addresses[rail].control);
+  if (a) (void)ep->av()->remove(*a);
+}
+
+Result<pool::Channel*> DeviceState::channel_on(pool::Peer& p, rail::Shard& shard, size_t rail,
+                                               bool control,
                                                const std::vector<uint8_t>& address) {
   rail::Rail& r = *rails[rail];
-  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, r.av()->insert(address));
+  XPORT_ASSIGN_OR_RETURN(fi_addr_t a, shard.av->insert(address));
   auto ch = std::make_unique<pool::Channel>();
-  ch->ep = control ? r.control() : r.data();
+  ch->ep = control ? shard.control_ep() : shard.data.get();
   ch->peer = a;
+  ch->address = address;
   ch->connected = true;
   ch->rail = static_cast<uint8_t>(rail);
-  ch->label = core::str("rail ", r.name(), control ? " control" : " data", " peer ", a);
+  ch->label = core::str("rail ", r.name(), shard.index == 0 ? "" : " shard ",
+                        shard.index == 0 ? "" : std::to_string(shard.index),
+                        control ? " control" : " data", " peer ", a);
   pool::Channel* out = ch.get();
   p.channels.push_back(std::move(ch));
   return out;
 }
 
+Result<pool::Channel*> DeviceState::channel_to(pool::Peer& p, size_t rail, bool control,
+                                               const std::vector<uint8_t>& address) {
+  XPORT_ASSIGN_OR_RETURN(rail::Shard * shard, place(p, rail));
+  return channel_on(p, *shard, rail, control, address);
+}
+
 Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
   const size_t common = std::min(rails.size(), remote.size());
+  std::vector<rail::Shard*> at(common, nullptr);
   for (size_t i = 0; i < common; ++i) {
-    const fabric::AddressVector* av = rails[i]->av();
-    if (av == nullptr || av->capacity() == 0) continue;
-    const bool has_data = i < p.paths.size() && p.paths[i].data != nullptr;
-    const bool has_control = i < p.paths.size() && p.paths[i].control != nullptr;
-    const size_t needed = (has_data ? 0 : 1) + (has_control ? 0 : 1);
-    if (needed > 0 && av->used() + needed + kRefusalRoom > av->capacity()) {
-      return core::error(Code::resource, "rail ", rails[i]->name(),
-                         " has no room for another peer device: its address table holds ",
-                         av->used(), " of ", av->capacity(), " addresses (libfabric's shm "
-                         "maps 256 per endpoint's address vector; each peer device takes 2, ",
-                         kRefusalRoom, " are kept for refusals)");
-    }
+    XPORT_ASSIGN_OR_RETURN(at[i], place(p, i));
+  }
+  if (p.refused) {
+    // Answered once from the door's room for refusals; now it has a place of its own (the
+    // channel stays with the peer until it retires: the refusal may still be on its way).
+    p.refused = false;
+    if (!p.paths.empty()) p.paths[0].control = nullptr;
   }
   if (p.paths.size() > common) p.paths.resize(common);
+  if (p.paths.size() < common) p.paths.resize(common);
+  // A channel is kept while it posts from the peer's shard to the address given now.
+  const auto current = [&](const pool::Channel* ch, rail::RailEndpoint* ep,
+                           const std::vector<uint8_t>& address) {
+    return ch != nullptr && ch->ep == ep && (address.empty() || ch->address.empty() ||
+                                             ch->address == address);
+  };
   for (size_t i = 0; i < common; ++i) {
-    if (i < p.paths.size() && p.paths[i].data != nullptr && p.paths[i].control != nullptr) {
-      continue;  // known already (another communicator to the same device)
-    }
-    if (i >= p.paths.size()) p.paths.resize(i + 1);
     pool::Path& path = p.paths[i];
-    if (path.data == nullptr) {
-      XPORT_ASSIGN_OR_RETURN(path.data, channel_to(p, i, false, remote[i].data));
+    rail::Shard& s = *at[i];
+    if (!current(path.data, s.data.get(), remote[i].data)) {
+      XPORT_ASSIGN_OR_RETURN(path.data, channel_on(p, s, i, false, remote[i].data));
     }
-    if (path.control == nullptr) {
-      XPORT_ASSIGN_OR_RETURN(path.control, channel_to(p, i, true, remote[i].control));
+    if (!current(path.control, s.control_ep(), remote[i].control)) {
+      XPORT_ASSIGN_OR_RETURN(path.control, channel_on(p, s, i, true, remote[i].control));
     }
   }
   if (common < std::max(rails.size(), remote.size())) {
@@ -126,7 +227,8 @@ pool::Channel* DeviceState::refusal_channel(pool::Peer& p,
                                             const std::vector<RailAddresses>& remote) {
   if (!p.paths.empty() && p.paths[0].control != nullptr) return p.paths[0].control;
   if (remote.empty() || rails.empty()) return nullptr;
-  auto ch = channel_to(p, 0, true, remote[0].control);
+  // From the door (shard 0), where the request came in; the peer is placed nowhere.
+  auto ch = channel_on(p, rails[0]->shard(0), 0, true, remote[0].control);
   if (!ch && ch.status().code() == Code::resource) {
     // The room kept for refusals is taken by earlier refused peers: those that nothing names
     // any more (their answers were handed to the provider) go now rather than at the next sweep.
@@ -135,7 +237,7 @@ pool::Channel* DeviceState::refusal_channel(pool::Peer& p,
       if (other.get() != &p && other->refused && other->refs <= 0) done.push_back(other.get());
     }
     for (pool::Peer* other : done) retire_peer(*other);
-    if (!done.empty()) ch = channel_to(p, 0, true, remote[0].control);
+    if (!done.empty()) ch = channel_on(p, rails[0]->shard(0), 0, true, remote[0].control);
   }
   if (!ch) {
     XPORT_LOG(warn, "cannot answer a refused peer (", std::hex, p.token, std::dec,

@@ -14,6 +14,7 @@ enum RejectReason : uint64_t {
   kTableFull = 3,
   kBadRequest = 4,
   kNoRoom = 5,
+  kNoCqRoom = 6,
 };
 
 inline const char* reject_text(uint64_t r) {
@@ -23,8 +24,11 @@ inline const char* reject_text(uint64_t r) {
     case kTableFull: return "the peer's communicator table is full (XPORT_MAX_COMMS)";
     case kBadRequest: return "the request's addresses are unusable there";
     case kNoRoom:
-      return "the listener's device has no room for another peer device (its shm address table "
-             "holds 256 addresses, 2 per peer device)";
+      return "the listener's device has no room for another peer device (its endpoint shards' "
+             "address tables are full: XPORT_MAX_SHARDS, docs/pool.md)";
+    case kNoCqRoom:
+      return "the listener's CQ has no room for another connection's receive buffers "
+             "(XPORT_CQ_ENTRIES)";
   }
   return "unknown reason";
 }

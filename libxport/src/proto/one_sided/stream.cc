@@ -12,16 +12,9 @@
 
 namespace xport::proto {
 
-std::vector<RailAddresses> Streams::local_addresses() const {
-  std::vector<RailAddresses> out;
-  if (state_.connected_endpoints()) return out;  // the connection is the path
-  for (const auto& r : state_.rails) {
-    RailAddresses a;
-    if (auto d = r->data()->endpoint().address()) a.data = std::move(d).value();
-    if (auto c = r->control()->endpoint().address()) a.control = std::move(c).value();
-    out.push_back(std::move(a));
-  }
-  return out;
+Result<std::vector<RailAddresses>> Streams::local_addresses(pool::Peer& peer) {
+  if (state_.connected_endpoints()) return std::vector<RailAddresses>{};
+  return state_.local_addresses(peer);
 }
 
 void Streams::register_handlers(Dispatch& d) {
@@ -81,7 +74,7 @@ Result<OutStream*> Streams::make(pool::Peer* peer, CommState* via) {
 Status Streams::request(OutStream& s, pool::Channel* ch) {
   ConnRequest r;
   r.body = state_.conn_body(s.nonce);
-  r.rails = local_addresses();
+  XPORT_ASSIGN_OR_RETURN(r.rails, local_addresses(*s.peer));
   std::vector<uint8_t> body = encode_conn_request(r);
   MsgHeader h = window_header(MsgType::win_req);
   h.src_comm = static_cast<uint16_t>(s.id);

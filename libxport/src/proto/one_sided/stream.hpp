@@ -163,7 +163,9 @@ class Streams {
   void execute(InStream& in, WaitingOp& op);
   void drain(InStream& in, size_t& budget);
   void maybe_ack(InStream& in);
-  std::vector<RailAddresses> local_addresses() const;
+  // This device's addresses towards `peer` (none over connected endpoints: the connection is
+  // the path).
+  Result<std::vector<RailAddresses>> local_addresses(pool::Peer& peer);
 
   // ---- credits (stream_credits.cc; docs/semantics.md "Credits") ----
   // Initiator: a win_done's grant or take-back (before its done mark is applied); true when

@@ -127,6 +127,7 @@ void Streams::on_request(const Message& m) {
       reply = state_.refusal_channel(*peer, req->rails);
     } else {
       reply = peer->paths[0].control;
+      state_.release_knock(*peer, ep, req->rails);
     }
   }
   peer->last_heard = Clock::now();
@@ -177,7 +178,16 @@ void Streams::on_request(const Message& m) {
     a.slot = static_cast<uint16_t>(s->seq_bits);
     a.src_comm = s->index;
     a.src_gen = s->gen;
-    ack.rails = local_addresses();
+    auto local = local_addresses(*peer);
+    if (local) {
+      ack.rails = std::move(local).value();
+    } else {
+      XPORT_LOG(info, "refusing a window stream: ", local.status().to_string());
+      a.seq = 0;
+      a.slot = static_cast<uint8_t>(WindowRefusal::peers);
+      if (!repeated_request) erase_in(*s);
+      s = nullptr;
+    }
   } else {
     a.slot = refusal;
   }
