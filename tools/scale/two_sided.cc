@@ -139,10 +139,16 @@ Status run_two_sided(Target& t) {
     t.costs_before();
     const uint64_t t0 = now_ns();
     Status accept_error;
+    // Takes every connection ready (each try_accept makes a progress pass of its own): one a
+    // tick let the backlog (XPORT_LISTEN_BACKLOG) fill when hundreds connect at once, and the
+    // listener refused the rest.
     auto accept = [&] {
-      auto c = listener->try_accept();  // one progress pass of its own
-      if (c.ok() && *c) comms.push_back(std::move(c).value());
-      if (!c.ok() && accept_error.ok()) accept_error = c.status().with_context("accept");
+      for (;;) {
+        auto c = listener->try_accept();
+        if (!c.ok() && accept_error.ok()) accept_error = c.status().with_context("accept");
+        if (!c.ok() || !*c) return;
+        comms.push_back(std::move(c).value());
+      }
     };
     XPORT_RETURN_IF_ERROR(t.hosts->send_all("CONNECT"));
     XPORT_ASSIGN_OR_RETURN(auto lines, t.hosts->expect_all("OPENED", t.phase_with_grace(), accept));

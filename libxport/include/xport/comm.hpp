@@ -84,8 +84,10 @@ class Listener {
   const ConnectionHandle& handle() const { return handle_; }
   // The next connection the transport has accepted, or Code::timeout at the deadline.
   Result<std::unique_ptr<RecvComm>> accept(Deadline deadline);
-  // Never blocks: one progress pass, then the next accepted connection, or nullptr when none
-  // has arrived yet (connectors complete without waiting for it: docs/semantics.md).
+  // Never blocks: the next connection the transport has accepted, after a progress pass when
+  // none was waiting; nullptr when none has arrived yet (connectors complete without waiting for
+  // it: docs/semantics.md). A pass admits up to a CQ batch of requests (XPORT_CQ_BATCH), past
+  // the backlog (XPORT_LISTEN_BACKLOG) they are refused: take all that are ready.
   Result<std::unique_ptr<RecvComm>> try_accept();
 
  private:

@@ -39,6 +39,11 @@ Result<CommId> ConnectionCalls::accept(uint64_t token, Deadline deadline) {
 Result<CommId> ConnectionCalls::try_accept(uint64_t token) {
   driver_.refresh_links();
   Lock l(state_);
+  // One already accepted by the transport is taken without a pass: a pass admits up to a CQ
+  // batch of requests, so one pass per take let a burst of connectors fill the backlog (and be
+  // refused) while the caller took them as fast as it could.
+  XPORT_ASSIGN_OR_RETURN(CommId ready, connections_.take_accepted(token));
+  if (ready) return ready;
   driver_.progress_locked();
   return connections_.take_accepted(token);
 }

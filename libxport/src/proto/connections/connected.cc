@@ -56,6 +56,19 @@ void Connections::on_msg_connreq(fi_info* raw, const uint8_t* data, size_t len) 
   rail::Rail& r = *state_.rails[0];
   const uint32_t group = static_cast<uint32_t>(h->aux);
   const uint32_t mul = group == pool::kOwnGroup ? 1 : state_.config.pool_depth_multiplier;
+  size_t rx = (2 * c->depth + 8) * mul;
+  if (info->rx_attr != nullptr && info->rx_attr->size > 0) rx = std::min(rx, info->rx_attr->size);
+  if (r.cq_free() < rx) {
+    // Its receive buffers would not all fit in the rail's CQ: refused now, naming why (an
+    // endpoint opened and then failed left the connector waiting out its deadline).
+    XPORT_LOG(warn, "refusing a connection: its ", rx, " receive buffers find ", r.cq_free(),
+              " free entries in the rail's CQ (XPORT_CQ_ENTRIES)");
+    rej.aux = kNoCqRoom;
+    fi_reject((*pep)->get(), info->handle, &rej, sizeof(rej));
+    c->user_closed = true;
+    state_.fail_comm(*c, Status(Code::resource, "no CQ room for the connection"));
+    return;
+  }
   auto ep = r.open_connection(info.get(), (2 * c->depth + 8) * mul, (c->depth + 8) * mul);
   Status s = ep.ok() ? Status() : ep.status();
   if (s.ok()) {
