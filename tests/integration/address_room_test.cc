@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "initiator.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
@@ -44,22 +45,10 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
   std::thread progress([&] {
     while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
   });
-  struct Initiator {
-    std::unique_ptr<Device> dev;
-    std::vector<uint8_t> src = std::vector<uint8_t>(kLen);
-    std::unique_ptr<Region> local;
-    std::unique_ptr<RemoteRegion> key;
-    std::unique_ptr<Window> win;
-  };
-  std::vector<Initiator> in(kInitiators);
+  std::vector<test::Initiator> in(kInitiators);
   size_t opened = 0, refused = 0;
   for (size_t k = 0; k < kInitiators; ++k) {
-    auto dev = ctx->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    in[k].dev = std::move(dev).value();
-    auto key = in[k].dev->import_key(blob);
-    ASSERT_TRUE(key.ok()) << key.status().to_string();
-    in[k].key = std::make_unique<RemoteRegion>(std::move(key).value());
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, blob, kLen));
     const auto t0 = std::chrono::steady_clock::now();
     auto w = Window::open(*in[k].dev, *in[k].key, Deadline::after(20s));
     const auto took = std::chrono::steady_clock::now() - t0;
@@ -76,8 +65,7 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
     EXPECT_NE(w.status().message().find("no room for another peer device"), std::string::npos)
         << w.status().to_string();
     ++refused;
-    in[k].key.reset();
-    in[k].dev.reset();  // a refused initiator goes; the next one asks afresh
+    in[k].close();  // a refused initiator goes; the next one asks afresh
   }
   // 256 addresses: the target's own 2, 8 kept for refusals, 2 per initiator: 123.
   EXPECT_GE(opened, 120u);
@@ -86,9 +74,6 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
   // Every window opened is served: a put_signal each, every byte and signal checked.
   for (size_t k = 0; k < opened; ++k) {
     for (size_t i = 0; i < kLen; ++i) in[k].src[i] = static_cast<uint8_t>(k * 31 + i + 1);
-    auto r = in[k].dev->register_memory(in[k].src.data(), kLen);
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    in[k].local = std::make_unique<Region>(std::move(r).value());
     auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * kLen, kLen, *in[k].key,
                                    kInitiators * kLen + k * 8, 1);
     ASSERT_TRUE(t.ok()) << "initiator " << k << ": " << t.status().to_string();
@@ -183,24 +168,9 @@ TEST_P(Shards, InitiatorsPastOneShardLiveOnMoreAndEveryWindowAndConnectionIsServ
   progress_ = std::thread([&] {
     while (!stop_.load(std::memory_order_relaxed)) (void)target_->progress();
   });
-  struct Initiator {
-    std::unique_ptr<Device> dev;
-    std::vector<uint8_t> src = std::vector<uint8_t>(kLen);
-    std::unique_ptr<Region> local;
-    std::unique_ptr<RemoteRegion> key;
-    std::unique_ptr<Window> win;
-  };
-  std::vector<Initiator> in(n);
+  std::vector<test::Initiator> in(n);
   for (size_t k = 0; k < n; ++k) {
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << "initiator " << k << ": " << dev.status().to_string();
-    in[k].dev = std::move(dev).value();
-    auto r = in[k].dev->register_memory(in[k].src.data(), kLen);
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    in[k].local = std::make_unique<Region>(std::move(r).value());
-    auto key = in[k].dev->import_key(blob);
-    ASSERT_TRUE(key.ok()) << key.status().to_string();
-    in[k].key = std::make_unique<RemoteRegion>(std::move(key).value());
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, blob, kLen)) << "initiator " << k;
   }
   // Opened from 4 threads at once, so first requests crowd the door.
   {
@@ -304,25 +274,10 @@ TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   std::thread progress([&] {
     while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
   });
-  struct Initiator {
-    std::unique_ptr<Device> dev;
-    std::vector<uint8_t> src = std::vector<uint8_t>(kLen);
-    std::unique_ptr<Region> local;
-    std::unique_ptr<RemoteRegion> key;
-    std::unique_ptr<Window> win;
-  };
-  std::vector<Initiator> in(kSlots);
+  std::vector<test::Initiator> in(kSlots);
   size_t round = 0;
   const auto open = [&](size_t k) {
-    auto dev = ctx->open_device();
-    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-    in[k].dev = std::move(dev).value();
-    auto r = in[k].dev->register_memory(in[k].src.data(), kLen);
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    in[k].local = std::make_unique<Region>(std::move(r).value());
-    auto key = in[k].dev->import_key(blob);
-    ASSERT_TRUE(key.ok()) << key.status().to_string();
-    in[k].key = std::make_unique<RemoteRegion>(std::move(key).value());
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, blob, kLen));
     auto w = Window::open(*in[k].dev, *in[k].key, Deadline::after(30s));
     ASSERT_TRUE(w.ok()) << "window " << k << ": " << w.status().to_string();
     in[k].win = std::move(w).value();
@@ -349,10 +304,7 @@ TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   EXPECT_EQ(target->stats().rails[0].shards, 2u);
   put_all();
   // Resident 0 leaves; the target lets it go after a linger of about 2 s.
-  in[0].win.reset();
-  in[0].key.reset();
-  in[0].local.reset();
-  in[0].dev.reset();
+  in[0].close();
   const size_t before = target->stats().peers;
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (target->stats().peers >= before && std::chrono::steady_clock::now() < until) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "initiator.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
@@ -112,24 +113,9 @@ TEST_P(Credits, EveryInitiatorOfAFullTargetOpensAndEveryRoundLands) {
     while (!stop_.load(std::memory_order_relaxed)) (void)target_->progress();
   });
 
-  struct Initiator {
-    std::unique_ptr<Device> dev;
-    std::vector<uint8_t> buf = std::vector<uint8_t>(kSlot);
-    std::optional<Region> region;
-    std::optional<RemoteRegion> key;
-    std::unique_ptr<Window> win;
-  };
-  std::vector<Initiator> in(n);
+  std::vector<test::Initiator> in(n);
   for (size_t k = 0; k < n; ++k) {
-    auto dev = ctx_->open_device();
-    ASSERT_TRUE(dev.ok()) << "initiator " << k << ": " << dev.status().to_string();
-    in[k].dev = std::move(dev).value();
-    auto r = in[k].dev->register_memory(in[k].buf.data(), kSlot);
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    in[k].region.emplace(std::move(r).value());
-    auto key = in[k].dev->import_key(blob);
-    ASSERT_TRUE(key.ok()) << key.status().to_string();
-    in[k].key.emplace(std::move(key).value());
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, blob, kSlot)) << "initiator " << k;
   }
   // Every window opens, the ones beyond the room with no numbers yet.
   for (size_t k = 0; k < n; ++k) {
@@ -141,8 +127,8 @@ TEST_P(Credits, EveryInitiatorOfAFullTargetOpensAndEveryRoundLands) {
     // Every put_signal first, then the quiets one after another: an initiator is driven only
     // while its own calls run.
     for (size_t k = 0; k < n; ++k) {
-      for (size_t i = 0; i < kSlot; ++i) in[k].buf[i] = pattern(k, round, i);
-      auto t = in[k].win->put_signal(*in[k].region, 0, *in[k].key, k * kSlot, kSlot, *in[k].key,
+      for (size_t i = 0; i < kSlot; ++i) in[k].src[i] = pattern(k, round, i);
+      auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * kSlot, kSlot, *in[k].key,
                                      n * kSlot + k * 8, 1);
       ASSERT_TRUE(t.ok()) << "round " << round << ", initiator " << k << ": "
                           << t.status().to_string();
