@@ -72,20 +72,7 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
   EXPECT_EQ(opened + refused, kInitiators);
   EXPECT_GT(refused, 0u) << "the table held all " << kInitiators << ": raise kInitiators";
   // Every window opened is served: a put_signal each, every byte and signal checked.
-  for (size_t k = 0; k < opened; ++k) {
-    for (size_t i = 0; i < kLen; ++i) in[k].src[i] = static_cast<uint8_t>(k * 31 + i + 1);
-    auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * kLen, kLen, *in[k].key,
-                                   kInitiators * kLen + k * 8, 1);
-    ASSERT_TRUE(t.ok()) << "initiator " << k << ": " << t.status().to_string();
-  }
-  for (size_t k = 0; k < opened; ++k) {
-    Status q = in[k].win->quiet(Deadline::after(30s));
-    ASSERT_TRUE(q.ok()) << "initiator " << k << ": " << q.to_string();
-    uint64_t signal = 0;
-    std::memcpy(&signal, mem.data() + kInitiators * kLen + k * 8, 8);
-    EXPECT_EQ(signal, 1u) << "initiator " << k;
-    EXPECT_EQ(std::memcmp(mem.data() + k * kLen, in[k].src.data(), kLen), 0) << "initiator " << k;
-  }
+  ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, mem, kLen, 1));
   // A connection from one more device is rejected at once, naming the same cause.
   {
     auto listener = target->listen();
@@ -192,21 +179,7 @@ TEST_P(Shards, InitiatorsPastOneShardLiveOnMoreAndEveryWindowAndConnectionIsServ
     }
   }
   for (size_t round = 0; round < kRounds; ++round) {
-    for (size_t k = 0; k < n; ++k) {
-      for (size_t i = 0; i < kLen; ++i) in[k].src[i] = static_cast<uint8_t>(k * 31 + i + round);
-      auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * kLen, kLen, *in[k].key,
-                                     n * kLen + k * 8, 1);
-      ASSERT_TRUE(t.ok()) << "initiator " << k << ": " << t.status().to_string();
-    }
-    for (size_t k = 0; k < n; ++k) {
-      Status q = in[k].win->quiet(Deadline::after(30s));
-      ASSERT_TRUE(q.ok()) << "initiator " << k << ": " << q.to_string();
-      uint64_t signal = 0;
-      std::memcpy(&signal, mem.data() + n * kLen + k * 8, 8);
-      EXPECT_EQ(signal, round + 1) << "initiator " << k;
-      EXPECT_EQ(std::memcmp(mem.data() + k * kLen, in[k].src.data(), kLen), 0)
-          << "initiator " << k << ", round " << round;
-    }
+    ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, mem, kLen, round));
   }
   const Stats st = target_->stats();
   ASSERT_FALSE(st.rails.empty());
@@ -284,21 +257,7 @@ TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   };
   // Every open initiator puts 64 KiB and a signal into its slot; every byte checked.
   const auto put_all = [&] {
-    ++round;
-    for (size_t k = 0; k < kSlots; ++k) {
-      if (!in[k].win) continue;
-      for (size_t i = 0; i < kLen; ++i) in[k].src[i] = static_cast<uint8_t>(k * 29 + i + round);
-      auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * kLen, kLen, *in[k].key,
-                                     kSlots * kLen + k * 8, 1);
-      ASSERT_TRUE(t.ok()) << "initiator " << k << ": " << t.status().to_string();
-    }
-    for (size_t k = 0; k < kSlots; ++k) {
-      if (!in[k].win) continue;
-      Status q = in[k].win->quiet(Deadline::after(30s));
-      ASSERT_TRUE(q.ok()) << "initiator " << k << ": " << q.to_string();
-      EXPECT_EQ(std::memcmp(mem.data() + k * kLen, in[k].src.data(), kLen), 0)
-          << "initiator " << k << ", round " << round;
-    }
+    ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, mem, kLen, ++round));
   };
   for (size_t k = 0; k < kResidents + kKnockers; ++k) open(k);
   EXPECT_EQ(target->stats().rails[0].shards, 2u);

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -19,6 +21,7 @@ struct Initiator {
   std::unique_ptr<Region> local;
   std::unique_ptr<RemoteRegion> key;
   std::unique_ptr<Window> win;  // (declared last: destroyed first)
+  uint64_t signals = 0;         // put_signal_round's adds so far
 
   // A new device of `ctx` with `len` bytes of source registered and the key `blob` imported; no
   // window yet. Fatal failures are the caller's to check (ASSERT_NO_FATAL_FAILURE).
@@ -42,5 +45,32 @@ struct Initiator {
     dev.reset();
   }
 };
+
+// One round: each initiator with a window puts `len` bytes of a pattern of (k, round) into slot
+// k of the target's `mem` (in.size() slots of `len`, then a signal word each) and adds 1 to its
+// signal word; then a quiet of each, and every byte and signal of each checked.
+inline void put_signal_round(std::vector<Initiator>& in, const std::vector<uint8_t>& mem,
+                             size_t len, size_t round) {
+  using namespace std::chrono_literals;
+  const size_t words = in.size() * len;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (!in[k].win) continue;
+    for (size_t i = 0; i < len; ++i) in[k].src[i] = static_cast<uint8_t>(k * 31 + i + round);
+    auto t = in[k].win->put_signal(*in[k].local, 0, *in[k].key, k * len, len, *in[k].key,
+                                   words + k * 8, 1);
+    ASSERT_TRUE(t.ok()) << "initiator " << k << ": " << t.status().to_string();
+    in[k].signals += 1;
+  }
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (!in[k].win) continue;
+    Status q = in[k].win->quiet(Deadline::after(30s));
+    ASSERT_TRUE(q.ok()) << "initiator " << k << ": " << q.to_string();
+    uint64_t signal = 0;
+    std::memcpy(&signal, mem.data() + words + k * 8, 8);
+    EXPECT_EQ(signal, in[k].signals) << "initiator " << k << ", round " << round;
+    EXPECT_EQ(std::memcmp(mem.data() + k * len, in[k].src.data(), len), 0)
+        << "initiator " << k << ", round " << round;
+  }
+}
 
 }  // namespace xport::test
