@@ -50,6 +50,24 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   EXPECT_EQ((*rail)->control()->rx().size(), 1024u);
   EXPECT_EQ((*rail)->control()->tx().size(), 1024u);
   EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
+  // A door with a shallow provider queue posts no more receive buffers than it holds; a shard
+  // opened later registers shard_registered_bytes.
+  rc.door_queue = 8;
+  rc.shard_rx_buffers = 5;
+  rc.shard_tx_buffers = 3;
+  rail = Rail::open(sel->info.get(), rc, 0);
+  ASSERT_TRUE(rail.ok()) << rail.status().to_string();
+  EXPECT_LE((*rail)->control()->rx().count(), 8u);
+  EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
+  const size_t before = opened_bytes(**rail);
+  auto shard = (*rail)->open_shard();
+  ASSERT_TRUE(shard.ok()) << shard.status().to_string();
+  EXPECT_EQ((*shard)->index, 1u);
+  EXPECT_EQ((*rail)->shard_count(), 2u);
+  EXPECT_EQ((*shard)->data->rx().count(), 5u);
+  EXPECT_EQ((*shard)->control_ep()->tx().count(), 3u);
+  EXPECT_EQ(Rail::shard_registered_bytes(rc), opened_bytes(**rail) - before);
+  rc.door_queue = 0;
   // One endpoint for data and control (XPORT_CONTROL_ENDPOINT=shared): control() is the data
   // endpoint, with the data endpoint's buffers, and nothing else is registered.
   rc.separate_control = false;
@@ -57,7 +75,7 @@ TEST(RailRegisteredBytes, MatchesTheBuffersAnOpenRailRegisters) {
   ASSERT_TRUE(rail.ok()) << rail.status().to_string();
   EXPECT_FALSE((*rail)->separate_control());
   EXPECT_EQ((*rail)->control(), (*rail)->data());
-  EXPECT_EQ((*rail)->endpoints()[1], nullptr);
+  EXPECT_EQ((*rail)->endpoints().size(), 1u);
   EXPECT_EQ(Rail::registered_bytes(rc), opened_bytes(**rail));
   EXPECT_EQ(Rail::registered_bytes(rc),
             memory::BounceBuffers::footprint(20, 5000) +
