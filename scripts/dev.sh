@@ -8,7 +8,8 @@
 #                              find memory and lifetime errors (forged input, teardown, churn,
 #                              threads, failures), then every fuzz target for a bounded time;
 #                            - ThreadSanitizer: the suites that run threads against one device.
-#                            Each stage's time is printed at the end.
+#                            Tests run two at a time (scripts/run-tests.py). Each stage's time is
+#                            printed at the end.
 # Knobs for this script: XPORT_BUILD_DIR (default build), XPORT_FUZZ_SECONDS (default 20 per target),
 # XPORT_SKIP_SANITIZE=1, XPORT_SKIP_TSAN=1, XPORT_SKIP_FUZZ=1 (for quick local runs; CI runs
 # everything).
