@@ -10,7 +10,6 @@
 // target had no address to answer on) and its open waited out its deadline.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -29,26 +28,18 @@ using namespace std::chrono_literals;
 
 TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestServed) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "shm only";
-  setenv("XPORT_PROVIDER", "shm", 1);
-  setenv("XPORT_MAX_SHARDS", "1", 1);
-  core::reload_knobs();
+  test::ScopedKnobs knobs{{"XPORT_PROVIDER", "shm"}, {"XPORT_MAX_SHARDS", "1"}};
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Device> target;
   test::open_context_and_device("shm", ctx, target);
   if (target == nullptr) return;
   constexpr size_t kInitiators = 140, kLen = 64;
-  std::vector<uint8_t> mem(kInitiators * (kLen + 8), 0);
-  auto region = target->register_memory(mem.data(), mem.size());
-  ASSERT_TRUE(region.ok()) << region.status().to_string();
-  const std::vector<uint8_t> blob = region->export_key();
-  std::atomic<bool> stop{false};
-  std::thread progress([&] {
-    while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
-  });
+  test::Target t;
+  ASSERT_NO_FATAL_FAILURE(t.start(*target, kInitiators * (kLen + 8)));
   std::vector<test::Initiator> in(kInitiators);
   size_t opened = 0, refused = 0;
   for (size_t k = 0; k < kInitiators; ++k) {
-    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, blob, kLen));
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, t.blob, kLen));
     const auto t0 = std::chrono::steady_clock::now();
     auto w = Window::open(*in[k].dev, *in[k].key, Deadline::after(20s));
     const auto took = std::chrono::steady_clock::now() - t0;
@@ -72,7 +63,7 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
   EXPECT_EQ(opened + refused, kInitiators);
   EXPECT_GT(refused, 0u) << "the table held all " << kInitiators << ": raise kInitiators";
   // Every window opened is served: a put_signal each, every byte and signal checked.
-  ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, mem, kLen, 1));
+  ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, t.mem, kLen, 1));
   // A connection from one more device is rejected at once, naming the same cause.
   {
     auto listener = target->listen();
@@ -87,14 +78,8 @@ TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestSe
     EXPECT_NE(comm.status().message().find("no room for another peer device"), std::string::npos)
         << comm.status().to_string();
   }
-  in.clear();
-  stop = true;
-  progress.join();
-  target.reset();
-  ctx.reset();
-  unsetenv("XPORT_PROVIDER");
-  unsetenv("XPORT_MAX_SHARDS");
-  core::reload_knobs();
+  in.clear();  // windows and devices close while the target still progresses
+  t.stop();
 }
 
 struct ShardParam {
@@ -119,24 +104,17 @@ class Shards : public ::testing::TestWithParam<ShardParam> {
       GTEST_SKIP() << (strict ? "the strict provider runs only in the credits-strict test"
                               : "the credits-strict test runs only the strict provider");
     }
-    setenv("XPORT_PROVIDER", p.provider, 1);
-    setenv("XPORT_SHARD_PEERS", p.shard_peers, 1);
-    core::reload_knobs();
+    knobs_ = std::make_unique<test::ScopedKnobs>(std::initializer_list<
+        std::pair<const char*, std::string>>{{"XPORT_PROVIDER", p.provider},
+                                              {"XPORT_SHARD_PEERS", p.shard_peers}});
     test::open_context_and_device(p.provider, ctx_, target_);
   }
-  void TearDown() override {
-    stop_ = true;
-    if (progress_.joinable()) progress_.join();
-    target_.reset();
-    ctx_.reset();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_SHARD_PEERS");
-    core::reload_knobs();
-  }
+  void TearDown() override { target_served_.stop(); }
+  // (in the order they are made: the end of the test lets go of them the other way round)
+  std::unique_ptr<test::ScopedKnobs> knobs_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Device> target_;
-  std::thread progress_;
-  std::atomic<bool> stop_{false};
+  test::Target target_served_;
 };
 
 // Every initiator's window opens (none refused), each puts and signals into its own slot twice,
@@ -146,18 +124,13 @@ class Shards : public ::testing::TestWithParam<ShardParam> {
 TEST_P(Shards, InitiatorsPastOneShardLiveOnMoreAndEveryWindowAndConnectionIsServed) {
   const size_t n = GetParam().initiators;
   constexpr size_t kLen = 256, kRounds = 2;
-  std::vector<uint8_t> mem(n * (kLen + 8), 0);
-  auto region = target_->register_memory(mem.data(), mem.size());
-  ASSERT_TRUE(region.ok()) << region.status().to_string();
-  const std::vector<uint8_t> blob = region->export_key();
   auto listener = target_->listen();
   ASSERT_TRUE(listener.ok()) << listener.status().to_string();
-  progress_ = std::thread([&] {
-    while (!stop_.load(std::memory_order_relaxed)) (void)target_->progress();
-  });
+  ASSERT_NO_FATAL_FAILURE(target_served_.start(*target_, n * (kLen + 8)));
+  const std::vector<uint8_t>& mem = target_served_.mem;
   std::vector<test::Initiator> in(n);
   for (size_t k = 0; k < n; ++k) {
-    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, blob, kLen)) << "initiator " << k;
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, target_served_.blob, kLen)) << "initiator " << k;
   }
   // Opened from 4 threads at once, so first requests crowd the door.
   {
@@ -231,33 +204,24 @@ TEST_P(Shards, InitiatorsPastOneShardLiveOnMoreAndEveryWindowAndConnectionIsServ
 // (initiators in other processes would read the wrong one's memory).
 TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "shm only";
-  setenv("XPORT_PROVIDER", "shm", 1);
-  core::reload_knobs();
+  test::ScopedKnobs knobs{{"XPORT_PROVIDER", "shm"}};
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Device> target;
   test::open_context_and_device("shm", ctx, target);
   if (target == nullptr) return;
   constexpr size_t kResidents = 91, kKnockers = 73, kSlots = kResidents + kKnockers + 2;
   constexpr size_t kLen = 64 * 1024;
-  std::vector<uint8_t> mem(kSlots * (kLen + 8), 0);
-  auto region = target->register_memory(mem.data(), mem.size());
-  ASSERT_TRUE(region.ok()) << region.status().to_string();
-  const std::vector<uint8_t> blob = region->export_key();
-  std::atomic<bool> stop{false};
-  std::thread progress([&] {
-    while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
-  });
+  test::Target t;
+  ASSERT_NO_FATAL_FAILURE(t.start(*target, kSlots * (kLen + 8)));
   std::vector<test::Initiator> in(kSlots);
   size_t round = 0;
   const auto open = [&](size_t k) {
-    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, blob, kLen));
-    auto w = Window::open(*in[k].dev, *in[k].key, Deadline::after(30s));
-    ASSERT_TRUE(w.ok()) << "window " << k << ": " << w.status().to_string();
-    in[k].win = std::move(w).value();
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx, t.blob, kLen));
+    ASSERT_NO_FATAL_FAILURE(in[k].open(30s)) << "window " << k;
   };
   // Every open initiator puts 64 KiB and a signal into its slot; every byte checked.
   const auto put_all = [&] {
-    ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, mem, kLen, ++round));
+    ASSERT_NO_FATAL_FAILURE(test::put_signal_round(in, t.mem, kLen, ++round));
   };
   for (size_t k = 0; k < kResidents + kKnockers; ++k) open(k);
   EXPECT_EQ(target->stats().rails[0].shards, 2u);
@@ -276,12 +240,7 @@ TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   put_all();
   put_all();
   in.clear();
-  stop = true;
-  progress.join();
-  target.reset();
-  ctx.reset();
-  unsetenv("XPORT_PROVIDER");
-  core::reload_knobs();
+  t.stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Shards,

@@ -7,16 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "initiator.hpp"
 #include "provider_fixture.hpp"
 #include "xport/xport.hpp"
 
@@ -27,13 +26,12 @@ using namespace std::chrono_literals;
 
 constexpr size_t kThreads = 8, kBatches = 48, kReopenEvery = 6, kSlot = 16 << 10, kMaxOps = 12;
 
-struct Target {
-  std::vector<uint8_t> mem;  // per thread: a slot, then its signal word and its fetch-add word
-  size_t words_at(size_t t) const { return kThreads * kSlot + t * 16; }
-};
+// The target's memory: per thread a slot; after them, each thread's signal word and fetch-add
+// word.
+constexpr size_t words_at(size_t t) { return kThreads * kSlot + t * 16; }
 
 // One thread's life; failures are recorded (gtest's assertions are thread-safe) and end it.
-void drive(Context& ctx, const std::vector<uint8_t>& key_blob, Target& target, size_t t,
+void drive(Context& ctx, const std::vector<uint8_t>& key_blob, test::Target& target, size_t t,
            uint32_t seed) {
   auto dev = ctx.open_device();
   ASSERT_TRUE(dev.ok()) << "thread " << t << ": " << dev.status().to_string();
@@ -73,14 +71,14 @@ void drive(Context& ctx, const std::vector<uint8_t>& key_blob, Target& target, s
           r = win->put(*local, src_off, *key, dst_off, len).status();
           break;
         case 1:
-          r = win->put_signal(*local, src_off, *key, dst_off, len, *key, target.words_at(t), 1)
+          r = win->put_signal(*local, src_off, *key, dst_off, len, *key, words_at(t), 1)
                   .status();
           ++signals;
           break;
         case 2:
           r = win->put(*local, src_off, *key, dst_off, len).status();
           if (r.ok()) {
-            r = win->atomic(AtomicOp::fetch_add, *key, target.words_at(t) + 8, 1, 0,
+            r = win->atomic(AtomicOp::fetch_add, *key, words_at(t) + 8, 1, 0,
                             &old_values[i])
                     .status();
             ++adds;
@@ -105,8 +103,8 @@ void drive(Context& ctx, const std::vector<uint8_t>& key_blob, Target& target, s
     for (size_t k = 0; k < kSlot; ++k) wrong += slot[k] != image[k];
     ASSERT_EQ(wrong, 0u) << "thread " << t << ", batch " << batch;
     uint64_t sig = 0, sum = 0;
-    std::memcpy(&sig, target.mem.data() + target.words_at(t), 8);
-    std::memcpy(&sum, target.mem.data() + target.words_at(t) + 8, 8);
+    std::memcpy(&sig, target.mem.data() + words_at(t), 8);
+    std::memcpy(&sum, target.mem.data() + words_at(t) + 8, 8);
     ASSERT_EQ(sig, signals) << "thread " << t << ", batch " << batch;
     ASSERT_EQ(sum, adds) << "thread " << t << ", batch " << batch;
   }
@@ -118,38 +116,24 @@ class CreditsStress : public ::testing::TestWithParam<test::ProviderParam> {};
 
 TEST_P(CreditsStress, ThreadsMixOperationsAndReopenWindowsOnATargetShortOfRoom) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "runs in the credits test";
-  setenv("XPORT_PROVIDER", GetParam().provider, 1);
-  setenv("XPORT_PROGRESS", GetParam().progress, 1);
-  setenv("XPORT_CQ_ENTRIES", "64", 1);  // 48 entries for 8 streams that each want up to 128
-  core::reload_knobs();
+  // (XPORT_CQ_ENTRIES=64: 48 entries for 8 streams that each want up to 128)
+  test::ScopedKnobs knobs{{"XPORT_PROVIDER", GetParam().provider},
+                          {"XPORT_PROGRESS", GetParam().progress}, {"XPORT_CQ_ENTRIES", "64"}};
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Device> target_dev;
   test::open_context_and_device(GetParam().provider, ctx, target_dev);
-  if (target_dev != nullptr) {
-    Target target;
-    target.mem.assign(kThreads * kSlot + kThreads * 16, 0);
-    auto region = target_dev->register_memory(target.mem.data(), target.mem.size());
-    ASSERT_TRUE(region.ok()) << region.status().to_string();
-    const std::vector<uint8_t> blob = region->export_key();
-    std::atomic<bool> stop{false};
-    std::thread progress([&] {
-      while (!stop.load(std::memory_order_relaxed)) (void)target_dev->progress();
-    });
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < kThreads; ++t) {
-      threads.emplace_back(
-          [&, t] { drive(*ctx, blob, target, t, 1000 + static_cast<uint32_t>(t)); });
-    }
-    for (auto& th : threads) th.join();
-    stop = true;
-    progress.join();
-    // Nobody is left waiting for room (whether the room ran short in a run depends on timing).
-    EXPECT_EQ(target_dev->stats().window_streams_waiting, 0u);
+  if (target_dev == nullptr) return;
+  test::Target target;
+  ASSERT_NO_FATAL_FAILURE(target.start(*target_dev, kThreads * kSlot + kThreads * 16));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back(
+        [&, t] { drive(*ctx, target.blob, target, t, 1000 + static_cast<uint32_t>(t)); });
   }
-  unsetenv("XPORT_PROVIDER");
-  unsetenv("XPORT_PROGRESS");
-  unsetenv("XPORT_CQ_ENTRIES");
-  core::reload_knobs();
+  for (auto& th : threads) th.join();
+  target.stop();
+  // Nobody is left waiting for room (whether the room ran short in a run depends on timing).
+  EXPECT_EQ(target_dev->stats().window_streams_waiting, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CreditsStress,

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,31 +42,6 @@ uint8_t pattern(size_t initiator, size_t round, size_t i) {
   return static_cast<uint8_t>(initiator * 131 + round * 17 + i * 7 + 1);
 }
 
-// A new initiator device of `ctx` with `src` registered and a window to the target whose region
-// key is `blob` (the tests' one-window initiators).
-struct OneWindow {
-  std::unique_ptr<Device> dev;
-  std::optional<Region> local;
-  std::optional<RemoteRegion> key;
-  std::unique_ptr<Window> win;
-};
-
-void open_one_window(Context& ctx, std::vector<uint8_t>& src, const std::vector<uint8_t>& blob,
-                     OneWindow& out) {
-  auto dev = ctx.open_device();
-  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-  out.dev = std::move(dev).value();
-  auto local = out.dev->register_memory(src.data(), src.size());
-  ASSERT_TRUE(local.ok()) << local.status().to_string();
-  out.local.emplace(std::move(local).value());
-  auto key = out.dev->import_key(blob);
-  ASSERT_TRUE(key.ok()) << key.status().to_string();
-  out.key.emplace(std::move(key).value());
-  auto win = Window::open(*out.dev, *out.key, Deadline::after(30s));
-  ASSERT_TRUE(win.ok()) << win.status().to_string();
-  out.win = std::move(win).value();
-}
-
 class Credits : public ::testing::TestWithParam<CreditsParam> {
  protected:
   void SetUp() override {
@@ -77,51 +51,33 @@ class Credits : public ::testing::TestWithParam<CreditsParam> {
       GTEST_SKIP() << (strict ? "the strict provider runs only in the credits-strict test"
                               : "the credits-strict test runs only the strict provider");
     }
-    setenv("XPORT_PROVIDER", p.provider.provider, 1);
-    setenv("XPORT_PROGRESS", p.provider.progress, 1);
-    setenv("XPORT_CQ_ENTRIES", p.cq_entries, 1);
-    core::reload_knobs();
+    knobs_ = std::make_unique<test::ScopedKnobs>(std::initializer_list<
+        std::pair<const char*, std::string>>{{"XPORT_PROVIDER", p.provider.provider},
+                                              {"XPORT_PROGRESS", p.provider.progress},
+                                              {"XPORT_CQ_ENTRIES", p.cq_entries}});
     test::open_context_and_device(p.provider.provider, ctx_, target_);
   }
-
-  void TearDown() override {
-    stop_ = true;
-    if (progress_.joinable()) progress_.join();
-    target_.reset();
-    ctx_.reset();
-    unsetenv("XPORT_PROVIDER");
-    unsetenv("XPORT_PROGRESS");
-    unsetenv("XPORT_CQ_ENTRIES");
-    core::reload_knobs();
-  }
-
+  void TearDown() override { target_served_.stop(); }
+  // (in the order they are made: the end of the test lets go of them the other way round)
+  std::unique_ptr<test::ScopedKnobs> knobs_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Device> target_;
-  std::thread progress_;  // the target's own driver, as its process would be
-  std::atomic<bool> stop_{false};
+  test::Target target_served_;  // the target's memory and its own driver, as its process's
 };
 
 TEST_P(Credits, EveryInitiatorOfAFullTargetOpensAndEveryRoundLands) {
   const size_t n = GetParam().initiators;
   constexpr size_t kRounds = 3;
   // The target: a slot of data and a signal word per initiator.
-  std::vector<uint8_t> mem(n * kSlot + n * 8, 0);
-  auto region = target_->register_memory(mem.data(), mem.size());
-  ASSERT_TRUE(region.ok()) << region.status().to_string();
-  const std::vector<uint8_t> blob = region->export_key();
-  progress_ = std::thread([&] {
-    while (!stop_.load(std::memory_order_relaxed)) (void)target_->progress();
-  });
-
+  ASSERT_NO_FATAL_FAILURE(target_served_.start(*target_, n * kSlot + n * 8));
+  const std::vector<uint8_t>& mem = target_served_.mem;
   std::vector<test::Initiator> in(n);
   for (size_t k = 0; k < n; ++k) {
-    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, blob, kSlot)) << "initiator " << k;
+    ASSERT_NO_FATAL_FAILURE(in[k].prepare(*ctx_, target_served_.blob, kSlot)) << "initiator " << k;
   }
   // Every window opens, the ones beyond the room with no numbers yet.
   for (size_t k = 0; k < n; ++k) {
-    auto w = Window::open(*in[k].dev, *in[k].key, Deadline::after(30s));
-    ASSERT_TRUE(w.ok()) << "window " << k << " of " << n << ": " << w.status().to_string();
-    in[k].win = std::move(w).value();
+    ASSERT_NO_FATAL_FAILURE(in[k].open(30s)) << "window " << k << " of " << n;
   }
   for (size_t round = 0; round < kRounds; ++round) {
     // Every put_signal first, then the quiets one after another: an initiator is driven only
@@ -169,15 +125,13 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "runs in the credits test";
   for (const char* provider : {"shm", "tcp;ofi_rxm"}) {
     SCOPED_TRACE(provider);
-    setenv("XPORT_PROVIDER", provider, 1);
-    core::reload_knobs();
+    test::ScopedKnobs knobs{{"XPORT_PROVIDER", provider}};
     std::unique_ptr<Context> ctx;
     std::unique_ptr<Device> target;
     test::open_context_and_device(provider, ctx, target);
     if (target == nullptr) continue;
     constexpr size_t kPuts = 120, kLen = 64;  // (the span is XPORT_WINDOW_CREDITS: 128)
-    std::vector<uint8_t> mem(kPuts * kLen, 0), src(kPuts * kLen);
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+    std::vector<uint8_t> mem(kPuts * kLen, 0);
     auto region = target->register_memory(mem.data(), mem.size());
     ASSERT_TRUE(region.ok()) << region.status().to_string();
     std::atomic<bool> stop{false}, hold{false}, held{false};
@@ -188,9 +142,10 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
       }
     });
     {
-      OneWindow w;
-      open_one_window(*ctx, src, region->export_key(), w);
-      ASSERT_NE(w.win, nullptr);
+      test::Initiator w;
+      ASSERT_NO_FATAL_FAILURE(w.prepare(*ctx, region->export_key(), kPuts * kLen));
+      for (size_t i = 0; i < w.src.size(); ++i) w.src[i] = static_cast<uint8_t>(i * 7 + 3);
+      ASSERT_NO_FATAL_FAILURE(w.open(30s));
       hold = true;
       for (Deadline d = Deadline::after(10s); !held.load();) ASSERT_FALSE(d.expired());
       for (size_t i = 0; i < kPuts; ++i) {
@@ -200,7 +155,7 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
       hold = false;
       Status q = w.win->quiet(Deadline::after(30s));
       ASSERT_TRUE(q.ok()) << q.to_string();
-      EXPECT_EQ(mem, src);
+      EXPECT_EQ(mem, w.src);
       const uint64_t asks = w.dev->stats().window_credit_asks;
       EXPECT_GE(asks, 1u) << "120 puts fit a first grant of 4";
       EXPECT_LE(asks, 6u) << "the grant grew less than a doubling per ask";
@@ -208,8 +163,6 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
     stop = true;
     progress.join();
   }
-  unsetenv("XPORT_PROVIDER");
-  core::reload_knobs();
 }
 
 // Initiators that die holding credits give their room back: twelve initiator processes open a
@@ -220,30 +173,25 @@ TEST(CreditsBurst, AFreshWindowsBurstGrowsToWhatItHoldsInAFewAsks) {
 TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "runs in the credits test";
   if (std::getenv("XTEST_PEER_BIN") == nullptr) GTEST_SKIP() << "XTEST_PEER_BIN is not set";
-  setenv("XPORT_PROVIDER", "shm", 1);
-  setenv("XPORT_CQ_ENTRIES", "64", 1);
-  setenv("XPORT_PEER_TIMEOUT_MS", "2000", 1);  // (the peers inherit it)
-  core::reload_knobs();
+  // (the peers inherit XPORT_PEER_TIMEOUT_MS)
+  test::ScopedKnobs knobs{{"XPORT_PROVIDER", "shm"}, {"XPORT_CQ_ENTRIES", "64"},
+                          {"XPORT_PEER_TIMEOUT_MS", "2000"}};
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Device> target;
   test::open_context_and_device("shm", ctx, target);
   if (target != nullptr) {
-    std::vector<uint8_t> mem(kSlot + 64, 0);
-    auto region = target->register_memory(mem.data(), mem.size());
-    ASSERT_TRUE(region.ok()) << region.status().to_string();
     auto listener = target->listen();
     ASSERT_TRUE(listener.ok()) << listener.status().to_string();
-    std::atomic<bool> stop{false};
-    std::thread progress([&] {
-      while (!stop.load(std::memory_order_relaxed)) (void)target->progress();
-    });
+    test::Target served;
+    ASSERT_NO_FATAL_FAILURE(served.start(*target, kSlot + 64));
+    const std::vector<uint8_t>& mem = served.mem;
     constexpr size_t kDead = 12;  // 12 first grants of 4: the whole room
     std::vector<test::ChildProcess> dead;
     for (size_t k = 0; k < kDead; ++k) {
       dead.push_back(test::spawn_peer({"atomic-hammer", "1", "1"}));
       ASSERT_TRUE(dead.back().started());
       ASSERT_TRUE(dead.back().write_line("HANDLE " + test::to_hex((*listener)->handle())));
-      ASSERT_TRUE(dead.back().write_line("ATOMKEY " + test::to_hex(region->export_key())));
+      ASSERT_TRUE(dead.back().write_line("ATOMKEY " + test::to_hex(served.blob)));
     }
     for (size_t k = 0; k < kDead; ++k) {
       std::string err;
@@ -252,11 +200,10 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
     }
     EXPECT_GE(target->stats().window_cq_room, 4 * kDead - 4) << "their first grants";
     for (auto& p : dead) p.kill_now();
-    std::vector<uint8_t> src(kSlot);
-    for (size_t i = 0; i < kSlot; ++i) src[i] = pattern(7, 1, i);
-    OneWindow w;
-    open_one_window(*ctx, src, region->export_key(), w);
-    ASSERT_NE(w.win, nullptr);
+    test::Initiator w;
+    ASSERT_NO_FATAL_FAILURE(w.prepare(*ctx, served.blob, kSlot));
+    for (size_t i = 0; i < kSlot; ++i) w.src[i] = pattern(7, 1, i);
+    ASSERT_NO_FATAL_FAILURE(w.open(30s));
     auto t = w.win->put_signal(*w.local, 0, *w.key, 0, kSlot, *w.key, kSlot, 1);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     Status q = w.win->quiet(Deadline::after(30s));
@@ -266,25 +213,18 @@ TEST(CreditsDeadInitiators, TheRoomOfInitiatorsKilledHoldingCreditsComesBack) {
     uint64_t signal = 0;
     std::memcpy(&signal, mem.data() + kSlot, 8);
     EXPECT_EQ(signal, 1u);
-    EXPECT_TRUE(std::equal(src.begin(), src.end(), mem.begin()));
+    EXPECT_TRUE(std::equal(w.src.begin(), w.src.end(), mem.begin()));
     // (at least the ones whose room it took back: the sweep takes back only what the waiting
     // streams need, so the others may still be on their way to being declared lost)
     EXPECT_GE(target->stats().peers_lost, 1u);
-    w.win.reset();  // (window, key, region, then device: as their scope would end)
-    w.key.reset();
-    w.local.reset();
-    w.dev.reset();
-    stop = true;
-    progress.join();
+    w.close();
+    served.stop();
   }
-  unsetenv("XPORT_PROVIDER");
-  unsetenv("XPORT_CQ_ENTRIES");
-  unsetenv("XPORT_PEER_TIMEOUT_MS");
-  core::reload_knobs();
 }
 
-// shm: 100 initiator devices (libfabric 1.17's shm holds 256 addresses per address vector, two
-// per device: 127 at most); XPORT_CQ_ENTRIES=64 gives window streams 48 entries, 12 first grants.
+// shm: 256 initiator devices (past one shm address table: they live on the target's endpoint
+// shards, address_room_test.cc); XPORT_CQ_ENTRIES=64 gives window streams 48 entries, 12 first
+// grants.
 // tcp;ofi_rxm: 256 devices, XPORT_CQ_ENTRIES=1024 (768 entries, 192 first grants), with rxm's
 // per-device and per-connection buffers made small by the test's environment (meson.build:
 // FI_OFI_RXM_BUFFER_SIZE and the rx/tx sizes; about 15 MiB a device instead of 95). The strict

@@ -1,19 +1,84 @@
-// An initiator device of the tests that run many of them against one target (credits, address
-// room, shards): a source registered on it, the target's region key imported, and once opened a
-// window to the target.
+// The pieces of the tests that run many initiator devices against one target (credits, address
+// room, shards): knobs set for a test's scope, the target (its memory registered, its key, a
+// thread driving it), and an initiator (a source registered, the target's key imported, and once
+// opened a window to the target).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "core/knob.hpp"
 #include "xport/xport.hpp"
 
 namespace xport::test {
+
+// Environment knobs for a scope: set (and the library's knobs reloaded) when made, unset (and
+// reloaded) when it ends. Declare it before the devices it configures, so that it ends after them.
+class ScopedKnobs {
+ public:
+  ScopedKnobs(std::initializer_list<std::pair<const char*, std::string>> knobs) {
+    for (const auto& [name, value] : knobs) {
+      setenv(name, value.c_str(), 1);
+      names_.push_back(name);
+    }
+    core::reload_knobs();
+  }
+  ~ScopedKnobs() {
+    for (const char* name : names_) unsetenv(name);
+    core::reload_knobs();
+  }
+  ScopedKnobs(const ScopedKnobs&) = delete;
+  ScopedKnobs& operator=(const ScopedKnobs&) = delete;
+
+ private:
+  std::vector<const char*> names_;
+};
+
+// The one target: `mem` registered on its device, the region's key, and a thread that drives the
+// device (as its own process would) from start() until stop(), which the end of the scope makes.
+class Target {
+ public:
+  std::vector<uint8_t> mem;
+  std::unique_ptr<Region> region;
+  std::vector<uint8_t> blob;  // the region's exported key
+
+  // `bytes` of zeroed memory registered on `dev` and the driving thread started. Fatal failures
+  // are the caller's to check (ASSERT_NO_FATAL_FAILURE).
+  void start(Device& dev, size_t bytes) {
+    mem.assign(bytes, 0);
+    auto r = dev.register_memory(mem.data(), mem.size());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    region = std::make_unique<Region>(std::move(r).value());
+    blob = region->export_key();
+    driver_ = std::thread([this, &dev] {
+      while (!stop_.load(std::memory_order_relaxed)) (void)dev.progress();
+    });
+  }
+  // Joins the driving thread (the region stays until the end of the scope).
+  void stop() {
+    stop_ = true;
+    if (driver_.joinable()) driver_.join();
+  }
+  Target() = default;
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+  ~Target() { stop(); }
+
+ private:
+  std::thread driver_;
+  std::atomic<bool> stop_{false};
+};
 
 struct Initiator {
   std::unique_ptr<Device> dev;
@@ -36,6 +101,12 @@ struct Initiator {
     auto k = dev->import_key(blob);
     ASSERT_TRUE(k.ok()) << k.status().to_string();
     key = std::make_unique<RemoteRegion>(std::move(k).value());
+  }
+  // Opens the window (after prepare()).
+  void open(std::chrono::seconds within) {
+    auto w = Window::open(*dev, *key, Deadline::after(within));
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    win = std::move(w).value();
   }
   // Lets go of everything, the window first and the device last.
   void close() {
