@@ -31,14 +31,13 @@ constexpr size_t kThreads = 8, kBatches = 48, kReopenEvery = 6, kSlot = 16 << 10
 constexpr size_t words_at(size_t t) { return kThreads * kSlot + t * 16; }
 
 // One thread's life; failures are recorded (gtest's assertions are thread-safe) and end it.
-void drive(Context& ctx, const std::vector<uint8_t>& key_blob, test::Target& target, size_t t,
-           uint32_t seed) {
+void drive(Context& ctx, const test::Target& target, size_t t, uint32_t seed) {
   auto dev = ctx.open_device();
   ASSERT_TRUE(dev.ok()) << "thread " << t << ": " << dev.status().to_string();
   std::vector<uint8_t> src(kSlot * 2);
   auto local = (*dev)->register_memory(src.data(), src.size());
   ASSERT_TRUE(local.ok()) << local.status().to_string();
-  auto key = (*dev)->import_key(key_blob);
+  auto key = (*dev)->import_key(target.blob);
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   std::mt19937 rng(seed);
   std::vector<uint8_t> image(kSlot, 0);  // what this thread's slot must hold after a quiet
@@ -128,7 +127,7 @@ TEST_P(CreditsStress, ThreadsMixOperationsAndReopenWindowsOnATargetShortOfRoom) 
   std::vector<std::thread> threads;
   for (size_t t = 0; t < kThreads; ++t) {
     threads.emplace_back(
-        [&, t] { drive(*ctx, target.blob, target, t, 1000 + static_cast<uint32_t>(t)); });
+        [&, t] { drive(*ctx, target, t, 1000 + static_cast<uint32_t>(t)); });
   }
   for (auto& th : threads) th.join();
   target.stop();
