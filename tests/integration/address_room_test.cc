@@ -10,6 +10,7 @@
 // target had no address to answer on) and its open waited out its deadline.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -241,6 +242,102 @@ TEST(ShardsChurn, ADoorFullOfKnocksOverwritesNoPeerLivingThere) {
   put_all();
   in.clear();
   t.stop();
+}
+
+// A device that connects to many peers at once (an all-to-all's start: every rank asks every
+// other before any answers) places each peer as it sends the request, when only the peer's door
+// address is in its table; each answer adds the peer's data address (and its control address
+// where it answered from a shard of its own). A shard's room is counted by what its peers will
+// take, not what they hold at the time: here 140 listening devices, asked at once by one device,
+// are all connected (the connector opens a second shard) and carry a message each. Before: the
+// connector placed every one on shard 0 (one address each there, then), and the answers overran
+// its table ("the address table is full (256 of 256 addresses"); the GIN team test of 128 ranks
+// on shm failed so).
+TEST(AddressRoom, ADeviceAskingManyPeersAtOnceHasRoomForEveryAnswer) {
+  if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "shm only";
+  test::ScopedKnobs knobs{{"XPORT_PROVIDER", "shm"}};
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Device> connector;
+  test::open_context_and_device("shm", ctx, connector);
+  if (connector == nullptr) return;
+  constexpr size_t kPeers = 140;
+  std::vector<std::unique_ptr<Device>> peers;
+  std::vector<std::unique_ptr<Listener>> listeners;
+  for (size_t k = 0; k < kPeers; ++k) {
+    auto d = ctx->open_device();
+    ASSERT_TRUE(d.ok()) << "device " << k << ": " << d.status().to_string();
+    auto l = (*d)->listen();
+    ASSERT_TRUE(l.ok()) << "listener " << k << ": " << l.status().to_string();
+    peers.push_back(std::move(d).value());
+    listeners.push_back(std::move(l).value());
+  }
+  // The peers' processes, in one thread: each answers requests as it progresses.
+  std::atomic<bool> stop{false};
+  std::thread driver([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (auto& d : peers) (void)d->progress();
+    }
+  });
+  struct Stop {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Stop() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } stopper{stop, driver};
+  // Every request sent before any answer is read (start_connect makes no progress pass).
+  std::vector<std::unique_ptr<PendingConnect>> pending;
+  for (size_t k = 0; k < kPeers; ++k) {
+    auto p = connector->start_connect(listeners[k]->handle(), Deadline::after(60s));
+    ASSERT_TRUE(p.ok()) << "connect " << k << ": " << p.status().to_string();
+    pending.push_back(std::move(p).value());
+  }
+  std::vector<std::unique_ptr<SendComm>> sends(kPeers);
+  size_t done = 0;
+  while (done < kPeers) {
+    for (size_t k = 0; k < kPeers; ++k) {
+      if (sends[k] != nullptr) continue;
+      auto s = pending[k]->poll();
+      ASSERT_TRUE(s.ok()) << "connection " << k << " of " << kPeers << ": "
+                          << s.status().to_string();
+      if (*s == nullptr) continue;
+      sends[k] = std::move(s).value();
+      ++done;
+    }
+  }
+  EXPECT_GE(connector->stats().rails[0].shards, 2u);
+  // A message over each: the peer's index, received on its side.
+  std::vector<uint64_t> src(kPeers);
+  auto src_region = connector->register_memory(src.data(), src.size() * sizeof(uint64_t));
+  ASSERT_TRUE(src_region.ok()) << src_region.status().to_string();
+  for (size_t k = 0; k < kPeers; ++k) {
+    auto recv = listeners[k]->accept(Deadline::after(30s));
+    ASSERT_TRUE(recv.ok()) << "accept " << k << ": " << recv.status().to_string();
+    uint64_t got = ~uint64_t{0};
+    auto got_region = peers[k]->register_memory(&got, sizeof(got));
+    ASSERT_TRUE(got_region.ok()) << got_region.status().to_string();
+    src[k] = k;
+    auto rq = (*recv)->irecv(&got, sizeof(got), *got_region);
+    auto sq = sends[k]->isend(&src[k], sizeof(uint64_t), *src_region);
+    ASSERT_TRUE(rq.ok() && sq.ok()) << rq.status().to_string() << sq.status().to_string();
+    bool rdone = false, sdone = false;
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
+      if (!sdone) {
+        auto t = sends[k]->test(*sq);
+        ASSERT_TRUE(t.ok()) << t.status().to_string();
+        sdone = t->done;
+      }
+      if (!rdone) {
+        auto t = (*recv)->test(*rq);
+        ASSERT_TRUE(t.ok()) << t.status().to_string();
+        rdone = t->done;
+      }
+    }
+    ASSERT_TRUE(rdone && sdone) << "peer " << k << ": the message did not arrive in 30 s";
+    EXPECT_EQ(got, k) << "peer " << k;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Shards,

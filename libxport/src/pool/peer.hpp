@@ -22,6 +22,8 @@ struct Peer {
   // RDM: the shard of each rail it lives on (rail::Shard; kUnplaced: none yet).
   std::vector<uint16_t> shards;
   static constexpr uint16_t kUnplaced = 0xffff;
+  // ... and the address-table entries promised it there (DeviceState::place).
+  std::vector<uint8_t> promised;
   int refs = 0;              // communicators, windows and queued messages that name this peer
   Clock::time_point idle_since{};  // when refs last fell to 0 (retired after a linger)
   Clock::time_point last_heard{};

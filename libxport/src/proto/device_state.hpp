@@ -342,9 +342,17 @@ class DeviceState {
   static constexpr size_t kDoorRoom = 64;
   // CQ entries a new shard leaves free beyond its receive buffers (for the operations of peers).
   static constexpr size_t kShardCqSlack = 64;
-  // The shard `p` lives on at `rail`: its own, else the first with room for it (opening one where
-  // shards may be: Code::resource naming the limit when none can be had).
-  Result<rail::Shard*> place(pool::Peer& p, size_t rail);
+  // Address-table entries promised to a peer placed on a shard: its data and control endpoints'
+  // (kPeerAddresses); one placed by a first request to its door (connect, window) keeps the
+  // door's entry besides, where the peer answers from a shard of its own (kDoorPeerAddresses).
+  // A shard's room is counted by these promises, not by what its peers hold so far: a device
+  // asking many peers at once places them all before any answer brings their addresses.
+  static constexpr uint8_t kPeerAddresses = 2;
+  static constexpr uint8_t kDoorPeerAddresses = 3;
+  // The shard `p` lives on at `rail`: its own, else the first with room for `entries` address
+  // entries more (opening one where shards may be: Code::resource naming the limit when none
+  // can be had). A peer placed already keeps its shard; its promise grows to `entries`.
+  Result<rail::Shard*> place(pool::Peer& p, size_t rail, uint8_t entries = kPeerAddresses);
   // This device's addresses towards `p`: the endpoints of the shard it lives on at each rail
   // (placed there now if it was not).
   Result<std::vector<RailAddresses>> local_addresses(pool::Peer& p);
@@ -358,12 +366,15 @@ class DeviceState {
   // even that is full. Marks `p` refused: its address goes as soon as nothing names it (the
   // next PeerHealth sweep, no linger; at once when a later refusal finds that room used up).
   pool::Channel* refusal_channel(pool::Peer& p, const std::vector<RailAddresses>& addresses);
-  // A channel to one address on one rail (RDM), from the shard `p` lives on, owned by `p`.
-  Result<pool::Channel*> channel_to(pool::Peer& p, size_t rail, bool control,
-                                    const std::vector<uint8_t>& address);
+  // A channel to the door (control) address of `p`'s handle on rail 0, from the shard `p`
+  // lives on (placed there now, kDoorPeerAddresses promised), owned by `p`: the first request's.
+  Result<pool::Channel*> door_channel(pool::Peer& p, const std::vector<uint8_t>& address);
 
  private:
-  bool shard_has_room(const rail::Shard& s) const;
+  bool shard_has_room(const rail::Shard& s, size_t entries) const;
+  // After `p`'s paths are set, its promise on each rail's shard becomes the entries it holds
+  // there (a door entry the answer made stale stays until the peer retires).
+  void settle_promises(pool::Peer& p);
   Result<pool::Channel*> channel_on(pool::Peer& p, rail::Shard& shard, size_t rail, bool control,
                                     const std::vector<uint8_t>& address);
 };

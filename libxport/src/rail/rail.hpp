@@ -56,6 +56,7 @@ struct Shard {
   std::unique_ptr<RailEndpoint> control;  // nullptr: control messages use `data`
   uint16_t index = 0;
   uint32_t peers = 0;  // peer devices placed on it (DeviceState::place)
+  size_t promised = 0;  // address-table entries promised to them (DeviceState::kPeerAddresses)
   RailEndpoint* control_ep() { return control ? control.get() : data.get(); }
 };
 

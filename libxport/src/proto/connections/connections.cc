@@ -235,7 +235,7 @@ Result<CommId> Connections::start(std::span<const uint8_t> bytes) {
   } else {
     if (peer->paths.empty() || peer->paths[0].control == nullptr) {
       if (peer->paths.empty()) peer->paths.resize(1);
-      auto ch = state_.channel_to(*peer, 0, true, h.address);
+      auto ch = state_.door_channel(*peer, h.address);
       if (!ch) s = ch.status();
       else peer->paths[0].control = *ch;
       c.made_channels = s.ok();

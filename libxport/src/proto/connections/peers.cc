@@ -1,6 +1,9 @@
 // DeviceState's methods for peers and their channels (the channel pool's behaviour in this
 // device): a peer by its device token, the channels and paths to it on each rail, and its end
 // (closed, unreferenced, retired with its addresses).
+#include <algorithm>
+#include <limits>
+
 #include "core/log.hpp"
 #include "proto/control.hpp"
 #include "proto/device_state.hpp"
@@ -65,6 +68,7 @@ void DeviceState::retire_peer(pool::Peer& p) {
     if (p.shards[i] == pool::Peer::kUnplaced || p.shards[i] >= rails[i]->shard_count()) continue;
     rail::Shard& s = rails[i]->shard(p.shards[i]);
     if (s.peers > 0) s.peers -= 1;
+    s.promised -= std::min<size_t>(s.promised, p.promised[i]);
   }
   peers.erase(p.token);
 }
@@ -76,25 +80,40 @@ void DeviceState::forget_address(const pool::Channel& ch) {
   if (!s.ok()) XPORT_LOG(debug, "removing ", ch.label, ": ", s.to_string());
 }
 
-bool DeviceState::shard_has_room(const rail::Shard& s) const {
+bool DeviceState::shard_has_room(const rail::Shard& s, size_t entries) const {
   if (config.shard_peers != 0 && shards && s.peers >= config.shard_peers) return false;
   const fabric::AddressVector& av = *s.av;
   if (av.capacity() == 0) return true;
-  // A peer takes its data and control addresses; where shards may open, the door keeps room
-  // for first requests of peers living elsewhere (each maps its control endpoint there).
+  // Its endpoints' own addresses, and what its peers were promised (each may hold fewer so far:
+  // one asked at its door holds that entry alone until it answers). Where shards may open, the
+  // door keeps room for first requests of peers living elsewhere (each maps its control
+  // endpoint there).
+  const size_t own = s.control ? 2 : 1;
+  const size_t taken = std::max(av.used(), own + s.promised);
   const bool more = shards && config.max_shards > 1;
   const size_t reserve = s.index != 0 ? 0 : kRefusalRoom + (more ? kDoorRoom : 0);
-  return av.used() + 2 + reserve <= av.capacity();
+  return taken + entries + reserve <= av.capacity();
 }
 
-Result<rail::Shard*> DeviceState::place(pool::Peer& p, size_t rail_index) {
+Result<rail::Shard*> DeviceState::place(pool::Peer& p, size_t rail_index, uint8_t entries) {
   rail::Rail& r = *rails[rail_index];
-  if (p.shards.size() <= rail_index) p.shards.resize(rail_index + 1, pool::Peer::kUnplaced);
+  if (p.shards.size() <= rail_index) {
+    p.shards.resize(rail_index + 1, pool::Peer::kUnplaced);
+    p.promised.resize(rail_index + 1, 0);
+  }
   uint16_t& at = p.shards[rail_index];
-  if (at != pool::Peer::kUnplaced) return &r.shard(at);
+  uint8_t& promised = p.promised[rail_index];
+  if (at != pool::Peer::kUnplaced) {
+    rail::Shard& s = r.shard(at);
+    if (promised < entries) {
+      s.promised += entries - promised;
+      promised = entries;
+    }
+    return &s;
+  }
   rail::Shard* found = nullptr;
   for (size_t i = 0; i < r.shard_count() && found == nullptr; ++i) {
-    if (shard_has_room(r.shard(i))) found = &r.shard(i);
+    if (shard_has_room(r.shard(i), entries)) found = &r.shard(i);
   }
   if (found == nullptr && shards && r.shard_count() < config.max_shards) {
     // Its receive buffers take room in the rail's CQ, as shard 0's do.
@@ -128,12 +147,28 @@ Result<rail::Shard*> DeviceState::place(pool::Peer& p, size_t rail_index) {
                        " has no room for another peer device: its ", r.shard_count(),
                        " endpoint shards are full (XPORT_MAX_SHARDS), the last one's address "
                        "table holds ", av.used(), " of ", av.capacity(), " addresses (libfabric's "
-                       "shm maps 256 per endpoint's address vector; each peer device takes 2, ",
-                       kRefusalRoom, " of shard 0's are kept for refusals)");
+                       "shm maps 256 per endpoint's address vector; each peer device takes 2, or "
+                       "3 where this device asked it first; ", kRefusalRoom, " of shard 0's are "
+                       "kept for refusals)");
   }
   at = found->index;
   found->peers += 1;
+  found->promised += entries;
+  promised = entries;
   return found;
+}
+
+void DeviceState::settle_promises(pool::Peer& p) {
+  for (size_t i = 0; i < p.shards.size() && i < rails.size(); ++i) {
+    if (p.shards[i] == pool::Peer::kUnplaced) continue;
+    rail::Shard& s = rails[i]->shard(p.shards[i]);
+    size_t held = 0;
+    for (const auto& ch : p.channels) held += ch->ep != nullptr && ch->ep->av() == s.av.get();
+    const uint8_t now = static_cast<uint8_t>(
+        std::clamp<size_t>(held, kPeerAddresses, std::numeric_limits<uint8_t>::max()));
+    s.promised = s.promised - std::min<size_t>(s.promised, p.promised[i]) + now;
+    p.promised[i] = now;
+  }
 }
 
 Result<std::vector<RailAddresses>> DeviceState::local_addresses(pool::Peer& p) {
@@ -180,10 +215,10 @@ Result<pool::Channel*> DeviceState::channel_on(pool::Peer& p, rail::Shard& shard
   return out;
 }
 
-Result<pool::Channel*> DeviceState::channel_to(pool::Peer& p, size_t rail, bool control,
-                                               const std::vector<uint8_t>& address) {
-  XPORT_ASSIGN_OR_RETURN(rail::Shard * shard, place(p, rail));
-  return channel_on(p, *shard, rail, control, address);
+Result<pool::Channel*> DeviceState::door_channel(pool::Peer& p,
+                                                 const std::vector<uint8_t>& address) {
+  XPORT_ASSIGN_OR_RETURN(rail::Shard * shard, place(p, 0, kDoorPeerAddresses));
+  return channel_on(p, *shard, 0, true, address);
 }
 
 Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& remote) {
@@ -216,6 +251,7 @@ Status DeviceState::set_paths(pool::Peer& p, const std::vector<RailAddresses>& r
       XPORT_ASSIGN_OR_RETURN(path.control, channel_on(p, s, i, true, remote[i].control));
     }
   }
+  settle_promises(p);
   if (common < std::max(rails.size(), remote.size())) {
     XPORT_LOG(info, "pairing over ", common, " common rails (this device has ", rails.size(),
               ", the peer ", remote.size(), ")");

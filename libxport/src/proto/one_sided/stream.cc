@@ -129,7 +129,7 @@ Result<OutStream*> Streams::for_address(uint64_t token, uint32_t hash,
   Status st;
   if (peer->paths.empty() || peer->paths[0].control == nullptr) {
     if (peer->paths.empty()) peer->paths.resize(1);
-    auto ch = state_.channel_to(*peer, 0, true, address);
+    auto ch = state_.door_channel(*peer, address);
     if (ch) peer->paths[0].control = *ch;
     else st = ch.status();
   }
