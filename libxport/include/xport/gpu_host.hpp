@@ -79,7 +79,9 @@ class GpuHost {
   // naming the team (a nonce from the handles and how many teams this host began with them
   // before as this rank: ranks form teams with the same handles in the same order) and the
   // rank: accepted connections of another team forming on listen(index)'s listener are kept
-  // for it, strangers are closed (docs/semantics.md, "GPU backends"). Thread-safe: teams may
+  // for it, strangers are closed (docs/semantics.md, "GPU backends"). A connection a listener
+  // refused for a full backlog (XPORT_LISTEN_BACKLOG) is asked again until the deadline, so a
+  // team may have more ranks than the backlog (RDM providers). Thread-safe: teams may
   // form from several threads at once, and several ranks of one team may form it from one host
   // (a thread per rank, as NCCL's one process driving several GPUs), each accepting on a
   // listener of its own (open_listener: ranks sharing listen(index)'s would share a handle).

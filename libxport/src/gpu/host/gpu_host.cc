@@ -1,12 +1,14 @@
 // The host API GPU backends share, and the proxy backend (xport/gpu_host.hpp).
 #include "xport/gpu_host.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "gpu/host/team_hello.hpp"
+#include "proto/connections/shared.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "xport/xport.hpp"
@@ -17,9 +19,20 @@ namespace {
 // Team exchanges (a region's key) travel in messages of at most this size.
 constexpr size_t kExchangeBytes = 4096;
 constexpr uint32_t kTagKey = 0x7e02;
-// Connections accepted on a shared listener for teams not forming yet, kept for them; beyond
-// this many, strangers are closed at once.
+// Connections accepted on a shared listener for teams not forming yet (or not heard from yet),
+// kept for them: this many, and twice the largest team this host was asked to form (every rank
+// of a team forming here and of one forming next may be waiting at once); beyond that, strangers
+// are closed at once. (The device's communicator table, XPORT_MAX_COMMS, bounds them too.)
 constexpr size_t kMaxParked = 256;
+
+// A connection the listener refused because its backlog (XPORT_LISTEN_BACKLOG) was full: every
+// rank asks every other at once, and a listener whose device progresses in a thread of its own
+// may admit more between two of its owner's takes than it holds waiting.
+bool refused_for_backlog(const Status& s) {
+  return s.code() == Code::peer_lost &&
+         s.message().find(proto::conn::reject_text(proto::conn::kBacklogFull)) !=
+             std::string::npos;
+}
 }  // namespace
 
 struct GpuHost::State {
@@ -33,8 +46,10 @@ struct GpuHost::State {
   // team in one process (NCCL's one process driving several GPUs) count apart, so each derives
   // the same ordinal as every other rank.
   std::map<std::pair<uint64_t, int>, uint64_t> formed;
-  // Accepted on a listen(index) listener, for a team other than the one that accepted them.
+  // Accepted on a listen(index) listener, for a team other than the one that accepted them (or
+  // not heard from yet), and how many may wait (kMaxParked).
   std::vector<std::unique_ptr<gpu::TeamArrival>> parked;
+  size_t parked_room = kMaxParked;
 };
 
 GpuTeam::~GpuTeam() {
@@ -125,6 +140,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     // host began with them before as this rank (ranks form their teams in the same order).
     const uint64_t digest = gpu::team_digest(handles);
     nonce = gpu::team_nonce(digest, s_->formed[{digest, rank}]++);
+    s_->parked_room = std::max(s_->parked_room, kMaxParked + 2 * static_cast<size_t>(n));
   }
   Listener& listener = own_listener != nullptr ? *own_listener : *shared;
   auto team = std::unique_ptr<GpuTeam>(new GpuTeam());
@@ -152,11 +168,12 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
   int connected = 0;
   int claimed = 0;
   size_t refused = 0;
+  size_t asked_again = 0;
   auto park_or_close = [&](std::unique_ptr<gpu::TeamArrival> a) {
     if (shared == nullptr) return;  // closed as it goes
     {
       std::lock_guard<std::mutex> l(s_->mu);
-      if (s_->parked.size() < kMaxParked) s_->parked.push_back(std::move(a));
+      if (s_->parked.size() < s_->parked_room) s_->parked.push_back(std::move(a));
     }
     // (one that found no room is closed here, outside the host's lock)
   };
@@ -166,15 +183,38 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
     }
     return why;
   };
+  // Every connection the transport accepted, taken after each progress pass: a pass admits up
+  // to a CQ batch (XPORT_CQ_BATCH), and the listener refuses requests past its backlog
+  // (XPORT_LISTEN_BACKLOG), which a team of more ranks than that would overrun in a round of polls.
+  auto take_accepted = [&]() -> Status {
+    while (claimed < n) {
+      auto r = listener.try_accept();
+      if (!r.ok()) return r.status().with_context("GpuHost::connect: accept");
+      if (!*r) return Status::success();
+      auto a = gpu::TeamArrival::start(*d, std::move(r).value(), &listener);
+      if (!a.ok()) return a.status().with_context("GpuHost::connect: accept");
+      arrivals.push_back(std::move(a).value());
+    }
+    return Status::success();
+  };
   while (connected < n || claimed < n) {
     for (int p = 0; p < n; ++p) {
       auto& pc = pending[static_cast<size_t>(p)];
       if (!pc) continue;
       auto c = pc->poll();
+      if (!c.ok() && refused_for_backlog(c.status()) && !deadline.expired()) {
+        // Asked again: the rank's listener admitted more at once than it holds waiting.
+        ++asked_again;
+        auto again = d->start_connect(handles[static_cast<size_t>(p)], deadline);
+        if (!again.ok()) c = again.status();
+        else pc = std::move(again).value();
+        if (again.ok()) continue;
+      }
       if (!c.ok()) {
         return fail(c.status().with_context(core::str("GpuHost::connect: rank ", rank,
                                                       " to rank ", p)));
       }
+      if (Status t = take_accepted(); !t.ok()) return fail(std::move(t));
       if (!*c) continue;
       team->send_[static_cast<size_t>(p)] = std::move(c).value();
       pc.reset();
@@ -196,15 +236,7 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
       }
       std::erase(s_->parked, nullptr);
     }
-    if (claimed < n) {
-      auto r = listener.try_accept();
-      if (!r.ok()) return fail(r.status().with_context("GpuHost::connect: accept"));
-      if (*r) {
-        auto a = gpu::TeamArrival::start(*d, std::move(r).value(), &listener);
-        if (!a.ok()) return fail(a.status().with_context("GpuHost::connect: accept"));
-        arrivals.push_back(std::move(a).value());
-      }
-    }
+    if (Status t = take_accepted(); !t.ok()) return fail(std::move(t));
     for (auto& a : arrivals) {
       if (!a || a->claimed) continue;
       if (!a->heard) a->listen_once();
@@ -260,6 +292,10 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
                     unheard.empty() ? "" : " (no connection from " + unheard + ")",
                     refused == 0 ? "" : core::str(", refused ", refused, " stranger(s)"))));
     }
+  }
+  if (asked_again > 0) {
+    XPORT_LOG(info, "GpuHost::connect: rank ", rank, " asked ", asked_again, " time(s) again "
+              "after a listener's full backlog (XPORT_LISTEN_BACKLOG)");
   }
   // Accepted on a listener of the team's own and unheard when the team was complete:
   // strangers' (closed).
