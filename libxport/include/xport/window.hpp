@@ -66,8 +66,8 @@ class Window {
   // a key it exported (keys carry their device's address). RDM providers. Code::resource,
   // naming why, when the target refuses: no free window stream, or no room for another peer
   // device (on shm each endpoint shard holds up to 127 peer devices, libfabric's address table,
-  // and a device opens up to XPORT_MAX_SHARDS of them; an all-to-all of 128 or more devices on
-  // shm is not served yet: docs/pool.md, "Shards").
+  // and a device opens up to XPORT_MAX_SHARDS of them; an all-to-all on shm is served to 160
+  // devices, not past it yet: docs/pool.md, "Shards").
   static Result<std::unique_ptr<Window>> open(Device& device, const ConnectionHandle& handle,
                                               Deadline deadline);
   static Result<std::unique_ptr<Window>> open(Device& device, const RemoteRegion& key,
