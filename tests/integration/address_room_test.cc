@@ -27,6 +27,34 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Sends the 8-byte `value` from `src` (inside `src_region`) over `send` and receives it over
+// `recv` into `got` (inside `got_region`), within 30 s; the value received is checked.
+void send_one(SendComm& send, RecvComm& recv, uint64_t* src, const Region& src_region,
+              uint64_t* got, const Region& got_region, uint64_t value, const std::string& who) {
+  *src = value;
+  *got = ~uint64_t{0};
+  auto rq = recv.irecv(got, sizeof(*got), got_region);
+  auto sq = send.isend(src, sizeof(*src), src_region);
+  ASSERT_TRUE(rq.ok() && sq.ok()) << who << ": " << rq.status().to_string()
+                                  << sq.status().to_string();
+  bool rdone = false, sdone = false;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
+    if (!sdone) {
+      auto t = send.test(*sq);
+      ASSERT_TRUE(t.ok()) << who << ": " << t.status().to_string();
+      sdone = t->done;
+    }
+    if (!rdone) {
+      auto t = recv.test(*rq);
+      ASSERT_TRUE(t.ok()) << who << ": " << t.status().to_string();
+      rdone = t->done;
+    }
+  }
+  ASSERT_TRUE(rdone && sdone) << who << ": the message did not arrive in 30 s";
+  EXPECT_EQ(*got, value) << who;
+}
+
 TEST(AddressRoom, InitiatorsPastAFullShmAddressTableAreRefusedAtOnceAndTheRestServed) {
   if (std::getenv("FI_PROVIDER_PATH") != nullptr) GTEST_SKIP() << "shm only";
   test::ScopedKnobs knobs{{"XPORT_PROVIDER", "shm"}, {"XPORT_MAX_SHARDS", "1"}};
@@ -168,27 +196,9 @@ TEST_P(Shards, InitiatorsPastOneShardLiveOnMoreAndEveryWindowAndConnectionIsServ
     ASSERT_TRUE(send.ok()) << "initiator " << k << ": " << send.status().to_string();
     auto recv = (*listener)->accept(Deadline::after(30s));
     ASSERT_TRUE(recv.ok()) << "accept " << k << ": " << recv.status().to_string();
-    std::memcpy(in[k].src.data(), &k, sizeof(k));
-    got = ~uint64_t{0};
-    auto rq = (*recv)->irecv(&got, sizeof(got), *got_region);
-    auto sq = (*send)->isend(in[k].src.data(), sizeof(uint64_t), *in[k].local);
-    ASSERT_TRUE(rq.ok() && sq.ok()) << rq.status().to_string() << sq.status().to_string();
-    bool rdone = false, sdone = false;
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
-      if (!sdone) {
-        auto t = (*send)->test(*sq);
-        ASSERT_TRUE(t.ok()) << t.status().to_string();
-        sdone = t->done;
-      }
-      if (!rdone) {
-        auto t = (*recv)->test(*rq);
-        ASSERT_TRUE(t.ok()) << t.status().to_string();
-        rdone = t->done;
-      }
-    }
-    ASSERT_TRUE(rdone && sdone) << "initiator " << k << ": the message did not arrive in 30 s";
-    EXPECT_EQ(got, k) << "initiator " << k;
+    ASSERT_NO_FATAL_FAILURE(send_one(**send, **recv, reinterpret_cast<uint64_t*>(in[k].src.data()),
+                                     *in[k].local, &got, *got_region, k,
+                                     "initiator " + std::to_string(k)));
   }
   in.clear();  // windows and devices close while the target still progresses
 }
@@ -314,29 +324,11 @@ TEST(AddressRoom, ADeviceAskingManyPeersAtOnceHasRoomForEveryAnswer) {
   for (size_t k = 0; k < kPeers; ++k) {
     auto recv = listeners[k]->accept(Deadline::after(30s));
     ASSERT_TRUE(recv.ok()) << "accept " << k << ": " << recv.status().to_string();
-    uint64_t got = ~uint64_t{0};
+    uint64_t got = 0;
     auto got_region = peers[k]->register_memory(&got, sizeof(got));
     ASSERT_TRUE(got_region.ok()) << got_region.status().to_string();
-    src[k] = k;
-    auto rq = (*recv)->irecv(&got, sizeof(got), *got_region);
-    auto sq = sends[k]->isend(&src[k], sizeof(uint64_t), *src_region);
-    ASSERT_TRUE(rq.ok() && sq.ok()) << rq.status().to_string() << sq.status().to_string();
-    bool rdone = false, sdone = false;
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while ((!rdone || !sdone) && std::chrono::steady_clock::now() < until) {
-      if (!sdone) {
-        auto t = sends[k]->test(*sq);
-        ASSERT_TRUE(t.ok()) << t.status().to_string();
-        sdone = t->done;
-      }
-      if (!rdone) {
-        auto t = (*recv)->test(*rq);
-        ASSERT_TRUE(t.ok()) << t.status().to_string();
-        rdone = t->done;
-      }
-    }
-    ASSERT_TRUE(rdone && sdone) << "peer " << k << ": the message did not arrive in 30 s";
-    EXPECT_EQ(got, k) << "peer " << k;
+    ASSERT_NO_FATAL_FAILURE(send_one(*sends[k], **recv, &src[k], *src_region, &got, *got_region,
+                                     k, "peer " + std::to_string(k)));
   }
 }
 

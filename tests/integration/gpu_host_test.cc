@@ -30,12 +30,10 @@ class GpuHostTest : public test::ProviderTest {
   test::FakeGpuScope gpu_;
 };
 
-TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
-  constexpr int n = 3;
-  constexpr size_t slice = 4096;
-  std::vector<std::unique_ptr<GpuHost>> hosts(n);
-  std::vector<ConnectionHandle> handles(n);
-  for (int r = 0; r < n; ++r) {
+// A host per rank (each its own process, in a thread here), listening on device 0: its handle.
+void open_ranks(std::vector<std::unique_ptr<GpuHost>>& hosts,
+                std::vector<ConnectionHandle>& handles) {
+  for (size_t r = 0; r < hosts.size(); ++r) {
     auto h = GpuHost::init();
     ASSERT_TRUE(h.ok()) << h.status().to_string();
     hosts[r] = std::move(h).value();
@@ -44,6 +42,14 @@ TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
     ASSERT_TRUE(l.ok()) << l.status().to_string();
     handles[r] = *l;
   }
+}
+
+TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
+  constexpr int n = 3;
+  constexpr size_t slice = 4096;
+  std::vector<std::unique_ptr<GpuHost>> hosts(n);
+  std::vector<ConnectionHandle> handles(n);
+  ASSERT_NO_FATAL_FAILURE(open_ranks(hosts, handles));
   std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(n * slice, 0));
   std::vector<std::vector<uint64_t>> signals(n, std::vector<uint64_t>(n, 0));
   std::vector<std::string> failures(n);
@@ -132,14 +138,7 @@ TEST_P(GpuHostTest, ATeamOfMoreRanksThanTheBacklogForms) {
   constexpr int n = 12;
   std::vector<std::unique_ptr<GpuHost>> hosts(n);
   std::vector<ConnectionHandle> handles(n);
-  for (int r = 0; r < n; ++r) {
-    auto h = GpuHost::init();
-    ASSERT_TRUE(h.ok()) << h.status().to_string();
-    hosts[r] = std::move(h).value();
-    auto l = hosts[r]->listen(0);
-    ASSERT_TRUE(l.ok()) << l.status().to_string();
-    handles[r] = *l;
-  }
+  ASSERT_NO_FATAL_FAILURE(open_ranks(hosts, handles));
   std::vector<std::vector<uint64_t>> words(n, std::vector<uint64_t>(1, 0));
   std::vector<std::string> failures(n);
   std::vector<std::thread> threads;
