@@ -206,9 +206,11 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
         // Asked again: the rank's listener admitted more at once than it holds waiting.
         ++asked_again;
         auto again = d->start_connect(handles[static_cast<size_t>(p)], deadline);
-        if (!again.ok()) c = again.status();
-        else pc = std::move(again).value();
-        if (again.ok()) continue;
+        if (again.ok()) {
+          pc = std::move(again).value();
+          continue;
+        }
+        c = again.status();
       }
       if (!c.ok()) {
         return fail(c.status().with_context(core::str("GpuHost::connect: rank ", rank,
