@@ -107,12 +107,33 @@ void DeviceState::log_miss(bool late, const char* file, int line) {
   XPORT_LOG(debug, late ? "late arrival" : "routing miss", " dropped at ", file, ":", line);
 }
 
+CommState* DeviceState::ready_accepted(CommState& c) {
+  if (c.is_send || c.phase != Phase::connecting || c.connection == nullptr) return &c;
+  c.connection->connected = true;
+  auto lit = listeners.find(c.listener_token);
+  if (lit == listeners.end()) {
+    const CommId id = c.id;
+    c.user_closed = true;
+    fail_comm(c, Status(Code::closed, "the listener closed"));
+    return comms->find(id);
+  }
+  lit->second.pending -= 1;
+  c.phase = Phase::ready;
+  lit->second.ready.push_back(c.id);
+  return &c;
+}
+
 CommState* DeviceState::route(const MsgHeader& h, Side side) {
   CommState* c = comms->find({h.dst_comm, h.dst_gen});
   if (c == nullptr) {
     // A communicator that is gone (or an older generation of its id): traffic that was still on
     // its way when it closed, or a forgery; either way it reaches nobody.
     miss(comms->find_any(h.dst_comm) != nullptr || h.dst_comm != 0);
+    return nullptr;
+  }
+  if (!c->is_send && side != Side::send) c = ready_accepted(*c);
+  if (c == nullptr) {
+    miss();
     return nullptr;
   }
   const bool side_ok = side == Side::either || c->is_send == (side == Side::send);

@@ -270,6 +270,12 @@ class DeviceState {
   // comm, connected; nullptr (a routing miss, counted) otherwise.
   enum class Side : uint8_t { send, recv, either };
   CommState* route(const MsgHeader& h, Side side);
+  // Connected endpoints: an accepted communicator becomes ready, for its listener's accept(), at
+  // its connection's FI_CONNECTED event, or at the first message on it where that comes first (a
+  // pass reads the CQs before the event queue, and the connector sends as soon as its own event
+  // is in; the message proves the connection). Code::closed where the listener is gone. Returns
+  // the communicator, nullptr where that failure freed it.
+  CommState* ready_accepted(CommState& c);
   // An operation's owner by id and generation (nullptr once it is gone).
   CommState* comm(CommId id) const { return comms->find(id); }
   // Counted where the traffic was dropped; the debug log names the place.

@@ -153,15 +153,7 @@ void Connections::on_opener_connected(CommState& c, const uint8_t* data, size_t 
     accept_answer(c, *h, *ack);
     return;
   }
-  auto lit = state_.listeners.find(c.listener_token);
-  if (lit == state_.listeners.end()) {
-    c.user_closed = true;
-    state_.fail_comm(c, Status(Code::closed, "the listener closed"));
-    return;
-  }
-  lit->second.pending -= 1;
-  c.phase = Phase::ready;
-  lit->second.ready.push_back(c.id);
+  (void)state_.ready_accepted(c);  // (ready already where a message on it came first)
 }
 
 Status Connections::progress_events() {

@@ -332,6 +332,13 @@ void Eager::on_eager_data(rail::RailEndpoint* ep, memory::Buffer* b, uint64_t da
     state_.miss(true);
     return;
   }
+  if (!c->is_send && c->connection != nullptr && c->connection->ep == ep) {
+    c = state_.ready_accepted(*c);
+    if (c == nullptr) {
+      state_.miss();
+      return;
+    }
+  }
   // No header names the sender: it must at least have come on a data endpoint of one of the
   // communicator's rails (RDM endpoints are shared by all peers of a rail).
   bool on_path = ep == nullptr;  // (injected by a test: no endpoint to check)
