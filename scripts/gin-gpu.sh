@@ -15,6 +15,11 @@
 # nvidia/nccl/lib). Each config runs under a deadline (GIN_GPU_TIMEOUT s, default 200, and 30 s
 # more for the backstop): both configs fit the device tool's 10 minutes even when each hangs.
 # GIN_GPU_ARGS: more arguments for xport-gin-nccl (e.g. "--sizes 8,4K,1M --iterations 200").
+# One GPU (kind nvidia-h200): both ranks share it, each under an NCCL_HOSTID of its own (the
+# launcher sets them), NCCL's net and GIN through the plugin all the same; the two processes'
+# kernels time-slice the GPU unless GIN_GPU_MPS=1 starts an MPS daemon for the run (its pipe
+# and log folders under $OUT/mps; stopped at the end). Figures of such a run compare GIN with
+# send/recv on one GPU, not with a two-GPU run's.
 # Writes to $OUT (or ./gin-gpu-out): environment.txt, ldd.txt, summary.md (every config's table),
 # and per config launcher.log, rank0.log, rank1.log, result.json, env.txt, status. Exit 0 only
 # when xport-gin-nccl passed for every config and NCCL's logs show both that it assigned xport's
@@ -62,7 +67,18 @@ fi
 } > "$out/environment.txt"
 cat "$out/environment.txt"
 gpus=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-[ "${gpus:-0}" -ge 2 ] || die "nvidia-smi lists ${gpus:-no} GPUs, 2 are needed (environment.txt)"
+[ "${gpus:-0}" -ge 1 ] || die "nvidia-smi lists no GPU (environment.txt)"
+[ "$gpus" -ge 2 ] || say "one GPU: both ranks share it, each under an NCCL_HOSTID of its own"
+mps=
+if [ "${GIN_GPU_MPS:-0}" = 1 ]; then
+  command -v nvidia-cuda-mps-control >/dev/null || die "GIN_GPU_MPS=1: no nvidia-cuda-mps-control here"
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps/pipe CUDA_MPS_LOG_DIRECTORY=$out/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || die "GIN_GPU_MPS=1: nvidia-cuda-mps-control -d failed"
+  mps=1
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  say "MPS daemon started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+fi
 
 # ---- the libraries: the pack's, libstdc++ from it only where the machine's is older ----
 libpath=$pack/lib
@@ -150,7 +166,7 @@ done
   version=$(cat "$out"/*/rank0.log 2>/dev/null | grep -o -m1 "NCCL version [^ ]*")
   echo "${version:-NCCL (version not logged)} from $nccl_lib; NCCL_GIN_TYPE=2 (proxy) unless a"\
        "config says otherwise; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1; 2 ranks,"\
-       "one per GPU"
+       "$([ "$gpus" -ge 2 ] && echo "one per GPU" || echo "both on one GPU${mps:+ under MPS}")"
 } > "$summary"
 cat "$summary"
 say "$([ $status -eq 0 ] && echo "every config passed" || echo "some config FAILED") (logs in $out)"

@@ -1,6 +1,9 @@
 // xport-gin-nccl without --rank: starts this program twice, as rank 0 on GPU 0 and rank 1 on
 // GPU 1, each with its output in LOGDIR/rank<r>.log, and waits for both under --timeout. No MPI:
-// the ranks meet through a unique-id file in LOGDIR.
+// the ranks meet through a unique-id file in LOGDIR. With one GPU visible both ranks use it, each
+// under an NCCL_HOSTID of its own (unless NCCL_HOSTID is set already): NCCL refuses two ranks of
+// one communicator on one GPU of one host ("Duplicate GPU detected"), and takes them for two
+// hosts then, which is what a run through the network plugin wants anyway.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -120,11 +124,13 @@ int run_launcher(const Options& opt, int argc, char** argv) {
   }
   Child children[kRanks];
   children[1].gpu = gpus >= 2 ? 1 : 0;
+  const bool own_host_ids = gpus < 2 && std::getenv("NCCL_HOSTID") == nullptr;
   if (gpus < 2)
     std::printf(
-        "xport-gin-nccl: only 1 GPU is visible: both ranks use GPU 0. NCCL 2.28 refuses "
-        "two ranks of one communicator on one GPU ('Duplicate GPU detected'), so expect "
-        "ncclCommInitRank to fail.\n");
+        "xport-gin-nccl: only 1 GPU is visible: both ranks use GPU 0%s (the GPU time-slices "
+        "the two processes' kernels unless MPS serves them).\n",
+        own_host_ids ? ", each rank under an NCCL_HOSTID of its own (xport-gin-rank<r>)"
+                     : " under the NCCL_HOSTID set");
 
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -141,6 +147,15 @@ int run_launcher(const Options& opt, int argc, char** argv) {
   std::vector<std::vector<std::string>> args(kRanks);
   std::vector<std::vector<char*>> argvs(kRanks);
   std::vector<int> fds(kRanks, -1);
+  // Each child's environment: this one's, with its NCCL_HOSTID where both share the GPU.
+  std::vector<std::vector<std::string>> envs(kRanks);
+  std::vector<std::vector<char*>> envps(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    for (char** e = environ; *e != nullptr; ++e) envs[r].emplace_back(*e);
+    if (own_host_ids) envs[r].push_back("NCCL_HOSTID=xport-gin-rank" + std::to_string(r));
+    for (std::string& e : envs[r]) envps[r].push_back(e.data());
+    envps[r].push_back(nullptr);
+  }
   for (int r = 0; r < kRanks; ++r) {
     Child& c = children[r];
     c.log = opt.logdir + "/rank" + std::to_string(r) + ".log";
@@ -177,7 +192,7 @@ int run_launcher(const Options& opt, int argc, char** argv) {
       // dup2 clears close-on-exec on 1 and 2; the other rank's log stays closed here.
       dup2(fds[r], STDOUT_FILENO);
       dup2(fds[r], STDERR_FILENO);
-      execv(self, argvs[r].data());
+      execve(self, argvs[r].data(), envps[r].data());
       const char msg[] = "xport-gin-nccl: exec of the rank failed\n";
       ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
       (void)ignored;
