@@ -63,6 +63,13 @@ struct Access {
                                                     piece, what));
     return std::optional<gpu::PiecedSource>(std::move(s));
   }
+  // The GPU address of [offset, +len) of a staged Region, or nullptr (host memory, outside it).
+  static const uint8_t* gpu_range(const Region& r, size_t offset, size_t len) {
+    if (!r.staged_ || offset > r.view_length_ || !r.contains(r.view_base_ + offset, len)) {
+      return nullptr;
+    }
+    return r.view_base_ + offset;
+  }
   static const proto::RemoteKey* key(const RemoteRegion& r) { return r.key_.get(); }
   static pool::CommId id(const SendComm& c) { return {c.id_, c.gen_}; }
   static pool::CommId id(const RecvComm& c) { return {c.id_, c.gen_}; }

@@ -135,11 +135,57 @@ void follow(StagedArrivals& staged, const proto::OneSidedCalls::Published& t) {
 // publishes and the signal.
 // With SourceRead::until_local the gate holds the source's copy, which progress polls (its
 // pieces wait in the stream meanwhile), and the call returns without waiting for it.
+// A put from staged GPU memory into this device's own staged GPU memory (a window to itself: a
+// GPU team's own rank): the source is copied straight into the destination's shadow, piece by
+// piece, and only the publishes (each piece's copy on to the GPU) and the signal go through the
+// window's stream, each gated on its piece's copy: no write, no staging bytes, no CPU copy of
+// the data. The copy starts once the engine took the operation (refused: nothing was touched).
+Result<Ticket> put_in_place(proto::Engine& e, uint32_t window, StagedArrivals& staged,
+                            const Region& local, const uint8_t* src, const proto::RemoteKey& k,
+                            size_t loff, size_t roff, size_t len, proto::OwnShadow into,
+                            const proto::OneSidedCalls::SignalRequest* signal, const char* what,
+                            SourceRead read) {
+  proto::OneSidedCalls::PutPieces how;
+  how.publish = true;
+  how.signal = signal;
+  how.piece = piece_size(len);
+  how.in_place = true;
+  auto gate = std::make_shared<proto::SourceGate>();
+  gate->what = what;
+  how.gate = gate;
+  XPORT_ASSIGN_OR_RETURN(auto t, e.one_sided().put_pieces(window, Access::local(local), loff, k,
+                                                          roff, len, how));
+  follow(staged, t);
+  auto copy = Access::staged(local)->start_copy_in_to(into.bytes, src, len, how.piece);
+  if (copy.ok()) (*copy)->keep_until_done(std::move(into.keep));
+  if (read == SourceRead::until_local || !copy.ok()) {
+    // (failed to start: the gate fails, and what waits on it is dropped with the reason)
+    e.one_sided().attach_copy(window, *gate, std::move(copy));
+    return t.put;
+  }
+  std::unique_ptr<gpu::StagedCopyIn> c = std::move(copy).value();
+  while (true) {  // (as staged_put's in-call wait: no lock held, the copy engine works meanwhile)
+    if (gate->advance(c->ready())) e.one_sided().post_ready(window);
+    if (gate->failed.load(std::memory_order_relaxed) ||
+        gate->ready.load(std::memory_order_relaxed) == len) {
+      break;
+    }
+    std::this_thread::yield();
+  }
+  return t.put;
+}
+
 Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& staged,
                           const Region& local, size_t loff, const proto::RemoteKey& k,
                           size_t roff, size_t len,
                           const proto::OneSidedCalls::SignalRequest* signal, const char* what,
                           SourceRead read) {
+  if (const uint8_t* src = Access::gpu_range(local, loff, len); src != nullptr && k.staged) {
+    if (std::optional<proto::OwnShadow> into = e.one_sided().own_shadow(window, k, roff, len)) {
+      return put_in_place(e, window, staged, local, src, k, loff, roff, len, std::move(*into),
+                          signal, what, read);
+    }
+  }
   proto::OneSidedCalls::PutPieces how;
   how.publish = k.staged;
   how.signal = signal;

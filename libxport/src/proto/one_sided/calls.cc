@@ -271,6 +271,7 @@ Result<OneSidedCalls::Published> OneSidedCalls::put_pieces(uint32_t window,
   pieces.signal = how.signal != nullptr ? &sig : nullptr;
   pieces.piece = how.piece;
   pieces.gate = how.gate;
+  pieces.in_place = how.in_place;
   XPORT_ASSIGN_OR_RETURN(auto t, one_sided_.put_pieces(window, *local.region, p, len, remote,
                                                        roff, pieces));
   if (one_sided_.short_of_credit(window)) driver_.progress_locked();  // (as rma)
@@ -279,6 +280,23 @@ Result<OneSidedCalls::Published> OneSidedCalls::put_pieces(uint32_t window,
 
 void OneSidedCalls::post_ready(uint32_t window) {
   Lock l(state_);
+  one_sided_.post_ready(window);
+}
+
+std::optional<OwnShadow> OneSidedCalls::own_shadow(uint32_t window, const RemoteKey& remote,
+                                                   size_t roff, size_t len) {
+  Lock l(state_);
+  return one_sided_.own_shadow(window, remote, roff, len);
+}
+
+void OneSidedCalls::attach_copy(uint32_t window, SourceGate& gate,
+                                Result<std::unique_ptr<gpu::StagedCopyIn>> copy) {
+  Lock l(state_);
+  if (copy.ok()) {
+    gate.copy = std::move(copy).value();
+  } else {
+    gate.advance(copy.status());
+  }
   one_sided_.post_ready(window);
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -86,10 +87,19 @@ class OneSidedCalls : Calls {
     const SignalRequest* signal = nullptr;
     size_t piece = 0;  // 0: one piece
     std::shared_ptr<SourceGate> gate;
+    bool in_place = false;  // the gate's copy fills the target's shadow itself (own_shadow)
   };
   Result<Published> put_pieces(uint32_t window, const LocalBuffer& local, size_t loff,
                                const RemoteKey& remote, size_t roff, size_t len,
                                const PutPieces& how);
+  // OneSided::own_shadow, under the lock.
+  std::optional<OwnShadow> own_shadow(uint32_t window, const RemoteKey& remote, size_t roff,
+                                      size_t len);
+  // Gives `gate` (of a put in pieces issued with none yet) the copy that progress polls for it
+  // (SourceRead::until_local), under the lock: what waits on it goes as it lands; or, where the
+  // copy could not start, fails it (what waits on it is dropped, its tickets failed).
+  void attach_copy(uint32_t window, SourceGate& gate,
+                   Result<std::unique_ptr<gpu::StagedCopyIn>> copy);
   // A gate of a put in pieces opened further (or failed): what may go now goes.
   void post_ready(uint32_t window);
   Status fence(uint32_t window);

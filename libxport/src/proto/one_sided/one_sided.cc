@@ -96,13 +96,17 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
   XPORT_RETURN_IF_ERROR(windows_.check_remote(*w, remote, roff, len, what));
   if (how.publish != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.publish, what));
   if (how.signal != nullptr) XPORT_RETURN_IF_ERROR(signals_.check(*w, *how.signal, what));
+  if (how.in_place && (how.publish == nullptr || how.gate == nullptr)) {
+    return core::error(Code::internal, what, ": a put whose bytes are copied into place needs "
+                       "its publishes and its copy's gate");
+  }
   size_t piece = how.piece == 0 || how.piece >= len ? std::max<size_t>(len, 1) : how.piece;
-  uint32_t n = 0;  // operation contexts: every piece's stripes
-  for (size_t off = 0; off < len; off += piece) {
+  uint32_t n = 0;  // operation contexts: every piece's stripes (none in place: no write goes)
+  for (size_t off = 0; off < len && !how.in_place; off += piece) {
     XPORT_ASSIGN_OR_RETURN(uint32_t k, stripes(*w, remote, std::min(piece, len - off), what));
     n += k;
   }
-  if (piece < len && n + Windows::kOps / 2 > w->free.size()) {
+  if (!how.in_place && piece < len && n + Windows::kOps / 2 > w->free.size()) {
     // Pieces overlap one put's copies with its transfer; a window with half its contexts in
     // flight already overlaps operations, and pieces are never a reason to refuse: the put goes
     // whole (its gate then opens once the whole source is in place).
@@ -118,18 +122,21 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
     return core::error(Code::again, what, ": ", Windows::kOps, " operations outstanding on the "
                        "window; call quiet()");
   }
-  // The put, its publishes and its signal: up to three tickets, or none of them.
-  const size_t tickets = 1 + (how.publish != nullptr ? 1 : 0) + (how.signal != nullptr ? 1 : 0);
+  // The put, its publishes and its signal: up to three tickets, or none of them. In place, the
+  // publishes are the put's own ticket's (no write goes: it is locally complete once they are
+  // sent, after its copy, and delivered once they are applied).
+  const bool own_publish = how.publish != nullptr && !how.in_place;
+  const size_t tickets = 1 + (own_publish ? 1 : 0) + (how.signal != nullptr ? 1 : 0);
   if (Windows::kMaxTickets - std::min(Windows::kMaxTickets, w->tickets.size()) < tickets) {
     return core::error(Code::again, what, ": a put in pieces takes ", tickets,
-                       " tickets (the put", how.publish ? ", its publishes" : "",
+                       " tickets (the put", own_publish ? ", its publishes" : "",
                        how.signal ? ", its signal" : "", "), and ", Windows::kMaxTickets,
                        " operations are nearly all not yet complete on the window; call quiet()");
   }
   OutStream* s = streams_.find(w->stream);
   std::array<Ticket, 3> out{0, 0, 0};
   XPORT_ASSIGN_OR_RETURN(out[0], windows_.begin(*w, what));
-  if (how.publish != nullptr) {
+  if (own_publish) {
     XPORT_ASSIGN_OR_RETURN(out[1], windows_.begin(*w, what));
   }
   if (how.signal != nullptr) {
@@ -139,8 +146,10 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
   for (size_t off = 0; off < len; off += piece) {
     const size_t plen = std::min(piece, len - off);
     if ((w = windows_.find(window)) == nullptr) return out;
-    if (Status st = add_rma(*w, *s, out[0], fabric::OpType::put, local, lbuf + off, plen, remote,
-                            roff + off, nullptr, what, how.gate, off + plen);
+    if (Status st = how.in_place ? Status::success()
+                                 : add_rma(*w, *s, out[0], fabric::OpType::put, local, lbuf + off,
+                                           plen, remote, roff + off, nullptr, what, how.gate,
+                                           off + plen);
         !st.ok()) {
       if (off == 0 && (w = windows_.find(window)) != nullptr) {
         for (Ticket t : out) {
@@ -153,7 +162,7 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
       Signals::Spec p = *how.publish;
       p.offset += off;
       p.value = plen;
-      signals_.submit(*w, *s, out[1], p, how.gate, off + plen);
+      signals_.submit(*w, *s, own_publish ? out[1] : out[0], p, how.gate, off + plen);
     }
   }
   if (how.signal != nullptr && (w = windows_.find(window)) != nullptr) {
@@ -161,6 +170,32 @@ Result<std::array<Ticket, 3>> OneSided::put_pieces(uint32_t window,
   }
   if ((w = windows_.find(window)) != nullptr) windows_.settle(*w, out[0]);
   return out;
+}
+
+std::optional<OwnShadow> OneSided::own_shadow(uint32_t window, const RemoteKey& remote,
+                                              size_t roff, size_t len) {
+  if (!remote.staged || remote.keys.empty() || len == 0 ||
+      remote.device_token != state_.registry->device_token()) {
+    return std::nullopt;
+  }
+  const WindowState* w = windows_.find(window);
+  if (w == nullptr || w->closed || !Windows::remote_fits(*w, remote, roff, len)) {
+    return std::nullopt;  // (put_pieces says why)
+  }
+  const OutStream* s = streams_.find(w->stream);
+  if (s == nullptr || streams_.fenced(*s, 0)) return std::nullopt;
+  for (const Piece& p : s->held) {
+    if (p.kind == PieceKind::fence) return std::nullopt;
+  }
+  const memory::RegionState* r = state_.registry->find_by_key(remote.keys[0]);
+  if (r == nullptr || r->staged == nullptr) return std::nullopt;
+  // (as the target resolves a write's address: virtual, or an offset into the registration)
+  const uint64_t addr = Windows::remote_address(remote, roff);
+  const auto base = reinterpret_cast<uint64_t>(r->base);
+  if (r->virt_addr && addr < base) return std::nullopt;
+  const uint64_t offset = r->virt_addr ? addr - base : addr;
+  if (offset > r->length || r->length - offset < len) return std::nullopt;
+  return OwnShadow{r->base + offset, r->keepalive};
 }
 
 void OneSided::post_ready(uint32_t window) {

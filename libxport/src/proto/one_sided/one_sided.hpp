@@ -59,12 +59,22 @@ class OneSided {
     const Signals::Spec* signal = nullptr;
     size_t piece = 0;
     std::shared_ptr<SourceGate> gate;
+    // The target's shadow gets the bytes from the gate's copy itself (own_shadow: a window to
+    // this very device): no write goes, only the publishes (needed) and the signal.
+    bool in_place = false;
   };
   Result<std::array<Ticket, 3>> put_pieces(uint32_t window, const memory::RegionRef& local,
                                            uint8_t* lbuf, size_t len, const RemoteKey& remote,
                                            size_t roff, const Pieces& how);
   // Posts what its stream holds that may go now (a gate opened or failed: put_pieces).
   void post_ready(uint32_t window);
+  // Where a put through `window` into [roff, +len) of `remote` lands when the window leads to
+  // this very device (the key is one of its own staged registrations: a GPU team's own rank):
+  // the registration's shadow bytes, and what keeps them alive; nothing when the key is not
+  // this device's staged memory, the range does not fit, or a fence holds the stream (a copy
+  // straight into the shadow would start before what the fence orders first).
+  std::optional<OwnShadow> own_shadow(uint32_t window, const RemoteKey& remote, size_t roff,
+                                      size_t len);
 
   // The stripes a `len`-byte put or get to `remote` is cut into (0 for nothing).
   Result<uint32_t> stripes(const WindowState& w, const RemoteKey& remote, size_t len,

@@ -233,6 +233,13 @@ struct SourceGate {
   }
 };
 
+// The shadow bytes of this device's own staged registration that a put lands in (OneSided::
+// own_shadow), and what keeps them alive while a copy into them runs.
+struct OwnShadow {
+  uint8_t* bytes = nullptr;
+  std::shared_ptr<void> keep;
+};
+
 // One operation (or a transfer's item) on its way out: sent at once, or held in its stream's
 // queue (in issue order) until credits, fences, strong ordering and its source gate let it go.
 struct Piece {
