@@ -11,10 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "../unit/gpu/fake_driver.hpp"
 #include "gpu/staging_counters.hpp"
-#include "harness.hpp"
-#include "provider_fixture.hpp"
+#include "gpu_window_fixture.hpp"
 
 namespace xport {
 namespace {
@@ -22,38 +20,14 @@ namespace {
 using namespace std::chrono_literals;
 using test::Pair;
 
-Deadline soon() { return Deadline::after(20s); }
-
-constexpr size_t kPiece = 64 * 1024;
 constexpr int kWriteOp = 2;  // EndpointStats' ops: send, recv, write, read, atomic
 
-class GpuOwnWindow : public test::ProviderTest {
+class GpuOwnWindow : public test::GpuWindowTest {
  protected:
-  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
-    return {{"XPORT_GPU_STAGING_PIECE", "64K"}};
-  }
   void SetUp() override {
-    test::ProviderTest::SetUp();
+    test::GpuWindowTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    pair_ = test::connect_pair(*dev_, *dev_);
-    ASSERT_TRUE(pair_.send && pair_.recv);
-    auto w = Window::open(*pair_.send, soon());
-    if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-    ASSERT_TRUE(w.ok()) << w.status().to_string();
-    w_ = std::move(w).value();
-  }
-  void TearDown() override {
-    w_.reset();
-    pair_ = Pair{};
-    test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
-  }
-  uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_gpu(n, 0);
-    EXPECT_TRUE(p.ok());
-    allocs_.push_back(static_cast<uint8_t*>(*p));
-    std::memset(allocs_.back(), 0, n);
-    return allocs_.back();
+    open_window(true);
   }
   // A GPU source, a GPU destination and a GPU signal word, all of this device, registered, the
   // destination's and the word's keys imported back.
@@ -91,10 +65,6 @@ class GpuOwnWindow : public test::ProviderTest {
     std::memcpy(&v, o.word, sizeof v);
     return v;
   }
-  test::FakeGpuScope gpu_;
-  std::vector<uint8_t*> allocs_;
-  Pair pair_;
-  std::unique_ptr<Window> w_;
 };
 
 // put_signal into the device's own GPU memory, the signal word on its GPU too (GIN's own rank),

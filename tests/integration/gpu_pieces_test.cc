@@ -12,10 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "../unit/gpu/fake_driver.hpp"
 #include "gpu/staging_counters.hpp"
-#include "harness.hpp"
-#include "provider_fixture.hpp"
+#include "gpu_window_fixture.hpp"
 
 namespace xport {
 namespace {
@@ -23,46 +21,12 @@ namespace {
 using namespace std::chrono_literals;
 using test::Pair;
 
-Deadline soon() { return Deadline::after(20s); }
-
-constexpr size_t kPiece = 64 * 1024;
-
-class GpuPieces : public test::ProviderTest {
+class GpuPieces : public test::GpuWindowTest {
  protected:
-  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
-    return {{"XPORT_GPU_STAGING_PIECE", "64K"}};
-  }
   void SetUp() override {
-    test::ProviderTest::SetUp();
+    test::GpuWindowTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    auto d = ctx_->open_device();
-    ASSERT_TRUE(d.ok()) << d.status().to_string();
-    peer_ = std::move(d).value();
-    pair_ = test::connect_pair(*dev_, *peer_);
-    ASSERT_TRUE(pair_.send && pair_.recv);
-    stop_ = false;
-    runner_ = std::thread([this] {
-      while (!stop_.load()) (void)peer_->progress();
-    });
-    auto w = Window::open(*pair_.send, soon());
-    if (!w.ok() && w.status().code() == Code::unsupported) GTEST_SKIP() << w.status().to_string();
-    ASSERT_TRUE(w.ok()) << w.status().to_string();
-    w_ = std::move(w).value();
-  }
-  void TearDown() override {
-    w_.reset();
-    stop_ = true;
-    if (runner_.joinable()) runner_.join();
-    pair_ = Pair{};
-    peer_.reset();
-    test::ProviderTest::TearDown();
-    for (uint8_t* p : allocs_) gpu_->free_gpu(p);
-  }
-  uint8_t* gpu_alloc(size_t n) {
-    auto p = gpu_->alloc_gpu(n, 0);
-    EXPECT_TRUE(p.ok());
-    allocs_.push_back(static_cast<uint8_t*>(*p));
-    return allocs_.back();
+    open_window(false);
   }
   // A GPU source here, a GPU destination and a host signal word at the peer, registered.
   struct GpuToGpu {
@@ -88,24 +52,6 @@ class GpuPieces : public test::ProviderTest {
     g.dkey = std::move(dkey).value();
     g.fkey = std::move(fkey).value();
   }
-  TransferState check_done(Ticket t) {
-    TransferState st = TransferState::pending;
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    while (st != TransferState::done && std::chrono::steady_clock::now() < until) {
-      auto c = w_->check(t);
-      EXPECT_TRUE(c.ok()) << c.status().to_string();
-      if (!c.ok()) break;
-      st = *c;
-    }
-    return st;
-  }
-  test::FakeGpuScope gpu_;
-  std::vector<uint8_t*> allocs_;
-  std::unique_ptr<Device> peer_;
-  Pair pair_;
-  std::atomic<bool> stop_{false};
-  std::thread runner_;
-  std::unique_ptr<Window> w_;
 };
 
 // A put_signal of many pieces, GPU memory at both ends, the source rewritten after every call:
