@@ -172,6 +172,30 @@ TEST_P(GpuOwnWindow, ASourceCopyFailingFailsThePutToItself) {
   }
 }
 
+// With XPORT_TIMEOUT_MS short: a source copy that hangs, waited for in the call.
+class GpuOwnWindowShortTimeout : public GpuOwnWindow {
+ protected:
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_GPU_STAGING_PIECE", "64K"}, {"XPORT_TIMEOUT_MS", "1000"}};
+  }
+};
+
+// A put to itself whose source copy hangs fails within XPORT_TIMEOUT_MS; the window goes on.
+TEST_P(GpuOwnWindowShortTimeout, AHungSourceCopyFailsThePutToItselfInTime) {
+  const size_t n = 4 * kPiece;
+  Own o;
+  ASSERT_NO_FATAL_FAILURE(own(n, o));
+  test::fill(o.src, n, 94);
+  hung_source_copy_fails_the_put(*o.sreg, o.src, *o.dkey, *o.wkey, n, [&] { return gpu_word(o); });
+  EXPECT_EQ(test::first_mismatch(o.dst, n, 94), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GpuOwnWindowShortTimeout,
+                         ::testing::Values(test::ProviderParam{"shm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "auto"},
+                                           test::ProviderParam{"strict", "auto"}),
+                         test::provider_param_name);
+
 INSTANTIATE_TEST_SUITE_P(Providers, GpuOwnWindow,
                          ::testing::Values(test::ProviderParam{"shm", "auto"},
                                            test::ProviderParam{"tcp;ofi_rxm", "auto"},

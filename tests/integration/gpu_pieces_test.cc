@@ -173,6 +173,33 @@ TEST_P(GpuPieces, UntilLocalTheCallLeavesTheCopyToProgress) {
   }
 }
 
+// With XPORT_TIMEOUT_MS short: a source copy that hangs, waited for in the call.
+class GpuPiecesShortTimeout : public GpuPieces {
+ protected:
+  std::vector<std::pair<std::string, std::string>> extra_knobs() const override {
+    return {{"XPORT_GPU_STAGING_PIECE", "64K"}, {"XPORT_TIMEOUT_MS", "1000"}};
+  }
+};
+
+// A put in pieces whose source copy hangs fails within XPORT_TIMEOUT_MS instead of holding the
+// call for ever; the window goes on once the copy engine does.
+TEST_P(GpuPiecesShortTimeout, AHungSourceCopyFailsThePutInTime) {
+  const size_t n = 4 * kPiece;
+  GpuToGpu g;
+  ASSERT_NO_FATAL_FAILURE(gpu_to_gpu(n, g));
+  test::fill(g.src, n, 93);
+  hung_source_copy_fails_the_put(*g.sreg, g.src, *g.dkey, *g.fkey, n, [&] {
+    return __atomic_load_n(&g.flags[0], __ATOMIC_ACQUIRE);
+  });
+  EXPECT_EQ(test::first_mismatch(g.dst, n, 93), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GpuPiecesShortTimeout,
+                         ::testing::Values(test::ProviderParam{"shm", "auto"},
+                                           test::ProviderParam{"tcp;ofi_rxm", "auto"},
+                                           test::ProviderParam{"strict", "auto"}),
+                         test::provider_param_name);
+
 INSTANTIATE_TEST_SUITE_P(Providers, GpuPieces,
                          ::testing::Values(test::ProviderParam{"shm", "auto"},
                                            test::ProviderParam{"tcp;ofi_rxm", "auto"},

@@ -81,6 +81,33 @@ class GpuWindowTest : public ProviderTest {
     return st;
   }
 
+  // A put whose source's copy hangs (the stand-in GPU holds it), read in the call: the call
+  // returns once XPORT_TIMEOUT_MS has passed (the fixture's knobs set it short), the put fails
+  // naming the wait, its signal is not applied, and, the copy released, the window goes on.
+  // `signal_word` reads the signal's word (at offset 0 of `sig`).
+  template <typename ReadWord>
+  void hung_source_copy_fails_the_put(const Region& src, uint8_t* src_gpu, const RemoteRegion& dst,
+                                      const RemoteRegion& sig, size_t n, ReadWord signal_word) {
+    w_->set_source_read(SourceRead::in_call);
+    gpu_->hold_copies_from(src_gpu, n);
+    const auto start = std::chrono::steady_clock::now();
+    auto t = w_->put_signal(src, 0, dst, 0, n, sig, 0, 1);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(t.ok()) << t.status().to_string();  // (issued; what had not gone never goes)
+    EXPECT_LT(took, std::chrono::seconds(10)) << "the call waited past XPORT_TIMEOUT_MS";
+    EXPECT_FALSE(w_->quiet(soon()).ok());
+    auto c = w_->check(*t);
+    ASSERT_FALSE(c.ok()) << "a put whose source copy hung was reported done";
+    EXPECT_NE(c.status().message().find("XPORT_TIMEOUT_MS"), std::string::npos)
+        << c.status().to_string();
+    EXPECT_EQ(signal_word(), 0u) << "the signal of a put whose source never arrived was applied";
+    gpu_->release_held();
+    auto t2 = w_->put_signal(src, 0, dst, 0, n, sig, 0, 1);
+    ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+    ASSERT_TRUE(w_->quiet(soon()).ok()) << "the window does not go on";
+    EXPECT_EQ(signal_word(), 1u);
+  }
+
   FakeGpuScope gpu_;
   std::vector<uint8_t*> allocs_;
   std::unique_ptr<Device> peer_;  // (none when the window leads to dev_ itself)

@@ -135,6 +135,29 @@ void follow(StagedArrivals& staged, const proto::OneSidedCalls::Published& t) {
 // publishes and the signal.
 // With SourceRead::until_local the gate holds the source's copy, which progress polls (its
 // pieces wait in the stream meanwhile), and the call returns without waiting for it.
+// A put's source copy, waited for in the call (SourceRead::in_call): each piece goes as it lands.
+// No lock is held (the copy engine works meanwhile). A copy that fails, or that has not finished
+// within XPORT_TIMEOUT_MS (a GPU that hangs), fails the gate: what has not gone yet never goes,
+// and the put's ticket fails with why; the call returns either way.
+void wait_for_source(proto::Engine& e, uint32_t window, proto::SourceGate& gate,
+                     gpu::StagedCopyIn& copy, size_t len) {
+  const Deadline deadline = Deadline::from_knob();
+  while (true) {
+    if (gate.advance(copy.ready())) e.one_sided().post_ready(window);
+    if (gate.failed.load(std::memory_order_relaxed) ||
+        gate.ready.load(std::memory_order_relaxed) == len) {
+      return;
+    }
+    if (deadline.expired()) {
+      gate.advance(core::error(Code::timeout, "not finished within XPORT_TIMEOUT_MS (",
+                               core::knob_int(core::KnobId::timeout_ms), " ms)"));
+      e.one_sided().post_ready(window);
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
 // A put from staged GPU memory into this device's own staged GPU memory (a window to itself: a
 // GPU team's own rank): the source is copied straight into the destination's shadow, piece by
 // piece, and only the publishes (each piece's copy on to the GPU) and the signal go through the
@@ -163,15 +186,7 @@ Result<Ticket> put_in_place(proto::Engine& e, uint32_t window, StagedArrivals& s
     e.one_sided().attach_copy(window, *gate, std::move(copy));
     return t.put;
   }
-  std::unique_ptr<gpu::StagedCopyIn> c = std::move(copy).value();
-  while (true) {  // (as staged_put's in-call wait: no lock held, the copy engine works meanwhile)
-    if (gate->advance(c->ready())) e.one_sided().post_ready(window);
-    if (gate->failed.load(std::memory_order_relaxed) ||
-        gate->ready.load(std::memory_order_relaxed) == len) {
-      break;
-    }
-    std::this_thread::yield();
-  }
+  wait_for_source(e, window, *gate, **copy, len);
   return t.put;
 }
 
@@ -230,15 +245,7 @@ Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& sta
   XPORT_ASSIGN_OR_RETURN(auto t, e.one_sided().put_pieces(window, lb, src ? 0 : loff, k, roff,
                                                           len, how));
   follow(staged, t);
-  // (failed: what has not gone yet never goes, and the put's ticket fails with why)
-  while (src) {
-    if (gate->advance(src->copy->ready())) e.one_sided().post_ready(window);
-    if (gate->failed.load(std::memory_order_relaxed) ||
-        gate->ready.load(std::memory_order_relaxed) == len) {
-      break;
-    }
-    std::this_thread::yield();  // (no lock held: the copy engine works meanwhile)
-  }
+  if (src) wait_for_source(e, window, *gate, *src->copy, len);
   return t.put;
 }
 

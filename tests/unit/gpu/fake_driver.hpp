@@ -107,7 +107,15 @@ class FakeGpuDriver final : public gpu::Driver {
     held_lo_ = reinterpret_cast<uintptr_t>(p);
     held_hi_ = held_lo_ + n;
   }
-  void release_held() { held_hi_ = held_lo_.load(); }
+  void release_held() {
+    held_hi_ = held_lo_.load();
+    held_src_hi_ = held_src_lo_.load();
+  }
+  // The same for copies out of [p, p+n) (a GPU source's copy into host bytes that hangs).
+  void hold_copies_from(const void* p, size_t n) {
+    held_src_lo_ = reinterpret_cast<uintptr_t>(p);
+    held_src_hi_ = held_src_lo_ + n;
+  }
   uint64_t bytes_to_host() const { return to_host_; }
   uint64_t bytes_to_gpu() const { return to_gpu_; }
 
@@ -171,7 +179,9 @@ class FakeGpuDriver final : public gpu::Driver {
     };
     bool held(const Op& op) const {
       const auto lo = reinterpret_cast<uintptr_t>(op.dst);
-      return op.mark == 0 && lo < d_.held_hi_ && lo + op.n > d_.held_lo_;
+      const auto src = reinterpret_cast<uintptr_t>(op.src);
+      return op.mark == 0 && ((lo < d_.held_hi_ && lo + op.n > d_.held_lo_) ||
+                              (src < d_.held_src_hi_ && src + op.n > d_.held_src_lo_));
     }
     void run_through(uint64_t m, bool hold) {
       while (!ops_.empty()) {
@@ -216,6 +226,8 @@ class FakeGpuDriver final : public gpu::Driver {
   std::atomic<uint64_t> to_host_limit_{UINT64_MAX};
   std::atomic<uintptr_t> held_lo_{0};
   std::atomic<uintptr_t> held_hi_{0};
+  std::atomic<uintptr_t> held_src_lo_{0};
+  std::atomic<uintptr_t> held_src_hi_{0};
 };
 
 // Installs a FakeGpuDriver for the life of a test.
