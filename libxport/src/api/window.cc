@@ -124,17 +124,6 @@ void follow(StagedArrivals& staged, const proto::OneSidedCalls::Published& t) {
   if (t.signal != 0) staged.follow(t.put, t.signal);
 }
 
-// A put from or into staged GPU memory. Into a peer's staged GPU memory, each piece is followed
-// by a publish: a strong signal-like message the target applies by copying the piece's range
-// from its shadow on to its GPU (proto/signal.cc), so that quiet, strong signals and check()
-// cover the copy. A large one goes in pieces: its source's copy into staging bytes is started
-// piece by piece, the engine takes the whole operation at once (or nothing: Code::again), and
-// each write piece is posted as its bytes land, while the call waits for the last of them (the
-// caller may reuse its buffer when the call returns); the target copies each piece on as it
-// lands. A signal goes strong behind every piece; check() of the put's ticket waits for the
-// publishes and the signal.
-// With SourceRead::until_local the gate holds the source's copy, which progress polls (its
-// pieces wait in the stream meanwhile), and the call returns without waiting for it.
 // A put's source copy, waited for in the call (SourceRead::in_call): each piece goes as it lands.
 // No lock is held (the copy engine works meanwhile). A copy that fails, or that has not finished
 // within XPORT_TIMEOUT_MS (a GPU that hangs), fails the gate: what has not gone yet never goes,
@@ -190,6 +179,18 @@ Result<Ticket> put_in_place(proto::Engine& e, uint32_t window, StagedArrivals& s
   return t.put;
 }
 
+// A put from or into staged GPU memory. Into a peer's staged GPU memory, each piece is followed
+// by a publish: a strong signal-like message the target applies by copying the piece's range
+// from its shadow on to its GPU (proto/signal.cc), so that quiet, strong signals and check()
+// cover the copy. A large one goes in pieces: its source's copy into staging bytes is started
+// piece by piece, the engine takes the whole operation at once (or nothing: Code::again), and
+// each write piece is posted as its bytes land, while the call waits for the last of them (the
+// caller may reuse its buffer when the call returns); the target copies each piece on as it
+// lands. A signal goes strong behind every piece; check() of the put's ticket waits for the
+// publishes and the signal.
+// With SourceRead::until_local the gate holds the source's copy, which progress polls (its
+// pieces wait in the stream meanwhile), and the call returns without waiting for it.
+// From staged GPU memory into this device's own (own_shadow): put_in_place instead.
 Result<Ticket> staged_put(proto::Engine& e, uint32_t window, StagedArrivals& staged,
                           const Region& local, size_t loff, const proto::RemoteKey& k,
                           size_t roff, size_t len,

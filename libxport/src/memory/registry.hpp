@@ -58,6 +58,15 @@ struct RegionState {
     return virt_addr ? reinterpret_cast<uint64_t>(p)
                      : static_cast<uint64_t>(static_cast<const uint8_t*>(p) - base);
   }
+  // The bytes a peer names by `address` (remote_address's inverse), where [address, +len) lies
+  // inside the registration; nullptr otherwise.
+  uint8_t* local_bytes(uint64_t address, uint64_t len) const {
+    const auto b = reinterpret_cast<uint64_t>(base);
+    if (virt_addr && address < b) return nullptr;
+    const uint64_t offset = virt_addr ? address - b : address;
+    if (offset > length || length - offset < len) return nullptr;
+    return base + offset;
+  }
   void* desc(size_t rail) const { return mrs[rail]->desc(); }
   uint64_t key(size_t rail) const { return mrs[rail]->key(); }
 };

@@ -189,13 +189,10 @@ std::optional<OwnShadow> OneSided::own_shadow(uint32_t window, const RemoteKey& 
   }
   const memory::RegionState* r = state_.registry->find_by_key(remote.keys[0]);
   if (r == nullptr || r->staged == nullptr) return std::nullopt;
-  // (as the target resolves a write's address: virtual, or an offset into the registration)
-  const uint64_t addr = Windows::remote_address(remote, roff);
-  const auto base = reinterpret_cast<uint64_t>(r->base);
-  if (r->virt_addr && addr < base) return std::nullopt;
-  const uint64_t offset = r->virt_addr ? addr - base : addr;
-  if (offset > r->length || r->length - offset < len) return std::nullopt;
-  return OwnShadow{r->base + offset, r->keepalive};
+  // (as the target resolves a write's address)
+  uint8_t* at = r->local_bytes(Windows::remote_address(remote, roff), len);
+  if (at == nullptr) return std::nullopt;
+  return OwnShadow{at, r->keepalive};
 }
 
 void OneSided::post_ready(uint32_t window) {

@@ -90,14 +90,11 @@ uint64_t* Signals::resolve(uint64_t address, uint64_t key, WindowStatus* status)
     *status = WindowStatus::no_region;
     return nullptr;
   }
-  const auto base = reinterpret_cast<uint64_t>(r->base);
-  const uint64_t offset = r->virt_addr ? address - base : address;
-  if ((r->virt_addr && address < base) || offset > r->length ||
-      r->length - offset < sizeof(uint64_t)) {
+  uint8_t* p = r->local_bytes(address, sizeof(uint64_t));
+  if (p == nullptr) {
     *status = WindowStatus::outside;
     return nullptr;
   }
-  uint8_t* p = r->base + offset;
   if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
     *status = WindowStatus::unaligned;
     return nullptr;
@@ -143,13 +140,10 @@ Signals::Staging Signals::stage(InStream& in, const MsgHeader& h, uint64_t opera
   const auto op = static_cast<WindowSignalOp>(h.slot & 0xff);
   memory::RegionState* r = state_.registry->find_by_key(h.aux2);
   if (r == nullptr || r->staged == nullptr) return Staging::none;  // applied as host memory
-  const auto base = reinterpret_cast<uint64_t>(r->base);
-  const uint64_t offset = r->virt_addr ? h.aux - base : h.aux;
   const uint64_t len = op == WindowSignalOp::publish ? operand : sizeof(uint64_t);
-  if ((r->virt_addr && h.aux < base) || offset > r->length || r->length - offset < len) {
-    return Staging::none;  // apply() answers the initiator with why
-  }
-  uint8_t* gpu = r->staged->device_of(r->base + offset);  // (r may start inside the shadow)
+  uint8_t* at = r->local_bytes(h.aux, len);
+  if (at == nullptr) return Staging::none;  // apply() answers the initiator with why
+  uint8_t* gpu = r->staged->device_of(at);  // (r may start inside the shadow)
   Result<std::unique_ptr<gpu::StagedCopy>> copy = Status(Code::internal, "no copy");
   if (op != WindowSignalOp::publish) {
     WindowStatus st = WindowStatus::ok;
