@@ -3,6 +3,7 @@
 // threads asleep on one device all wake. One process, two devices: the sender is a thread of its
 // own on the other device. The CPU bounds are loose (a spinning wait uses a whole core; these
 // waits measure a few percent); wake-up latency is measured in docs/benchmarks.md, not here.
+// A counted progress pass (Device::progress_counted) says when it read completions.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -135,6 +136,55 @@ TEST_P(Waiting, ThreadsAsleepOnOneDeviceAllWake) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Waiting, test::all_providers(), test::provider_param_name);
+
+// Device::progress_counted: a pass says how many completions it read. With nothing in flight a
+// pass reads none; a message's arrival is read by a counted pass, and test() (observing only,
+// no pass of its own) then finds the receive done.
+class Progressing : public test::ProviderTest {};
+
+TEST_P(Progressing, ACountedPassSaysWhenItReadCompletions) {
+  auto sender = ctx_->open_device();
+  ASSERT_TRUE(sender.ok()) << sender.status().to_string();
+  Pair l = connect_pair(**sender, *dev_);
+  ASSERT_TRUE(l.send && l.recv);
+  std::vector<uint8_t> in(64, 0), out(64, 0x77);
+  auto rin = dev_->register_memory(in.data(), in.size());
+  auto rout = (*sender)->register_memory(out.data(), out.size());
+  ASSERT_TRUE(rin.ok() && rout.ok());
+  auto r = l.recv->irecv(in.data(), in.size(), *rin);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Whatever the connection left (its acknowledgements) is read first: then passes read nothing.
+  int quiet = 0;
+  for (auto until = std::chrono::steady_clock::now() + 20s;
+       quiet < 16 && std::chrono::steady_clock::now() < until;) {
+    auto n = dev_->progress_counted();
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    quiet = *n == 0 ? quiet + 1 : 0;
+    ASSERT_TRUE((*sender)->progress().ok());
+  }
+  ASSERT_EQ(quiet, 16) << "passes kept reading completions with nothing in flight";
+  auto c = l.recv->test(*r, TestMode::observe);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->done);
+  auto s = l.send->isend(out.data(), out.size(), *rout);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  size_t read = 0;
+  for (auto until = std::chrono::steady_clock::now() + 20s;
+       read == 0 && std::chrono::steady_clock::now() < until;) {
+    ASSERT_TRUE((*sender)->progress().ok());
+    auto n = dev_->progress_counted();
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    read = *n;
+  }
+  EXPECT_GT(read, 0u) << "no counted pass read the message within 20 s";
+  c = l.recv->test(*r, TestMode::observe);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->done) << "a pass read completions, yet the receive is not done";
+  EXPECT_EQ(in[63], 0x77);
+  ASSERT_TRUE(l.send->wait(*s, Deadline::after(20s)).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, Progressing, test::all_providers(), test::provider_param_name);
 
 // With XPORT_WAIT at its default (spin), a call that asks to block does.
 class WaitingPerCall : public Waiting {

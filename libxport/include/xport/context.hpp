@@ -127,6 +127,9 @@ class Device {
   // One progress pass: bounded batches from every CQ and event queue. Blocking calls drive
   // progress themselves; call this when polling test() from a loop that does nothing else.
   Status progress();
+  // The same pass, and how many completions it read (0: nothing of this device's arrived or
+  // finished): a thread that drives a device may poll less often while passes find nothing.
+  Result<size_t> progress_counted();
 
   Stats stats() const;
 

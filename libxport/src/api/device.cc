@@ -75,6 +75,8 @@ Result<std::unique_ptr<PendingConnect>> Device::start_connect(std::span<const ui
 
 Status Device::progress() { return engine_->progress(); }
 
+Result<size_t> Device::progress_counted() { return engine_->progress_counted(); }
+
 Stats Device::stats() const { return engine_->stats(); }
 
 }  // namespace xport

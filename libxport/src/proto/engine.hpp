@@ -76,6 +76,8 @@ class Engine final : public memory::RegionOwner, public Driver {
   void release_region(memory::RegionState& r) override;
 
   Status progress();
+  // The same pass; how many completions it read from the CQs.
+  Result<size_t> progress_counted();
   Stats stats() const;
 
   // What the public layer keeps per device beside the engine and registers through it (the
@@ -139,6 +141,7 @@ class Engine final : public memory::RegionOwner, public Driver {
   TwoSidedCalls two_sided_calls_{state_, *this, memory_, eager_, rendezvous_, matching_, flusher_};
   OneSidedCalls one_sided_calls_{state_, *this, memory_, one_sided_};
   uint32_t passes_ = 0;
+  size_t pass_handled_ = 0;  // completions the last pass read (guarded by the engine lock)
   // Set by a thread that slept: the next pass runs housekeeping (its timers are due by the
   // clock; a sleeping wait makes one pass per wake-up).
   std::atomic<bool> due_check_{false};

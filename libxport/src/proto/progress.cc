@@ -19,6 +19,14 @@ Status Engine::progress() {
   return Status::success();
 }
 
+Result<size_t> Engine::progress_counted() {
+  refresh_links();
+  Lock l(state_);
+  pass_handled_ = 0;
+  progress_locked();
+  return pass_handled_;
+}
+
 void Engine::refresh_links() {
   if (!links_due_.load(std::memory_order_relaxed)) return;
   if (!links_due_.exchange(false, std::memory_order_relaxed)) return;  // another thread took it
@@ -56,7 +64,8 @@ void Engine::progress_locked() {
   if (control_.receives_waiting()) control_.retry_receives();
   // A bounded batch from every rail's CQ per pass: no rail starves another. Threads asleep in
   // a blocking wait are woken when it handled something (theirs may be among it).
-  if (poll_cqs() > 0) {
+  if (const size_t handled = poll_cqs(); handled > 0) {
+    pass_handled_ += handled;
     handled_gen_.store(handled_gen_.load(std::memory_order_relaxed) + 1,
                        std::memory_order_relaxed);
     if (waker_.sleepers().load(std::memory_order_relaxed) != 0) waker_.ring();
