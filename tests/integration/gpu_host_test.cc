@@ -4,7 +4,8 @@
 // kernels, the stand-in CUDA driver for the GPU); a peer that never joins ends connect with a
 // timeout naming what is missing; two teams forming at once on one listener each get their own
 // connections, and a stranger claiming a rank is refused; two ranks of one team form it from
-// one host; the direct backend is refused by name.
+// one host; lanes are devices of their own, on which teams form from handles gathered over
+// lane 0's; the direct backend is refused by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -421,6 +422,97 @@ TEST_P(GpuHostTest, TwoRanksOfOneTeamInOneHostFormItTwiceAndPutToEachOther) {
             << "round " << round << ", rank " << r << ", slot of rank " << p;
         EXPECT_EQ(signals[r][p], 1u) << "round " << round << ", rank " << r << ", from " << p;
       }
+    }
+  }
+}
+
+// Lanes (GpuHostLanes): each a Device of its own over the same rails. Two ranks of one host form
+// a team on lane 0, gather their lane-2 handles over it (GpuHost::all_gather), form a team on
+// lane 2 and put to each other there.
+TEST_P(GpuHostTest, LanesAreDevicesOfTheirOwnAndTeamsFormOnThemFromHandlesGatheredOverLaneZero) {
+  for (int bad : {0, 17}) {
+    auto h = GpuHost::init({}, GpuHostDevices::one, GpuHostLanes{bad});
+    ASSERT_FALSE(h.ok()) << bad << " lanes";
+    EXPECT_EQ(h.status().code(), Code::invalid_argument);
+    EXPECT_NE(h.status().message().find("lanes"), std::string::npos) << h.status().to_string();
+  }
+  auto host = GpuHost::init({}, GpuHostDevices::one, GpuHostLanes{3});
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  EXPECT_EQ((*host)->devices(), 1);
+  EXPECT_EQ((*host)->lanes(), 3);
+  std::vector<Device*> devs;
+  for (int i = 0; i < 3; ++i) {
+    auto d = (*host)->device(i);
+    ASSERT_TRUE(d.ok()) << i << ": " << d.status().to_string();
+    for (Device* o : devs) EXPECT_NE(*d, o) << "lane " << i << " is a device of its own";
+    devs.push_back(*d);
+  }
+  EXPECT_EQ((*host)->device(3).status().code(), Code::invalid_argument);
+  constexpr int n = 2;
+  constexpr size_t len = 8192;
+  std::vector<std::unique_ptr<Listener>> listeners(n);
+  std::vector<ConnectionHandle> handles(n);
+  for (int r = 0; r < n; ++r) {
+    auto l = (*host)->open_listener(0);
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    listeners[r] = std::move(l).value();
+    handles[r] = listeners[r]->handle();
+  }
+  std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(n * len, 0));
+  std::vector<std::vector<uint64_t>> signals(n, std::vector<uint64_t>(n, 0));
+  std::vector<std::string> failures(n);
+  auto rank_main = [&](int r) {
+    auto fail = [&](const std::string& what, const Status& st) {
+      failures[r] = what + ": " + st.to_string();
+    };
+    auto team = (*host)->connect(0, handles, r, Deadline::after(20s), listeners[r].get());
+    if (!team.ok()) return fail("connect lane 0", team.status());
+    const std::vector<uint8_t> too_big(4097, 1);
+    auto refused = GpuHost::all_gather(**team, too_big, Deadline::after(20s));
+    if (refused.ok() || refused.status().code() != Code::invalid_argument) {
+      return fail("all_gather of 4097 bytes was not refused", refused.status());
+    }
+    auto lane = (*host)->open_listener(2);
+    if (!lane.ok()) return fail("listener on lane 2", lane.status());
+    auto gathered = GpuHost::all_gather(**team, (*lane)->handle(), Deadline::after(20s));
+    if (!gathered.ok()) return fail("all_gather", gathered.status());
+    if (gathered->size() != n || (*gathered)[static_cast<size_t>(r)] != (*lane)->handle()) {
+      return fail("all_gather: not every rank's handle in rank order", Status::success());
+    }
+    auto lane_team = (*host)->connect(2, *gathered, r, Deadline::after(20s), lane->get());
+    if (!lane_team.ok()) return fail("connect lane 2", lane_team.status());
+    if (&(*lane_team)->device() != devs[2]) return fail("lane 2's team", Status::success());
+    auto d = (*host)->register_symmetric(**lane_team, data[r].data(), data[r].size(),
+                                         Deadline::after(20s));
+    if (!d.ok()) return fail("register data", d.status());
+    auto sg = (*host)->register_symmetric(**lane_team, signals[r].data(), n * 8,
+                                          Deadline::after(20s));
+    if (!sg.ok()) return fail("register signals", sg.status());
+    test::fill(data[r].data() + r * len, len, r + 7);
+    for (int p = 0; p < n; ++p) {
+      auto t = (*lane_team)->window(p)->put_signal(d->local, r * len, d->remote[p], r * len, len,
+                                                   sg->remote[p], 8 * r, 1);
+      if (!t.ok()) return fail("put_signal to rank " + std::to_string(p), t.status());
+    }
+    for (int p = 0; p < n; ++p) {
+      Status w = (*lane_team)->window(p)->wait_signal(sg->local, 8 * p, 1, Deadline::after(20s));
+      if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
+      Status q = (*lane_team)->window(p)->quiet(Deadline::after(20s));
+      if (!q.ok()) return fail("quiet to rank " + std::to_string(p), q);
+    }
+    uint64_t word = 0;  // stay until the other rank is done with this one's memory
+    auto bye = (*host)->register_symmetric(**lane_team, &word, sizeof(word), Deadline::after(20s));
+    if (!bye.ok()) return fail("closing exchange", bye.status());
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(failures[r], "") << "rank " << r;
+    for (int p = 0; p < n; ++p) {
+      EXPECT_EQ(test::first_mismatch(data[r].data() + p * len, len, p + 7), -1)
+          << "rank " << r << ", slot of rank " << p;
+      EXPECT_EQ(signals[r][p], 1u) << "rank " << r << ", from " << p;
     }
   }
 }

@@ -58,13 +58,26 @@ struct SymmetricRegion {
 // Context::open_device() with defaults, the NCCL net plugin's device 0).
 enum class GpuHostDevices : uint8_t { per_domain, one };
 
+// A GpuHost's lanes: how many Devices each device index has, each with endpoints of its own
+// (lane k of device i is index i + k * devices()). A backend spreads one transfer over its
+// lanes' teams and drives each lane from a thread of its own, so that a provider that moves the
+// bytes with the CPU (shm, tcp) moves a large transfer on several CPUs (the NCCL plugin's GIN
+// lanes, docs/nccl.md).
+struct GpuHostLanes {
+  int count = 1;  // 1..16
+};
+
 class GpuHost {
  public:
   // initialise: a Context; its devices (see GpuHostDevices) are opened on first use.
   static Result<std::unique_ptr<GpuHost>> init(const ContextOptions& options = {},
-                                               GpuHostDevices devices = GpuHostDevices::per_domain);
+                                               GpuHostDevices devices = GpuHostDevices::per_domain,
+                                               GpuHostLanes lanes = {});
   ~GpuHost();  // finalise (teams and regions first: they hold the devices)
+  // Device indexes a caller names: [0, devices()) (lane 0 of each); every index below
+  // devices() * lanes() is valid in the calls below.
   int devices() const;
+  int lanes() const;
   Result<Device*> device(int index);
   // This rank's connection handle on device `index`; the caller gathers every rank's.
   Result<ConnectionHandle> listen(int index);
@@ -93,6 +106,11 @@ class GpuHost {
                                              Deadline deadline);
   // Local: the region's registration goes when the last copy of it does.
   static void deregister(SymmetricRegion& region);
+  // Collective over the team: every rank's `mine` (at most 4096 bytes), in rank order (this
+  // rank's own included). Exchanges on one team do not overlap (one caller at a time).
+  static Result<std::vector<std::vector<uint8_t>>> all_gather(GpuTeam& team,
+                                                              std::span<const uint8_t> mine,
+                                                              Deadline deadline);
   // One progress pass on every open device.
   Status progress();
 

@@ -39,6 +39,7 @@ struct GpuHost::State {
   std::unique_ptr<Context> context;
   GpuHostDevices layout = GpuHostDevices::per_domain;
   std::vector<std::string> domains;
+  int lanes = 1;
   std::mutex mu;  // guards what follows: teams may form from several threads at once
   std::map<int, std::unique_ptr<Device>> devices;
   std::map<int, std::unique_ptr<Listener>> listeners;
@@ -64,10 +65,15 @@ Window* GpuTeam::window(int peer) const {
 }
 
 Result<std::unique_ptr<GpuHost>> GpuHost::init(const ContextOptions& options,
-                                               GpuHostDevices devices) {
+                                               GpuHostDevices devices, GpuHostLanes lanes) {
+  if (lanes.count < 1 || lanes.count > 16) {
+    return Status(Code::invalid_argument,
+                  core::str("GpuHost::init: ", lanes.count, " lanes (1..16)"));
+  }
   auto h = std::unique_ptr<GpuHost>(new GpuHost());
   h->s_ = std::make_unique<State>();
   h->s_->layout = devices;
+  h->s_->lanes = lanes.count;
   XPORT_ASSIGN_OR_RETURN(h->s_->context, Context::open(options));
   if (devices == GpuHostDevices::per_domain) h->s_->domains = h->s_->context->domains();
   if (h->s_->domains.empty()) h->s_->domains.push_back("");  // the Context's own choice
@@ -83,16 +89,20 @@ GpuHost::~GpuHost() {
 
 int GpuHost::devices() const { return static_cast<int>(s_->domains.size()); }
 
+int GpuHost::lanes() const { return s_->lanes; }
+
 Result<Device*> GpuHost::device(int index) {
-  if (index < 0 || index >= devices()) {
+  if (index < 0 || index >= devices() * lanes()) {
     return Status(Code::invalid_argument,
-                  core::str("GpuHost: device ", index, " does not exist (", devices(), ")"));
+                  core::str("GpuHost: device ", index, " does not exist (", devices(), " x ",
+                            lanes(), " lanes)"));
   }
   std::lock_guard<std::mutex> l(s_->mu);
   auto it = s_->devices.find(index);
   if (it != s_->devices.end()) return it->second.get();
   DeviceOptions o;
-  if (!s_->domains[static_cast<size_t>(index)].empty()) o.rails = {s_->domains[static_cast<size_t>(index)]};
+  const std::string& domain = s_->domains[static_cast<size_t>(index % devices())];
+  if (!domain.empty()) o.rails = {domain};
   XPORT_ASSIGN_OR_RETURN(auto d, s_->context->open_device(o));
   Device* out = d.get();
   s_->devices.emplace(index, std::move(d));
@@ -318,13 +328,12 @@ Result<std::unique_ptr<GpuTeam>> GpuHost::connect(int index,
   return team;
 }
 
-Result<SymmetricRegion> GpuHost::register_symmetric(GpuTeam& team, void* buf, size_t len,
-                                                    Deadline deadline) {
-  SymmetricRegion out;
-  XPORT_ASSIGN_OR_RETURN(out.local, team.device().register_memory(buf, len));
-  const std::vector<uint8_t> mine = out.local.export_key();
+Result<std::vector<std::vector<uint8_t>>> GpuHost::all_gather(GpuTeam& team,
+                                                              std::span<const uint8_t> mine,
+                                                              Deadline deadline) {
   if (mine.size() > kExchangeBytes) {
-    return Status(Code::internal, core::str("register_symmetric: a key of ", mine.size(), " bytes"));
+    return Status(Code::invalid_argument, core::str("GpuHost::all_gather: ", mine.size(),
+                                                    " bytes (at most ", kExchangeBytes, ")"));
   }
   const int n = team.size();
   uint8_t* out_area = team.scratch_bytes_.data();
@@ -333,7 +342,7 @@ Result<SymmetricRegion> GpuHost::register_symmetric(GpuTeam& team, void* buf, si
   for (int p = 0; p < n; ++p) {
     if (p == team.rank()) continue;
     const size_t at = static_cast<size_t>(p) * kExchangeBytes;
-    std::memcpy(out_area + at, mine.data(), mine.size());
+    if (!mine.empty()) std::memcpy(out_area + at, mine.data(), mine.size());
     XPORT_ASSIGN_OR_RETURN(recvs[static_cast<size_t>(p)],
                            team.recv_[static_cast<size_t>(p)]->irecv(in_area + at, kExchangeBytes,
                                                                      team.scratch_, kTagKey));
@@ -341,20 +350,37 @@ Result<SymmetricRegion> GpuHost::register_symmetric(GpuTeam& team, void* buf, si
                            team.send_[static_cast<size_t>(p)]->isend(out_area + at, mine.size(),
                                                                      team.scratch_, kTagKey));
   }
-  out.remote.resize(static_cast<size_t>(n));
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {
     const size_t at = static_cast<size_t>(p) * kExchangeBytes;
     if (p == team.rank()) {
-      XPORT_ASSIGN_OR_RETURN(out.remote[static_cast<size_t>(p)], team.device().import_key(mine));
+      out[static_cast<size_t>(p)].assign(mine.begin(), mine.end());
       continue;
     }
     XPORT_ASSIGN_OR_RETURN(size_t got,
                            team.recv_[static_cast<size_t>(p)]->wait(recvs[static_cast<size_t>(p)], deadline));
-    auto key = team.device().import_key(std::span<const uint8_t>(in_area + at, got));
-    if (!key.ok()) return key.status().with_context(core::str("register_symmetric: rank ", p, "'s key"));
-    out.remote[static_cast<size_t>(p)] = std::move(key).value();
+    out[static_cast<size_t>(p)].assign(in_area + at, in_area + at + got);
     XPORT_RETURN_IF_ERROR(
         team.send_[static_cast<size_t>(p)]->wait(sends[static_cast<size_t>(p)], deadline).status());
+  }
+  return out;
+}
+
+Result<SymmetricRegion> GpuHost::register_symmetric(GpuTeam& team, void* buf, size_t len,
+                                                    Deadline deadline) {
+  SymmetricRegion out;
+  XPORT_ASSIGN_OR_RETURN(out.local, team.device().register_memory(buf, len));
+  const std::vector<uint8_t> mine = out.local.export_key();
+  if (mine.size() > kExchangeBytes) {
+    return Status(Code::internal, core::str("register_symmetric: a key of ", mine.size(), " bytes"));
+  }
+  XPORT_ASSIGN_OR_RETURN(auto keys, all_gather(team, mine, deadline));
+  const int n = team.size();
+  out.remote.resize(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    auto key = team.device().import_key(keys[static_cast<size_t>(p)]);
+    if (!key.ok()) return key.status().with_context(core::str("register_symmetric: rank ", p, "'s key"));
+    out.remote[static_cast<size_t>(p)] = std::move(key).value();
   }
   return out;
 }
