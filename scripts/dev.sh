@@ -86,7 +86,7 @@ stop_here() {
 # The sanitizer build's test programs and the tests they run (scripts/dev.sh test).
 asan_tests="unit integration churn pool threads stress credits-stress one-sided one-sided-strict
   gpu-staging gpu-hmem strict-provider multirail-2-stripe-error multirail-2-cq-failure nccl-plugin-shm
-  nccl-plugin-tcp-ofi-rxm nccl-plugin-lanes-shm nccl-gin-shm nccl-gin-tcp-ofi-rxm"
+  nccl-plugin-tcp-ofi-rxm nccl-plugin-lanes-shm nccl-gin-shm nccl-gin-tcp-ofi-rxm nccl-gin-lanes-shm"
 asan_targets="tests/xport-unit-tests tests/integration/xport-integration-tests
   tests/integration/xport-test-peer tests/integration/xport-churn-tests
   tests/integration/xport-pool-tests tests/integration/xport-one-sided-tests
@@ -146,13 +146,14 @@ case "$mode" in
     if [ "${XPORT_SKIP_TSAN:-0}" != 1 ]; then
       # The suites that run threads against one device (and the library under them; pool: two
       # threads opening and closing communicators on shared connections; the NCCL plugin's
-      # lanes: NCCL's threads queue posts that each lane's thread makes and publishes).
+      # lanes: NCCL's threads queue posts that each lane's thread makes and publishes; the GIN
+      # lanes: parts of NCCL's puts that lanes' threads post and report).
       # (TSan ignores atomic_thread_fence, which GCC says with -Wtsan: the seqlock that uses one
       # is suppressed in tests/tsan.supp instead.)
       targets="tests/xport-unit-tests tests/integration/xport-integration-tests
         tests/integration/xport-test-peer tests/integration/xport-pool-tests
         tests/stress/xport-stress-tests tests/integration/xport-credits-tests
-        tests/nccl_plugin/xport-nccl-plugin-tests
+        tests/nccl_plugin/xport-nccl-plugin-tests tests/nccl_plugin/xport-nccl-gin-tests
         plugins/nccl/libnccl-net-xport.so" \
         stage build-tsan configure_build "$build_dir-tsan" -Dwerror=true -Db_sanitize=thread \
         -Db_lundef=false -Dexporter=disabled -Dmpi=disabled -Dcpp_args=-Wno-tsan || stop_here
@@ -162,7 +163,8 @@ case "$mode" in
       GTEST_FILTER='-*tcp_ofi_rxm_groups0*' \
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" \
         stage tsan python3 scripts/run-tests.py "$build_dir-tsan" --no-rebuild unit threads \
-        stress credits-stress-tcp pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm ||
+        stress credits-stress-tcp pool nccl-plugin-lanes-shm nccl-plugin-lanes-tcp-ofi-rxm \
+        nccl-gin-lanes-shm ||
         status=1
     fi
     python3 scripts/summarize.py "$build_dir" "$build_dir-asan" "$build_dir-tsan"

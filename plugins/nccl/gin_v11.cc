@@ -13,6 +13,8 @@
 // A failed operation: NCCL's proxy ignores test()'s return code and reads only the error flag
 // iput / iputSignal's return sets, so test() reports the failed request done (logged once, its
 // error returned for callers that read it) and every later iput / iputSignal of the comm fails.
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "abi/gin_v11.h"
+#include "gin_lane.hpp"
 #include "plugin_state.hpp"
 #include "xport/gpu_host.hpp"
 
@@ -66,6 +69,7 @@ struct GinMem {
   uint8_t* base = nullptr;
   size_t size = 0;
   SymmetricRegion region;
+  std::vector<SymmetricRegion> lanes;  // [lane - 1]: the same buffer on the comm's other lanes
 };
 
 struct GinRequest {
@@ -75,7 +79,12 @@ struct GinRequest {
   bool issued = false;
   int peer = 0;
   Ticket ticket = 0;
+  Ticket data_ticket = 0;  // a split put with a signal: its lane-0 part, put before the signal
   Status error;  // issued from the queue and refused by its window: test() reports it
+  // A split put: parts on the comm's other lanes not delivered yet, and the first of their
+  // failures (guarded by the comm's mu; read once parts_left is 0).
+  std::atomic<int> parts_left{0};
+  Status part_error;
 };
 
 // One operation as NCCL gave it, kept while its window says "not now".
@@ -87,6 +96,8 @@ struct GinOp {
   size_t size = 0;
   bool has_signal = false;
   uint64_t value = 0;
+  bool split = false;        // its parts beyond the first are on the other lanes
+  bool data_posted = false;  // split, with a signal: its first part went (a put of its own)
 };
 
 struct GinComm {
@@ -106,6 +117,14 @@ struct GinComm {
   std::mutex issue_mu;
   std::vector<std::deque<GinOp>> waiting;  // [peer]
   size_t queued = 0;
+  // Lanes 1.. (lane 0 is `team`): puts of split_bytes or more to another rank are split over
+  // them. debt[peer]: parts handed to those lanes and not delivered yet; an operation with a
+  // signal to the peer waits until it is 0 (the signal covers every earlier put, on any lane).
+  std::vector<std::unique_ptr<GinLane>> lanes;
+  std::unique_ptr<std::atomic<int64_t>[]> debt;
+  std::atomic<bool> part_failed{false};  // a part failed: no signal goes after it
+  size_t split_bytes = 0;
+  uint64_t split_puts = 0;  // (guarded by issue_mu) reported at close
 };
 
 // The GIN side's process-wide state: a GpuHost opened by the first init, closed with the last
@@ -121,7 +140,7 @@ class GinState {
     if (r != ncclSuccess) return r;
     std::lock_guard<std::mutex> l(mu_);
     if (refs_ == 0) {
-      auto h = GpuHost::init({}, GpuHostDevices::one);
+      auto h = GpuHost::init({}, GpuHostDevices::one, GpuHostLanes{state().gin_lanes()});
       if (!h.ok()) {
         state().release();
         return state().fail(h.status(), "GIN init: opening libxport");
@@ -184,7 +203,10 @@ GinRequest* take_request(GinComm& c) {
   r->busy = true;
   r->issued = false;
   r->ticket = 0;
+  r->data_ticket = 0;
   r->error = Status();
+  r->parts_left.store(0, std::memory_order_relaxed);
+  r->part_error = Status();
   return r;
 }
 
@@ -201,13 +223,84 @@ void record_error(GinComm& c, const Status& s) {
 
 enum class Posted { ok, later, failed };
 
+// Hands op's parts beyond the first to the other lanes (op keeps the first). Called with
+// issue_mu held, once per op.
+void split(GinComm& c, GinOp& op) {
+  const size_t lanes = c.lanes.size() + 1;
+  const size_t chunk = ((op.size + lanes - 1) / lanes + 63) / 64 * 64;
+  auto keep = std::make_shared<std::pair<std::shared_ptr<GinMem>, std::shared_ptr<GinMem>>>(
+      op.src, op.dst);
+  GinRequest* r = op.req;
+  std::atomic<int64_t>* debt = &c.debt[static_cast<size_t>(op.peer)];
+  GinComm* comm = &c;
+  for (size_t k = 1, at = chunk; k < lanes && at < op.size; ++k, at += chunk) {
+    GinPart p;
+    p.peer = op.peer;
+    p.src = &op.src->lanes[k - 1].local;
+    p.src_off = op.src_off + at;
+    p.dst = &op.dst->lanes[k - 1].remote[static_cast<size_t>(op.peer)];
+    p.dst_off = op.dst_off + at;
+    p.size = std::min(chunk, op.size - at);
+    p.keep = keep;
+    // Runs on the lane's thread: the request is touched last (test() may then release it).
+    p.done = [comm, r, debt](const Status& s) {
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> l(comm->mu);
+        if (r->part_error.ok()) r->part_error = s;
+        if (comm->error.ok()) comm->error = s;
+        comm->part_failed.store(true, std::memory_order_release);
+      }
+      debt->fetch_sub(1, std::memory_order_release);
+      r->parts_left.fetch_sub(1, std::memory_order_release);
+    };
+    debt->fetch_add(1, std::memory_order_relaxed);
+    r->parts_left.fetch_add(1, std::memory_order_relaxed);
+    c.lanes[k - 1]->submit(std::move(p));
+  }
+  op.size = std::min(chunk, op.size);
+  op.split = true;
+  ++c.split_puts;
+}
+
 // Posts op on its window: ok when it went; later when the window said "not now"
 // (Code::again); failed when it refused (op.req->error, and the comm's error: the next iput
 // fails). Called with issue_mu held.
 Posted post(GinComm& c, GinOp& op) {
   Window* w = c.team->window(op.peer);
   Result<Ticket> t = Status(Code::internal, "no operation");
-  if (!op.has_signal) {
+  if (!op.split && !c.lanes.empty() && op.size >= c.split_bytes && op.peer != c.rank) {
+    split(c, op);
+  }
+  if (op.split && op.has_signal && !op.data_posted) {
+    // The first part goes now, as a put of its own; the signal follows it (strong, on this
+    // lane) once the other lanes' parts are delivered.
+    t = w->put(op.src->region.local, op.src_off, op.dst->region.remote[op.peer], op.dst_off,
+               op.size);
+    if (!t.ok() && t.status().code() == Code::again) return Posted::later;
+    if (!t.ok()) {
+      op.req->issued = true;
+      op.req->error = t.status().with_context("GIN iputSignal");
+      record_error(c, op.req->error);
+      return Posted::failed;
+    }
+    op.req->data_ticket = *t;
+    op.data_posted = true;
+  }
+  if (op.has_signal && c.debt != nullptr &&
+      c.debt[static_cast<size_t>(op.peer)].load(std::memory_order_acquire) != 0) {
+    return Posted::later;  // earlier parts on other lanes are still on their way
+  }
+  if (op.has_signal && c.part_failed.load(std::memory_order_acquire)) {
+    // A signal covers every earlier put: after a part that failed, it must not be applied.
+    op.req->issued = true;
+    op.req->error = Status(Code::closed, "a part of an earlier put failed on another lane; the "
+                           "signal was not sent").with_context("GIN iputSignal");
+    record_error(c, op.req->error);
+    return Posted::failed;
+  }
+  if (op.split && op.has_signal) {
+    t = w->signal(op.sig->region.remote[op.peer], op.sig_off, op.value);
+  } else if (!op.has_signal) {
     t = w->put(op.src->region.local, op.src_off, op.dst->region.remote[op.peer], op.dst_off,
                op.size);
   } else if (op.size == 0) {
@@ -276,6 +369,10 @@ ncclResult_t x_get_properties(int dev, ncclNetProperties_v11_t* props) {
   if (props == nullptr) return state().fail(ncclInvalidArgument, "GIN getProperties: NULL props");
   GpuHost* h = gin().host();
   if (h == nullptr) return no_init("getProperties");
+  if (dev < 0 || dev >= h->devices()) {
+    return state().fail(ncclInvalidArgument, "GIN getProperties: device %d of %d", dev,
+                        h->devices());
+  }
   auto d = h->device(dev);
   if (!d.ok()) return state().fail(d.status(), "GIN getProperties", true);
   // The net table's figures for the same device (its numbering is the net table's: device 0,
@@ -301,6 +398,9 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
   (void)ctx;
   GpuHost* h = gin().host();
   if (h == nullptr) return no_init("listen");
+  if (dev < 0 || dev >= h->devices()) {
+    return state().fail(ncclInvalidArgument, "GIN listen: device %d of %d", dev, h->devices());
+  }
   auto l = h->open_listener(dev);
   if (!l.ok()) return state().fail(l.status(), "GIN listen", true);
   const ConnectionHandle& bytes = (*l)->handle();
@@ -328,6 +428,32 @@ ncclResult_t x_close_listen(void* listenComm) {
   return ncclSuccess;
 }
 
+// Collective, after lane 0's team formed: the lanes every rank has (XPORT_NCCL_GIN_LANES; the
+// fewest any rank asked for), each a team on the host's next lane device, its handles gathered
+// over lane 0's team.
+Result<std::vector<std::unique_ptr<GinLane>>> connect_lanes(GpuHost& h, GpuTeam& team,
+                                                            Deadline deadline) {
+  std::vector<std::unique_ptr<GinLane>> out;
+  const uint8_t mine = static_cast<uint8_t>(h.lanes());
+  XPORT_ASSIGN_OR_RETURN(auto counts, GpuHost::all_gather(team, {&mine, 1}, deadline));
+  int lanes = mine;
+  for (const auto& b : counts) {
+    if (b.size() != 1) return Status(Code::internal, "a rank's lane count is malformed");
+    lanes = std::min<int>(lanes, b[0]);
+  }
+  for (int k = 1; k < lanes; ++k) {
+    const int index = k * h.devices();  // lane k of device 0
+    XPORT_ASSIGN_OR_RETURN(auto listener, h.open_listener(index));
+    XPORT_ASSIGN_OR_RETURN(auto handles, GpuHost::all_gather(team, listener->handle(), deadline));
+    std::vector<ConnectionHandle> hs(handles.begin(), handles.end());
+    XPORT_ASSIGN_OR_RETURN(auto lane_team,
+                           h.connect(index, hs, team.rank(), deadline, listener.get()));
+    out.push_back(std::make_unique<GinLane>(std::move(lane_team),
+                                            std::chrono::microseconds(state().lane_spin_us())));
+  }
+  return out;
+}
+
 ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* listenComm,
                        void** collComm) {
   (void)ctx;
@@ -352,11 +478,21 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
     hs[static_cast<size_t>(r)].assign(b, b + NCCL_NET_HANDLE_MAXSIZE);
   }
   // Blocking, as NCCL's GIN connect is: every rank connects to every rank (itself included).
-  auto team = h->connect(0, hs, rank, Deadline::from_knob(), l->listener.get());
+  const Deadline deadline = Deadline::from_knob();
+  auto team = h->connect(0, hs, rank, deadline, l->listener.get());
   if (!team.ok()) return state().fail(team.status(), "GIN connect");
+  auto lanes = connect_lanes(*h, **team, deadline);
+  if (!lanes.ok()) return state().fail(lanes.status(), "GIN connect: the comm's lanes");
   auto* c = new (std::nothrow) GinComm();
   if (c == nullptr) return state().fail(ncclSystemError, "GIN connect: out of memory");
   c->team = std::move(team).value();
+  c->lanes = std::move(lanes).value();
+  c->split_bytes = state().gin_split_bytes();
+  c->debt = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(nranks));
+  if (!c->lanes.empty()) {
+    XNCCL_INFO("GIN connect: rank %d of %d, %zu lanes (puts from %zu bytes split over them)",
+               rank, nranks, c->lanes.size() + 1, c->split_bytes);
+  }
   // GIN's contract: a kernel reuses a put's source only once told it is locally complete
   // (NCCL counts its counters at test()'s done), so staged GPU sources are copied as progress
   // goes, not in iput: NCCL's proxy thread is not held for the copy.
@@ -395,13 +531,19 @@ ncclResult_t reg_sym(void* collComm, void* data, size_t size, int type, void** m
   }
   GpuHost* h = gin().host();
   if (h == nullptr) return no_init(what);
-  auto reg = h->register_symmetric(*c->team, data, size, Deadline::from_knob());
+  const Deadline deadline = Deadline::from_knob();
+  auto reg = h->register_symmetric(*c->team, data, size, deadline);
   if (!reg.ok()) return state().fail(reg.status(), what, true);
   auto m = std::make_shared<GinMem>();
   m->comm = c;
   m->base = static_cast<uint8_t*>(data);
   m->size = size;
   m->region = std::move(reg).value();
+  for (auto& lane : c->lanes) {
+    auto r = h->register_symmetric(lane->team(), data, size, deadline);
+    if (!r.ok()) return state().fail(r.status().with_context("on a lane"), what, true);
+    m->lanes.push_back(std::move(r).value());
+  }
   {
     std::lock_guard<std::mutex> l(c->mu);
     c->mems[m.get()] = m;
@@ -511,7 +653,9 @@ ncclResult_t start(void* collComm, uint64_t srcOff, void* srcMhandle, size_t siz
     }
     if (p == Posted::failed) {  // refused now: this call says so (NCCL's channel)
       Status why = std::move(op.req->error);
-      give_request(*c, op.req);
+      // (parts already on other lanes report to the request: it stays out of the pool, with
+      // the failed comm, until the comm closes)
+      if (op.req->parts_left.load(std::memory_order_acquire) == 0) give_request(*c, op.req);
       return state().fail(why, what);
     }
   }
@@ -558,7 +702,22 @@ ncclResult_t x_test(void* collComm, void* request, int* done) {
       return ncclSuccess;
     }
   }
+  // Parts on other lanes: their threads report them.
+  if (r->parts_left.load(std::memory_order_acquire) != 0) return ncclSuccess;
   Status failed = std::move(r->error);  // (refused when issued from the queue)
+  if (failed.ok()) {
+    std::lock_guard<std::mutex> l(c->mu);
+    failed = r->part_error;
+  }
+  if (failed.ok() && r->data_ticket != 0) {
+    auto s = c->team->window(r->peer)->check(r->data_ticket);
+    if (s.ok() && *s != TransferState::done) return ncclSuccess;
+    if (!s.ok()) {
+      failed = s.status();
+      record_error(*c, failed);
+    }
+    r->data_ticket = 0;
+  }
   if (failed.ok() && r->ticket != 0) {
     // Done = delivered (puts) or applied (signals) at the target: NCCL counts its counters then.
     auto s = c->team->window(r->peer)->check(r->ticket);
@@ -603,6 +762,11 @@ ncclResult_t x_close_coll(void* collComm) {
     return state().fail(ncclInvalidArgument, "GIN closeColl: %p is not a GIN comm", collComm);
   }
   c->magic = 0;
+  if (!c->lanes.empty()) {
+    XNCCL_INFO("GIN closeColl: %llu puts were split over %zu lanes",
+               static_cast<unsigned long long>(c->split_puts), c->lanes.size() + 1);
+  }
+  c->lanes.clear();  // their threads stop first: parts report to requests and registrations
   {
     std::lock_guard<std::mutex> l(c->issue_mu);
     c->waiting.clear();  // NCCL closes after its kernels and flushes: nothing should wait

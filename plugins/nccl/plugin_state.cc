@@ -86,10 +86,21 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
   if (lanes_ < 0 || lanes_ > 16) {
     return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16, or 0 (auto)", lanes_);
   }
+  gin_lanes_ = std::atoi(knob_value("XPORT_NCCL_GIN_LANES").c_str());
+  if (gin_lanes_ < 1 || gin_lanes_ > 16) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_GIN_LANES=%d: 1..16", gin_lanes_);
+  }
+  const long long split = std::atoll(knob_value("XPORT_NCCL_GIN_SPLIT_BYTES").c_str());
+  if (split < 4096) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_GIN_SPLIT_BYTES=%lld: at least 4096",
+                split);
+  }
+  gin_split_bytes_ = static_cast<size_t>(split);
   const int spin_us = std::atoi(knob_value("XPORT_NCCL_LANE_SPIN_US").c_str());
   if (spin_us < 0 || spin_us > 1000000) {
     return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANE_SPIN_US=%d: 0..1000000", spin_us);
   }
+  lane_spin_us_ = spin_us;
   auto ctx = Context::open();
   if (!ctx.ok()) return fail(ctx.status(), "init: opening libxport");
   std::string lanes_why = "XPORT_NCCL_LANES";

@@ -5,7 +5,8 @@
 // done, the log must say so once, and the next iput / iputSignal of the comm must fail. Two
 // processes (this one rank 0, a copy of it started with --gin-failing-peer rank 1): rank 1
 // deregisters its signal region after the keys were exchanged, so rank 0's signal into it fails
-// at the target.
+// at the target; or (--gin-failing-peer closed) it closes its comm, so rank 0's put to it fails,
+// a put split over the GIN lanes where meson's nccl-gin-lanes-* run this.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -57,9 +58,9 @@ std::string join(Plugin& p, int rank, Exchange exchange, void** coll, std::vecto
 
 }  // namespace
 
-// Rank 1: joins, deregisters its signal words (its data stays registered), says so, and drives
-// progress until rank 0 says "bye".
-int gin_failing_peer_main() {
+// Rank 1: joins, deregisters its signal words (its data stays registered) and says so, or, with
+// `close_comm`, closes its comm and says so; then drives progress until rank 0 says "bye".
+int gin_failing_peer_main(bool close_comm) {
   Plugin p;
   if (!p.load_gin()) {
     std::cout << "FAILED " << p.error << std::endl;
@@ -75,20 +76,29 @@ int gin_failing_peer_main() {
   std::vector<uint8_t> data;
   std::vector<uint64_t> sig;
   std::string e = join(p, 1, exchange, &coll, data, sig, &data_mh, &sig_mh);
-  if (e.empty() && p.gin->deregMrSym(coll, sig_mh) != ncclSuccess) e = "deregMrSym: " + warned_since(0);
-  std::cout << (e.empty() ? "DEREGISTERED" : "FAILED " + e) << std::endl;
+  if (e.empty() && close_comm) {
+    (void)p.gin->deregMrSym(coll, data_mh);
+    (void)p.gin->deregMrSym(coll, sig_mh);
+    if (p.gin->closeColl(coll) != ncclSuccess) e = "closeColl: " + warned_since(0);
+    coll = nullptr;
+  } else if (e.empty() && p.gin->deregMrSym(coll, sig_mh) != ncclSuccess) {
+    e = "deregMrSym: " + warned_since(0);
+  }
+  std::cout << (!e.empty() ? "FAILED " + e : close_comm ? "CLOSED" : "DEREGISTERED") << std::endl;
   if (!e.empty()) return 1;
   // Progress (rank 0's signal is answered from here) until "bye", or 120 s.
   const auto until = std::chrono::steady_clock::now() + 120s;
   while (std::chrono::steady_clock::now() < until) {
     pollfd in{0, POLLIN, 0};
-    if (poll(&in, 1, 0) > 0) break;
-    (void)p.gin->ginProgress(coll);
+    if (poll(&in, 1, close_comm ? 1 : 0) > 0) break;
+    if (coll != nullptr) (void)p.gin->ginProgress(coll);
   }
   std::string line;
   std::getline(std::cin, line);
-  (void)p.gin->deregMrSym(coll, data_mh);
-  (void)p.gin->closeColl(coll);
+  if (coll != nullptr) {
+    (void)p.gin->deregMrSym(coll, data_mh);
+    (void)p.gin->closeColl(coll);
+  }
   p.unload();
   std::cout << "PASSED" << std::endl;
   return 0;
@@ -172,6 +182,68 @@ TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
     EXPECT_NE(warned_since(before).find("failed at the target"), std::string::npos)
         << warned_since(before);
   }
+  bool has_error = false;
+  EXPECT_EQ(g->queryLastError(coll, &has_error), ncclSuccess);
+  EXPECT_TRUE(has_error);
+  unsetenv("XTEST_QUIET_WARN");
+  child.write_line("bye");
+  EXPECT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "PASSED") << err;
+  EXPECT_EQ(child.wait_exit(30000), 0);
+  EXPECT_EQ(g->deregMrSym(coll, data_mh), ncclSuccess);
+  EXPECT_EQ(g->deregMrSym(coll, sig_mh), ncclSuccess);
+  EXPECT_EQ(g->closeColl(coll), ncclSuccess);
+}
+
+// A put to a rank that closed its comm and makes no progress any more fails once the rank is
+// declared lost (meson's nccl-gin-lanes-peer-gone-*: XPORT_PEER_TIMEOUT_MS=5000): done, its error
+// returned, and the comm's next iput fails. 4 KiB with 3 lanes and puts from 4 KiB split: the
+// parts on lanes 1 and 2 fail on their lanes' threads.
+TEST_P(GinFailure, APutToARankThatClosedItsCommIsDoneWithItsErrorAndTheNextIputFails) {
+  const char* self = std::getenv("XTEST_SELF");
+  ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
+  std::vector<std::string> env = peer_env();
+  for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
+    if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
+  }
+  ASSERT_STREQ(std::getenv("XPORT_PEER_TIMEOUT_MS"), "5000") << "meson's nccl-gin-lanes-peer-gone-*";
+  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer", "closed"}, env);
+  ASSERT_TRUE(child.started());
+  std::string err;
+  auto exchange = [&](const std::vector<uint8_t>& mine) {
+    std::string line = child.read_line(30000, &err);
+    if (line.rfind("HANDLE ", 0) != 0) {
+      err = "the peer said '" + line + "' " + err;
+      return std::vector<uint8_t>();
+    }
+    child.write_line("HANDLE " + xport::test::to_hex(mine));
+    return xport::test::from_hex(line.substr(7));
+  };
+  ncclGin_v11_t* g = p_.gin;
+  void *coll = nullptr, *data_mh = nullptr, *sig_mh = nullptr;
+  std::vector<uint8_t> data;
+  std::vector<uint64_t> sig;
+  ASSERT_EQ(join(p_, 0, exchange, &coll, data, sig, &data_mh, &sig_mh), "") << err;
+  ASSERT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "CLOSED") << err;
+  setenv("XTEST_QUIET_WARN", "1", 1);
+  const size_t mark = log_mark();
+  void* req = nullptr;
+  ASSERT_EQ(g->iput(coll, 0, data_mh, data.size(), 0, data_mh, 1, &req), ncclSuccess)
+      << warned_since(0);
+  ASSERT_NE(req, nullptr);
+  int done = 0;
+  ncclResult_t last = ncclSuccess;
+  const auto until = Clock::now() + 60s;
+  while (!done && Clock::now() < until) {
+    last = g->test(coll, req, &done);
+    (void)g->ginProgress(coll);
+  }
+  EXPECT_EQ(done, 1) << "the failed put must be reported done: " << warned_since(mark);
+  EXPECT_NE(last, ncclSuccess) << "test() returns the put's error";
+  EXPECT_GE(warned_count(mark, "GIN"), 1u);
+  void* next = nullptr;
+  EXPECT_NE(g->iput(coll, 0, data_mh, 8, 0, data_mh, 1, &next), ncclSuccess)
+      << "the next iput after a failed put";
+  EXPECT_EQ(next, nullptr);
   bool has_error = false;
   EXPECT_EQ(g->queryLastError(coll, &has_error), ncclSuccess);
   EXPECT_TRUE(has_error);

@@ -319,11 +319,13 @@ TEST_P(GinTest, TableAndPropertiesAreWhatNcclsGinProxyExpects) {
   EXPECT_EQ(g->devices(&ndev), ncclSuccess) << "the first context is still there";
 }
 
-TEST_P(GinTest, TwoRanksPutAndSignalInOrderEveryByteVerified) {
+// Rank 0 here, rank 1 a child started with `env`: the script, every byte and the signal order
+// checked.
+void two_ranks(Plugin& p, const std::vector<std::string>& env) {
   const char* self = std::getenv("XTEST_SELF");
   ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
   const uint32_t seed = 20261126;
-  auto child = xport::test::ChildProcess::spawn({self, "--gin-peer", std::to_string(seed)}, peer_env());
+  auto child = xport::test::ChildProcess::spawn({self, "--gin-peer", std::to_string(seed)}, env);
   ASSERT_TRUE(child.started());
   std::string err;
   auto exchange = [&](const std::vector<uint8_t>& mine) {
@@ -340,13 +342,49 @@ TEST_P(GinTest, TwoRanksPutAndSignalInOrderEveryByteVerified) {
     std::string line = child.read_line(150000, &err, idle);
     return line.rfind("RESULT ", 0) == 0 ? line.substr(7) : "'" + line + "' " + err;
   };
-  const std::string e = rank_main(p_, 0, seed, exchange, barrier);
+  const std::string e = rank_main(p, 0, seed, exchange, barrier);
   EXPECT_EQ(e, "") << err;
   const std::string last = child.read_line(30000, &err);
   EXPECT_EQ(last, "PASSED") << err;
   EXPECT_EQ(child.wait_exit(30000), 0);
   std::printf("2 ranks x %d operations (a fifth to themselves), every byte verified, signal order "
               "checked as each signal became visible\n", kOps);
+}
+
+TEST_P(GinTest, TwoRanksPutAndSignalInOrderEveryByteVerified) { two_ranks(p_, peer_env()); }
+
+// Lanes (XPORT_NCCL_GIN_LANES): meson's nccl-gin-lanes-* run every case with three lanes and
+// puts from 4 KiB split over them, each lane driven by a thread of its own; a signal still
+// covers every put before it, on any lane.
+class GinLanesTest : public GinTest {
+ protected:
+  std::vector<std::string> lanes_env() const {
+    std::vector<std::string> env = peer_env();
+    for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
+      if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
+    }
+    return env;
+  }
+};
+
+TEST_P(GinLanesTest, PutsSplitOverLanesLandBeforeTheirSignals) {
+  ASSERT_STREQ(std::getenv("XPORT_NCCL_GIN_LANES"), "3") << "meson's nccl-gin-lanes-* set it";
+  size_t mark = 0;
+  {
+    std::lock_guard<std::mutex> l(g_log_mu);
+    mark = g_log.size();
+  }
+  two_ranks(p_, lanes_env());
+  // The puts went over the lanes: the comm says how many it split when it closes.
+  bool split = false;
+  std::lock_guard<std::mutex> l(g_log_mu);
+  for (size_t i = mark; i < g_log.size(); ++i) {
+    if (g_log[i].find("puts were split over 3 lanes") != std::string::npos &&
+        g_log[i].find("GIN closeColl: 0 puts") == std::string::npos) {
+      split = true;
+    }
+  }
+  EXPECT_TRUE(split) << "no 'GIN closeColl: N puts were split over 3 lanes' with N > 0 logged";
 }
 
 TEST_P(GinTest, OneRankTeamPutsAndSignalsToItself) {
@@ -511,17 +549,18 @@ TEST_P(GinTest, BadInputGetsNcclErrorsAndAMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GinTest, gin_cases(), gin_case_name);
+INSTANTIATE_TEST_SUITE_P(Providers, GinLanesTest, gin_cases(), gin_case_name);
 
 }  // namespace
 
 namespace xport::nccl_test {
-int gin_failing_peer_main();  // gin_failure_test.cc
+int gin_failing_peer_main(bool close_comm);  // gin_failure_test.cc
 }
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--gin-peer") return gin_peer_main(std::stoul(argv[2]));
   if (argc >= 2 && std::string(argv[1]) == "--gin-failing-peer") {
-    return xport::nccl_test::gin_failing_peer_main();
+    return xport::nccl_test::gin_failing_peer_main(argc >= 3 && std::string(argv[2]) == "closed");
   }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
