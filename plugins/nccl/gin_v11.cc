@@ -127,6 +127,19 @@ struct GinComm {
   uint64_t split_puts = 0;  // (guarded by issue_mu) reported at close
 };
 
+// Auto GIN lanes (XPORT_NCCL_GIN_LANES=0): as many as the net table's lanes (where the provider
+// copies with the CPU, one per 4 CPUs of the process's share: lanes_rule.cc), at most this many,
+// and only for comms of at most kAutoLanesRanks ranks (one node's GPUs): lanes multiply a comm's
+// endpoints and per-peer state, and with more ranks each put is a smaller share.
+constexpr int kAutoLanesMax = 4;
+constexpr int kAutoLanesRanks = 8;
+
+// The lanes the GpuHost offers (a lane's device opens when a comm first uses it).
+int max_gin_lanes() {
+  const int knob = state().gin_lanes();
+  return knob > 0 ? knob : std::clamp(state().lanes(), 1, kAutoLanesMax);
+}
+
 // The GIN side's process-wide state: a GpuHost opened by the first init, closed with the last
 // finalize (PluginState, shared with the net table, keeps the logger and checks the knobs).
 class GinState {
@@ -140,7 +153,7 @@ class GinState {
     if (r != ncclSuccess) return r;
     std::lock_guard<std::mutex> l(mu_);
     if (refs_ == 0) {
-      auto h = GpuHost::init({}, GpuHostDevices::one, GpuHostLanes{state().gin_lanes()});
+      auto h = GpuHost::init({}, GpuHostDevices::one, GpuHostLanes{max_gin_lanes()});
       if (!h.ok()) {
         state().release();
         return state().fail(h.status(), "GIN init: opening libxport");
@@ -428,13 +441,15 @@ ncclResult_t x_close_listen(void* listenComm) {
   return ncclSuccess;
 }
 
-// Collective, after lane 0's team formed: the lanes every rank has (XPORT_NCCL_GIN_LANES; the
-// fewest any rank asked for), each a team on the host's next lane device, its handles gathered
-// over lane 0's team.
+// Collective, after lane 0's team formed: the lanes every rank has (XPORT_NCCL_GIN_LANES, or
+// the auto choice for a comm of this size; the fewest any rank asked for), each a team on the
+// host's next lane device, its handles gathered over lane 0's team.
 Result<std::vector<std::unique_ptr<GinLane>>> connect_lanes(GpuHost& h, GpuTeam& team,
                                                             Deadline deadline) {
   std::vector<std::unique_ptr<GinLane>> out;
-  const uint8_t mine = static_cast<uint8_t>(h.lanes());
+  const bool auto_lanes = state().gin_lanes() == 0;
+  const uint8_t mine =
+      static_cast<uint8_t>(auto_lanes && team.size() > kAutoLanesRanks ? 1 : h.lanes());
   XPORT_ASSIGN_OR_RETURN(auto counts, GpuHost::all_gather(team, {&mine, 1}, deadline));
   int lanes = mine;
   for (const auto& b : counts) {
@@ -489,10 +504,9 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
   c->lanes = std::move(lanes).value();
   c->split_bytes = state().gin_split_bytes();
   c->debt = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(nranks));
-  if (!c->lanes.empty()) {
-    XNCCL_INFO("GIN connect: rank %d of %d, %zu lanes (puts from %zu bytes split over them)",
-               rank, nranks, c->lanes.size() + 1, c->split_bytes);
-  }
+  XNCCL_INFO("GIN connect: rank %d of %d, %zu lane(s)%s (puts from %zu bytes split over them)",
+             rank, nranks, c->lanes.size() + 1,
+             state().gin_lanes() == 0 ? ", XPORT_NCCL_GIN_LANES auto" : "", c->split_bytes);
   // GIN's contract: a kernel reuses a put's source only once told it is locally complete
   // (NCCL counts its counters at test()'s done), so staged GPU sources are copied as progress
   // goes, not in iput: NCCL's proxy thread is not held for the copy.

@@ -87,8 +87,9 @@ ncclResult_t PluginState::acquire(ncclDebugLogger_t logger) {
     return fail(ncclInvalidArgument, "init: XPORT_NCCL_LANES=%d: 1..16, or 0 (auto)", lanes_);
   }
   gin_lanes_ = std::atoi(knob_value("XPORT_NCCL_GIN_LANES").c_str());
-  if (gin_lanes_ < 1 || gin_lanes_ > 16) {
-    return fail(ncclInvalidArgument, "init: XPORT_NCCL_GIN_LANES=%d: 1..16", gin_lanes_);
+  if (gin_lanes_ < 0 || gin_lanes_ > 16) {
+    return fail(ncclInvalidArgument, "init: XPORT_NCCL_GIN_LANES=%d: 1..16, or 0 (auto)",
+                gin_lanes_);
   }
   const long long split = std::atoll(knob_value("XPORT_NCCL_GIN_SPLIT_BYTES").c_str());
   if (split < 4096) {

@@ -163,8 +163,8 @@ class PluginState {
   int max_recvs() const { return max_recvs_; }
   // Libxport devices per NCCL device (1..16): XPORT_NCCL_LANES, or the auto choice for 0.
   int lanes() const { return lanes_; }
-  // XPORT_NCCL_GIN_LANES (1..16): lanes per GIN comm; XPORT_NCCL_GIN_SPLIT_BYTES: the size
-  // from which a GIN put is split over them.
+  // XPORT_NCCL_GIN_LANES (1..16, 0: auto): lanes per GIN comm; XPORT_NCCL_GIN_SPLIT_BYTES: the
+  // size from which a GIN put is split over them.
   int gin_lanes() const { return gin_lanes_; }
   // XPORT_NCCL_LANE_SPIN_US: how long a lane's thread polls after its last work.
   int lane_spin_us() const { return lane_spin_us_; }
@@ -186,7 +186,7 @@ class PluginState {
   int speed_default_ = 0;
   int max_recvs_ = 1;
   int lanes_ = 1;
-  int gin_lanes_ = 1;
+  int gin_lanes_ = 0;
   int lane_spin_us_ = 1000;
   size_t gin_split_bytes_ = 4 << 20;
 };

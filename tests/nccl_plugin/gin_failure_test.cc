@@ -202,7 +202,7 @@ TEST_P(GinFailure, APutToARankThatClosedItsCommIsDoneWithItsErrorAndTheNextIputF
   const char* self = std::getenv("XTEST_SELF");
   ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
   std::vector<std::string> env = peer_env();
-  for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
+  for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
     if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
   }
   ASSERT_STREQ(std::getenv("XPORT_PEER_TIMEOUT_MS"), "5000") << "meson's nccl-gin-lanes-peer-gone-*";
