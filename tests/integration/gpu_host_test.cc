@@ -45,6 +45,74 @@ void open_ranks(std::vector<std::unique_ptr<GpuHost>>& hosts,
   }
 }
 
+// n ranks of one host, a thread each: a listener of its own and its handle, data (n slots of
+// len) and n signal words per rank, and what failed.
+struct HostRanks {
+  HostRanks(int n, size_t len)
+      : listeners(n), handles(n), data(n, std::vector<uint8_t>(n * len, 0)),
+        signals(n, std::vector<uint64_t>(n, 0)), failures(n) {}
+  std::vector<std::unique_ptr<Listener>> listeners;
+  std::vector<ConnectionHandle> handles;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<std::vector<uint64_t>> signals;
+  std::vector<std::string> failures;
+};
+
+// Every rank's listener on device `index`, and its handle.
+void open_listeners(GpuHost& host, int index, HostRanks& k) {
+  for (size_t r = 0; r < k.listeners.size(); ++r) {
+    auto l = host.open_listener(index);
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    k.listeners[r] = std::move(l).value();
+    k.handles[r] = k.listeners[r]->handle();
+  }
+}
+
+// Rank r of `team` (n ranks): registers data (n slots of len) and n signal words, puts its slot
+// (filled with `tag + r`) with a signal to every rank, itself included, waits for every rank's
+// signal, quiets, and stays until every rank is done with its memory. "" or what failed.
+std::string put_to_each_other(GpuHost& host, GpuTeam& team, int r, int n, size_t len,
+                              std::vector<uint8_t>& data, std::vector<uint64_t>& signals,
+                              uint64_t tag) {
+  auto fail = [](const std::string& what, const Status& st) { return what + ": " + st.to_string(); };
+  auto d = host.register_symmetric(team, data.data(), data.size(), Deadline::after(20s));
+  if (!d.ok()) return fail("register data", d.status());
+  auto sg = host.register_symmetric(team, signals.data(), n * 8, Deadline::after(20s));
+  if (!sg.ok()) return fail("register signals", sg.status());
+  test::fill(data.data() + r * len, len, tag + r);
+  for (int p = 0; p < n; ++p) {  // the other ranks, and this one through its loopback
+    auto t = team.window(p)->put_signal(d->local, r * len, d->remote[p], r * len, len,
+                                        sg->remote[p], 8 * r, 1);
+    if (!t.ok()) return fail("put_signal to rank " + std::to_string(p), t.status());
+  }
+  for (int p = 0; p < n; ++p) {
+    Status w = team.window(p)->wait_signal(sg->local, 8 * p, 1, Deadline::after(20s));
+    if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
+  }
+  for (int p = 0; p < n; ++p) {
+    Status q = team.window(p)->quiet(Deadline::after(20s));
+    if (!q.ok()) return fail("quiet to rank " + std::to_string(p), q);
+  }
+  uint64_t word = 0;  // stay until the other ranks are done with this one's memory
+  auto bye = host.register_symmetric(team, &word, sizeof(word), Deadline::after(20s));
+  if (!bye.ok()) return fail("closing exchange", bye.status());
+  return "";
+}
+
+// What put_to_each_other left at every rank: every rank's slot and one signal from each.
+void expect_everyone_put(const std::vector<std::vector<uint8_t>>& data,
+                         const std::vector<std::vector<uint64_t>>& signals, size_t len,
+                         uint64_t tag, const std::string& where) {
+  const int n = static_cast<int>(data.size());
+  for (int r = 0; r < n; ++r) {
+    for (int p = 0; p < n; ++p) {
+      EXPECT_EQ(test::first_mismatch(data[r].data() + p * len, len, tag + p), -1)
+          << where << "rank " << r << ", slot of rank " << p;
+      EXPECT_EQ(signals[r][p], 1u) << where << "rank " << r << ", from " << p;
+    }
+  }
+}
+
 TEST_P(GpuHostTest, ThreeRanksPutSignalToEveryPeerThroughTheirProxyContexts) {
   constexpr int n = 3;
   constexpr size_t slice = 4096;
@@ -372,57 +440,22 @@ TEST_P(GpuHostTest, TwoRanksOfOneTeamInOneHostFormItTwiceAndPutToEachOther) {
   constexpr int n = 2;
   constexpr size_t len = 4096;
   for (int round = 0; round < 2; ++round) {
-    std::vector<std::unique_ptr<Listener>> listeners(n);
-    std::vector<ConnectionHandle> handles(n);
-    for (int r = 0; r < n; ++r) {
-      auto l = (*host)->open_listener(0);
-      ASSERT_TRUE(l.ok()) << l.status().to_string();
-      listeners[r] = std::move(l).value();
-      handles[r] = listeners[r]->handle();
-    }
-    std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(n * len, 0));
-    std::vector<std::vector<uint64_t>> signals(n, std::vector<uint64_t>(n, 0));
-    std::vector<std::string> failures(n);
+    HostRanks k(n, len);
+    open_listeners(**host, 0, k);
+    if (HasFatalFailure()) return;
     auto rank_main = [&](int r) {
-      auto fail = [&](const std::string& what, const Status& st) {
-        failures[r] = what + ": " + st.to_string();
-      };
-      auto team = (*host)->connect(0, handles, r, Deadline::after(20s), listeners[r].get());
-      if (!team.ok()) return fail("connect", team.status());
-      auto d = (*host)->register_symmetric(**team, data[r].data(), data[r].size(),
-                                           Deadline::after(20s));
-      if (!d.ok()) return fail("register data", d.status());
-      auto sg = (*host)->register_symmetric(**team, signals[r].data(), n * 8, Deadline::after(20s));
-      if (!sg.ok()) return fail("register signals", sg.status());
-      test::fill(data[r].data() + r * len, len, 10 * round + r + 1);
-      for (int p = 0; p < n; ++p) {  // the other rank, and this one through its loopback
-        auto t = (*team)->window(p)->put_signal(d->local, r * len, d->remote[p], r * len, len,
-                                                sg->remote[p], 8 * r, 1);
-        if (!t.ok()) return fail("put_signal to rank " + std::to_string(p), t.status());
+      auto team = (*host)->connect(0, k.handles, r, Deadline::after(20s), k.listeners[r].get());
+      if (!team.ok()) {
+        k.failures[r] = "connect: " + team.status().to_string();
+        return;
       }
-      for (int p = 0; p < n; ++p) {
-        Status w = (*team)->window(p)->wait_signal(sg->local, 8 * p, 1, Deadline::after(20s));
-        if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
-      }
-      for (int p = 0; p < n; ++p) {
-        Status q = (*team)->window(p)->quiet(Deadline::after(20s));
-        if (!q.ok()) return fail("quiet to rank " + std::to_string(p), q);
-      }
-      uint64_t word = 0;  // stay until the other rank is done with this one's memory
-      auto bye = (*host)->register_symmetric(**team, &word, sizeof(word), Deadline::after(20s));
-      if (!bye.ok()) return fail("closing exchange", bye.status());
+      k.failures[r] = put_to_each_other(**host, **team, r, n, len, k.data[r], k.signals[r], 10 * round + 1);
     };
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
     for (auto& t : threads) t.join();
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(failures[r], "") << "round " << round << ", rank " << r;
-      for (int p = 0; p < n; ++p) {
-        EXPECT_EQ(test::first_mismatch(data[r].data() + p * len, len, 10 * round + p + 1), -1)
-            << "round " << round << ", rank " << r << ", slot of rank " << p;
-        EXPECT_EQ(signals[r][p], 1u) << "round " << round << ", rank " << r << ", from " << p;
-      }
-    }
+    for (int r = 0; r < n; ++r) EXPECT_EQ(k.failures[r], "") << "round " << round << ", rank " << r;
+    expect_everyone_put(k.data, k.signals, len, 10 * round + 1, "round " + std::to_string(round) + ", ");
   }
 }
 
@@ -450,22 +483,14 @@ TEST_P(GpuHostTest, LanesAreDevicesOfTheirOwnAndTeamsFormOnThemFromHandlesGather
   EXPECT_EQ((*host)->device(3).status().code(), Code::invalid_argument);
   constexpr int n = 2;
   constexpr size_t len = 8192;
-  std::vector<std::unique_ptr<Listener>> listeners(n);
-  std::vector<ConnectionHandle> handles(n);
-  for (int r = 0; r < n; ++r) {
-    auto l = (*host)->open_listener(0);
-    ASSERT_TRUE(l.ok()) << l.status().to_string();
-    listeners[r] = std::move(l).value();
-    handles[r] = listeners[r]->handle();
-  }
-  std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(n * len, 0));
-  std::vector<std::vector<uint64_t>> signals(n, std::vector<uint64_t>(n, 0));
-  std::vector<std::string> failures(n);
+  HostRanks k(n, len);
+  open_listeners(**host, 0, k);
+  if (HasFatalFailure()) return;
   auto rank_main = [&](int r) {
     auto fail = [&](const std::string& what, const Status& st) {
-      failures[r] = what + ": " + st.to_string();
+      k.failures[r] = what + ": " + st.to_string();
     };
-    auto team = (*host)->connect(0, handles, r, Deadline::after(20s), listeners[r].get());
+    auto team = (*host)->connect(0, k.handles, r, Deadline::after(20s), k.listeners[r].get());
     if (!team.ok()) return fail("connect lane 0", team.status());
     const std::vector<uint8_t> too_big(4097, 1);
     auto refused = GpuHost::all_gather(**team, too_big, Deadline::after(20s));
@@ -482,39 +507,13 @@ TEST_P(GpuHostTest, LanesAreDevicesOfTheirOwnAndTeamsFormOnThemFromHandlesGather
     auto lane_team = (*host)->connect(2, *gathered, r, Deadline::after(20s), lane->get());
     if (!lane_team.ok()) return fail("connect lane 2", lane_team.status());
     if (&(*lane_team)->device() != devs[2]) return fail("lane 2's team", Status::success());
-    auto d = (*host)->register_symmetric(**lane_team, data[r].data(), data[r].size(),
-                                         Deadline::after(20s));
-    if (!d.ok()) return fail("register data", d.status());
-    auto sg = (*host)->register_symmetric(**lane_team, signals[r].data(), n * 8,
-                                          Deadline::after(20s));
-    if (!sg.ok()) return fail("register signals", sg.status());
-    test::fill(data[r].data() + r * len, len, r + 7);
-    for (int p = 0; p < n; ++p) {
-      auto t = (*lane_team)->window(p)->put_signal(d->local, r * len, d->remote[p], r * len, len,
-                                                   sg->remote[p], 8 * r, 1);
-      if (!t.ok()) return fail("put_signal to rank " + std::to_string(p), t.status());
-    }
-    for (int p = 0; p < n; ++p) {
-      Status w = (*lane_team)->window(p)->wait_signal(sg->local, 8 * p, 1, Deadline::after(20s));
-      if (!w.ok()) return fail("signal of rank " + std::to_string(p), w);
-      Status q = (*lane_team)->window(p)->quiet(Deadline::after(20s));
-      if (!q.ok()) return fail("quiet to rank " + std::to_string(p), q);
-    }
-    uint64_t word = 0;  // stay until the other rank is done with this one's memory
-    auto bye = (*host)->register_symmetric(**lane_team, &word, sizeof(word), Deadline::after(20s));
-    if (!bye.ok()) return fail("closing exchange", bye.status());
+    k.failures[r] = put_to_each_other(**host, **lane_team, r, n, len, k.data[r], k.signals[r], 7);
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back(rank_main, r);
   for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(failures[r], "") << "rank " << r;
-    for (int p = 0; p < n; ++p) {
-      EXPECT_EQ(test::first_mismatch(data[r].data() + p * len, len, p + 7), -1)
-          << "rank " << r << ", slot of rank " << p;
-      EXPECT_EQ(signals[r][p], 1u) << "rank " << r << ", from " << p;
-    }
-  }
+  for (int r = 0; r < n; ++r) EXPECT_EQ(k.failures[r], "") << "rank " << r;
+  expect_everyone_put(k.data, k.signals, len, 7, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GpuHostTest,

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,8 +107,6 @@ int gin_failing_peer_main(bool close_comm) {
 
 namespace {
 
-class GinFailure : public GinFixture {};
-
 // Number of WARN lines logged since `mark` that contain `what`.
 size_t warned_count(size_t mark, const std::string& what) {
   std::lock_guard<std::mutex> l(g_log_mu);
@@ -118,37 +117,72 @@ size_t warned_count(size_t mark, const std::string& what) {
   return n;
 }
 
-TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
-  const char* self = std::getenv("XTEST_SELF");
-  ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
-  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer"}, peer_env());
-  ASSERT_TRUE(child.started());
-  std::string err;
-  auto exchange = [&](const std::vector<uint8_t>& mine) {
-    std::string line = child.read_line(30000, &err);
-    if (line.rfind("HANDLE ", 0) != 0) {
-      err = "the peer said '" + line + "' " + err;
-      return std::vector<uint8_t>();
+class GinFailure : public GinFixture {
+ protected:
+  // Starts rank 1 (--gin-failing-peer [mode]), joins it as rank 0 and waits until it says
+  // `said` (what it did to fail rank 0's next operation).
+  void start_pair(const std::string& mode, const std::string& said) {
+    const char* self = std::getenv("XTEST_SELF");
+    ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
+    std::vector<std::string> argv = {self, "--gin-failing-peer"};
+    if (!mode.empty()) argv.push_back(mode);
+    child_.emplace(xport::test::ChildProcess::spawn(argv, peer_env()));
+    ASSERT_TRUE(child_->started());
+    auto exchange = [&](const std::vector<uint8_t>& mine) {
+      return exchange_handle(*child_, mine, &err_);
+    };
+    ASSERT_EQ(join(p_, 0, exchange, &coll_, data_, sig_, &data_mh_, &sig_mh_), "") << err_;
+    ASSERT_EQ(child_->read_line(30000, &err_, [&] { (void)p_.gin->ginProgress(coll_); }), said)
+        << err_;
+  }
+  // The comm's next iputSignal (`signal`) or iput fails, naming `what` when it is not empty.
+  void expect_next_fails(bool signal, const std::string& what) {
+    const size_t before = log_mark();
+    void* next = nullptr;
+    const ncclResult_t r =
+        signal ? p_.gin->iputSignal(coll_, 0, data_mh_, 8, 0, data_mh_, 1, 0, sig_mh_, 1,
+                                    NCCL_NET_SIGNAL_OP_INC, &next)
+               : p_.gin->iput(coll_, 0, data_mh_, 8, 0, data_mh_, 1, &next);
+    EXPECT_NE(r, ncclSuccess) << (signal ? "iputSignal" : "iput") << " after a failed request";
+    EXPECT_EQ(next, nullptr);
+    if (!what.empty()) {
+      EXPECT_NE(warned_since(before).find(what), std::string::npos) << warned_since(before);
     }
-    child.write_line("HANDLE " + xport::test::to_hex(mine));
-    return xport::test::from_hex(line.substr(7));
-  };
+  }
+  // Says bye to rank 1, which closes; then this rank closes.
+  void finish() {
+    bool has_error = false;
+    EXPECT_EQ(p_.gin->queryLastError(coll_, &has_error), ncclSuccess);
+    EXPECT_TRUE(has_error);
+    unsetenv("XTEST_QUIET_WARN");
+    child_->write_line("bye");
+    EXPECT_EQ(child_->read_line(30000, &err_, [&] { (void)p_.gin->ginProgress(coll_); }),
+              "PASSED") << err_;
+    EXPECT_EQ(child_->wait_exit(30000), 0);
+    EXPECT_EQ(p_.gin->deregMrSym(coll_, data_mh_), ncclSuccess);
+    EXPECT_EQ(p_.gin->deregMrSym(coll_, sig_mh_), ncclSuccess);
+    EXPECT_EQ(p_.gin->closeColl(coll_), ncclSuccess);
+  }
+
+  std::optional<xport::test::ChildProcess> child_;
+  std::string err_;
+  void *coll_ = nullptr, *data_mh_ = nullptr, *sig_mh_ = nullptr;
+  std::vector<uint8_t> data_;
+  std::vector<uint64_t> sig_;
+};
+
+TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
+  start_pair("", "DEREGISTERED");
+  if (HasFatalFailure()) return;
   ncclGin_v11_t* g = p_.gin;
-  void *coll = nullptr, *data_mh = nullptr, *sig_mh = nullptr;
-  std::vector<uint8_t> data;
-  std::vector<uint64_t> sig;
-  const std::string e = join(p_, 0, exchange, &coll, data, sig, &data_mh, &sig_mh);
-  ASSERT_EQ(e, "") << err;
-  ASSERT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "DEREGISTERED")
-      << err;
   setenv("XTEST_QUIET_WARN", "1", 1);
   const size_t mark = log_mark();
   // An empty put (nothing to move) before the failure, tested only after it: its own outcome.
   void* empty = nullptr;
-  ASSERT_EQ(g->iput(coll, 0, data_mh, 0, 0, data_mh, 1, &empty), ncclSuccess) << warned_since(0);
+  ASSERT_EQ(g->iput(coll_, 0, data_mh_, 0, 0, data_mh_, 1, &empty), ncclSuccess) << warned_since(0);
   // A signal into rank 1's deregistered words: it fails at the target.
   void* req = nullptr;
-  ASSERT_EQ(g->iputSignal(coll, 0, nullptr, 0, 0, nullptr, 1, 8, sig_mh, 5,
+  ASSERT_EQ(g->iputSignal(coll_, 0, nullptr, 0, 0, nullptr, 1, 8, sig_mh_, 5,
                           NCCL_NET_SIGNAL_OP_ADD, &req), ncclSuccess) << warned_since(0);
   ASSERT_NE(req, nullptr);
   // NCCL's proxy: test() until done, its return code ignored, ginProgress between (here also
@@ -156,9 +190,9 @@ TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
   int done = 0, tests = 0;
   const auto until = Clock::now() + 30s;
   while (!done && Clock::now() < until && log_mark() - mark < 1000) {
-    (void)g->test(coll, req, &done);
+    (void)g->test(coll_, req, &done);
     ++tests;
-    (void)g->ginProgress(coll);
+    (void)g->ginProgress(coll_);
   }
   EXPECT_EQ(done, 1) << "a failed request must be reported done (NCCL tests it until then), "
                      << tests << " tests so far; " << warned_count(mark, "GIN")
@@ -166,32 +200,13 @@ TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
   EXPECT_EQ(warned_count(mark, "failed at the target"), 1u)
       << "the failure is logged once, over " << tests << " tests: " << warned_since(mark);
   int empty_done = 0;
-  EXPECT_EQ(g->test(coll, empty, &empty_done), ncclSuccess)
+  EXPECT_EQ(g->test(coll_, empty, &empty_done), ncclSuccess)
       << "the empty put's own outcome, not the comm's failure: " << warned_since(mark);
   EXPECT_EQ(empty_done, 1);
   // NCCL's channel: the next iputSignal (and iput) of the comm fails, naming the failure.
-  for (int i = 0; i < 2; ++i) {
-    const size_t before = log_mark();
-    void* next = nullptr;
-    const ncclResult_t r =
-        i == 0 ? g->iputSignal(coll, 0, data_mh, 8, 0, data_mh, 1, 0, sig_mh, 1,
-                               NCCL_NET_SIGNAL_OP_INC, &next)
-               : g->iput(coll, 0, data_mh, 8, 0, data_mh, 1, &next);
-    EXPECT_NE(r, ncclSuccess) << (i == 0 ? "iputSignal" : "iput") << " after a failed request";
-    EXPECT_EQ(next, nullptr);
-    EXPECT_NE(warned_since(before).find("failed at the target"), std::string::npos)
-        << warned_since(before);
-  }
-  bool has_error = false;
-  EXPECT_EQ(g->queryLastError(coll, &has_error), ncclSuccess);
-  EXPECT_TRUE(has_error);
-  unsetenv("XTEST_QUIET_WARN");
-  child.write_line("bye");
-  EXPECT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "PASSED") << err;
-  EXPECT_EQ(child.wait_exit(30000), 0);
-  EXPECT_EQ(g->deregMrSym(coll, data_mh), ncclSuccess);
-  EXPECT_EQ(g->deregMrSym(coll, sig_mh), ncclSuccess);
-  EXPECT_EQ(g->closeColl(coll), ncclSuccess);
+  expect_next_fails(true, "failed at the target");
+  expect_next_fails(false, "failed at the target");
+  finish();
 }
 
 // A put to a rank that closed its comm and makes no progress any more fails once the rank is
@@ -199,61 +214,28 @@ TEST_P(GinFailure, AFailedRequestIsDoneLoggedOnceAndTheNextIputFails) {
 // returned, and the comm's next iput fails. 4 KiB with 3 lanes and puts from 4 KiB split: the
 // parts on lanes 1 and 2 fail on their lanes' threads.
 TEST_P(GinFailure, APutToARankThatClosedItsCommIsDoneWithItsErrorAndTheNextIputFails) {
-  const char* self = std::getenv("XTEST_SELF");
-  ASSERT_NE(self, nullptr) << "XTEST_SELF (this test binary's path) is not set";
-  std::vector<std::string> env = peer_env();
-  for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
-    if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
-  }
   ASSERT_STREQ(std::getenv("XPORT_PEER_TIMEOUT_MS"), "5000") << "meson's nccl-gin-lanes-peer-gone-*";
-  auto child = xport::test::ChildProcess::spawn({self, "--gin-failing-peer", "closed"}, env);
-  ASSERT_TRUE(child.started());
-  std::string err;
-  auto exchange = [&](const std::vector<uint8_t>& mine) {
-    std::string line = child.read_line(30000, &err);
-    if (line.rfind("HANDLE ", 0) != 0) {
-      err = "the peer said '" + line + "' " + err;
-      return std::vector<uint8_t>();
-    }
-    child.write_line("HANDLE " + xport::test::to_hex(mine));
-    return xport::test::from_hex(line.substr(7));
-  };
+  start_pair("closed", "CLOSED");
+  if (HasFatalFailure()) return;
   ncclGin_v11_t* g = p_.gin;
-  void *coll = nullptr, *data_mh = nullptr, *sig_mh = nullptr;
-  std::vector<uint8_t> data;
-  std::vector<uint64_t> sig;
-  ASSERT_EQ(join(p_, 0, exchange, &coll, data, sig, &data_mh, &sig_mh), "") << err;
-  ASSERT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "CLOSED") << err;
   setenv("XTEST_QUIET_WARN", "1", 1);
   const size_t mark = log_mark();
   void* req = nullptr;
-  ASSERT_EQ(g->iput(coll, 0, data_mh, data.size(), 0, data_mh, 1, &req), ncclSuccess)
+  ASSERT_EQ(g->iput(coll_, 0, data_mh_, data_.size(), 0, data_mh_, 1, &req), ncclSuccess)
       << warned_since(0);
   ASSERT_NE(req, nullptr);
   int done = 0;
   ncclResult_t last = ncclSuccess;
   const auto until = Clock::now() + 60s;
   while (!done && Clock::now() < until) {
-    last = g->test(coll, req, &done);
-    (void)g->ginProgress(coll);
+    last = g->test(coll_, req, &done);
+    (void)g->ginProgress(coll_);
   }
   EXPECT_EQ(done, 1) << "the failed put must be reported done: " << warned_since(mark);
   EXPECT_NE(last, ncclSuccess) << "test() returns the put's error";
   EXPECT_GE(warned_count(mark, "GIN"), 1u);
-  void* next = nullptr;
-  EXPECT_NE(g->iput(coll, 0, data_mh, 8, 0, data_mh, 1, &next), ncclSuccess)
-      << "the next iput after a failed put";
-  EXPECT_EQ(next, nullptr);
-  bool has_error = false;
-  EXPECT_EQ(g->queryLastError(coll, &has_error), ncclSuccess);
-  EXPECT_TRUE(has_error);
-  unsetenv("XTEST_QUIET_WARN");
-  child.write_line("bye");
-  EXPECT_EQ(child.read_line(30000, &err, [&] { (void)g->ginProgress(coll); }), "PASSED") << err;
-  EXPECT_EQ(child.wait_exit(30000), 0);
-  EXPECT_EQ(g->deregMrSym(coll, data_mh), ncclSuccess);
-  EXPECT_EQ(g->deregMrSym(coll, sig_mh), ncclSuccess);
-  EXPECT_EQ(g->closeColl(coll), ncclSuccess);
+  expect_next_fails(false, "");
+  finish();
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GinFailure, gin_cases(), gin_case_name);

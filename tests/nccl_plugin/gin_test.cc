@@ -328,15 +328,7 @@ void two_ranks(Plugin& p, const std::vector<std::string>& env) {
   auto child = xport::test::ChildProcess::spawn({self, "--gin-peer", std::to_string(seed)}, env);
   ASSERT_TRUE(child.started());
   std::string err;
-  auto exchange = [&](const std::vector<uint8_t>& mine) {
-    std::string line = child.read_line(30000, &err);
-    if (line.rfind("HANDLE ", 0) != 0) {
-      err = "the peer said '" + line + "' " + err;
-      return std::vector<uint8_t>();
-    }
-    child.write_line("HANDLE " + xport::test::to_hex(mine));
-    return xport::test::from_hex(line.substr(7));
-  };
+  auto exchange = [&](const std::vector<uint8_t>& mine) { return exchange_handle(child, mine, &err); };
   auto barrier = [&](const std::string& mine, const std::function<void()>& idle) {
     child.write_line("RESULT " + mine);
     std::string line = child.read_line(150000, &err, idle);
@@ -356,16 +348,7 @@ TEST_P(GinTest, TwoRanksPutAndSignalInOrderEveryByteVerified) { two_ranks(p_, pe
 // Lanes (XPORT_NCCL_GIN_LANES): meson's nccl-gin-lanes-* run every case with three lanes (asked
 // for, or the auto choice beside three net lanes) and puts from 4 KiB split over them, each lane
 // driven by a thread of its own; a signal still covers every put before it, on any lane.
-class GinLanesTest : public GinTest {
- protected:
-  std::vector<std::string> lanes_env() const {
-    std::vector<std::string> env = peer_env();
-    for (const char* k : {"XPORT_NCCL_GIN_LANES", "XPORT_NCCL_LANES", "XPORT_NCCL_GIN_SPLIT_BYTES"}) {
-      if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
-    }
-    return env;
-  }
-};
+class GinLanesTest : public GinTest {};
 
 TEST_P(GinLanesTest, PutsSplitOverLanesLandBeforeTheirSignals) {
   const char* asked = std::getenv("XPORT_NCCL_GIN_LANES");
@@ -378,7 +361,7 @@ TEST_P(GinLanesTest, PutsSplitOverLanesLandBeforeTheirSignals) {
     std::lock_guard<std::mutex> l(g_log_mu);
     mark = g_log.size();
   }
-  two_ranks(p_, lanes_env());
+  two_ranks(p_, peer_env());
   // The puts went over the lanes: the comm says how many it split when it closes.
   bool split = false;
   std::lock_guard<std::mutex> l(g_log_mu);
