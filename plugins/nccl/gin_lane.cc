@@ -80,13 +80,14 @@ void GinLane::run() {
       if (!read.ok() || *read == 0) sched_yield();
       continue;
     }
-    if (std::chrono::steady_clock::now() - active < spin_) {
+    const auto idle = std::chrono::steady_clock::now() - active;
+    if (idle < spin_) {
       sched_yield();
       continue;
     }
     std::unique_lock<std::mutex> l(mu_);
     dozing_.store(true, std::memory_order_release);
-    cv_.wait_for(l, kDoze, [this] {
+    cv_.wait_for(l, idle < kDeepAfter ? kDoze : kDeepDoze, [this] {
       return has_inbox_.load(std::memory_order_acquire) || stop_.load(std::memory_order_acquire);
     });
     dozing_.store(false, std::memory_order_relaxed);
