@@ -47,15 +47,21 @@ PluginState& state() { return PluginState::get(); }
 // NCCL sizes each rank's descriptor queue as NCCL_NET_MAX_REQUESTS x maxRecvs.
 constexpr int kGinMaxRecvs = 8;
 
+// init()'s context: one per NCCL communicator (rank). Its GpuHost, opened by its first listen,
+// is the rank's own: the GPUs one process drives (nccl-tests -g N) each progress their GIN
+// comms on libxport devices of their own, instead of taking turns on one device's lock.
 struct GinContext {
   static constexpr uint64_t kMagic = 0x5854434e49475058ull;  // "XPGINCTX"
   uint64_t magic = kMagic;
   uint64_t comm_id = 0;
+  std::mutex mu;
+  std::shared_ptr<GpuHost> host;  // guarded by mu
 };
 
 struct GinListen {
   static constexpr uint64_t kMagic = 0x4e53494c4e494758ull;  // "XGINLISN"
   uint64_t magic = kMagic;
+  std::shared_ptr<GpuHost> host;  // its context's, which the comms it connects use
   std::unique_ptr<Listener> listener;
 };
 
@@ -103,6 +109,7 @@ struct GinOp {
 struct GinComm {
   static constexpr uint64_t kMagic = 0x4c4f434e49475058ull;  // "XPGINCOL"
   uint64_t magic = kMagic;
+  std::shared_ptr<GpuHost> host;  // (declared first: it goes last, after the teams)
   std::unique_ptr<GpuTeam> team;
   int rank = 0;
   int nranks = 0;
@@ -141,7 +148,8 @@ int max_gin_lanes() {
 }
 
 // The GIN side's process-wide state: a GpuHost opened by the first init, closed with the last
-// finalize (PluginState, shared with the net table, keeps the logger and checks the knobs).
+// finalize, for devices / getProperties (PluginState, shared with the net table, keeps the
+// logger and checks the knobs); comms live on their context's own host (GinContext).
 class GinState {
  public:
   static GinState& get() {
@@ -158,7 +166,7 @@ class GinState {
         state().release();
         return state().fail(h.status(), "GIN init: opening libxport");
       }
-      host_ = std::move(h).value();
+      host_ = std::shared_ptr<GpuHost>(std::move(h).value());
     }
     ++refs_;
     return ncclSuccess;
@@ -174,14 +182,36 @@ class GinState {
     std::lock_guard<std::mutex> l(mu_);
     return host_.get();
   }
+  std::shared_ptr<GpuHost> shared_host() {
+    std::lock_guard<std::mutex> l(mu_);
+    return host_;
+  }
 
  private:
   std::mutex mu_;
   int refs_ = 0;
-  std::unique_ptr<GpuHost> host_;
+  std::shared_ptr<GpuHost> host_;
 };
 
 GinState& gin() { return GinState::get(); }
+
+// The GpuHost a listen on `ctx` uses: the context's own (opened now if it has none yet), or the
+// process-wide one for a context the plugin does not know.
+Result<std::shared_ptr<GpuHost>> host_for(void* ctx) {
+  GinContext* c = checked<GinContext>(ctx);
+  if (c == nullptr) {
+    std::shared_ptr<GpuHost> h = gin().shared_host();
+    if (h == nullptr) return Status(Code::closed, "no GIN init");
+    return h;
+  }
+  std::lock_guard<std::mutex> l(c->mu);
+  if (c->host == nullptr) {
+    XPORT_ASSIGN_OR_RETURN(auto h, GpuHost::init({}, GpuHostDevices::one,
+                                                 GpuHostLanes{max_gin_lanes()}));
+    c->host = std::shared_ptr<GpuHost>(std::move(h));
+  }
+  return c->host;
+}
 
 ncclResult_t no_init(const char* what) {
   return state().fail(ncclInvalidUsage, "GIN %s: called before init (or after the last finalize)",
@@ -408,9 +438,10 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
     return state().fail(ncclInvalidArgument, "GIN listen: NULL handle or listenComm");
   }
   *listenComm = nullptr;
-  (void)ctx;
-  GpuHost* h = gin().host();
-  if (h == nullptr) return no_init("listen");
+  if (gin().host() == nullptr) return no_init("listen");
+  auto host = host_for(ctx);
+  if (!host.ok()) return state().fail(host.status(), "GIN listen: opening libxport");
+  GpuHost* h = host->get();
   if (dev < 0 || dev >= h->devices()) {
     return state().fail(ncclInvalidArgument, "GIN listen: device %d of %d", dev, h->devices());
   }
@@ -424,6 +455,7 @@ ncclResult_t x_listen(void* ctx, int dev, void* handle, void** listenComm) {
   auto* lc = new (std::nothrow) GinListen();
   if (lc == nullptr) return state().fail(ncclSystemError, "GIN listen: out of memory");
   lc->listener = std::move(l).value();
+  lc->host = std::move(host).value();
   std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, bytes.data(), bytes.size());
   *listenComm = lc;
@@ -482,8 +514,8 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
     return state().fail(ncclInvalidArgument, "GIN connect: rank %d of %d (handles %p)", rank,
                         nranks, static_cast<void*>(handles));
   }
-  GpuHost* h = gin().host();
-  if (h == nullptr) return no_init("connect");
+  if (gin().host() == nullptr) return no_init("connect");
+  GpuHost* h = l->host.get();  // the listener's context's
   std::vector<ConnectionHandle> hs(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
     if (handles[r] == nullptr) {
@@ -500,13 +532,15 @@ ncclResult_t x_connect(void* ctx, void* handles[], int nranks, int rank, void* l
   if (!lanes.ok()) return state().fail(lanes.status(), "GIN connect: the comm's lanes");
   auto* c = new (std::nothrow) GinComm();
   if (c == nullptr) return state().fail(ncclSystemError, "GIN connect: out of memory");
+  c->host = l->host;
   c->team = std::move(team).value();
   c->lanes = std::move(lanes).value();
   c->split_bytes = state().gin_split_bytes();
   c->debt = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(nranks));
-  XNCCL_INFO("GIN connect: rank %d of %d, %zu lane(s)%s (puts from %zu bytes split over them)",
-             rank, nranks, c->lanes.size() + 1,
-             state().gin_lanes() == 0 ? ", XPORT_NCCL_GIN_LANES auto" : "", c->split_bytes);
+  XNCCL_INFO("GIN connect: rank %d of %d on libxport device %p, %zu lane(s)%s (puts from %zu "
+             "bytes split over them)", rank, nranks, static_cast<void*>(&c->team->device()),
+             c->lanes.size() + 1, state().gin_lanes() == 0 ? ", XPORT_NCCL_GIN_LANES auto" : "",
+             c->split_bytes);
   // GIN's contract: a kernel reuses a put's source only once told it is locally complete
   // (NCCL counts its counters at test()'s done), so staged GPU sources are copied as progress
   // goes, not in iput: NCCL's proxy thread is not held for the copy.
@@ -543,8 +577,8 @@ ncclResult_t reg_sym(void* collComm, void* data, size_t size, int type, void** m
     return state().fail(ncclInvalidArgument, "%s: pointer type %d (host %d or CUDA %d)", what,
                         type, NCCL_PTR_HOST, NCCL_PTR_CUDA);
   }
-  GpuHost* h = gin().host();
-  if (h == nullptr) return no_init(what);
+  if (gin().host() == nullptr) return no_init(what);
+  GpuHost* h = c->host.get();
   const Deadline deadline = Deadline::from_knob();
   auto reg = h->register_symmetric(*c->team, data, size, deadline);
   if (!reg.ok()) return state().fail(reg.status(), what, true);

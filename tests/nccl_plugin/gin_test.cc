@@ -413,6 +413,85 @@ TEST_P(GinTest, OneRankTeamPutsAndSignalsToItself) {
   EXPECT_EQ(g->closeListen(listen), ncclSuccess);
 }
 
+// Two ranks in one process (nccl-tests -g 2: one process driving two GPUs), each through a GIN
+// init context of its own, as NCCL inits per communicator: each rank's comm is on a libxport
+// device of its own (their progress threads do not take turns on one device's lock), and they
+// put and signal to each other.
+TEST_P(GinTest, TwoRanksOfOneProcessEachGetADeviceOfTheirOwn) {
+  ncclGin_v11_t* g = p_.gin;
+  void* ctx[2] = {p_.gin_ctx, nullptr};
+  ASSERT_EQ(g->init(&ctx[1], 8, logger), ncclSuccess) << warned_since(0);
+  char h[2][NCCL_NET_HANDLE_MAXSIZE];
+  void* listen[2] = {};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(g->listen(ctx[r], 0, h[r], &listen[r]), ncclSuccess) << warned_since(0);
+  }
+  void* handles[2] = {h[0], h[1]};
+  void* coll[2] = {};
+  size_t mark = 0;
+  {
+    std::lock_guard<std::mutex> l(g_log_mu);
+    mark = g_log.size();
+  }
+  ncclResult_t got[2] = {ncclInternalError, ncclInternalError};
+  std::thread t1([&] { got[1] = g->connect(ctx[1], handles, 2, 1, listen[1], &coll[1]); });
+  got[0] = g->connect(ctx[0], handles, 2, 0, listen[0], &coll[0]);
+  t1.join();
+  ASSERT_EQ(got[0], ncclSuccess) << warned_since(0);
+  ASSERT_EQ(got[1], ncclSuccess) << warned_since(0);
+  std::string device[2];
+  {
+    std::lock_guard<std::mutex> l(g_log_mu);
+    for (size_t i = mark; i < g_log.size(); ++i) {
+      for (int r = 0; r < 2; ++r) {
+        const std::string key = "GIN connect: rank " + std::to_string(r) + " of 2 on libxport device ";
+        const size_t at = g_log[i].find(key);
+        if (at != std::string::npos) device[r] = g_log[i].substr(at + key.size()).substr(0, 18);
+      }
+    }
+  }
+  ASSERT_FALSE(device[0].empty() || device[1].empty()) << "both connects log their device";
+  EXPECT_NE(device[0].substr(0, device[0].find(',')), device[1].substr(0, device[1].find(',')))
+      << "the two ranks' comms share a libxport device";
+  // Rank 0 puts 4 KiB and a signal into rank 1's memory; both ranks' calls drive progress.
+  std::vector<uint8_t> buf[2] = {std::vector<uint8_t>(4096), std::vector<uint8_t>(4096, 0)};
+  std::vector<uint64_t> sig[2] = {std::vector<uint64_t>(1, 0), std::vector<uint64_t>(1, 0)};
+  void* mh[2] = {};
+  void* smh[2] = {};
+  void* gh = nullptr;
+  std::thread r1([&] {
+    (void)g->regMrSym(coll[1], buf[1].data(), 4096, NCCL_PTR_HOST, 0, &mh[1], &gh);
+    (void)g->regMrSym(coll[1], sig[1].data(), 8, NCCL_PTR_HOST, 0, &smh[1], &gh);
+  });
+  void* gh0 = nullptr;
+  EXPECT_EQ(g->regMrSym(coll[0], buf[0].data(), 4096, NCCL_PTR_HOST, 0, &mh[0], &gh0), ncclSuccess);
+  EXPECT_EQ(g->regMrSym(coll[0], sig[0].data(), 8, NCCL_PTR_HOST, 0, &smh[0], &gh0), ncclSuccess);
+  r1.join();
+  ASSERT_NE(mh[0], nullptr) << warned_since(0);
+  ASSERT_NE(smh[0], nullptr) << warned_since(0);
+  ASSERT_NE(mh[1], nullptr) << warned_since(0);
+  ASSERT_NE(smh[1], nullptr) << warned_since(0);
+  xport::test::fill(buf[0].data(), 4096, 77);
+  void* req = nullptr;
+  ASSERT_EQ(g->iputSignal(coll[0], 0, mh[0], 4096, 0, mh[0], 1, 0, smh[0], 0,
+                          NCCL_NET_SIGNAL_OP_INC, &req), ncclSuccess) << warned_since(0);
+  int done = 0;
+  EXPECT_TRUE(poll_until([&] {
+    (void)g->ginProgress(coll[1]);
+    return g->test(coll[0], req, &done) != ncclSuccess || done;
+  }, 20s));
+  EXPECT_EQ(done, 1) << warned_since(0);
+  EXPECT_EQ(load(&sig[1][0]), 1u);
+  EXPECT_EQ(xport::test::first_mismatch(buf[1].data(), 4096, 77), -1);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(g->deregMrSym(coll[r], mh[r]), ncclSuccess);
+    EXPECT_EQ(g->deregMrSym(coll[r], smh[r]), ncclSuccess);
+    EXPECT_EQ(g->closeColl(coll[r]), ncclSuccess);
+    EXPECT_EQ(g->closeListen(listen[r]), ncclSuccess);
+  }
+  EXPECT_EQ(g->finalize(ctx[1]), ncclSuccess);
+}
+
 // More operations outstanding than a window has contexts (NCCL's queue holds 32 x maxRecvs per
 // rank, a window 256 provider operations): the plugin queues what the window refuses and issues
 // it in order from later calls; iput never refuses, every request completes, every byte lands.
