@@ -88,7 +88,7 @@ struct GinRequest {
   Ticket data_ticket = 0;  // a split put with a signal: its lane-0 part, put before the signal
   Status error;  // issued from the queue and refused by its window: test() reports it
   // A split put: parts on the comm's other lanes not delivered yet, and the first of their
-  // failures (guarded by the comm's mu; read once parts_left is 0).
+  // failures (written under the comm's mu by the lanes' threads; read once parts_left is 0).
   std::atomic<int> parts_left{0};
   Status part_error;
 };
@@ -329,8 +329,7 @@ Posted post(GinComm& c, GinOp& op) {
     op.req->data_ticket = *t;
     op.data_posted = true;
   }
-  if (op.has_signal && c.debt != nullptr &&
-      c.debt[static_cast<size_t>(op.peer)].load(std::memory_order_acquire) != 0) {
+  if (op.has_signal && c.debt[static_cast<size_t>(op.peer)].load(std::memory_order_acquire) != 0) {
     return Posted::later;  // earlier parts on other lanes are still on their way
   }
   if (op.has_signal && c.part_failed.load(std::memory_order_acquire)) {
@@ -750,13 +749,11 @@ ncclResult_t x_test(void* collComm, void* request, int* done) {
       return ncclSuccess;
     }
   }
-  // Parts on other lanes: their threads report them.
+  // Parts on other lanes: their threads report them, part_error written before the decrement
+  // that took parts_left to 0 (so read here without the lock).
   if (r->parts_left.load(std::memory_order_acquire) != 0) return ncclSuccess;
   Status failed = std::move(r->error);  // (refused when issued from the queue)
-  if (failed.ok()) {
-    std::lock_guard<std::mutex> l(c->mu);
-    failed = r->part_error;
-  }
+  if (failed.ok()) failed = r->part_error;
   if (failed.ok() && r->data_ticket != 0) {
     auto s = c->team->window(r->peer)->check(r->data_ticket);
     if (s.ok() && *s != TransferState::done) return ncclSuccess;

@@ -12,12 +12,7 @@
 
 namespace xport::proto {
 
-Status Engine::progress() {
-  refresh_links();
-  Lock l(state_);
-  progress_locked();
-  return Status::success();
-}
+Status Engine::progress() { return progress_counted().status(); }
 
 Result<size_t> Engine::progress_counted() {
   refresh_links();
